@@ -1,0 +1,93 @@
+# hfp4 - FP4-weight GEMMs for NVIDIA Hopper (SM90).
+#
+#   make             libhfp4.so, libhfp4.a and the hfp4 command in build/
+#   make test        every CPU test; the closing line is "N passed, N failed"
+#   make gpu-test    every GPU test (skips with a message where there is no GPU)
+#   make demo        the main job: DeepSeek-V4-shaped FP4 expert GEMMs, checked (and timed on a GPU)
+#   make bench       hfp4 bench (needs a Hopper GPU)
+#
+# Sources are found by wildcard: a new src/<part>/<file>.c or .cu, tests/test_<name>.c or
+# tests/gpu/test_<name>.cu is built without editing this file.
+
+CC      ?= gcc
+NVCC    ?= nvcc
+BUILD   ?= build
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
+
+# Hopper only: wgmma and setmaxnreg need the arch-specific sm_90a target, and plain -arch=sm_90a
+# also runs a compute_90 pass that rejects wgmma, hence the explicit -gencode form.
+GENCODE ?= -gencode arch=compute_90a,code=sm_90a
+
+CFLAGS_COMMON = -O2 -g -fPIC -fvisibility=hidden -Iinclude -Isrc/core -Isrc/formats -Isrc/plan
+CFLAGS  ?= -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter $(CFLAGS_COMMON)
+NVFLAGS ?= -std=c++17 -O3 -lineinfo $(GENCODE) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Werror \
+           --Werror all-warnings -Xptxas --warn-on-spills -Iinclude -Isrc/core -Isrc/formats -Isrc/plan -Isrc/kernels
+
+LIB_C_SRC  := $(sort $(wildcard src/*/*.c))
+HAVE_NVCC  := $(if $(CUDA_HOME),1,)
+ifeq ($(HAVE_NVCC),1)
+LIB_CU_SRC := $(sort $(wildcard src/*/*.cu src/kernels/*/*.cu))
+LIB_C_SRC  := $(filter-out src/runtime/no_cuda.c,$(LIB_C_SRC))
+CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -lstdc++ -ldl -lrt
+else
+LIB_CU_SRC :=
+CUDA_LIBS  :=
+endif
+LIB_OBJ := $(LIB_C_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+LIBS    := $(CUDA_LIBS) -lpthread -lm
+
+TEST_SRC    := $(sort $(wildcard tests/test_*.c))
+TEST_OBJ    := $(TEST_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/harness.o
+GPUTEST_SRC := $(sort $(wildcard tests/gpu/test_*.cu))
+TOOL_SRC    := $(sort $(wildcard tools/*.c))
+TOOL_CU_SRC := $(if $(HAVE_NVCC),$(sort $(wildcard tools/*.cu)),)
+
+SONAME := libhfp4.so.0
+
+.PHONY: all test gpu-test demo bench clean help
+all: $(BUILD)/libhfp4.a $(BUILD)/libhfp4.so $(BUILD)/hfp4
+
+help:
+	@sed -n '1,12p' Makefile
+
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu $(wildcard include/*.h src/*/*.h src/kernels/*/*.cuh tests/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -Itests -c $< -o $@
+
+$(BUILD)/libhfp4.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libhfp4.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LIBS)
+
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o) $(TOOL_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+$(BUILD)/hfp4: $(TOOL_OBJ) $(BUILD)/libhfp4.a
+	$(CC) -o $@ $(TOOL_OBJ) $(BUILD)/libhfp4.a $(LIBS)
+
+$(BUILD)/hfp4_tests: $(TEST_OBJ) $(BUILD)/libhfp4.a
+	$(CC) -o $@ $(TEST_OBJ) $(BUILD)/libhfp4.a $(LIBS)
+
+test: $(BUILD)/hfp4_tests $(BUILD)/libhfp4.so $(BUILD)/hfp4
+	./$(BUILD)/hfp4_tests
+
+GPUTEST_OBJ := $(GPUTEST_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(BUILD)/obj/tests/harness.o
+$(BUILD)/hfp4_gpu_tests: $(GPUTEST_OBJ) $(BUILD)/libhfp4.a
+	$(CC) -o $@ $(GPUTEST_OBJ) $(BUILD)/libhfp4.a $(LIBS)
+
+gpu-test: $(if $(HAVE_NVCC),$(BUILD)/hfp4_gpu_tests,)
+	@if [ -z "$(HAVE_NVCC)" ]; then echo "gpu-test: skipped (no nvcc: the GPU tests need the CUDA toolkit)"; \
+	else ./$(BUILD)/hfp4_gpu_tests $(GPU_TEST_ARGS); fi
+
+demo: $(BUILD)/hfp4
+	./$(BUILD)/hfp4 demo
+
+bench: $(BUILD)/hfp4
+	./$(BUILD)/hfp4 bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,334 @@
+/*
+ * hfp4.h - the public C API of hfp4: FP4-weight GEMMs for NVIDIA Hopper (SM90).
+ *
+ * hfp4 computes D = C + A * B^T ("NT": A is [M,K], B is [N,K], both K-innermost) where B holds
+ * FP4 e2m1 weights (two per byte, one scale per 32 K-elements per row) and A holds FP8 e4m3
+ * activations with per-token scales, as DeepSeek-V4's MoE experts need. Every operation has a CPU
+ * reference (hfp4_ref_*), the ground truth the tests use, and SM90 kernels (hfp4_gemm etc.).
+ *
+ * Conventions (they hold for every call below unless the call says otherwise)
+ *  - C11, no CUDA header needed. Streams are passed as `hfp4_stream` (the same type as cudaStream_t).
+ *  - Every call returns an hfp4_status. On failure nothing is written to any output, and
+ *    hfp4_last_error() holds a message naming the offending argument and its value. No call
+ *    aborts, exits or prints.
+ *  - HFP4_ERR_INVALID_ARGUMENT means the caller broke the contract; HFP4_ERR_UNSUPPORTED means a
+ *    well-formed request that this build or this device cannot serve (fall back to another path).
+ *  - Sizes are int64_t element counts; strides are in storage units of the tensor's dtype (the
+ *    numbers torch's .stride() reports): floats for FP32, bytes for FP8, UE8M0 and packed FP4
+ *    (one byte holds two FP4 values), int32 words for packed UE8M0.
+ *  - "host" pointers are CPU memory; "device" pointers are CUDA device memory.
+ *  - Thread safety: every call is re-entrant; the last-error message is per thread.
+ *
+ * Formats are specified bit for bit in docs/FORMATS.md; the CPU reference is their executable form.
+ */
+#ifndef HFP4_H
+#define HFP4_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define HFP4_API
+#elif defined(__GNUC__)
+#define HFP4_API __attribute__((visibility("default")))
+#else
+#define HFP4_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------- */
+/* Version                                                                                      */
+/* ------------------------------------------------------------------------------------------- */
+
+#define HFP4_VERSION_MAJOR 0 /* same major => ABI compatible */
+#define HFP4_VERSION_MINOR 1
+#define HFP4_VERSION_PATCH 0
+#define HFP4_VERSION_NUMBER (HFP4_VERSION_MAJOR * 10000 + HFP4_VERSION_MINOR * 100 + HFP4_VERSION_PATCH)
+
+/* hfp4_version_number: HFP4_VERSION_NUMBER of the library actually loaded (may differ from the
+ * header's when linked dynamically). hfp4_version_string: "MAJOR.MINOR.PATCH", static storage. */
+HFP4_API unsigned hfp4_version_number(void);
+HFP4_API const char *hfp4_version_string(void);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Status                                                                                       */
+/* ------------------------------------------------------------------------------------------- */
+
+/* Values are explicit and are never renumbered; new codes are only appended. */
+typedef enum hfp4_status {
+    HFP4_OK = 0,
+    HFP4_ERR_INVALID_ARGUMENT = 1, /* caller bug: null pointer, bad size, stride, id...         */
+    HFP4_ERR_UNSUPPORTED = 2,      /* valid request with no kernel here (device, dtype combo)   */
+    HFP4_ERR_CUDA = 3,             /* a CUDA runtime/driver call failed (name in last error)    */
+    HFP4_ERR_OUT_OF_MEMORY = 4,    /* host or device allocation failed                          */
+    HFP4_ERR_NO_DEVICE = 5,        /* no CUDA driver or no GPU: the normal case on a CPU box    */
+    HFP4_ERR_INTERNAL = 6          /* a bug in hfp4; please report with hfp4_last_error()       */
+} hfp4_status;
+
+/* hfp4_status_name: "HFP4_ERR_UNSUPPORTED" etc.; hfp4_status_string: a short English sentence.
+ * Both return static storage; an unknown value gives "HFP4_STATUS_UNKNOWN" / "unknown status". */
+HFP4_API const char *hfp4_status_name(hfp4_status status);
+HFP4_API const char *hfp4_status_string(hfp4_status status);
+
+/* hfp4_last_error: detail of the most recent failing hfp4 call on this thread, e.g.
+ * "hfp4_ref_gemm: b.cols (K) = 100 must be a multiple of 32 for FP4 weights".
+ * Empty string if no call on this thread has failed. Valid until the next failing call on this
+ * thread. hfp4_clear_error resets it to "". */
+HFP4_API const char *hfp4_last_error(void);
+HFP4_API void hfp4_clear_error(void);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Data types                                                                                   */
+/* ------------------------------------------------------------------------------------------- */
+
+typedef enum hfp4_dtype {
+    HFP4_DTYPE_NONE = 0,
+    HFP4_DTYPE_FP32 = 1,          /* IEEE binary32                                               */
+    HFP4_DTYPE_BF16 = 2,          /* bfloat16, stored as uint16_t                                */
+    HFP4_DTYPE_FP8_E4M3 = 3,      /* OCP e4m3fn: bias 7, max 448, 0x7F/0xFF NaN, no Inf         */
+    HFP4_DTYPE_FP4_E2M1 = 4,      /* OCP e2m1, two per byte, even index in the low nibble       */
+    HFP4_DTYPE_UE8M0 = 5,         /* one byte e per scale, value 2^(e-127); 255 is NaN          */
+    HFP4_DTYPE_UE8M0_PACKED = 6,  /* int32 words; byte j of word p is the scale of K-group 4p+j */
+    HFP4_DTYPE_INT32 = 7,         /* plain int32 (grouped layouts)                              */
+    HFP4_DTYPE_FP4_E2M1_SM90 = 8  /* FP4 weights repacked by hfp4_repack_sm90 (scales inside)   */
+} hfp4_dtype;
+
+/* Bytes of one storage unit of `dtype` (FP4: 1 byte holds two values; 0 for NONE/unknown). */
+HFP4_API size_t hfp4_dtype_storage_bytes(hfp4_dtype dtype);
+/* "fp32", "bf16", "fp8_e4m3", "fp4_e2m1", "ue8m0", "ue8m0_packed", "int32", "fp4_e2m1_sm90". */
+HFP4_API const char *hfp4_dtype_name(hfp4_dtype dtype);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Exact scalar codecs (host). Specified in docs/FORMATS.md.                                    */
+/* ------------------------------------------------------------------------------------------- */
+
+/* FP4 e2m1: `code` uses its low 4 bits (s e1 e0 m); magnitudes {0,.5,1,1.5,2,3,4,6}; 0x8 (-0)
+ * decodes to +0. Encode follows DeepGEMM's quantizer: round to nearest with ties toward the
+ * smaller magnitude (0.25->0, 0.75->0.5, 1.75->1.5, 2.5->2, 3.5->3, 5->4), |x|>5 -> 6 (saturating),
+ * NaN -> 0, never returns 0x8 (-0). */
+HFP4_API float hfp4_fp4_decode(uint8_t code);
+HFP4_API uint8_t hfp4_fp4_encode(float x);
+
+/* FP8 e4m3fn: decode is exact (0x7F and 0xFF give NaN). Encode rounds to nearest even and
+ * saturates finite values beyond +-448 to +-448 (DeepGEMM scales never overflow, so saturation
+ * only matters for callers' own data); NaN -> 0x7F; +-Inf -> +-448; -0 -> 0x80. */
+HFP4_API float hfp4_fp8_decode(uint8_t byte);
+HFP4_API uint8_t hfp4_fp8_encode(float x);
+
+/* UE8M0: decode(e) = 2^(e-127) for e in 0..254 (e = 0 is 2^-127, a subnormal float), NaN for 255.
+ * hfp4_ceil_to_ue8m0(x): DeepGEMM's ceil_to_ue8m0, 2^ceil(log2|x|) clamped to [2^-126, 2^127]
+ * (exponent byte clamped to 1..254); returns the value as a float. hfp4_ue8m0_from_float(x, &e):
+ * exact conversion of a power-of-two float to its byte; returns 0 on success, -1 (e untouched) if
+ * x is not a positive power of two in [2^-127, 2^127]. */
+HFP4_API float hfp4_ue8m0_decode(uint8_t e);
+HFP4_API float hfp4_ceil_to_ue8m0(float x);
+HFP4_API int hfp4_ue8m0_from_float(float x, uint8_t *e);
+
+/* BF16: encode rounds to nearest even (NaN stays a quiet NaN); decode is exact. */
+HFP4_API float hfp4_bf16_decode(uint16_t bits);
+HFP4_API uint16_t hfp4_bf16_encode(float x);
+
+/* ------------------------------------------------------------------------------------------- */
+/* Tensor descriptions shared by the reference, the quantizers and the GPU calls               */
+/* ------------------------------------------------------------------------------------------- */
+
+/* Scale factors of one operand. One scale covers gran_mn rows x gran_k K-elements.
+ * Element (row r, K-group j) of group g lives at
+ *     data + g*stride_group + (r/gran_mn)*stride_mn + j*stride_k            (FP32, UE8M0)
+ *     byte (j%4) of word  g*stride_group + (r/gran_mn)*stride_mn + (j/4)*stride_k (UE8M0_PACKED)
+ * in storage units (floats, bytes, int32 words). K-major is stride_k = 1; DeepGEMM's MN-major
+ * TMA-aligned layout is stride_mn = 1, stride_k = align(rows, 4). */
+typedef struct hfp4_scales {
+    const void *data;     /* NULL only with dtype HFP4_DTYPE_NONE                          */
+    hfp4_dtype dtype;     /* FP32, UE8M0, UE8M0_PACKED, or NONE (BF16 operands)            */
+    int32_t gran_mn;      /* rows per scale: 1 (per row) or 128 (128x128 blocks)           */
+    int32_t gran_k;       /* K-elements per scale: 32 or 128                               */
+    int64_t stride_mn;    /* storage units between consecutive scale rows                  */
+    int64_t stride_k;     /* storage units between consecutive K-groups (packed: words)    */
+    int64_t stride_group; /* storage units between groups (grouped B, masked A); 0 if none */
+} hfp4_scales;
+
+/* A matrix operand, row-major with K innermost: rows x cols logical elements (cols = K).
+ * Row r of group g starts at data + g*stride_group + r*ld (storage units). For packed FP4 both
+ * ld and stride_group count bytes, and cols must be even. */
+typedef struct hfp4_matrix {
+    const void *data;
+    hfp4_dtype dtype;     /* FP8_E4M3, BF16, FP4_E2M1 or FP4_E2M1_SM90 (repacked weights) */
+    int64_t rows;         /* M or N (per group)                                            */
+    int64_t cols;         /* K, in logical elements                                        */
+    int64_t ld;           /* storage units between rows (>= cols for FP8/BF16, >= cols/2 FP4) */
+    int64_t stride_group; /* storage units between groups; 0 when the operand has one group */
+    hfp4_scales scales;
+} hfp4_matrix;
+
+/* The output D (and optional accumulate input C, same dtype and layout as D; c may equal d). */
+typedef struct hfp4_output {
+    void *data;
+    hfp4_dtype dtype;     /* BF16 or FP32                                                  */
+    int64_t ld;           /* elements between rows (>= N)                                  */
+    int64_t stride_group; /* elements between groups (masked layout); 0 otherwise          */
+    const void *c;        /* NULL, or C with the same ld/stride_group: D = C + A*B^T        */
+} hfp4_output;
+
+/* How the rows of A and D are grouped onto the G weight matrices of B ([G, N, K]). */
+typedef enum hfp4_grouping {
+    HFP4_GROUPING_NONE = 0,            /* dense: D[M,N] = A[M,K] B[N,K]^T, G = 1                */
+    HFP4_GROUPING_CONTIGUOUS = 1,      /* A rows sorted by expert; layout[r] = expert of row r,
+                                          -1 for padding rows; each expert's segment starts at a
+                                          multiple of m_alignment. Padding rows of D get zeros.   */
+    HFP4_GROUPING_CONTIGUOUS_PSUM = 2, /* layout[g] = end row of group g (cumulative, exclusive);
+                                          group g covers [align(layout[g-1], m_alignment),
+                                          layout[g]). Rows outside every group are not read; D
+                                          rows of a group's last partial block beyond its end are
+                                          written as zeros, other rows are untouched.             */
+    HFP4_GROUPING_MASKED = 3           /* A [G, M, K], D [G, M, N]; layout[g] = masked_m[g]: only
+                                          rows < masked_m[g] are computed and written.            */
+} hfp4_grouping;
+
+/* A complete GEMM request. Zero-initialize, then fill; unused fields stay 0. */
+typedef struct hfp4_gemm_problem {
+    hfp4_grouping grouping;
+    int64_t m;              /* rows of A (masked: max rows per group)                           */
+    int64_t n;              /* rows of B per group = columns of D                               */
+    int64_t k;              /* reduction length                                                 */
+    int32_t num_groups;     /* G: 1 for dense                                                   */
+    const int32_t *layout;  /* grouping data described above (host for hfp4_ref_*, device for
+                               GPU calls); NULL for dense                                       */
+    int32_t m_alignment;    /* contiguous forms: segment alignment; 0 means the default (128)   */
+    int64_t expected_m;     /* masked/psum: rows per group expected (a hint; 0 = unknown)       */
+    hfp4_matrix a;          /* activations: FP8 e4m3 with per-token scales (gran_mn 1, gran_k 32
+                               or 128), or BF16 without scales                                  */
+    hfp4_matrix b;          /* weights [G, N, K]: FP4 with (1,32) scales, FP8 with (128,128) or
+                               (1,128) scales, or FP4_E2M1_SM90 for the GPU kernels             */
+    hfp4_output d;
+} hfp4_gemm_problem;
+
+/* The default segment alignment of the contiguous layouts (DeepGEMM's mk alignment, 128). */
+#define HFP4_DEFAULT_M_ALIGNMENT 128
+
+/* ------------------------------------------------------------------------------------------- */
+/* CPU quantizers (host memory), DeepGEMM's semantics (deep_gemm/utils/math.py)                 */
+/* ------------------------------------------------------------------------------------------- */
+
+/* Per-token FP8 cast of x [m, k] (FP32 or BF16 per x_dtype, row stride ldx elements):
+ * groups of gran_k (32 or 128) along K, zero-padded; sf = max(amax, 1e-4) / 448, rounded up to a
+ * power of two if use_ue8m0; q = fp8(x * (1/sf)). Writes q [m, k] (row stride ldq bytes) and the
+ * scales as described by `sf` (its data, dtype FP32/UE8M0/UE8M0_PACKED, gran_mn 1, gran_k and
+ * strides; UE8M0 and UE8M0_PACKED require use_ue8m0; packed words pad missing groups with byte
+ * 127 (1.0) like DeepGEMM). */
+HFP4_API hfp4_status hfp4_quantize_fp8_per_token(const void *x, hfp4_dtype x_dtype, int64_t m, int64_t k,
+                                                 int64_t ldx, int use_ue8m0, uint8_t *q, int64_t ldq,
+                                                 const hfp4_scales *sf);
+
+/* Per-block 128x128 FP8 cast of x [m, k] (weights): sf[m/128, k/128] = max(amax,1e-4)/448 per
+ * zero-padded block (power of two if use_ue8m0). sf describes the output (FP32 or UE8M0, gran 128/128). */
+HFP4_API hfp4_status hfp4_quantize_fp8_per_block(const void *x, hfp4_dtype x_dtype, int64_t m, int64_t k,
+                                                 int64_t ldx, int use_ue8m0, uint8_t *q, int64_t ldq,
+                                                 const hfp4_scales *sf);
+
+/* Per-token FP4 cast of x [m, k] (k even; gran_k = 32): sf = max(amax,1e-4)/6 (power of two if
+ * use_ue8m0), codes by hfp4_fp4_encode(x * (1/sf)), packed two per byte (even index low nibble)
+ * into q [m, k/2] (row stride ldq bytes). Scales as described by sf (FP32, UE8M0, UE8M0_PACKED). */
+HFP4_API hfp4_status hfp4_quantize_fp4_per_token(const void *x, hfp4_dtype x_dtype, int64_t m, int64_t k,
+                                                 int64_t ldx, int use_ue8m0, uint8_t *q, int64_t ldq,
+                                                 const hfp4_scales *sf);
+
+/* ------------------------------------------------------------------------------------------- */
+/* CPU reference GEMMs (host memory): the ground truth                                          */
+/* ------------------------------------------------------------------------------------------- */
+
+/* hfp4_ref_gemm: computes the problem exactly as specified above with every operand decoded
+ * exactly (FP4/FP8/BF16 codes times their scales) and products accumulated in double, rounded
+ * once to D's dtype (BF16: round to nearest even). All pointers, including problem->layout, are
+ * host memory. Supported operand pairs:
+ *   A: FP8 e4m3 with (1, 32) or (1, 128) scales as FP32, UE8M0 or UE8M0_PACKED; or BF16 (no scales).
+ *   B: FP4 e2m1 with (1, 32) scales (FP32, UE8M0, UE8M0_PACKED); FP8 with (128,128) or (1,128)
+ *      scales; FP4_E2M1_SM90 (repacked, for checking the repack).
+ * num_threads: worker threads to use; 0 means one per online CPU.
+ * Errors: INVALID_ARGUMENT for any contract violation (null pointers, sizes <= 0, K not a multiple
+ * of 32 with FP4 B, strides too small, scale shapes, group count mismatches, contiguous ids outside
+ * [-1, G) or a segment not starting at a multiple of m_alignment, psum not non-decreasing or
+ * beyond m, masked_m outside [0, m]); UNSUPPORTED for well-formed combinations the reference does
+ * not implement. On error D is untouched. */
+HFP4_API hfp4_status hfp4_ref_gemm(const hfp4_gemm_problem *problem, int num_threads);
+
+/* hfp4_check_problem: the argument validation hfp4_ref_gemm and hfp4_gemm share, alone; `where`
+ * is the GPU/host flag: 0 = host pointers (layout is read), 1 = device pointers (layout not read). */
+HFP4_API hfp4_status hfp4_check_problem(const hfp4_gemm_problem *problem, int device_pointers);
+
+/* ------------------------------------------------------------------------------------------- */
+/* SM90 weight repack: FP4 weights in the layout hfp4's Hopper kernels load fastest             */
+/* ------------------------------------------------------------------------------------------- */
+
+/* Layout version of HFP4_DTYPE_FP4_E2M1_SM90 buffers (docs/FORMATS.md, "SM90 repacked weights").
+ * A buffer's geometry is fully determined by (num_groups, n, k, scale dtype). */
+#define HFP4_SM90_WEIGHTS_VERSION 1
+
+/* hfp4_sm90_weights_size: bytes of the repacked buffer for G groups of [n, k] FP4 weights whose
+ * scales are stored as `scale_dtype` (HFP4_DTYPE_UE8M0: one byte per 32-group, exact for
+ * power-of-two scales; HFP4_DTYPE_FP32: any positive finite scale). */
+HFP4_API hfp4_status hfp4_sm90_weights_size(int32_t num_groups, int64_t n, int64_t k, hfp4_dtype scale_dtype,
+                                            size_t *bytes);
+
+/* hfp4_sm90_weights_scale_dtype: the scale dtype hfp4_ref_repack_sm90 will choose for `w`
+ * (host): UE8M0 when every scale is a power of two (or already UE8M0), else FP32. */
+HFP4_API hfp4_status hfp4_sm90_weights_scale_dtype(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype *scale_dtype);
+
+/* hfp4_ref_repack_sm90 (host): repacks `w` (FP4 e2m1 [G, n, k] with (1,32) scales, host memory)
+ * into dst (host, dst_bytes >= hfp4_sm90_weights_size(...)), storing scales as scale_dtype.
+ * INVALID_ARGUMENT if scale_dtype is UE8M0 but a scale is not a power of two (names the first), or
+ * any scale is negative, zero, NaN or Inf. On success *out describes dst as a B operand for hfp4_gemm
+ * (dtype FP4_E2M1_SM90, rows n, cols k, scales.dtype = scale_dtype). */
+HFP4_API hfp4_status hfp4_ref_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype scale_dtype,
+                                          void *dst, size_t dst_bytes, hfp4_matrix *out);
+
+/* ------------------------------------------------------------------------------------------- */
+/* GPU: devices, contexts and the SM90 GEMMs                                                    */
+/* ------------------------------------------------------------------------------------------- */
+
+typedef struct CUstream_st *hfp4_stream; /* identical to cudaStream_t; NULL = legacy stream */
+
+typedef struct hfp4_device_info {
+    int32_t device;          /* CUDA ordinal                                               */
+    int32_t cc_major, cc_minor;
+    int32_t num_sms;
+    int32_t has_sm90_kernels; /* 1 when this device can run hfp4's SM90 kernels (cc 9.0)    */
+    int64_t global_mem_bytes;
+    char name[96];
+} hfp4_device_info;
+
+/* hfp4_device_query: fills *info for CUDA device `device`. NO_DEVICE when there is no driver or
+ * no such GPU (the normal answer on a CPU-only machine), INVALID_ARGUMENT for info == NULL. */
+HFP4_API hfp4_status hfp4_device_query(int device, hfp4_device_info *info);
+
+/* hfp4_gemm: the GPU form of hfp4_ref_gemm on device memory. A: FP8 e4m3 with (1,32) or (1,128)
+ * scales (FP32, UE8M0 or UE8M0_PACKED, any strides); B: FP4_E2M1_SM90 produced by a repack;
+ * D: BF16 or FP32, optional C. Stream-ordered: allocates nothing, never synchronizes and never
+ * reads device memory from the host, so it may be captured in a CUDA graph. problem->layout is a
+ * device pointer. Errors: INVALID_ARGUMENT (as hfp4_ref_gemm, minus checks that would need to read
+ * device memory), UNSUPPORTED (no SM90 device, operand combination without a kernel: the message
+ * names why), NO_DEVICE, CUDA. */
+HFP4_API hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream stream);
+
+/* hfp4_gemm_supported: what hfp4_gemm would answer for `problem` without launching anything
+ * (pointers are not dereferenced). Returns HFP4_OK, or the status hfp4_gemm would return
+ * (INVALID_ARGUMENT, UNSUPPORTED, NO_DEVICE) with the same message. */
+HFP4_API hfp4_status hfp4_gemm_supported(const hfp4_gemm_problem *problem);
+
+/* hfp4_repack_sm90: GPU form of hfp4_ref_repack_sm90 (device pointers, stream-ordered, byte-identical
+ * output). scale_dtype UE8M0 with a non-power-of-two scale cannot be detected without reading the
+ * device, so on the GPU such scales are a caller contract: use hfp4_sm90_weights_scale_dtype on a
+ * host copy, or pass FP32, which is exact for any scale. */
+HFP4_API hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype scale_dtype,
+                                      void *dst, size_t dst_bytes, hfp4_matrix *out, hfp4_stream stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#include "hfp4_sf_layout.h"
+
+#endif /* HFP4_H */

@@ -1,0 +1,58 @@
+/*
+ * internal.h - helpers shared by hfp4's host C sources (not installed).
+ *
+ * Every public function reports failure the same way: it records a message naming the offending
+ * argument and value in the per-thread last-error buffer and returns a status. The macros below
+ * keep that one line per check.
+ */
+#ifndef HFP4_INTERNAL_H
+#define HFP4_INTERNAL_H
+
+#include "hfp4.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Records the formatted message as this thread's last error and returns `status`. */
+hfp4_status hfp4__fail(hfp4_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Return INVALID_ARGUMENT with a message when `cond` is false. The message should name the
+ * function, the argument and its value: HFP4_CHECK_ARG(k > 0, "hfp4_ref_gemm: k = %lld must be > 0", k) */
+#define HFP4_CHECK_ARG(cond, ...)                                                                    \
+    do {                                                                                             \
+        if (!(cond)) return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, __VA_ARGS__);                      \
+    } while (0)
+
+/* Return UNSUPPORTED with a message when `cond` is false (a valid request we cannot serve). */
+#define HFP4_REQUIRE(cond, ...)                                                                      \
+    do {                                                                                             \
+        if (!(cond)) return hfp4__fail(HFP4_ERR_UNSUPPORTED, __VA_ARGS__);                           \
+    } while (0)
+
+/* Propagate a non-OK status (the callee already recorded the message). */
+#define HFP4_TRY(expr)                                                                               \
+    do {                                                                                             \
+        hfp4_status hfp4__s = (expr);                                                                \
+        if (hfp4__s != HFP4_OK) return hfp4__s;                                                      \
+    } while (0)
+
+static inline int64_t hfp4__ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static inline int64_t hfp4__align(int64_t a, int64_t b) { return hfp4__ceil_div(a, b) * b; }
+
+/* Number of worker threads to use for `requested` (0 = one per online CPU), at most `work_items`. */
+int hfp4__thread_count(int requested, int64_t work_items);
+
+/* Runs fn(arg, index) for index in [0, count) on `threads` threads (pthreads; 1 = inline). Returns
+ * 0 on success, -1 if threads could not be created (the work then ran inline, still complete). */
+int hfp4__parallel_for(int threads, int64_t count, void (*fn)(void *arg, int64_t index), void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,58 @@
+/*
+ * status.c - status names and strings, the per-thread last-error message, and the version.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+#define HFP4_STR2(x) #x
+#define HFP4_STR(x) HFP4_STR2(x)
+
+/* NOTE: _Thread_local keeps each thread's message apart, so concurrent callers never see each
+ * other's errors (the API promises a per-thread detail). */
+static _Thread_local char last_error[512];
+
+hfp4_status hfp4__fail(hfp4_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+const char *hfp4_last_error(void) { return last_error; }
+
+void hfp4_clear_error(void) { last_error[0] = '\0'; }
+
+const char *hfp4_status_name(hfp4_status status) {
+    switch (status) {
+    case HFP4_OK: return "HFP4_OK";
+    case HFP4_ERR_INVALID_ARGUMENT: return "HFP4_ERR_INVALID_ARGUMENT";
+    case HFP4_ERR_UNSUPPORTED: return "HFP4_ERR_UNSUPPORTED";
+    case HFP4_ERR_CUDA: return "HFP4_ERR_CUDA";
+    case HFP4_ERR_OUT_OF_MEMORY: return "HFP4_ERR_OUT_OF_MEMORY";
+    case HFP4_ERR_NO_DEVICE: return "HFP4_ERR_NO_DEVICE";
+    case HFP4_ERR_INTERNAL: return "HFP4_ERR_INTERNAL";
+    }
+    return "HFP4_STATUS_UNKNOWN";
+}
+
+const char *hfp4_status_string(hfp4_status status) {
+    switch (status) {
+    case HFP4_OK: return "success";
+    case HFP4_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case HFP4_ERR_UNSUPPORTED: return "unsupported on this device or for this combination";
+    case HFP4_ERR_CUDA: return "CUDA error";
+    case HFP4_ERR_OUT_OF_MEMORY: return "out of memory";
+    case HFP4_ERR_NO_DEVICE: return "no CUDA device or driver";
+    case HFP4_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+unsigned hfp4_version_number(void) { return HFP4_VERSION_NUMBER; }
+
+const char *hfp4_version_string(void) {
+    return HFP4_STR(HFP4_VERSION_MAJOR) "." HFP4_STR(HFP4_VERSION_MINOR) "." HFP4_STR(HFP4_VERSION_PATCH);
+}

@@ -1,0 +1,102 @@
+/*
+ * harness.c - the runner behind tests/harness.h.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+enum { MAX_TESTS = 4096 };
+static struct {
+    const char *name, *file;
+    hfp4_test_fn fn;
+} tests[MAX_TESTS];
+static int num_tests;
+static int current_failed, current_skipped;
+static int current_fail_lines;
+static uint64_t seed = 20261130;
+
+void hfp4_test_register(const char *name, const char *file, hfp4_test_fn fn) {
+    if (num_tests < MAX_TESTS) {
+        tests[num_tests].name = name;
+        tests[num_tests].file = file;
+        tests[num_tests].fn = fn;
+        num_tests++;
+    }
+}
+
+void hfp4_test_fail(const char *file, int line, const char *fmt, ...) {
+    current_failed = 1;
+    if (++current_fail_lines > 20) return; /* one broken loop should not flood the log */
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stdout, "    FAIL %s:%d: ", file, line);
+    vfprintf(stdout, fmt, ap);
+    fprintf(stdout, "\n");
+    va_end(ap);
+}
+
+void hfp4_test_skip(const char *why) {
+    current_skipped = 1;
+    fprintf(stdout, "    skip: %s\n", why);
+}
+
+int hfp4_test_failed(void) { return current_failed; }
+uint64_t hfp4_test_seed(void) { return seed; }
+
+int hfp4_test_contains(const char *haystack, const char *needle) { return strstr(haystack, needle) != NULL; }
+
+double hfp4_rng_normal(hfp4_rng *r) {
+    double u1 = hfp4_rng_uniform(r), u2 = hfp4_rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static int by_file_then_order(const void *a, const void *b) {
+    const char *fa = *(const char *const *)a, *fb = *(const char *const *)b;
+    return strcmp(fa, fb);
+}
+
+int main(int argc, char **argv) {
+    const char *filter = NULL;
+    int list = 0;
+    const char *env_seed = getenv("HFP4_TEST_SEED");
+    if (env_seed) seed = strtoull(env_seed, NULL, 10);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
+        else if (!strcmp(argv[i], "--list")) list = 1;
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else {
+            fprintf(stderr, "usage: %s [--filter SUBSTR] [--list] [--seed N]\n", argv[0]);
+            return 2;
+        }
+    }
+    (void)by_file_then_order;
+    int passed = 0, failed = 0, skipped = 0;
+    printf("hfp4 tests (seed %llu; replay with --seed or HFP4_TEST_SEED)\n", (unsigned long long)seed);
+    for (int i = 0; i < num_tests; i++) {
+        if (filter && !strstr(tests[i].name, filter)) continue;
+        if (list) {
+            printf("%s (%s)\n", tests[i].name, tests[i].file);
+            continue;
+        }
+        current_failed = current_skipped = current_fail_lines = 0;
+        hfp4_clear_error();
+        tests[i].fn();
+        fflush(stdout);
+        if (current_failed) {
+            failed++;
+            printf("FAIL %s\n", tests[i].name);
+        } else if (current_skipped) {
+            skipped++;
+            printf("skip %s\n", tests[i].name);
+        } else {
+            passed++;
+            printf("ok   %s\n", tests[i].name);
+        }
+    }
+    if (!list) printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+}
