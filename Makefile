@@ -56,7 +56,7 @@ $(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h tests/*.h)
 
 $(BUILD)/obj/%.cu.o: %.cu $(wildcard include/*.h src/*/*.h src/kernels/*/*.cuh tests/*.h)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -Itests -c $< -o $@
+	$(NVCC) $(NVFLAGS) $(NVFLAGS_EXTRA) -Itests -c $< -o $@
 
 $(BUILD)/libhfp4.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -1,0 +1,64 @@
+/*
+ * fp8_fp4_gemm.cu - instantiations and the launcher of the SM90 FP8 x FP4 GEMM (hfp4_gemm).
+ */
+#include "../../runtime/cuda_runtime.h"
+#include "../../plan/sm90_plan.h"
+#include "fp8_fp4_gemm.cuh"
+
+typedef void (*gemm_kernel_fn)(const CUtensorMap, const hfp4_sm90_gemm_params);
+
+template <int BT, bool W_FP32>
+static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
+                          const CUtensorMap *map, cudaStream_t stream) {
+    typedef sm90_tile_config<BT> cfg;
+    static int smem_set[64];
+    auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32>;
+    HFP4_REQUIRE(cfg::SMEM_BYTES <= dev->max_smem_optin, "%s: tile BT=%d needs %d bytes of shared memory, device has %d",
+                 fn, BT, cfg::SMEM_BYTES, dev->max_smem_optin);
+    if (dev->device < 0 || dev->device >= 64 || !smem_set[dev->device]) {
+        HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::SMEM_BYTES));
+        if (dev->device >= 0 && dev->device < 64) smem_set[dev->device] = 1;
+    }
+    dim3 grid((unsigned)plan->grid_x, (unsigned)plan->grid_y, (unsigned)plan->grid_z);
+    kernel<<<grid, 384, cfg::SMEM_BYTES, stream>>>(*map, plan->params);
+    HFP4_CUDA_TRY(fn, cudaGetLastError());
+    return HFP4_OK;
+}
+
+template <bool W_FP32>
+static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
+                               const CUtensorMap *map, cudaStream_t stream) {
+    switch (plan->block_tokens) {
+    case 8: return launch<8, W_FP32>(fn, plan, dev, map, stream);
+    case 16: return launch<16, W_FP32>(fn, plan, dev, map, stream);
+    case 32: return launch<32, W_FP32>(fn, plan, dev, map, stream);
+    case 64: return launch<64, W_FP32>(fn, plan, dev, map, stream);
+    case 128: return launch<128, W_FP32>(fn, plan, dev, map, stream);
+    }
+    return hfp4__fail(HFP4_ERR_INTERNAL, "%s: no kernel for block_tokens = %d", fn, plan->block_tokens);
+}
+
+static hfp4_status plan_and_check(const char *fn, const hfp4_gemm_problem *problem, hfp4_sm90_plan *plan,
+                                  hfp4_current_device *dev) {
+    HFP4_TRY(hfp4__sm90_plan(fn, problem, plan));
+    HFP4_TRY(hfp4__require_sm90(fn, dev));
+    return HFP4_OK;
+}
+
+extern "C" hfp4_status hfp4_gemm_supported(const hfp4_gemm_problem *problem) {
+    hfp4_sm90_plan plan;
+    hfp4_current_device dev;
+    return plan_and_check("hfp4_gemm", problem, &plan, &dev);
+}
+
+extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream stream) {
+    const char *fn = "hfp4_gemm";
+    hfp4_sm90_plan plan;
+    hfp4_current_device dev;
+    HFP4_TRY(plan_and_check(fn, problem, &plan, &dev));
+    CUtensorMap map;
+    uint32_t box[3] = {128, (uint32_t)plan.block_tokens, 1};
+    HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &map, problem->a.data, plan.a_dims, plan.a_strides, box));
+    cudaStream_t s = (cudaStream_t)stream;
+    return plan.w_fp32 ? dispatch_bt<true>(fn, &plan, &dev, &map, s) : dispatch_bt<false>(fn, &plan, &dev, &map, s);
+}

@@ -1,0 +1,303 @@
+/*
+ * fp8_fp4_gemm.cuh - the SM90 FP8 x FP4 GEMM kernel (dense, m-grouped contiguous / psum, masked).
+ *
+ * Computes D[m, n] = sum_k (a[m,k] sa[m,k/ga]) (w[n,k] sw[n,k/32]) as D^T = W * A^T: the weights are
+ * the register operand of wgmma (64 rows per warpgroup), the tokens are wgmma's N dimension (BT =
+ * 8..128), so decode-sized batches waste nothing on padding and the FP4 -> FP8 conversion happens
+ * in registers straight from 16-byte global loads of the repacked layout (sm90_layout.h).
+ *
+ * CTA = 3 warpgroups: WG0 and WG1 each own 64 weight rows of a 128-row tile; WG2's first warp is
+ * the producer, which TMA-loads the activation tile (BT x 128 bytes per 128-K chunk, 128B swizzle)
+ * and writes the activation scales into shared memory, one pipeline stage per chunk.
+ *
+ * Exactness: the shift trick makes each FP8 weight exactly e2m1 x 2^-6; every k32 step is one
+ * wgmma into a fresh accumulator, promoted into FP32 with its own weight scale x activation scale
+ * (x 64). That is exact for any FP32 scales; folding the scales into the conversion (faster) is
+ * the next version's job.
+ */
+#pragma once
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include "fp8_fp4_gemm_params.h"
+#include "ptx.cuh"
+#include "wgmma_fp8_rs.cuh"
+
+/* hfp4_grouping values, repeated here for device code */
+#define HFP4_K_DENSE 0
+#define HFP4_K_CONTIGUOUS 1
+#define HFP4_K_PSUM 2
+#define HFP4_K_MASKED 3
+
+template <int BT>
+struct sm90_tile_config {
+    static constexpr int STAGES = BT <= 32 ? 8 : (BT <= 64 ? 6 : 4);
+    static constexpr int PREFETCH = BT <= 32 ? 4 : 1; /* chunks of weights in registers */
+    static constexpr int OUT_LD = 68;                                  /* 64 rows + 4 pad: conflict-free  */
+    static constexpr int A_TILE_BYTES = BT * 128;
+    static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * A_TILE_BYTES + STAGES * 4 * BT * 4 +
+                                      2 * BT * OUT_LD * 4 + 2 * STAGES * 8;
+};
+
+/* Activation scale of (row, k-group kg) of group g, times 64 (undoing the 2^-6 of the conversion). */
+static __device__ __forceinline__ float load_a_scale(const hfp4_sm90_gemm_params &p, int64_t g, int64_t row, int64_t kg) {
+    const int64_t base = g * p.a_scale_stride_group + row * p.a_scale_stride_mn;
+    float v;
+    if (p.a_scale_dtype == 1 /* FP32 */) {
+        v = ((const float *)p.a_scales)[base + kg * p.a_scale_stride_k];
+    } else {
+        uint32_t e;
+        if (p.a_scale_dtype == 5 /* UE8M0 bytes */) e = ((const uint8_t *)p.a_scales)[base + kg * p.a_scale_stride_k];
+        else e = (((const uint32_t *)p.a_scales)[base + (kg >> 2) * p.a_scale_stride_k] >> (8 * (kg & 3))) & 0xFF;
+        v = e == 0 ? __uint_as_float(0x00400000u) : (e == 255 ? __uint_as_float(0x7FC00000u) : __uint_as_float(e << 23));
+    }
+    return v * 64.0f;
+}
+
+static __device__ __forceinline__ float ue8m0_to_float(uint32_t e) {
+    return e == 0 ? __uint_as_float(0x00400000u) : (e == 255 ? __uint_as_float(0x7FC00000u) : __uint_as_float(e << 23));
+}
+
+/* Which rows a CTA's token tile covers. rows [m0, valid_end) are computed, [valid_end, zero_end)
+ * are written as zeros, `expert` selects the weights, `a_group` the TMA/scale group of A. */
+struct sm90_tile {
+    int64_t m0, valid_end, zero_end;
+    int32_t expert, a_group;
+    int32_t compute; /* 0: all rows are padding, no tensor-core work */
+};
+
+template <int BT>
+static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params &p, sm90_tile &t) {
+    t.m0 = (int64_t)blockIdx.y * BT;
+    t.expert = 0;
+    t.a_group = 0;
+    t.compute = 1;
+    const int64_t tile_end = t.m0 + BT;
+    if (p.grouping == HFP4_K_MASKED) {
+        const int32_t g = blockIdx.z;
+        const int64_t rows = p.layout[g];
+        if (t.m0 >= rows) return false;
+        t.expert = t.a_group = g;
+        t.valid_end = t.zero_end = min(tile_end, rows);
+        return true;
+    }
+    if (t.m0 >= p.m) return false;
+    if (p.grouping == HFP4_K_CONTIGUOUS) {
+        const int32_t id = p.layout[t.m0];
+        t.expert = id < 0 ? 0 : id;
+        t.compute = id >= 0;
+        t.valid_end = t.zero_end = min(tile_end, p.m);
+        return true;
+    }
+    if (p.grouping == HFP4_K_PSUM) {
+        /* The last group whose aligned start is <= m0 (empty groups share starts; the last wins). */
+        int32_t lo = 0, hi = p.num_groups - 1;
+        while (lo < hi) {
+            const int32_t mid = (lo + hi + 1) / 2;
+            const int64_t prev_end = p.layout[mid - 1];
+            const int64_t start = (prev_end + p.m_alignment - 1) / p.m_alignment * p.m_alignment;
+            if (start <= t.m0) lo = mid;
+            else hi = mid - 1;
+        }
+        const int64_t end = p.layout[lo];
+        const int64_t aligned_end = (end + p.m_alignment - 1) / p.m_alignment * p.m_alignment;
+        t.expert = lo;
+        t.compute = t.m0 < end;
+        t.valid_end = min(tile_end, end);
+        t.zero_end = min(min(tile_end, aligned_end), p.m);
+        if (t.zero_end <= t.m0) return false;
+        if (t.valid_end < t.m0) t.valid_end = t.m0;
+        return true;
+    }
+    t.valid_end = t.zero_end = min(tile_end, p.m);
+    return true;
+}
+
+template <int BT, bool W_FP32>
+__global__ void __launch_bounds__(384, 1)
+    hfp4_sm90_fp8_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ hfp4_sm90_gemm_params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef sm90_tile_config<BT> cfg;
+    constexpr int STAGES = cfg::STAGES;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    uint8_t *a_tiles = smem;
+    float *a_scale_s = (float *)(smem + STAGES * cfg::A_TILE_BYTES);
+    float *out_s = a_scale_s + STAGES * 4 * BT;
+    uint64_t *full = (uint64_t *)(out_s + 2 * BT * cfg::OUT_LD);
+    uint64_t *empty = full + STAGES;
+
+    sm90_tile tile;
+    if (!resolve_tile<BT>(p, tile)) return; /* whole CTA: nothing to write */
+
+    const int warpgroup = threadIdx.x / 128;
+    const int tid = threadIdx.x % 128;
+    const int lane = threadIdx.x % 32;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8); /* one arrival per consumer warp */
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    const int64_t chunks = p.w_chunks;
+    const bool gran32 = p.a_gran_k == 32;
+
+    if (warpgroup == 2) {
+        /* ---- producer: activation tiles by TMA, activation scales by plain loads ---- */
+        /* NOTE: the producer needs few registers; handing them to the consumers lets BT = 128 keep
+         * two 64-float accumulator sets without spilling (56 + 2 x 224 per thread fits 64K). */
+        warpgroup_reg_dealloc<56>();
+        if (threadIdx.x / 32 != 8 || !tile.compute) return;
+        if (lane == 0) tma_prefetch_descriptor(&a_map);
+        const int nj = gran32 ? 4 : 1;
+        for (int64_t kc = 0; kc < chunks; kc++) {
+            const int s = (int)(kc % STAGES);
+            const uint32_t phase = (uint32_t)((kc / STAGES) & 1);
+            mbar_wait(&empty[s], phase ^ 1);
+            float *sa = a_scale_s + s * 4 * BT;
+            for (int idx = lane; idx < BT * nj; idx += 32) {
+                const int i = idx % BT, j = idx / BT;
+                const int64_t row = tile.m0 + i;
+                const int64_t kg = gran32 ? kc * 4 + j : kc;
+                float v = 0.0f;
+                if (row < tile.valid_end && kg < p.a_k_groups) v = load_a_scale(p, tile.a_group, row, kg);
+                sa[j * BT + i] = v;
+            }
+            __syncwarp();
+            if (lane == 0) {
+                mbar_arrive_expect_tx(&full[s], cfg::A_TILE_BYTES);
+                tma_load_3d(a_tiles + s * cfg::A_TILE_BYTES, &a_map, &full[s], (int32_t)(kc * 128), (int32_t)tile.m0,
+                            tile.a_group);
+            }
+        }
+        return;
+    }
+
+    /* ---- consumers: warpgroup `warpgroup` owns weight rows [64 * wtile, 64 * wtile + 64) ---- */
+    warpgroup_reg_alloc<224>();
+    const int64_t wtile = (int64_t)blockIdx.x * 2 + warpgroup;
+    const int warp_in_wg = tid / 32, g8 = lane / 4, t4 = lane % 4;
+    float fin[BT / 2];
+#pragma unroll
+    for (int i = 0; i < BT / 2; i++) fin[i] = 0.0f;
+
+    if (tile.compute) {
+        constexpr int PF = cfg::PREFETCH;
+        const uint8_t *wp = p.w + (int64_t)tile.expert * p.w_group_bytes + (wtile * p.w_pairs * 128 + tid) * 16;
+        const int r0 = warp_in_wg * 16 + g8; /* row within the 64-row tile; r1 = r0 + 8 */
+        const int64_t sbase = (int64_t)tile.expert * p.w_scale_group_elems + wtile * chunks * 64;
+        uint4 wq[PF][2];
+        float4 swf[PF][2];
+        uint32_t swe[PF][2];
+        auto load_chunk = [&](int64_t kc, uint4 *q, float4 *sf, uint32_t *se) {
+            q[0] = ldg_stream_u4(wp + (2 * kc) * 2048);
+            q[1] = ldg_stream_u4(wp + (2 * kc + 1) * 2048);
+            if constexpr (W_FP32) {
+                const float4 *s4 = (const float4 *)p.w_scales + sbase + kc * 64;
+                sf[0] = __ldg(s4 + r0);
+                sf[1] = __ldg(s4 + r0 + 8);
+            } else {
+                const uint32_t *s1 = (const uint32_t *)p.w_scales + sbase + kc * 64;
+                se[0] = __ldg(s1 + r0);
+                se[1] = __ldg(s1 + r0 + 8);
+            }
+        };
+#pragma unroll
+        for (int i = 0; i < PF; i++)
+            if (i < chunks) load_chunk(i, wq[i], swf[i], swe[i]);
+
+        for (int64_t kb = 0; kb < chunks; kb += PF) {
+#pragma unroll
+            for (int i = 0; i < PF; i++) {
+                const int64_t kc = kb + i;
+                if (kc >= chunks) break;
+                const uint4 q0 = wq[i][0], q1 = wq[i][1];
+                const float4 f0 = swf[i][0], f1 = swf[i][1];
+                const uint32_t e0 = swe[i][0], e1 = swe[i][1];
+                if (kc + PF < chunks) load_chunk(kc + PF, wq[i], swf[i], swe[i]);
+
+                const int s = (int)(kc % STAGES);
+                mbar_wait(&full[s], (uint32_t)((kc / STAGES) & 1));
+                const uint64_t desc = smem_desc_k128_swizzle128(a_tiles + s * cfg::A_TILE_BYTES);
+                const float *sa = a_scale_s + s * 4 * BT;
+#pragma unroll
+                for (int st = 0; st < 4; st++) {
+                    const uint32_t wa = st == 0 ? q0.x : st == 1 ? q0.z : st == 2 ? q1.x : q1.z;
+                    const uint32_t wb = st == 0 ? q0.y : st == 1 ? q0.w : st == 2 ? q1.y : q1.w;
+                    uint32_t a[4];
+                    fp4x8_to_fp8x8(wa, a[0], a[1]);
+                    fp4x8_to_fp8x8(wb, a[2], a[3]);
+                    float acc[BT / 2];
+#pragma unroll
+                    for (int r = 0; r < 4; r++) reg_fence(a[r]);
+                    wgmma_fence();
+                    wgmma_fp8_rs<BT>(acc, a, desc + 2 * st, 0);
+                    wgmma_commit();
+                    wgmma_wait<0>();
+#pragma unroll
+                    for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
+                    float sw0, sw1;
+                    if constexpr (W_FP32) {
+                        sw0 = st == 0 ? f0.x : st == 1 ? f0.y : st == 2 ? f0.z : f0.w;
+                        sw1 = st == 0 ? f1.x : st == 1 ? f1.y : st == 2 ? f1.z : f1.w;
+                    } else {
+                        sw0 = ue8m0_to_float((e0 >> (8 * st)) & 0xFF);
+                        sw1 = ue8m0_to_float((e1 >> (8 * st)) & 0xFF);
+                    }
+                    const float *sa_st = sa + (gran32 ? st * BT : 0);
+#pragma unroll
+                    for (int j = 0; j < BT / 8; j++) {
+                        const float2 sa2 = *(const float2 *)(sa_st + 8 * j + 2 * t4);
+                        fin[4 * j + 0] += acc[4 * j + 0] * (sw0 * sa2.x);
+                        fin[4 * j + 1] += acc[4 * j + 1] * (sw0 * sa2.y);
+                        fin[4 * j + 2] += acc[4 * j + 2] * (sw1 * sa2.x);
+                        fin[4 * j + 3] += acc[4 * j + 3] * (sw1 * sa2.y);
+                    }
+                }
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&empty[s]);
+            }
+        }
+    }
+
+    /* ---- epilogue: transpose through shared memory, then coalesced stores along N ---- */
+    float *os = out_s + warpgroup * BT * cfg::OUT_LD;
+    {
+        const int r0 = warp_in_wg * 16 + g8;
+#pragma unroll
+        for (int j = 0; j < BT / 8; j++) {
+            const int c = 8 * j + 2 * t4;
+            os[c * cfg::OUT_LD + r0] = fin[4 * j + 0];
+            os[(c + 1) * cfg::OUT_LD + r0] = fin[4 * j + 1];
+            os[c * cfg::OUT_LD + r0 + 8] = fin[4 * j + 2];
+            os[(c + 1) * cfg::OUT_LD + r0 + 8] = fin[4 * j + 3];
+        }
+    }
+    named_barrier_sync(1 + warpgroup, 128);
+    const int64_t dgroup = p.grouping == HFP4_K_MASKED ? tile.a_group : 0;
+    for (int idx = tid; idx < BT * 64; idx += 128) {
+        const int c = idx / 64, rr = idx % 64;
+        const int64_t row = tile.m0 + c;
+        const int64_t n = wtile * 64 + rr;
+        if (n >= p.n || row >= tile.zero_end) continue;
+        bool real = row < tile.valid_end && tile.compute;
+        if (real && p.grouping == HFP4_K_CONTIGUOUS) real = p.layout[row] >= 0;
+        const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
+        float v = real ? os[c * cfg::OUT_LD + rr] : 0.0f;
+        if (p.d_fp32) {
+            if (real && p.c) v += ((const float *)p.c)[off];
+            ((float *)p.d)[off] = v;
+        } else {
+            if (real && p.c) v += __bfloat162float(((const __nv_bfloat16 *)p.c)[off]);
+            ((__nv_bfloat16 *)p.d)[off] = __float2bfloat16_rn(v);
+        }
+    }
+#else
+    /* Built for another architecture: never launched there (the host checks the device). */
+    __trap();
+#endif
+}

@@ -1,0 +1,36 @@
+/*
+ * fp8_fp4_gemm_params.h - the plain-data parameter block the host passes to the SM90 FP8 x FP4
+ * kernels (by value, as a __grid_constant__ argument). Plain C so host C code can fill it.
+ */
+#ifndef HFP4_FP8_FP4_GEMM_PARAMS_H
+#define HFP4_FP8_FP4_GEMM_PARAMS_H
+
+#include <stdint.h>
+
+typedef struct hfp4_sm90_gemm_params {
+    /* problem */
+    int32_t grouping;       /* hfp4_grouping                                              */
+    const int32_t *layout;  /* device: ids / psum ends / masked_m                         */
+    int32_t m_alignment;
+    int32_t num_groups;
+    int64_t m, n, k;
+    /* activation scales (A data itself goes through the TMA descriptor) */
+    const void *a_scales;
+    int32_t a_scale_dtype;  /* HFP4_DTYPE_FP32, _UE8M0, _UE8M0_PACKED                      */
+    int32_t a_gran_k;       /* 32 or 128                                                  */
+    int64_t a_scale_stride_mn, a_scale_stride_k, a_scale_stride_group;
+    int64_t a_k_groups;     /* ceil(K / a_gran_k)                                         */
+    /* repacked weights */
+    const uint8_t *w;
+    int64_t w_group_bytes;
+    const void *w_scales;
+    int64_t w_scale_group_elems; /* uint32 words (UE8M0) or floats (FP32) per group          */
+    int64_t w_pairs, w_chunks;   /* K_pad / 64, K_pad / 128                                   */
+    /* output */
+    void *d;
+    const void *c;
+    int32_t d_fp32;
+    int64_t ldd, d_stride_group;
+} hfp4_sm90_gemm_params;
+
+#endif

@@ -1,0 +1,125 @@
+/*
+ * ptx.cuh - thin inline-PTX wrappers for the Hopper features hfp4's kernels use: mbarriers, TMA
+ * (cp.async.bulk.tensor), wgmma fences and shared-memory descriptors, named barriers.
+ * Each wrapper is one instruction or one idiom; the kernels read as plain CUDA C on top of them.
+ */
+#pragma once
+#include <stdint.h>
+
+static __device__ __forceinline__ uint32_t smem_addr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* ---- mbarrier ------------------------------------------------------------------------------- */
+
+static __device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+
+/* Makes barrier initialization visible to the async proxy (TMA) before first use. */
+static __device__ __forceinline__ void mbar_fence_init(void) {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+static __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(smem_addr(bar)) : "memory");
+}
+
+/* One arrival that also announces `bytes` of TMA traffic the phase must wait for. */
+static __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint32_t bytes) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}" ::"r"(smem_addr(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+
+/* Blocks until the phase with the given parity has completed. */
+static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT_%=;\n}" ::"r"(smem_addr(bar)),
+        "r"(parity)
+        : "memory");
+}
+
+/* ---- TMA ------------------------------------------------------------------------------------ */
+
+/* 3D tiled bulk tensor load global -> shared, completing on `bar`. Coordinates are in elements,
+ * innermost first; out-of-bounds elements are filled with zeros. */
+static __device__ __forceinline__ void tma_load_3d(void *dst, const void *tensor_map, uint64_t *bar, int32_t c0,
+                                                   int32_t c1, int32_t c2) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::
+            "r"(smem_addr(dst)),
+        "l"(tensor_map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+        : "memory");
+}
+
+static __device__ __forceinline__ void tma_prefetch_descriptor(const void *tensor_map) {
+    asm volatile("prefetch.tensormap [%0];" ::"l"(tensor_map) : "memory");
+}
+
+/* ---- wgmma ---------------------------------------------------------------------------------- */
+
+static __device__ __forceinline__ void wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+static __device__ __forceinline__ void wgmma_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+static __device__ __forceinline__ void wgmma_wait(void) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+/* Keeps the compiler from moving accesses to `r` across wgmma issue/wait points. */
+static __device__ __forceinline__ void reg_fence(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+static __device__ __forceinline__ void reg_fence(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
+
+/* Shared-memory matrix descriptor for a K-major operand whose rows are 128 bytes, written by TMA
+ * with 128-byte swizzle: 8-row core groups are 1024 bytes apart (SBO), LBO is unused for swizzled
+ * K-major layouts, layout type 1 = 128B swizzle. The tile must start 1024-byte aligned; advancing
+ * K by 32 bytes adds 2 to the encoded start address. */
+static __device__ __forceinline__ uint64_t smem_desc_k128_swizzle128(const void *tile) {
+    uint64_t addr = smem_addr(tile);
+    uint64_t desc = 0;
+    desc |= (addr & 0x3FFFF) >> 4;          /* start address, 14 bits   */
+    desc |= (uint64_t)1 << 16;              /* leading byte offset (unused) */
+    desc |= (uint64_t)(1024 >> 4) << 32;    /* stride byte offset        */
+    desc |= (uint64_t)1 << 62;              /* 128-byte swizzle          */
+    return desc;
+}
+
+/* ---- register reallocation between warpgroups (setmaxnreg) ---------------------------------- */
+
+/* Every thread of the warpgroup must execute these (sync.aligned). */
+template <int REGS>
+static __device__ __forceinline__ void warpgroup_reg_alloc(void) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(REGS));
+}
+template <int REGS>
+static __device__ __forceinline__ void warpgroup_reg_dealloc(void) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(REGS));
+}
+
+/* ---- barriers and misc ---------------------------------------------------------------------- */
+
+/* Barrier over `count` threads (a multiple of 32) with id 1..15 (0 is __syncthreads). */
+static __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t count) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+/* 16-byte global load that bypasses L1 (weights are streamed once per CTA). */
+static __device__ __forceinline__ uint4 ldg_stream_u4(const void *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* Exact FP4 -> FP8 conversion of the 8 codes of a 32-bit word (the shift trick): for a nibble
+ * s e1 e0 m, the byte (s << 7) | (e1 e0 m << 2) is an e4m3 number equal to the e2m1 value x 2^-6,
+ * subnormal 0.5 included. `lo` gets the low nibble of each byte, `hi` the high nibble. */
+static __device__ __forceinline__ void fp4x8_to_fp8x8(uint32_t q, uint32_t &lo, uint32_t &hi) {
+    hi = (q & 0x80808080u) | ((q >> 2) & 0x1C1C1C1Cu);
+    uint32_t ql = q << 4;
+    lo = (ql & 0x80808080u) | ((ql >> 2) & 0x1C1C1C1Cu);
+}

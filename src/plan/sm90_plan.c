@@ -1,0 +1,88 @@
+/*
+ * sm90_plan.c - support matrix and tile choice of the SM90 FP8 x FP4 kernels (see sm90_plan.h).
+ */
+#include <string.h>
+
+#include "sm90_plan.h"
+#include "../weights/sm90_layout.h"
+
+int32_t hfp4__sm90_pick_block_tokens(int64_t rows_per_group, int32_t alignment) {
+    /* Decode-sized groups want the narrowest wgmma N (nothing wasted on padding rows); large ones
+     * the widest tile that keeps the accumulators in registers. */
+    int32_t bt = rows_per_group <= 8 ? 8 : rows_per_group <= 16 ? 16 : rows_per_group <= 32 ? 32 : rows_per_group <= 64 ? 64 : 128;
+    if (alignment > 0)
+        while (bt > 8 && alignment % bt != 0) bt /= 2;
+    return bt;
+}
+
+hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm90_plan *plan) {
+    HFP4_TRY(hfp4_check_problem(p, 1));
+    HFP4_REQUIRE(p->b.dtype == HFP4_DTYPE_FP4_E2M1_SM90,
+                 "%s: b.dtype = %s has no SM90 kernel; repack FP4 weights with hfp4_repack_sm90 (b.dtype fp4_e2m1_sm90)",
+                 fn, hfp4_dtype_name(p->b.dtype));
+    HFP4_REQUIRE(p->a.dtype == HFP4_DTYPE_FP8_E4M3, "%s: a.dtype = %s has no SM90 kernel yet (FP8 e4m3 activations only)",
+                 fn, hfp4_dtype_name(p->a.dtype));
+    HFP4_REQUIRE(p->a.ld % 16 == 0, "%s: a.ld = %lld bytes must be a multiple of 16 for the TMA loads", fn,
+                 (long long)p->a.ld);
+    HFP4_REQUIRE(((uintptr_t)p->a.data) % 16 == 0, "%s: a.data = %p must be 16-byte aligned for the TMA loads", fn,
+                 p->a.data);
+    HFP4_REQUIRE(p->grouping != HFP4_GROUPING_MASKED || p->a.stride_group % 16 == 0,
+                 "%s: a.stride_group = %lld bytes must be a multiple of 16 for the TMA loads", fn,
+                 (long long)p->a.stride_group);
+    HFP4_REQUIRE(p->k <= (int64_t)1 << 30 && p->m <= (int64_t)1 << 30,
+                 "%s: m = %lld, k = %lld exceed the 2^30 TMA coordinate range", fn, (long long)p->m, (long long)p->k);
+
+    memset(plan, 0, sizeof *plan);
+    int32_t alignment = p->m_alignment ? p->m_alignment : HFP4_DEFAULT_M_ALIGNMENT;
+    int64_t rows = p->m;
+    if (p->grouping == HFP4_GROUPING_CONTIGUOUS || p->grouping == HFP4_GROUPING_CONTIGUOUS_PSUM)
+        rows = p->expected_m > 0 ? p->expected_m : hfp4__ceil_div(p->m, p->num_groups);
+    else if (p->grouping == HFP4_GROUPING_MASKED && p->expected_m > 0)
+        rows = p->expected_m;
+    int is_contig = p->grouping == HFP4_GROUPING_CONTIGUOUS || p->grouping == HFP4_GROUPING_CONTIGUOUS_PSUM;
+    plan->block_tokens = hfp4__sm90_pick_block_tokens(rows, is_contig ? alignment : 0);
+    plan->w_fp32 = p->b.scales.dtype == HFP4_DTYPE_FP32;
+
+    hfp4_sm90_geometry geo = hfp4_sm90_geometry_make(p->num_groups, p->n, p->k, plan->w_fp32);
+    plan->grid_x = geo.n_pad / HFP4_SM90_N_ALIGN;
+    plan->grid_y = hfp4__ceil_div(p->m, plan->block_tokens);
+    plan->grid_z = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1;
+    HFP4_REQUIRE(plan->grid_y < 65536 && plan->grid_z < 65536,
+                 "%s: m = %lld or num_groups = %d exceeds the grid limits of this kernel", fn, (long long)p->m,
+                 (int)p->num_groups);
+
+    hfp4_sm90_gemm_params *k = &plan->params;
+    k->grouping = (int32_t)p->grouping;
+    k->layout = p->layout;
+    k->m_alignment = alignment;
+    k->num_groups = p->num_groups;
+    k->m = p->m;
+    k->n = p->n;
+    k->k = p->k;
+    k->a_scales = p->a.scales.data;
+    k->a_scale_dtype = (int32_t)p->a.scales.dtype;
+    k->a_gran_k = p->a.scales.gran_k;
+    k->a_scale_stride_mn = p->a.scales.stride_mn;
+    k->a_scale_stride_k = p->a.scales.stride_k;
+    k->a_scale_stride_group = p->a.scales.stride_group;
+    k->a_k_groups = hfp4__ceil_div(p->k, p->a.scales.gran_k);
+    k->w = (const uint8_t *)p->b.data;
+    k->w_group_bytes = geo.n_pad * geo.k_pad / 2;
+    k->w_scales = p->b.scales.data;
+    k->w_scale_group_elems = geo.scale_bytes_per_group / (plan->w_fp32 ? 4 : 1);
+    k->w_pairs = geo.pairs;
+    k->w_chunks = geo.chunks;
+    k->d = p->d.data;
+    k->c = p->d.c;
+    k->d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;
+    k->ldd = p->d.ld;
+    k->d_stride_group = p->d.stride_group;
+
+    plan->a_dims[0] = p->k;
+    plan->a_dims[1] = p->m;
+    plan->a_dims[2] = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1;
+    plan->a_strides[0] = p->a.ld;
+    plan->a_strides[1] = p->grouping == HFP4_GROUPING_MASKED ? p->a.stride_group : p->a.ld * p->m;
+    if (plan->a_strides[1] % 16 != 0) plan->a_strides[1] = hfp4__align(plan->a_strides[1], 16); /* unused when 1 group */
+    return HFP4_OK;
+}

@@ -1,0 +1,207 @@
+/*
+ * repack_sm90.c - CPU repack of FP4 weights into the SM90 kernel layout (sm90_layout.h), its size
+ * and scale-dtype queries, and the decoder the reference uses to read repacked weights back.
+ *
+ * The repack never loses precision: UE8M0 storage is chosen only when every scale is exactly a
+ * power of two; otherwise the caller must store FP32 (exact for any finite scale).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "repack_sm90.h"
+#include "scale_access.h"
+
+static hfp4_status check_source(const char *fn, const hfp4_matrix *w, int32_t groups) {
+    HFP4_CHECK_ARG(w != NULL, "%s: w is NULL", fn);
+    HFP4_CHECK_ARG(groups >= 1, "%s: num_groups = %d must be >= 1", fn, (int)groups);
+    HFP4_CHECK_ARG(w->dtype == HFP4_DTYPE_FP4_E2M1, "%s: w->dtype = %s, expected fp4_e2m1 (packed)", fn,
+                   hfp4_dtype_name(w->dtype));
+    HFP4_CHECK_ARG(w->data != NULL, "%s: w->data is NULL", fn);
+    HFP4_CHECK_ARG(w->rows >= 1, "%s: w->rows (N) = %lld must be >= 1", fn, (long long)w->rows);
+    HFP4_CHECK_ARG(w->cols >= 1 && w->cols % 32 == 0, "%s: w->cols (K) = %lld must be a positive multiple of 32", fn,
+                   (long long)w->cols);
+    HFP4_CHECK_ARG(w->ld >= w->cols / 2, "%s: w->ld = %lld bytes is smaller than K/2 = %lld", fn, (long long)w->ld,
+                   (long long)(w->cols / 2));
+    if (groups > 1)
+        HFP4_CHECK_ARG(w->stride_group >= w->rows * w->ld,
+                       "%s: w->stride_group = %lld bytes is smaller than N*ld = %lld", fn, (long long)w->stride_group,
+                       (long long)(w->rows * w->ld));
+    unsigned allowed = (1u << HFP4_DTYPE_FP32) | (1u << HFP4_DTYPE_UE8M0) | (1u << HFP4_DTYPE_UE8M0_PACKED);
+    return hfp4__check_scales(fn, "w->scales", &w->scales, allowed, groups, w->rows, w->cols, 1, 32);
+}
+
+hfp4_status hfp4_sm90_weights_size(int32_t num_groups, int64_t n, int64_t k, hfp4_dtype scale_dtype, size_t *bytes) {
+    const char *fn = "hfp4_sm90_weights_size";
+    HFP4_CHECK_ARG(bytes != NULL, "%s: bytes is NULL", fn);
+    HFP4_CHECK_ARG(num_groups >= 1, "%s: num_groups = %d must be >= 1", fn, (int)num_groups);
+    HFP4_CHECK_ARG(n >= 1, "%s: n = %lld must be >= 1", fn, (long long)n);
+    HFP4_CHECK_ARG(k >= 1 && k % 32 == 0, "%s: k = %lld must be a positive multiple of 32", fn, (long long)k);
+    HFP4_CHECK_ARG(scale_dtype == HFP4_DTYPE_UE8M0 || scale_dtype == HFP4_DTYPE_FP32,
+                   "%s: scale_dtype = %s must be ue8m0 or fp32", fn, hfp4_dtype_name(scale_dtype));
+    hfp4_sm90_geometry g = hfp4_sm90_geometry_make(num_groups, n, k, scale_dtype == HFP4_DTYPE_FP32);
+    *bytes = (size_t)g.total_bytes;
+    return HFP4_OK;
+}
+
+hfp4_status hfp4_sm90_weights_scale_dtype(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype *scale_dtype) {
+    const char *fn = "hfp4_sm90_weights_scale_dtype";
+    HFP4_TRY(check_source(fn, w, num_groups));
+    HFP4_CHECK_ARG(scale_dtype != NULL, "%s: scale_dtype is NULL", fn);
+    if (w->scales.dtype != HFP4_DTYPE_FP32) {
+        *scale_dtype = HFP4_DTYPE_UE8M0;
+        return HFP4_OK;
+    }
+    int64_t groups32 = w->cols / 32;
+    for (int64_t g = 0; g < num_groups; g++)
+        for (int64_t r = 0; r < w->rows; r++)
+            for (int64_t j = 0; j < groups32; j++) {
+                uint8_t e;
+                if (hfp4_ue8m0_from_float(hfp4__scale_get(&w->scales, g, r, j), &e) != 0) {
+                    *scale_dtype = HFP4_DTYPE_FP32;
+                    return HFP4_OK;
+                }
+            }
+    *scale_dtype = HFP4_DTYPE_UE8M0;
+    return HFP4_OK;
+}
+
+/* Checks every scale against the storage dtype; names the first that does not fit. */
+static hfp4_status check_scale_values(const char *fn, const hfp4_matrix *w, int32_t groups, int fp32) {
+    int64_t groups32 = w->cols / 32;
+    for (int64_t g = 0; g < groups; g++)
+        for (int64_t r = 0; r < w->rows; r++)
+            for (int64_t j = 0; j < groups32; j++) {
+                if (w->scales.dtype != HFP4_DTYPE_FP32) {
+                    uint8_t e = hfp4__scale_get_ue8m0(&w->scales, g, r, j);
+                    HFP4_CHECK_ARG(e != 255, "%s: w->scales[group %lld, row %lld, k-group %lld] is the UE8M0 NaN (255)",
+                                   fn, (long long)g, (long long)r, (long long)j);
+                    continue;
+                }
+                float v = hfp4__scale_get(&w->scales, g, r, j);
+                uint8_t e;
+                HFP4_CHECK_ARG(isfinite(v), "%s: w->scales[group %lld, row %lld, k-group %lld] = %g is not finite", fn,
+                               (long long)g, (long long)r, (long long)j, (double)v);
+                HFP4_CHECK_ARG(fp32 || hfp4_ue8m0_from_float(v, &e) == 0,
+                               "%s: w->scales[group %lld, row %lld, k-group %lld] = %.9g is not a power of two, so it "
+                               "cannot be stored as UE8M0 without loss; use scale_dtype fp32",
+                               fn, (long long)g, (long long)r, (long long)j, (double)v);
+            }
+    return HFP4_OK;
+}
+
+typedef struct repack_job {
+    const hfp4_matrix *w;
+    hfp4_sm90_geometry geo;
+    uint8_t *dst;
+} repack_job;
+
+/* One (group, 64-row tile): weights and scales. */
+static void repack_tile(void *arg, int64_t index) {
+    const repack_job *job = (const repack_job *)arg;
+    const hfp4_sm90_geometry *geo = &job->geo;
+    const hfp4_matrix *w = job->w;
+    int64_t group = index / geo->tiles, tile = index % geo->tiles;
+    const uint8_t *src = (const uint8_t *)w->data + group * w->stride_group;
+    uint8_t *wdst = job->dst + group * (geo->n_pad * geo->k_pad / 2);
+    int64_t groups32 = w->cols / 32;
+    for (int64_t r = 0; r < 64; r++) {
+        int64_t n = tile * 64 + r;
+        if (n >= w->rows) break;
+        for (int64_t k = 0; k < w->cols; k++) {
+            uint8_t byte = src[n * w->ld + k / 2];
+            uint8_t code = (k & 1) ? (byte >> 4) : (byte & 15);
+            if (code == 8) code = 0; /* -0 is +0: keep the repacked codes canonical */
+            int high;
+            int64_t off = hfp4_sm90_code_offset(geo, n, k, &high);
+            wdst[off] = (uint8_t)(high ? ((wdst[off] & 0x0F) | (code << 4)) : ((wdst[off] & 0xF0) | code));
+        }
+        for (int64_t j = 0; j < groups32; j++) {
+            int64_t idx = hfp4_sm90_scale_index(geo, n, j);
+            uint8_t *sdst = job->dst + geo->scale_offset + group * geo->scale_bytes_per_group;
+            if (geo->scale_fp32) {
+                float v = hfp4__scale_get(&w->scales, group, n, j);
+                memcpy(sdst + idx * 4, &v, 4);
+            } else {
+                uint8_t e;
+                if (w->scales.dtype == HFP4_DTYPE_FP32) hfp4_ue8m0_from_float(hfp4__scale_get(&w->scales, group, n, j), &e);
+                else e = hfp4__scale_get_ue8m0(&w->scales, group, n, j);
+                sdst[idx * 4 + (j % 4)] = e;
+            }
+        }
+    }
+}
+
+void hfp4__sm90_describe(const hfp4_sm90_geometry *geo, void *dst, hfp4_matrix *out) {
+    memset(out, 0, sizeof *out);
+    out->data = dst;
+    out->dtype = HFP4_DTYPE_FP4_E2M1_SM90;
+    out->rows = geo->n;
+    out->cols = geo->k;
+    out->ld = 0;
+    out->stride_group = geo->n_pad * geo->k_pad / 2;
+    out->scales.data = (uint8_t *)dst + geo->scale_offset;
+    out->scales.dtype = geo->scale_fp32 ? HFP4_DTYPE_FP32 : HFP4_DTYPE_UE8M0;
+    out->scales.gran_mn = 1;
+    out->scales.gran_k = 32;
+    out->scales.stride_group = geo->scale_bytes_per_group / (geo->scale_fp32 ? 4 : 1);
+}
+
+hfp4_status hfp4__sm90_check_repack_args(const char *fn, const hfp4_matrix *w, int32_t num_groups,
+                                         hfp4_dtype scale_dtype, const void *dst, size_t dst_bytes,
+                                         const hfp4_matrix *out, hfp4_sm90_geometry *geo) {
+    HFP4_TRY(check_source(fn, w, num_groups));
+    HFP4_CHECK_ARG(scale_dtype == HFP4_DTYPE_UE8M0 || scale_dtype == HFP4_DTYPE_FP32,
+                   "%s: scale_dtype = %s must be ue8m0 or fp32", fn, hfp4_dtype_name(scale_dtype));
+    HFP4_CHECK_ARG(dst != NULL, "%s: dst is NULL", fn);
+    HFP4_CHECK_ARG(out != NULL, "%s: out is NULL", fn);
+    *geo = hfp4_sm90_geometry_make(num_groups, w->rows, w->cols, scale_dtype == HFP4_DTYPE_FP32);
+    HFP4_CHECK_ARG(dst_bytes >= (size_t)geo->total_bytes, "%s: dst_bytes = %zu is smaller than the %lld bytes needed",
+                   fn, dst_bytes, (long long)geo->total_bytes);
+    return HFP4_OK;
+}
+
+hfp4_status hfp4_ref_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype scale_dtype, void *dst,
+                                 size_t dst_bytes, hfp4_matrix *out) {
+    const char *fn = "hfp4_ref_repack_sm90";
+    hfp4_sm90_geometry geo;
+    HFP4_TRY(hfp4__sm90_check_repack_args(fn, w, num_groups, scale_dtype, dst, dst_bytes, out, &geo));
+    HFP4_TRY(check_scale_values(fn, w, num_groups, geo.scale_fp32));
+
+    uint8_t *d = (uint8_t *)dst;
+    memset(d, 0, (size_t)geo.scale_offset);
+    /* Scale padding is 1.0 so padded (all-zero) weights stay exact zeros. */
+    for (int64_t g = 0; g < num_groups; g++) {
+        uint8_t *s = d + geo.scale_offset + g * geo.scale_bytes_per_group;
+        if (geo.scale_fp32) {
+            float one = 1.0f;
+            for (int64_t i = 0; i < geo.scale_bytes_per_group / 4; i++) memcpy(s + 4 * i, &one, 4);
+        } else {
+            memset(s, 127, (size_t)geo.scale_bytes_per_group);
+        }
+    }
+    repack_job job = {w, geo, d};
+    hfp4__parallel_for(hfp4__thread_count(0, num_groups * geo.tiles), num_groups * geo.tiles, repack_tile, &job);
+    hfp4__sm90_describe(&geo, dst, out);
+    return HFP4_OK;
+}
+
+hfp4_status hfp4__sm90_geometry_of(const hfp4_matrix *b, int32_t num_groups, hfp4_sm90_geometry *geo) {
+    *geo = hfp4_sm90_geometry_make(num_groups, b->rows, b->cols, b->scales.dtype == HFP4_DTYPE_FP32);
+    return HFP4_OK;
+}
+
+float hfp4__sm90_weight_value(const hfp4_matrix *b, const hfp4_sm90_geometry *geo, int64_t group, int64_t n, int64_t k) {
+    int high;
+    int64_t off = hfp4_sm90_code_offset(geo, n, k, &high);
+    uint8_t byte = ((const uint8_t *)b->data)[group * b->stride_group + off];
+    float v = hfp4_fp4_decode(high ? (uint8_t)(byte >> 4) : (uint8_t)(byte & 15));
+    int64_t idx = hfp4_sm90_scale_index(geo, n, k / 32);
+    float s;
+    if (geo->scale_fp32) {
+        s = ((const float *)b->scales.data)[group * b->scales.stride_group + idx];
+    } else {
+        uint32_t word = ((const uint32_t *)b->scales.data)[group * b->scales.stride_group + idx];
+        s = hfp4_ue8m0_decode((uint8_t)(word >> (8 * ((k / 32) % 4))));
+    }
+    return v * s;
+}

@@ -1,0 +1,132 @@
+/*
+ * repack_sm90.cu - GPU repack of FP4 weights into the SM90 layout (sm90_layout.h); byte-identical
+ * to hfp4_ref_repack_sm90. One thread writes one 16-byte weight chunk; one thread writes the four
+ * scales of one (row, 128-K chunk).
+ */
+#include "../runtime/cuda_runtime.h"
+#include "repack_sm90.h"
+
+struct repack_args {
+    const uint8_t *src;
+    int64_t ld, src_group_stride;
+    const void *scales;
+    int32_t scale_dtype;
+    int64_t s_mn, s_k, s_group;
+    int64_t n, k;
+    hfp4_sm90_geometry geo;
+    uint8_t *dst;
+};
+
+static __device__ __forceinline__ uint32_t code_at(const repack_args &a, int64_t g, int64_t row, int64_t col) {
+    if (row >= a.n || col >= a.k) return 0;
+    const uint8_t byte = a.src[g * a.src_group_stride + row * a.ld + col / 2];
+    uint32_t c = (col & 1) ? (byte >> 4) : (byte & 15);
+    return c == 8 ? 0 : c; /* canonical +0, as the CPU repack */
+}
+
+__global__ void hfp4_sm90_repack_weights_kernel(const __grid_constant__ repack_args a) {
+    const int64_t total = a.geo.groups * a.geo.tiles * a.geo.pairs * 128;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += (int64_t)gridDim.x * blockDim.x) {
+        const int th = (int)(idx % 128);
+        const int64_t pair = (idx / 128) % a.geo.pairs;
+        const int64_t tile = (idx / 128 / a.geo.pairs) % a.geo.tiles;
+        const int64_t g = idx / 128 / a.geo.pairs / a.geo.tiles;
+        const int w = th / 32, gr = (th % 32) / 4, t = th % 4;
+        const int64_t r0 = tile * 64 + w * 16 + gr, r1 = r0 + 8;
+        uint32_t words[4];
+        for (int s = 0; s < 2; s++)
+            for (int half = 0; half < 2; half++) {
+                const int64_t kb = pair * 64 + s * 32 + half * 16 + 4 * t;
+                uint32_t word = 0;
+                for (int i = 0; i < 4; i++)
+                    word |= (code_at(a, g, r0, kb + i) | (code_at(a, g, r1, kb + i) << 4)) << (8 * i);
+                words[s * 2 + half] = word;
+            }
+        *(uint4 *)(a.dst + idx * 16) = make_uint4(words[0], words[1], words[2], words[3]);
+    }
+}
+
+static __device__ __forceinline__ uint32_t src_scale_bits(const repack_args &a, int64_t g, int64_t row, int64_t j) {
+    const int64_t base = g * a.s_group + row * a.s_mn;
+    if (a.scale_dtype == HFP4_DTYPE_FP32) return __float_as_uint(((const float *)a.scales)[base + j * a.s_k]);
+    uint32_t e;
+    if (a.scale_dtype == HFP4_DTYPE_UE8M0) e = ((const uint8_t *)a.scales)[base + j * a.s_k];
+    else e = (((const uint32_t *)a.scales)[base + (j >> 2) * a.s_k] >> (8 * (j & 3))) & 0xFF;
+    return e; /* a UE8M0 byte */
+}
+
+__global__ void hfp4_sm90_repack_scales_kernel(const __grid_constant__ repack_args a) {
+    const int64_t total = a.geo.groups * a.geo.tiles * a.geo.chunks * 64;
+    const int64_t kgroups = a.k / 32;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += (int64_t)gridDim.x * blockDim.x) {
+        const int r = (int)(idx % 64);
+        const int64_t chunk = (idx / 64) % a.geo.chunks;
+        const int64_t tile = (idx / 64 / a.geo.chunks) % a.geo.tiles;
+        const int64_t g = idx / 64 / a.geo.chunks / a.geo.tiles;
+        const int64_t row = tile * 64 + r;
+        uint8_t *sdst = a.dst + a.geo.scale_offset + g * a.geo.scale_bytes_per_group;
+        const int64_t word = (tile * a.geo.chunks + chunk) * 64 + r;
+        if (a.geo.scale_fp32) {
+            float v[4];
+            for (int j = 0; j < 4; j++) {
+                const int64_t jj = chunk * 4 + j;
+                v[j] = 1.0f;
+                if (row < a.n && jj < kgroups) {
+                    const uint32_t bits = src_scale_bits(a, g, row, jj);
+                    if (a.scale_dtype == HFP4_DTYPE_FP32) v[j] = __uint_as_float(bits);
+                    else v[j] = bits == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(bits << 23);
+                }
+            }
+            *(float4 *)(sdst + word * 16) = make_float4(v[0], v[1], v[2], v[3]);
+        } else {
+            uint32_t out = 0;
+            for (int j = 0; j < 4; j++) {
+                const int64_t jj = chunk * 4 + j;
+                uint32_t e = 127;
+                if (row < a.n && jj < kgroups) e = src_scale_bits(a, g, row, jj);
+                out |= e << (8 * j);
+            }
+            *(uint32_t *)(sdst + word * 4) = out;
+        }
+    }
+}
+
+extern "C" hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype scale_dtype, void *dst,
+                                        size_t dst_bytes, hfp4_matrix *out, hfp4_stream stream) {
+    const char *fn = "hfp4_repack_sm90";
+    hfp4_sm90_geometry geo;
+    HFP4_TRY(hfp4__sm90_check_repack_args(fn, w, num_groups, scale_dtype, dst, dst_bytes, out, &geo));
+    /* NOTE: FP32 -> UE8M0 would need every value checked for being a power of two, which the GPU
+     * cannot report without a host read; refusing keeps precision loss impossible. */
+    HFP4_REQUIRE(!(w->scales.dtype == HFP4_DTYPE_FP32 && scale_dtype == HFP4_DTYPE_UE8M0),
+                 "%s: FP32 scales -> UE8M0 storage is not done on the GPU (it cannot prove the scales are powers of "
+                 "two); use scale_dtype fp32, or hfp4_ref_repack_sm90 on the host",
+                 fn);
+    HFP4_REQUIRE(((uintptr_t)dst) % 16 == 0, "%s: dst = %p must be 16-byte aligned", fn, dst);
+    hfp4_current_device dev;
+    HFP4_TRY(hfp4__current_device(fn, &dev));
+    repack_args a;
+    a.src = (const uint8_t *)w->data;
+    a.ld = w->ld;
+    a.src_group_stride = w->stride_group;
+    a.scales = w->scales.data;
+    a.scale_dtype = (int32_t)w->scales.dtype;
+    a.s_mn = w->scales.stride_mn;
+    a.s_k = w->scales.stride_k;
+    a.s_group = w->scales.stride_group;
+    a.n = w->rows;
+    a.k = w->cols;
+    a.geo = geo;
+    a.dst = (uint8_t *)dst;
+    cudaStream_t s = (cudaStream_t)stream;
+    const int blocks = dev.num_sms * 8;
+    hfp4_sm90_repack_weights_kernel<<<blocks, 256, 0, s>>>(a);
+    HFP4_CUDA_TRY(fn, cudaGetLastError());
+    hfp4_sm90_repack_scales_kernel<<<blocks, 256, 0, s>>>(a);
+    HFP4_CUDA_TRY(fn, cudaGetLastError());
+    /* the gap between the weight region and the 256-aligned scale region is zero, as on the CPU */
+    if (geo.scale_offset > geo.weight_bytes)
+        HFP4_CUDA_TRY(fn, cudaMemsetAsync((uint8_t *)dst + geo.weight_bytes, 0, (size_t)(geo.scale_offset - geo.weight_bytes), s));
+    hfp4__sm90_describe(&geo, dst, out);
+    return HFP4_OK;
+}

@@ -1,0 +1,97 @@
+/*
+ * sm90_layout.h - geometry of HFP4_DTYPE_FP4_E2M1_SM90, the repacked FP4 weight layout that hfp4's
+ * SM90 kernels load (version HFP4_SM90_WEIGHTS_VERSION = 1). Shared by the CPU repack, the GPU
+ * repack, the reference decoder and the kernels, so it is plain C usable from CUDA.
+ *
+ * Why this layout: the kernels compute D^T = W * A^T with the weights as the register operand (A)
+ * of wgmma m64nNk32 (.e4m3). In that operand each thread of a warpgroup holds, per k32 step, the
+ * 16 values at rows (g, g+8) of its warp's 16-row slice and K offsets (4t..4t+3, 16+4t..16+4t+3),
+ * with g = lane/4, t = lane%4. The repack stores exactly those 16 FP4 values of two consecutive k32
+ * steps as one 16-byte chunk per thread, so a warpgroup streams a (64 rows x 64 K) tile as 2 KB of
+ * perfectly coalesced 16-byte loads and needs no shuffles. Within a 4-byte word, byte i holds the
+ * row-g value in its low nibble and the row-(g+8) value in its high nibble, so the classic shift
+ * conversion (docs/FORMATS.md) yields the two wgmma registers of the two rows directly.
+ *
+ * Buffer = weight region, then (at a 256-byte aligned offset) the scale region:
+ *   weights: [G][N_pad/64 tiles][K_pad/64 pairs][128 threads][16 bytes]
+ *            thread th: w = th/32, g = (th%32)/4, t = th%4; rows r0 = 64*tile + 16*w + g, r1 = r0 + 8;
+ *            step s in {0,1} (K base kb = 64*pair + 32*s), bytes 8s+0..3: byte i = code(r0, kb+4t+i)
+ *            | code(r1, kb+4t+i) << 4; bytes 8s+4..7: the same at K offset kb+16+4t+i.
+ *   scales (UE8M0): [G][N_pad/64][K_pad/128 chunks][64 rows] uint32, byte j = exponent of the
+ *            32-group 4*chunk+j of that row.
+ *   scales (FP32):  [G][N_pad/64][K_pad/128 chunks][64 rows][4] float, element j = scale of group
+ *            4*chunk+j.
+ * N_pad = align(N, 128), K_pad = align(K, 128). Padding rows, padding K and padding groups hold
+ * code 0 and scale 1.0 (byte 127), so they contribute exact zeros.
+ */
+#ifndef HFP4_SM90_LAYOUT_H
+#define HFP4_SM90_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HFP4_SM90_ROW_TILE 64     /* weight rows per warpgroup tile (wgmma M)            */
+#define HFP4_SM90_N_ALIGN 128     /* rows are padded to this (two warpgroups per CTA)     */
+#define HFP4_SM90_K_CHUNK 128     /* K per pipeline stage and per packed scale word       */
+#define HFP4_SM90_PAIR_BYTES 2048 /* one (64 rows x 64 K) tile: 128 threads x 16 bytes    */
+
+typedef struct hfp4_sm90_geometry {
+    int64_t groups, n, k;      /* logical                                     */
+    int64_t n_pad, k_pad;      /* padded                                      */
+    int64_t tiles, pairs;      /* n_pad / 64, k_pad / 64                      */
+    int64_t chunks;            /* k_pad / 128                                 */
+    int64_t weight_bytes;      /* groups * n_pad * k_pad / 2                  */
+    int64_t scale_offset;      /* start of the scale region (256-aligned)     */
+    int64_t scale_bytes_per_group;
+    int64_t total_bytes;
+    int32_t scale_fp32;        /* 1: FP32 scales, 0: UE8M0                    */
+} hfp4_sm90_geometry;
+
+static inline hfp4_sm90_geometry hfp4_sm90_geometry_make(int64_t groups, int64_t n, int64_t k, int scale_fp32) {
+    hfp4_sm90_geometry g;
+    g.groups = groups;
+    g.n = n;
+    g.k = k;
+    g.n_pad = (n + HFP4_SM90_N_ALIGN - 1) / HFP4_SM90_N_ALIGN * HFP4_SM90_N_ALIGN;
+    g.k_pad = (k + HFP4_SM90_K_CHUNK - 1) / HFP4_SM90_K_CHUNK * HFP4_SM90_K_CHUNK;
+    g.tiles = g.n_pad / HFP4_SM90_ROW_TILE;
+    g.pairs = g.k_pad / 64;
+    g.chunks = g.k_pad / HFP4_SM90_K_CHUNK;
+    g.weight_bytes = groups * g.n_pad * g.k_pad / 2;
+    g.scale_offset = (g.weight_bytes + 255) / 256 * 256;
+    g.scale_fp32 = scale_fp32;
+    g.scale_bytes_per_group = g.n_pad * g.chunks * 4 * (scale_fp32 ? 4 : 1);
+    g.total_bytes = g.scale_offset + groups * g.scale_bytes_per_group;
+    return g;
+}
+
+/* Byte offset of the 16-byte chunk of (group, tile, pair, thread) in the weight region. */
+static inline int64_t hfp4_sm90_weight_chunk_offset(const hfp4_sm90_geometry *g, int64_t group, int64_t tile,
+                                                    int64_t pair, int64_t thread) {
+    return (((group * g->tiles + tile) * g->pairs + pair) * 128 + thread) * 16;
+}
+
+/* Location of the FP4 code of (row n, column k) inside a group: byte offset relative to the group's
+ * weight start and whether it is the high nibble. */
+static inline int64_t hfp4_sm90_code_offset(const hfp4_sm90_geometry *g, int64_t n, int64_t k, int *high_nibble) {
+    int64_t tile = n / 64, r = n % 64;
+    int64_t w = r / 16, rr = r % 16;
+    int64_t grow = rr % 8;
+    *high_nibble = rr >= 8;
+    int64_t pair = k / 64, kk = k % 64;
+    int64_t s = kk / 32, k32 = kk % 32;
+    int64_t half = k32 / 16, k16 = k32 % 16;
+    int64_t t = k16 / 4, i = k16 % 4;
+    int64_t thread = w * 32 + grow * 4 + t;
+    return ((tile * g->pairs + pair) * 128 + thread) * 16 + s * 8 + half * 4 + i;
+}
+
+/* Index (in elements: uint32 words for UE8M0, floats for FP32) of the scale of (row n, 32-group j)
+ * relative to the start of a group's scales; for UE8M0 the byte within the word is j % 4. */
+static inline int64_t hfp4_sm90_scale_index(const hfp4_sm90_geometry *g, int64_t n, int64_t j) {
+    int64_t tile = n / 64, r = n % 64, chunk = j / 4;
+    int64_t word = (tile * g->chunks + chunk) * 64 + r;
+    return g->scale_fp32 ? word * 4 + (j % 4) : word;
+}
+
+#endif
