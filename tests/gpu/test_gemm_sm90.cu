@@ -1,0 +1,161 @@
+/*
+ * test_gemm_sm90.cu - the SM90 FP8 x FP4 kernels against the exact CPU reference, every element,
+ * on fresh random data, outputs poisoned first; plus GPU repack == CPU repack byte for byte.
+ * Bounds: per element |d - r| <= 4e-3 |r| + 1e-3 rms(R) for BF16 output (1e-5 |r| for FP32), and
+ * relative Frobenius error <= 2e-3. Rows that must not be written must still hold the poison.
+ */
+#include <stdio.h>
+
+#include "gemm_fixture.h"
+#include "harness.h"
+
+static int have_sm90(void) {
+    hfp4_device_info info;
+    return hfp4_device_query(0, &info) == HFP4_OK && info.has_sm90_kernels;
+}
+
+static void check_case(const gemm_case *cs, const char *label) {
+    gemm_host h;
+    fx_build(&h, cs);
+    gemm_result r = fx_run(&h);
+    printf("    %-34s m=%-6lld n=%-5lld k=%-5lld G=%-3d ga=%-3d %s w=%s d=%s%s: relF %.2e maxx %.2f bad %lld "
+           "repack %s (%.3f ms)\n",
+           label, (long long)h.cs.m, (long long)h.cs.n, (long long)h.cs.k, h.cs.groups, h.cs.a_gran,
+           hfp4_dtype_name(h.cs.a_scale), h.cs.w_pow2 ? "ue8m0" : "fp32", hfp4_dtype_name(h.cs.d_dtype),
+           h.cs.with_c ? "+C" : "", r.rel_frob, r.max_excess, (long long)r.bad_elements,
+           r.repack_match ? "==" : "DIFFERS", r.ms);
+    CHECK_MSG(r.status == HFP4_OK, "%s: hfp4_gemm returned %s: %s", label, hfp4_status_name(r.status), hfp4_last_error());
+    if (r.status == HFP4_OK) {
+        CHECK_MSG(r.bad_elements == 0, "%s: %lld bad elements; first at row %lld col %lld: got %.6g want %.6g", label,
+                  (long long)r.bad_elements, (long long)r.first_bad_row, (long long)r.first_bad_col, r.first_bad_got,
+                  r.first_bad_want);
+        CHECK_MSG(r.rel_frob <= 2e-3, "%s: relative Frobenius error %.3e > 2e-3", label, r.rel_frob);
+        CHECK_MSG(r.repack_match, "%s: GPU repack differs from CPU repack", label);
+    }
+    fx_free(&h);
+}
+
+static gemm_case base_case(hfp4_grouping g, int64_t m, int64_t n, int64_t k, int32_t groups, uint64_t seed) {
+    gemm_case c;
+    memset(&c, 0, sizeof c);
+    c.grouping = g;
+    c.m = m;
+    c.n = n;
+    c.k = k;
+    c.groups = groups;
+    c.a_gran = 128;
+    c.a_scale = HFP4_DTYPE_FP32;
+    c.w_pow2 = 1;
+    c.d_dtype = HFP4_DTYPE_BF16;
+    c.seed = seed;
+    return c;
+}
+
+TEST(gpu_dense_shapes_and_tails) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    static const int64_t shapes[][3] = {{1, 128, 128}, {7, 200, 96},   {8, 4096, 4096}, {33, 1000, 160},
+                                        {64, 512, 4096}, {129, 256, 2048}, {257, 4096, 2048}, {1000, 1024, 1024},
+                                        {4096, 2048, 512}};
+    for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        gemm_case c = base_case(HFP4_GROUPING_NONE, shapes[i][0], shapes[i][1], shapes[i][2], 1, 100 + i);
+        check_case(&c, "dense");
+    }
+}
+
+TEST(gpu_dense_scale_forms_and_outputs) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    for (int v = 0; v < 8; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_NONE, 77, 384, 1056, 1, 200 + v);
+        c.a_gran = (v & 1) ? 32 : 128;
+        c.a_scale = (v & 2) ? ((v & 4) ? HFP4_DTYPE_UE8M0_PACKED : HFP4_DTYPE_UE8M0) : HFP4_DTYPE_FP32;
+        c.w_pow2 = (v & 4) ? 0 : 1;
+        c.d_dtype = (v & 1) ? HFP4_DTYPE_FP32 : HFP4_DTYPE_BF16;
+        c.with_c = (v == 3 || v == 6);
+        check_case(&c, "dense scale forms");
+    }
+}
+
+TEST(gpu_grouped_contiguous) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    for (int v = 0; v < 4; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, v < 2 ? 600 : 3000, 512, 1024, v < 2 ? 8 : 16, 300 + v);
+        c.a_gran = v & 1 ? 32 : 128;
+        c.alignment = v == 3 ? 64 : 0;
+        c.w_pow2 = v != 2;
+        check_case(&c, "contiguous ids");
+    }
+}
+
+TEST(gpu_grouped_psum) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    for (int v = 0; v < 3; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 900, 256, 512, 6 + v, 400 + v);
+        c.alignment = v == 2 ? 32 : 0;
+        check_case(&c, "contiguous psum");
+    }
+}
+
+TEST(gpu_grouped_masked) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    static const int64_t cfg[][3] = {{1, 6, 4096}, {5, 32, 2048}, {24, 8, 1024}, {128, 4, 512}, {200, 3, 256}};
+    for (unsigned i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        gemm_case c = base_case(HFP4_GROUPING_MASKED, cfg[i][0], 4096 / (i + 1), cfg[i][2], (int32_t)cfg[i][1], 500 + i);
+        c.a_gran = i & 1 ? 32 : 128;
+        check_case(&c, "masked");
+    }
+}
+
+TEST(gpu_deepseek_v4_flash_decode_shapes) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    /* 256 experts, masked, a few rows each: w13 and w2 of V4-Flash */
+    gemm_case c = base_case(HFP4_GROUPING_MASKED, 2, 4096, 4096, 256, 600);
+    check_case(&c, "v4-flash w13 masked");
+    c = base_case(HFP4_GROUPING_MASKED, 2, 4096, 2048, 256, 601);
+    check_case(&c, "v4-flash w2 masked");
+}
+
+TEST(gpu_unsupported_is_reported) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    /* plain FP4 B has no kernel: UNSUPPORTED, never a wrong answer */
+    gemm_case cs = base_case(HFP4_GROUPING_NONE, 8, 128, 128, 1, 700);
+    gemm_host h;
+    fx_build(&h, &cs);
+    hfp4_gemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.grouping = HFP4_GROUPING_NONE;
+    p.m = 8;
+    p.n = 128;
+    p.k = 128;
+    p.num_groups = 1;
+    void *dev = NULL;
+    cudaMalloc(&dev, 1 << 20);
+    p.a.data = dev;
+    p.a.dtype = HFP4_DTYPE_FP8_E4M3;
+    p.a.rows = 8;
+    p.a.cols = 128;
+    p.a.ld = 128;
+    p.a.scales.data = dev;
+    p.a.scales.dtype = HFP4_DTYPE_FP32;
+    p.a.scales.gran_mn = 1;
+    p.a.scales.gran_k = 128;
+    p.a.scales.stride_mn = 1;
+    p.a.scales.stride_k = 8;
+    p.b.data = dev;
+    p.b.dtype = HFP4_DTYPE_FP4_E2M1;
+    p.b.rows = 128;
+    p.b.cols = 128;
+    p.b.ld = 64;
+    p.b.scales.data = dev;
+    p.b.scales.dtype = HFP4_DTYPE_UE8M0;
+    p.b.scales.gran_mn = 1;
+    p.b.scales.gran_k = 32;
+    p.b.scales.stride_mn = 4;
+    p.b.scales.stride_k = 1;
+    p.d.data = dev;
+    p.d.dtype = HFP4_DTYPE_BF16;
+    p.d.ld = 128;
+    CHECK_REJECT(hfp4_gemm(&p, NULL), HFP4_ERR_UNSUPPORTED, "repack");
+    CHECK_REJECT(hfp4_gemm_supported(&p), HFP4_ERR_UNSUPPORTED, "repack");
+    cudaFree(dev);
+    fx_free(&h);
+}
