@@ -69,7 +69,7 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     k->w = (const uint8_t *)p->b.data;
     k->w_group_bytes = geo.n_pad * geo.k_pad / 2;
     k->w_scales = p->b.scales.data;
-    k->w_scale_group_elems = geo.scale_bytes_per_group / (plan->w_fp32 ? 4 : 1);
+    k->w_scale_group_elems = geo.n_pad * geo.chunks; /* one uint32 (UE8M0) or float4 (FP32) per row and chunk */
     k->w_pairs = geo.pairs;
     k->w_chunks = geo.chunks;
     k->d = p->d.data;

@@ -143,7 +143,7 @@ void hfp4__sm90_describe(const hfp4_sm90_geometry *geo, void *dst, hfp4_matrix *
     out->scales.dtype = geo->scale_fp32 ? HFP4_DTYPE_FP32 : HFP4_DTYPE_UE8M0;
     out->scales.gran_mn = 1;
     out->scales.gran_k = 32;
-    out->scales.stride_group = geo->scale_bytes_per_group / (geo->scale_fp32 ? 4 : 1);
+    out->scales.stride_group = geo->scale_bytes_per_group / 4; /* uint32 words (UE8M0) or floats (FP32) */
 }
 
 hfp4_status hfp4__sm90_check_repack_args(const char *fn, const hfp4_matrix *w, int32_t num_groups,

@@ -24,7 +24,7 @@ typedef struct hfp4_sm90_gemm_params {
     const uint8_t *w;
     int64_t w_group_bytes;
     const void *w_scales;
-    int64_t w_scale_group_elems; /* uint32 words (UE8M0) or floats (FP32) per group          */
+    int64_t w_scale_group_elems; /* entries per group: one uint32 (UE8M0) or float4 (FP32) per row and 128-K chunk */
     int64_t w_pairs, w_chunks;   /* K_pad / 64, K_pad / 128                                   */
     /* output */
     void *d;
