@@ -201,16 +201,18 @@ static void make_operand(fixture *f, hfp4_matrix *x, hfp4_dtype dt, hfp4_dtype s
 
 /* Grouping layouts ---------------------------------------------------------------------------- */
 
-/* Contiguous: segments of random experts (any order, some experts absent), each starting at a
- * multiple of the alignment and padded with -1 to the next one, plus whole -1 tiles. */
+/* Contiguous: segments of random experts (any order), each starting at a multiple of the
+ * alignment and padded with -1 to the next one, plus whole -1 tiles. Whatever the seed, the second
+ * tile is all padding and, with G >= 3, the last expert is empty. */
 static void make_contiguous(fixture *f, int32_t *l, int64_t m, int32_t groups, int64_t align) {
     int64_t r = 0;
-    while (r < m) { /* r is a multiple of align here */
-        if (rnd(f, 5) == 0) {
+    int32_t experts = groups >= 3 ? groups - 1 : groups;
+    for (int step = 0; r < m; step++) { /* r is a multiple of align here */
+        if (step == 1 || rnd(f, 5) == 0) {
             for (int64_t e = r + align < m ? r + align : m; r < e; r++) l[r] = -1; /* all-padding tile */
             continue;
         }
-        int32_t expert = (int32_t)rnd(f, (uint64_t)groups);
+        int32_t expert = (int32_t)rnd(f, (uint64_t)experts);
         int64_t count = 1 + (int64_t)rnd(f, (uint64_t)(2 * align));
         if (count > m - r) count = m - r;
         for (int64_t e = r + count; r < e; r++) l[r] = expert;
@@ -223,8 +225,10 @@ static void make_contiguous(fixture *f, int32_t *l, int64_t m, int32_t groups, i
 static int64_t make_psum(fixture *f, int32_t *l, int32_t groups, int64_t align, int64_t max_count) {
     int64_t start = 0;
     for (int32_t g = 0; g < groups; g++) {
-        /* group 0 is never empty, so every psum problem computes something */
-        int64_t count = g > 0 && rnd(f, 4) == 0 ? 0 : 1 + (int64_t)rnd(f, (uint64_t)max_count);
+        /* group 0 is never empty (something is computed), group 1 always is (when G >= 3) */
+        int64_t count = g == 1 && groups >= 3 ? 0
+                        : g > 0 && rnd(f, 4) == 0 ? 0
+                                                  : 1 + (int64_t)rnd(f, (uint64_t)max_count);
         l[g] = (int32_t)(start + count);
         start = align_up(start + count, align);
     }
@@ -253,7 +257,8 @@ static void fx_build(fixture *f, const spec *s) {
     } else if (s->grouping == HFP4_GROUPING_MASKED) {
         f->layout = (int32_t *)fx_alloc(f, sizeof(int32_t) * (size_t)s->groups);
         for (int32_t g = 0; g < s->groups; g++) {
-            int kind = (int)rnd(f, 4); /* empty, full, or anything in between */
+            /* empty, full, or anything in between; with G >= 2 group 0 is empty and group 1 full */
+            int kind = s->groups >= 2 && g < 2 ? g : (int)rnd(f, 4);
             f->layout[g] = kind == 0 ? 0 : kind == 1 ? (int32_t)m : (int32_t)rnd(f, (uint64_t)m + 1);
         }
     }
@@ -843,7 +848,8 @@ TEST(ref_bit_exact_integer_gemms) {
 
 /* ---- (c) rejections -------------------------------------------------------------------------- */
 
-/* A small valid problem of each grouping: m 16, n 8, k 64, G 2 (dense 1), align 8, pad 2. */
+/* A small valid problem of each grouping: m 16, n 8, k 64, G 2 (dense 1), align 8, pad 2
+ * (psum: fx_psum's shapes, n 7, k 96, with groups [0,5) and [8,16)). */
 static void fx_valid(fixture *f, hfp4_grouping grouping) {
     spec s = base_spec();
     s.grouping = grouping;

@@ -71,6 +71,12 @@ static void build_plan(const hfp4_gemm_problem *p, int32_t *plan, int64_t flat_r
     }
 }
 
+/* Stores one computed element: the dot product plus C (read before the write: c may be d). */
+static void store_elem(const hfp4_output *d, int64_t idx, double acc) {
+    if (d->c) acc += hfp4__ref_load_c(d->c, d->dtype, idx);
+    hfp4__ref_store_d(d->data, d->dtype, idx, acc);
+}
+
 /* Computes flat rows [r0, r1) with the scratch `s`. */
 static void run_block(ref_job *job, double *s, int64_t r0, int64_t r1) {
     const hfp4_gemm_problem *p = job->p;
@@ -93,20 +99,42 @@ static void run_block(ref_job *job, double *s, int64_t r0, int64_t r1) {
     for (int64_t first = r0; first < r1; first++) {
         if (done[first - r0]) continue;
         int32_t expert = job->plan[first];
+        int64_t rows[ROWS_PER_BLOCK], out[ROWS_PER_BLOCK]; /* block rows of this expert, their D offsets */
+        int count = 0;
+        for (int64_t i = first; i < r1; i++) {
+            if (done[i - r0] || job->plan[i] != expert) continue;
+            done[i - r0] = 1;
+            rows[count] = i - r0;
+            out[count++] = (i / per) * d->stride_group + (i % per) * d->ld;
+        }
         for (int64_t j = 0; j < n; j++) {
             hfp4__ref_decode_row(&job->tables, &p->b, expert, j, k, brow);
-            for (int64_t i = first; i < r1; i++) {
-                if (done[i - r0] || job->plan[i] != expert) continue;
-                const double *arow = s + (i - r0) * k;
-                double acc = 0.0;
-                for (int64_t kk = 0; kk < k; kk++) acc += arow[kk] * brow[kk];
-                int64_t idx = (i / per) * d->stride_group + (i % per) * d->ld + j;
-                if (d->c) acc += hfp4__ref_load_c(d->c, d->dtype, idx); /* read before the write: c may be d */
-                hfp4__ref_store_d(d->data, d->dtype, idx, acc);
+            int q = 0;
+            /* Four rows at a time: four independent add chains keep the FPU busy, while each
+             * element is still its own ascending-K sum, bit-identical to the one-row loop. */
+            for (; q + 4 <= count; q += 4) {
+                const double *a0 = s + rows[q] * k, *a1 = s + rows[q + 1] * k;
+                const double *a2 = s + rows[q + 2] * k, *a3 = s + rows[q + 3] * k;
+                double c0 = 0.0, c1 = 0.0, c2 = 0.0, c3 = 0.0;
+                for (int64_t kk = 0; kk < k; kk++) {
+                    double bv = brow[kk];
+                    c0 += a0[kk] * bv;
+                    c1 += a1[kk] * bv;
+                    c2 += a2[kk] * bv;
+                    c3 += a3[kk] * bv;
+                }
+                store_elem(d, out[q] + j, c0);
+                store_elem(d, out[q + 1] + j, c1);
+                store_elem(d, out[q + 2] + j, c2);
+                store_elem(d, out[q + 3] + j, c3);
+            }
+            for (; q < count; q++) {
+                const double *a0 = s + rows[q] * k;
+                double c0 = 0.0;
+                for (int64_t kk = 0; kk < k; kk++) c0 += a0[kk] * brow[kk];
+                store_elem(d, out[q] + j, c0);
             }
         }
-        for (int64_t i = first; i < r1; i++)
-            if (job->plan[i] == expert) done[i - r0] = 1;
     }
 }
 
