@@ -24,7 +24,7 @@ NVFLAGS ?= -std=c++17 -O3 -lineinfo $(GENCODE) -Xcompiler -fPIC,-fvisibility=hid
            --Werror all-warnings -Xptxas --warn-on-spills -Iinclude -Isrc/core -Isrc/formats -Isrc/plan -Isrc/kernels
 
 LIB_C_SRC  := $(sort $(wildcard src/*/*.c))
-HAVE_NVCC  := $(if $(CUDA_HOME),1,)
+HAVE_NVCC  := $(if $(shell command -v $(NVCC) 2>/dev/null),1,)
 ifeq ($(HAVE_NVCC),1)
 LIB_CU_SRC := $(sort $(wildcard src/*/*.cu src/kernels/*/*.cu))
 LIB_C_SRC  := $(filter-out src/runtime/no_cuda.c,$(LIB_C_SRC))
@@ -39,7 +39,7 @@ LIBS    := $(CUDA_LIBS) -lpthread -lm
 TEST_SRC    := $(sort $(wildcard tests/test_*.c))
 TEST_OBJ    := $(TEST_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/harness.o
 GPUTEST_SRC := $(sort $(wildcard tests/gpu/test_*.cu))
-TOOL_SRC    := $(sort $(wildcard tools/*.c))
+TOOL_SRC    := $(filter-out $(if $(HAVE_NVCC),tools/no_cuda_tools.c,),$(sort $(wildcard tools/*.c)))
 TOOL_CU_SRC := $(if $(HAVE_NVCC),$(sort $(wildcard tools/*.cu)),)
 
 SONAME := libhfp4.so.0
@@ -73,7 +73,7 @@ $(BUILD)/hfp4_tests: $(TEST_OBJ) $(BUILD)/libhfp4.a
 	$(CC) -o $@ $(TEST_OBJ) $(BUILD)/libhfp4.a $(LIBS)
 
 test: $(BUILD)/hfp4_tests $(BUILD)/libhfp4.so $(BUILD)/hfp4
-	./$(BUILD)/hfp4_tests
+	$(BUILD)/hfp4_tests
 
 GPUTEST_OBJ := $(GPUTEST_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(BUILD)/obj/tests/harness.o
 $(BUILD)/hfp4_gpu_tests: $(GPUTEST_OBJ) $(BUILD)/libhfp4.a
@@ -81,13 +81,13 @@ $(BUILD)/hfp4_gpu_tests: $(GPUTEST_OBJ) $(BUILD)/libhfp4.a
 
 gpu-test: $(if $(HAVE_NVCC),$(BUILD)/hfp4_gpu_tests,)
 	@if [ -z "$(HAVE_NVCC)" ]; then echo "gpu-test: skipped (no nvcc: the GPU tests need the CUDA toolkit)"; \
-	else ./$(BUILD)/hfp4_gpu_tests $(GPU_TEST_ARGS); fi
+	else $(BUILD)/hfp4_gpu_tests $(GPU_TEST_ARGS); fi
 
 demo: $(BUILD)/hfp4
-	./$(BUILD)/hfp4 demo
+	$(BUILD)/hfp4 demo
 
 bench: $(BUILD)/hfp4
-	./$(BUILD)/hfp4 bench $(BENCH_ARGS)
+	$(BUILD)/hfp4 bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD)
