@@ -1,0 +1,65 @@
+/*
+ * baselines.h - the reference points `hfp4 bench` times in the same run as hfp4's kernels:
+ * device-to-device copy bandwidth (the memory roofline), cuBLASLt FP8 GEMM with row-wise scales
+ * (what torch._scaled_mm row-wise does) and cuBLASLt BF16 GEMM.
+ *
+ * cuBLASLt is loaded with dlopen at run time, never linked: the hfp4 command must start on
+ * machines without cuBLAS and without a GPU. Where it (or the GPU) is missing, the calls return
+ * non-zero with a message in `err`; they never abort.
+ *
+ * GEMM shapes follow hfp4's convention: D[m,n] (BF16, row-major) = A[m,k] * B[n,k]^T, A and B both
+ * K-innermost. Inputs are random non-zero values (zeros would under-report power-limited speed).
+ * Timings are GPU time per launch (a CUDA event pair around each launch), the median over `iters`
+ * launches after warm-up (>= 3 launches and ~25 ms of work). Launches are queued in batches behind
+ * a short spin kernel, so host launch overhead is not counted, and they reuse the same buffers
+ * (whatever fits in L2 stays warm). Time hfp4's kernels the same way for a fair comparison.
+ * Before timing, each GEMM baseline checks 64 sampled outputs against a double-precision dot
+ * product on the GPU (a wrong layout or scale mapping fails rather than timing the wrong thing).
+ *
+ * Plain C interface (callable from tools/hfp4.c); implemented in baselines.cu.
+ */
+#ifndef HFP4_TOOLS_BASELINES_H
+#define HFP4_TOOLS_BASELINES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Return codes of every baseline_* call. UNAVAILABLE: nothing to time here (no GPU or driver,
+ * cuBLASLt not found, no cuBLASLt algorithm for the shape): print "skipped", not a failure. */
+enum { BASELINE_OK = 0, BASELINE_ERR = 1, BASELINE_UNAVAILABLE = 2 };
+
+/* The message of the most recent failing baseline_* call on this thread ("" if none); the only
+ * message channel of baseline_copy_gbps. Valid until the next baseline_* call on this thread. */
+const char *baseline_last_error(void);
+
+/* Copies `bytes` device-to-device with cudaMemcpyAsync. *gbps counts bytes read + written
+ * (2 * bytes per copy) in 1e9 bytes per second; *us is the median copy time in microseconds.
+ * Returns 0 on success, non-zero on a CUDA error or bad argument (bytes == 0, iters < 1); the
+ * reason is in baseline_last_error(). */
+int baseline_copy_gbps(size_t bytes, int iters, double *gbps, double *us);
+
+/* cuBLASLt FP8 GEMM: A e4m3 [m,k], B e4m3 [n,k], per-row FP32 scales of A (m of them) and
+ * per-row-of-B (i.e. per output column, n of them) FP32 scales, BF16 D [m,n], FP32 accumulation
+ * without fast accumulation (torch._scaled_mm's default). *us is the median time per GEMM.
+ * Returns 0 on success; err then is "" or a note, e.g. that row-wise scaling was rejected by this
+ * cuBLASLt and tensor-wise scaling was timed instead (its speed is a proxy, not the same kernel).
+ * Non-zero on failure with the reason in err (cuBLASLt not found, no GPU, no algorithm...).
+ * cuBLASLt's FP8 kernels need k a multiple of 16 (and m, n for 16-byte aligned rows of D). */
+int baseline_cublaslt_fp8_rowwise(int64_t m, int64_t n, int64_t k, int iters, double *us, char *err, size_t errlen);
+
+/* cuBLASLt BF16 GEMM: A bf16 [m,k], B bf16 [n,k], FP32 compute, BF16 D [m,n]. Same conventions. */
+int baseline_cublaslt_bf16(int64_t m, int64_t n, int64_t k, int iters, double *us, char *err, size_t errlen);
+
+/* Which cuBLASLt was loaded, e.g. "/path/libcublasLt.so.13 (version 130100)", loading it on first
+ * use; "" with the reason in err (returns non-zero) if it cannot be loaded. Static storage. */
+int baseline_cublaslt_info(const char **info, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
