@@ -1,4 +1,57 @@
-/* hfp4.c - the hfp4 command (being written). */
+/*
+ * hfp4.c - the hfp4 command: demo, bench, verify, info.
+ *
+ *   hfp4 demo            DeepSeek-V4-Flash-shaped FP4 expert GEMMs, checked against the CPU
+ *                        reference; timed where a Hopper GPU is present
+ *   hfp4 bench [--json]  speed table with baselines timed in the same run (Hopper GPU)
+ *   hfp4 verify          the GPU checks of the demo without timing
+ *   hfp4 info            library version and the GPU (if any)
+ */
 #include <stdio.h>
+#include <string.h>
+
 #include "hfp4.h"
-int main(void) { printf("hfp4 %s\n", hfp4_version_string()); return 0; }
+#include "tool_common.h"
+
+static int usage(FILE *f) {
+    fprintf(f,
+            "usage: hfp4 <command> [options]\n"
+            "  demo            checked DeepSeek-V4-shaped FP4 expert GEMMs (timed on a Hopper GPU)\n"
+            "  bench [--json] [--iters N] [--quick] [--only w13|w2|dense]\n"
+            "                  speed vs cuBLASLt FP8/BF16 and the copy rate, same run (Hopper GPU)\n"
+            "  verify          GPU kernels vs the CPU reference (Hopper GPU)\n"
+            "  info            library version and GPU\n");
+    return f == stderr ? 2 : 0;
+}
+
+static int cmd_info(void) {
+    printf("hfp4 %s (SM90 weight layout v%d)\n", hfp4_version_string(), HFP4_SM90_WEIGHTS_VERSION);
+    hfp4_device_info info;
+    hfp4_status st = hfp4_device_query(0, &info);
+    if (st != HFP4_OK) {
+        printf("GPU: none (%s)\n", hfp4_last_error());
+        return 0;
+    }
+    printf("GPU 0: %s, compute capability %d.%d, %d SMs, %.1f GiB; SM90 kernels: %s\n", info.name, info.cc_major,
+           info.cc_minor, info.num_sms, info.global_mem_bytes / 1073741824.0, info.has_sm90_kernels ? "yes" : "no");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return usage(stderr);
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) return usage(stdout);
+    if (!strcmp(cmd, "info")) return cmd_info();
+    if (!strcmp(cmd, "demo")) {
+        int rc = hfp4_cmd_demo_cpu(argc - 2, argv + 2);
+        if (rc != 0) return rc;
+        if (hfp4_have_hopper()) return hfp4_cmd_demo_gpu(argc - 2, argv + 2);
+        printf("\nNo Hopper (SM90) GPU here, so no speed figures: the kernels and `hfp4 bench` need an H100/H200.\n"
+               "Everything above ran the CPU reference, which is the ground truth the GPU kernels are tested against.\n");
+        return 0;
+    }
+    if (!strcmp(cmd, "bench")) return hfp4_cmd_bench(argc - 2, argv + 2);
+    if (!strcmp(cmd, "verify")) return hfp4_cmd_verify(argc - 2, argv + 2);
+    fprintf(stderr, "hfp4: unknown command '%s'\n", cmd);
+    return usage(stderr);
+}

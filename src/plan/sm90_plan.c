@@ -72,6 +72,8 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     k->w_scale_group_elems = geo.n_pad * geo.chunks; /* one uint32 (UE8M0) or float4 (FP32) per row and chunk */
     k->w_pairs = geo.pairs;
     k->w_chunks = geo.chunks;
+    k->w_tiles = geo.tiles;
+    k->w_modes = (const uint8_t *)p->b.data + geo.mode_offset;
     k->d = p->d.data;
     k->c = p->d.c;
     k->d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;

@@ -95,38 +95,91 @@ typedef struct repack_job {
     uint8_t *dst;
 } repack_job;
 
-/* One (group, 64-row tile): weights and scales. */
+/* Code of (row n, column k) of group g of the plain source, with -0 made +0. */
+static uint8_t source_code(const hfp4_matrix *w, int64_t g, int64_t n, int64_t k) {
+    const uint8_t *src = (const uint8_t *)w->data + g * w->stride_group;
+    uint8_t byte = src[n * w->ld + k / 2];
+    uint8_t code = (k & 1) ? (uint8_t)(byte >> 4) : (uint8_t)(byte & 15);
+    return code == 8 ? 0 : code;
+}
+
+/* UE8M0 exponent of (row n, 32-group j) of the source (FP32 scales were checked to be powers of two). */
+static uint8_t source_exponent(const hfp4_matrix *w, int64_t g, int64_t n, int64_t j) {
+    uint8_t e = 127;
+    if (w->scales.dtype == HFP4_DTYPE_FP32) hfp4_ue8m0_from_float(hfp4__scale_get(&w->scales, g, n, j), &e);
+    else e = hfp4__scale_get_ue8m0(&w->scales, g, n, j);
+    return e;
+}
+
+/* One (group, 64-row tile): weights, scales and chunk modes. */
 static void repack_tile(void *arg, int64_t index) {
     const repack_job *job = (const repack_job *)arg;
     const hfp4_sm90_geometry *geo = &job->geo;
     const hfp4_matrix *w = job->w;
     int64_t group = index / geo->tiles, tile = index % geo->tiles;
-    const uint8_t *src = (const uint8_t *)w->data + group * w->stride_group;
     uint8_t *wdst = job->dst + group * (geo->n_pad * geo->k_pad / 2);
+    uint8_t *sdst = job->dst + geo->scale_offset + group * geo->scale_bytes_per_group;
+    uint8_t *mdst = job->dst + geo->mode_offset + (group * geo->tiles + tile) * geo->chunks;
     int64_t groups32 = w->cols / 32;
-    for (int64_t r = 0; r < 64; r++) {
+    int64_t rows = w->rows - tile * 64 < 64 ? w->rows - tile * 64 : 64;
+
+    for (int64_t r = 0; r < rows; r++) {
         int64_t n = tile * 64 + r;
-        if (n >= w->rows) break;
         for (int64_t k = 0; k < w->cols; k++) {
-            uint8_t byte = src[n * w->ld + k / 2];
-            uint8_t code = (k & 1) ? (byte >> 4) : (byte & 15);
-            if (code == 8) code = 0; /* -0 is +0: keep the repacked codes canonical */
-            int high;
-            int64_t off = hfp4_sm90_code_offset(geo, n, k, &high);
-            wdst[off] = (uint8_t)(high ? ((wdst[off] & 0x0F) | (code << 4)) : ((wdst[off] & 0xF0) | code));
+            uint8_t code = source_code(w, group, n, k);
+            int ms, ss;
+            int64_t off = hfp4_sm90_value_bits(geo, n, k, &ms, &ss);
+            uint32_t word;
+            memcpy(&word, wdst + off, 4);
+            word |= (uint32_t)(code & 7) << ms;
+            word |= (uint32_t)(code >> 3) << ss;
+            memcpy(wdst + off, &word, 4);
         }
-        for (int64_t j = 0; j < groups32; j++) {
-            int64_t idx = hfp4_sm90_scale_index(geo, n, j);
-            uint8_t *sdst = job->dst + geo->scale_offset + group * geo->scale_bytes_per_group;
-            if (geo->scale_fp32) {
-                float v = hfp4__scale_get(&w->scales, group, n, j);
-                memcpy(sdst + idx * 4, &v, 4);
-            } else {
-                uint8_t e;
-                if (w->scales.dtype == HFP4_DTYPE_FP32) hfp4_ue8m0_from_float(hfp4__scale_get(&w->scales, group, n, j), &e);
-                else e = hfp4__scale_get_ue8m0(&w->scales, group, n, j);
-                sdst[idx * 4 + (j % 4)] = e;
+    }
+    for (int64_t c = 0; c < geo->chunks; c++) {
+        if (geo->scale_fp32) {
+            mdst[c] = 1;
+            for (int64_t r = 0; r < rows; r++)
+                for (int j = 0; j < 4; j++) {
+                    int64_t jj = c * 4 + j;
+                    if (jj >= groups32) continue; /* padding stays 1.0 */
+                    float v = hfp4__scale_get(&w->scales, group, tile * 64 + r, jj);
+                    memcpy(sdst + hfp4_sm90_scale_index(geo, tile * 64 + r, jj) * 4, &v, 4);
+                }
+            continue;
+        }
+        /* UE8M0: fold when every row's non-zero groups lie within HFP4_SM90_FOLD_SPAN binades */
+        uint8_t e[64][4];
+        int nonzero[64][4], emax[64], fast = 1;
+        for (int64_t r = 0; r < 64; r++) {
+            emax[r] = -1;
+            for (int j = 0; j < 4; j++) {
+                int64_t jj = c * 4 + j;
+                e[r][j] = 127;
+                nonzero[r][j] = 0;
+                if (r >= rows || jj >= groups32) continue;
+                e[r][j] = source_exponent(w, group, tile * 64 + r, jj);
+                for (int64_t k = jj * 32; k < jj * 32 + 32 && !nonzero[r][j]; k++)
+                    nonzero[r][j] = (source_code(w, group, tile * 64 + r, k) & 7) != 0;
+                if (nonzero[r][j] && e[r][j] > emax[r]) emax[r] = e[r][j];
             }
+            for (int j = 0; j < 4; j++)
+                if (nonzero[r][j] && emax[r] - e[r][j] > HFP4_SM90_FOLD_SPAN) fast = 0;
+        }
+        mdst[c] = fast ? 0 : 1;
+        for (int64_t r = 0; r < 64; r++) {
+            uint32_t word = 0;
+            if (fast) {
+                int base = emax[r] < 0 ? 127 : emax[r];
+                for (int j = 0; j < 4; j++) {
+                    uint32_t off = nonzero[r][j] ? (uint32_t)(e[r][j] - base + 12) : 12u;
+                    word |= off << (4 * j);
+                }
+                word |= (uint32_t)base << 16;
+            } else {
+                for (int j = 0; j < 4; j++) word |= (uint32_t)e[r][j] << (8 * j);
+            }
+            memcpy(sdst + ((tile * geo->chunks + c) * 64 + r) * 4, &word, 4);
         }
     }
 }
@@ -168,16 +221,14 @@ hfp4_status hfp4_ref_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_
     HFP4_TRY(check_scale_values(fn, w, num_groups, geo.scale_fp32));
 
     uint8_t *d = (uint8_t *)dst;
-    memset(d, 0, (size_t)geo.scale_offset);
+    memset(d, 0, (size_t)geo.total_bytes); /* weights (code 0), gaps and modes start as zeros */
     /* Scale padding is 1.0 so padded (all-zero) weights stay exact zeros. */
     for (int64_t g = 0; g < num_groups; g++) {
         uint8_t *s = d + geo.scale_offset + g * geo.scale_bytes_per_group;
         if (geo.scale_fp32) {
             float one = 1.0f;
             for (int64_t i = 0; i < geo.scale_bytes_per_group / 4; i++) memcpy(s + 4 * i, &one, 4);
-        } else {
-            memset(s, 127, (size_t)geo.scale_bytes_per_group);
-        }
+        } /* UE8M0 words are all written by repack_tile */
     }
     repack_job job = {w, geo, d};
     hfp4__parallel_for(hfp4__thread_count(0, num_groups * geo.tiles), num_groups * geo.tiles, repack_tile, &job);
@@ -191,17 +242,19 @@ hfp4_status hfp4__sm90_geometry_of(const hfp4_matrix *b, int32_t num_groups, hfp
 }
 
 float hfp4__sm90_weight_value(const hfp4_matrix *b, const hfp4_sm90_geometry *geo, int64_t group, int64_t n, int64_t k) {
-    int high;
-    int64_t off = hfp4_sm90_code_offset(geo, n, k, &high);
-    uint8_t byte = ((const uint8_t *)b->data)[group * b->stride_group + off];
-    float v = hfp4_fp4_decode(high ? (uint8_t)(byte >> 4) : (uint8_t)(byte & 15));
-    int64_t idx = hfp4_sm90_scale_index(geo, n, k / 32);
-    float s;
-    if (geo->scale_fp32) {
-        s = ((const float *)b->scales.data)[group * b->scales.stride_group + idx];
-    } else {
-        uint32_t word = ((const uint32_t *)b->scales.data)[group * b->scales.stride_group + idx];
-        s = hfp4_ue8m0_decode((uint8_t)(word >> (8 * ((k / 32) % 4))));
-    }
-    return v * s;
+    int ms, ss;
+    int64_t off = hfp4_sm90_value_bits(geo, n, k, &ms, &ss);
+    uint32_t word;
+    memcpy(&word, (const uint8_t *)b->data + group * b->stride_group + off, 4);
+    uint8_t code = (uint8_t)(((word >> ms) & 7) | (((word >> ss) & 1) << 3));
+    float v = hfp4_fp4_decode(code);
+    int64_t j = k / 32, idx = hfp4_sm90_scale_index(geo, n, j);
+    if (geo->scale_fp32) return v * ((const float *)b->scales.data)[group * b->scales.stride_group + idx];
+    uint32_t sw = ((const uint32_t *)b->scales.data)[group * b->scales.stride_group + idx];
+    /* the modes follow the scales (hfp4__sm90_describe keeps the whole buffer reachable from data) */
+    const uint8_t *modes = (const uint8_t *)b->data + geo->mode_offset;
+    uint8_t mode = modes[(group * geo->tiles + n / 64) * geo->chunks + j / 4];
+    if (mode == 1) return v * hfp4_ue8m0_decode((uint8_t)(sw >> (8 * (j % 4))));
+    int o = (int)((sw >> (4 * (j % 4))) & 15), emax = (int)((sw >> 16) & 255);
+    return v * ldexpf(1.0f, o - 12) * hfp4_ue8m0_decode((uint8_t)emax);
 }

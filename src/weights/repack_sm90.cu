@@ -38,8 +38,11 @@ __global__ void hfp4_sm90_repack_weights_kernel(const __grid_constant__ repack_a
             for (int half = 0; half < 2; half++) {
                 const int64_t kb = pair * 64 + s * 32 + half * 16 + 4 * t;
                 uint32_t word = 0;
-                for (int i = 0; i < 4; i++)
-                    word |= (code_at(a, g, r0, kb + i) | (code_at(a, g, r1, kb + i) << 4)) << (8 * i);
+                for (int j = 0; j < 4; j++) { /* sm90_layout.h: magnitudes by row, signs pre-placed */
+                    const uint32_t c0 = code_at(a, g, r0, kb + j), c1 = code_at(a, g, r1, kb + j);
+                    word |= (c0 & 7) << (4 * j) | (c0 >> 3) << (8 * j + 7);
+                    word |= (c1 & 7) << (16 + 4 * j) | (c1 >> 3) << (8 * j + 3);
+                }
                 words[s * 2 + half] = word;
             }
         *(uint4 *)(a.dst + idx * 16) = make_uint4(words[0], words[1], words[2], words[3]);
@@ -55,39 +58,66 @@ static __device__ __forceinline__ uint32_t src_scale_bits(const repack_args &a, 
     return e; /* a UE8M0 byte */
 }
 
+/* One warp per (group, tile, chunk); lane l handles rows l and l + 32 of the tile. */
 __global__ void hfp4_sm90_repack_scales_kernel(const __grid_constant__ repack_args a) {
-    const int64_t total = a.geo.groups * a.geo.tiles * a.geo.chunks * 64;
+    const int64_t total = a.geo.groups * a.geo.tiles * a.geo.chunks;
+    const int lane = threadIdx.x % 32;
     const int64_t kgroups = a.k / 32;
-    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += (int64_t)gridDim.x * blockDim.x) {
-        const int r = (int)(idx % 64);
-        const int64_t chunk = (idx / 64) % a.geo.chunks;
-        const int64_t tile = (idx / 64 / a.geo.chunks) % a.geo.tiles;
-        const int64_t g = idx / 64 / a.geo.chunks / a.geo.tiles;
-        const int64_t row = tile * 64 + r;
+    for (int64_t idx = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; idx < total;
+         idx += (int64_t)gridDim.x * blockDim.x / 32) {
+        const int64_t chunk = idx % a.geo.chunks;
+        const int64_t tile = (idx / a.geo.chunks) % a.geo.tiles;
+        const int64_t g = idx / a.geo.chunks / a.geo.tiles;
         uint8_t *sdst = a.dst + a.geo.scale_offset + g * a.geo.scale_bytes_per_group;
-        const int64_t word = (tile * a.geo.chunks + chunk) * 64 + r;
         if (a.geo.scale_fp32) {
-            float v[4];
-            for (int j = 0; j < 4; j++) {
-                const int64_t jj = chunk * 4 + j;
-                v[j] = 1.0f;
-                if (row < a.n && jj < kgroups) {
-                    const uint32_t bits = src_scale_bits(a, g, row, jj);
-                    if (a.scale_dtype == HFP4_DTYPE_FP32) v[j] = __uint_as_float(bits);
-                    else v[j] = bits == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(bits << 23);
+            for (int h = 0; h < 2; h++) {
+                const int r = lane + 32 * h;
+                const int64_t row = tile * 64 + r;
+                float v[4];
+                for (int j = 0; j < 4; j++) {
+                    const int64_t jj = chunk * 4 + j;
+                    v[j] = 1.0f;
+                    if (row < a.n && jj < kgroups) {
+                        const uint32_t bits = src_scale_bits(a, g, row, jj);
+                        if (a.scale_dtype == HFP4_DTYPE_FP32) v[j] = __uint_as_float(bits);
+                        else v[j] = bits == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(bits << 23);
+                    }
                 }
+                *(float4 *)(sdst + ((tile * a.geo.chunks + chunk) * 64 + r) * 16) = make_float4(v[0], v[1], v[2], v[3]);
             }
-            *(float4 *)(sdst + word * 16) = make_float4(v[0], v[1], v[2], v[3]);
-        } else {
-            uint32_t out = 0;
+            if (lane == 0) a.dst[a.geo.mode_offset + idx] = 1;
+            continue;
+        }
+        uint32_t e[2][4], nz[2][4];
+        int emax[2], ok = 1;
+        for (int h = 0; h < 2; h++) {
+            const int64_t row = tile * 64 + lane + 32 * h;
+            emax[h] = -1;
             for (int j = 0; j < 4; j++) {
                 const int64_t jj = chunk * 4 + j;
-                uint32_t e = 127;
-                if (row < a.n && jj < kgroups) e = src_scale_bits(a, g, row, jj);
-                out |= e << (8 * j);
+                e[h][j] = 127;
+                nz[h][j] = 0;
+                if (row >= a.n || jj >= kgroups) continue;
+                e[h][j] = src_scale_bits(a, g, row, jj);
+                for (int kk = 0; kk < 32 && !nz[h][j]; kk++) nz[h][j] = (code_at(a, g, row, jj * 32 + kk) & 7) != 0;
+                if (nz[h][j] && (int)e[h][j] > emax[h]) emax[h] = (int)e[h][j];
             }
-            *(uint32_t *)(sdst + word * 4) = out;
+            for (int j = 0; j < 4; j++)
+                if (nz[h][j] && emax[h] - (int)e[h][j] > HFP4_SM90_FOLD_SPAN) ok = 0;
         }
+        const int fast = __all_sync(0xFFFFFFFFu, ok);
+        for (int h = 0; h < 2; h++) {
+            uint32_t word = 0;
+            if (fast) {
+                const int base = emax[h] < 0 ? 127 : emax[h];
+                for (int j = 0; j < 4; j++) word |= (nz[h][j] ? (uint32_t)((int)e[h][j] - base + 12) : 12u) << (4 * j);
+                word |= (uint32_t)base << 16;
+            } else {
+                for (int j = 0; j < 4; j++) word |= e[h][j] << (8 * j);
+            }
+            *(uint32_t *)(sdst + ((tile * a.geo.chunks + chunk) * 64 + lane + 32 * h) * 4) = word;
+        }
+        if (lane == 0) a.dst[a.geo.mode_offset + idx] = fast ? 0 : 1;
     }
 }
 
@@ -124,9 +154,12 @@ extern "C" hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     hfp4_sm90_repack_scales_kernel<<<blocks, 256, 0, s>>>(a);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
-    /* the gap between the weight region and the 256-aligned scale region is zero, as on the CPU */
+    /* the alignment gaps are zero, as on the CPU */
     if (geo.scale_offset > geo.weight_bytes)
         HFP4_CUDA_TRY(fn, cudaMemsetAsync((uint8_t *)dst + geo.weight_bytes, 0, (size_t)(geo.scale_offset - geo.weight_bytes), s));
+    const int64_t scale_end = geo.scale_offset + geo.groups * geo.scale_bytes_per_group;
+    if (geo.mode_offset > scale_end)
+        HFP4_CUDA_TRY(fn, cudaMemsetAsync((uint8_t *)dst + scale_end, 0, (size_t)(geo.mode_offset - scale_end), s));
     hfp4__sm90_describe(&geo, dst, out);
     return HFP4_OK;
 }

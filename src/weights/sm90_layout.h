@@ -1,6 +1,6 @@
 /*
  * sm90_layout.h - geometry of HFP4_DTYPE_FP4_E2M1_SM90, the repacked FP4 weight layout that hfp4's
- * SM90 kernels load (version HFP4_SM90_WEIGHTS_VERSION = 1). Shared by the CPU repack, the GPU
+ * SM90 kernels load (version HFP4_SM90_WEIGHTS_VERSION = 2). Shared by the CPU repack, the GPU
  * repack, the reference decoder and the kernels, so it is plain C usable from CUDA.
  *
  * Why this layout: the kernels compute D^T = W * A^T with the weights as the register operand (A)
@@ -8,21 +8,31 @@
  * 16 values at rows (g, g+8) of its warp's 16-row slice and K offsets (4t..4t+3, 16+4t..16+4t+3),
  * with g = lane/4, t = lane%4. The repack stores exactly those 16 FP4 values of two consecutive k32
  * steps as one 16-byte chunk per thread, so a warpgroup streams a (64 rows x 64 K) tile as 2 KB of
- * perfectly coalesced 16-byte loads and needs no shuffles. Within a 4-byte word, byte i holds the
- * row-g value in its low nibble and the row-(g+8) value in its high nibble, so the classic shift
- * conversion (docs/FORMATS.md) yields the two wgmma registers of the two rows directly.
+ * perfectly coalesced 16-byte loads and needs no shuffles.
  *
- * Buffer = weight region, then (at a 256-byte aligned offset) the scale region:
+ * Each 32-bit word holds 4 values of row g and 4 of row g+8 (same K offsets kk+0..3) with the
+ * signs placed so that one prmt per row turns magnitudes into FP8 bytes through an 8-entry table
+ * and one and-or adds the signs (FlashInfer's "pre-placed signs"):
+ *   bits 4j..4j+2      magnitude (3 bits) of row g,   K offset kk+j   (j = 0..3)
+ *   bits 16+4j..+2     magnitude of row g+8, K offset kk+j
+ *   bit  8j+7          sign of row g,   kk+j      bit 8j+3   sign of row g+8, kk+j
+ *
+ * Buffer = weights, then (256-byte aligned) scales, then (256-byte aligned) chunk modes:
  *   weights: [G][N_pad/64 tiles][K_pad/64 pairs][128 threads][16 bytes]
  *            thread th: w = th/32, g = (th%32)/4, t = th%4; rows r0 = 64*tile + 16*w + g, r1 = r0 + 8;
- *            step s in {0,1} (K base kb = 64*pair + 32*s), bytes 8s+0..3: byte i = code(r0, kb+4t+i)
- *            | code(r1, kb+4t+i) << 4; bytes 8s+4..7: the same at K offset kb+16+4t+i.
- *   scales (UE8M0): [G][N_pad/64][K_pad/128 chunks][64 rows] uint32, byte j = exponent of the
- *            32-group 4*chunk+j of that row.
- *   scales (FP32):  [G][N_pad/64][K_pad/128 chunks][64 rows][4] float, element j = scale of group
- *            4*chunk+j.
+ *            step s in {0,1} (K base kb = 64*pair + 32*s): word 2s at K offset kb+4t, word 2s+1 at
+ *            kb+16+4t, each as above.
+ *   scales (UE8M0): [G][tiles][K_pad/128 chunks][64 rows] uint32:
+ *            fast chunk (mode 0): bits 4j..4j+3 = off_j in 1..12, bits 16..23 = e_max, so that the
+ *            weight is fp4 x 2^(off_j - 6) (exact in e4m3) times 2^(e_max - 133). Groups whose 32
+ *            codes are all zero do not count toward e_max and get off = 12.
+ *            per-32 chunk (mode 1): byte j = the UE8M0 exponent of group 4*chunk+j.
+ *   scales (FP32):  [G][tiles][chunks][64 rows][4] float, element j = scale of group 4*chunk+j
+ *            (every chunk is per-32).
+ *   modes: [G][tiles][chunks] uint8: 0 = fast (every row's non-zero groups within 11 binades of
+ *            the row's largest), 1 = per-32 (scale applied after every k32 step: exact, slower).
  * N_pad = align(N, 128), K_pad = align(K, 128). Padding rows, padding K and padding groups hold
- * code 0 and scale 1.0 (byte 127), so they contribute exact zeros.
+ * code 0 and scale byte 127 (1.0) / off 12, so they contribute exact zeros.
  */
 #ifndef HFP4_SM90_LAYOUT_H
 #define HFP4_SM90_LAYOUT_H
@@ -34,6 +44,7 @@
 #define HFP4_SM90_N_ALIGN 128     /* rows are padded to this (two warpgroups per CTA)     */
 #define HFP4_SM90_K_CHUNK 128     /* K per pipeline stage and per packed scale word       */
 #define HFP4_SM90_PAIR_BYTES 2048 /* one (64 rows x 64 K) tile: 128 threads x 16 bytes    */
+#define HFP4_SM90_FOLD_SPAN 11    /* largest e_max - e_j folded exactly into e4m3 (off >= 1) */
 
 typedef struct hfp4_sm90_geometry {
     int64_t groups, n, k;      /* logical                                     */
@@ -43,6 +54,7 @@ typedef struct hfp4_sm90_geometry {
     int64_t weight_bytes;      /* groups * n_pad * k_pad / 2                  */
     int64_t scale_offset;      /* start of the scale region (256-aligned)     */
     int64_t scale_bytes_per_group;
+    int64_t mode_offset;       /* start of the chunk-mode bytes (256-aligned) */
     int64_t total_bytes;
     int32_t scale_fp32;        /* 1: FP32 scales, 0: UE8M0                    */
 } hfp4_sm90_geometry;
@@ -61,7 +73,8 @@ static inline hfp4_sm90_geometry hfp4_sm90_geometry_make(int64_t groups, int64_t
     g.scale_offset = (g.weight_bytes + 255) / 256 * 256;
     g.scale_fp32 = scale_fp32;
     g.scale_bytes_per_group = g.n_pad * g.chunks * 4 * (scale_fp32 ? 4 : 1);
-    g.total_bytes = g.scale_offset + groups * g.scale_bytes_per_group;
+    g.mode_offset = (g.scale_offset + groups * g.scale_bytes_per_group + 255) / 256 * 256;
+    g.total_bytes = g.mode_offset + groups * g.tiles * g.chunks;
     return g;
 }
 
@@ -71,23 +84,27 @@ static inline int64_t hfp4_sm90_weight_chunk_offset(const hfp4_sm90_geometry *g,
     return (((group * g->tiles + tile) * g->pairs + pair) * 128 + thread) * 16;
 }
 
-/* Location of the FP4 code of (row n, column k) inside a group: byte offset relative to the group's
- * weight start and whether it is the high nibble. */
-static inline int64_t hfp4_sm90_code_offset(const hfp4_sm90_geometry *g, int64_t n, int64_t k, int *high_nibble) {
+/* Location of the FP4 value (row n, column k) inside a group: byte offset of its 32-bit word
+ * relative to the group's weight start, and the bit positions of its 3-bit magnitude and sign. */
+static inline int64_t hfp4_sm90_value_bits(const hfp4_sm90_geometry *g, int64_t n, int64_t k, int *mag_shift,
+                                           int *sign_shift) {
     int64_t tile = n / 64, r = n % 64;
     int64_t w = r / 16, rr = r % 16;
     int64_t grow = rr % 8;
-    *high_nibble = rr >= 8;
+    int high_row = rr >= 8;
     int64_t pair = k / 64, kk = k % 64;
     int64_t s = kk / 32, k32 = kk % 32;
     int64_t half = k32 / 16, k16 = k32 % 16;
-    int64_t t = k16 / 4, i = k16 % 4;
+    int64_t t = k16 / 4;
+    int j = (int)(k16 % 4);
     int64_t thread = w * 32 + grow * 4 + t;
-    return ((tile * g->pairs + pair) * 128 + thread) * 16 + s * 8 + half * 4 + i;
+    *mag_shift = high_row ? 16 + 4 * j : 4 * j;
+    *sign_shift = high_row ? 8 * j + 3 : 8 * j + 7;
+    return ((tile * g->pairs + pair) * 128 + thread) * 16 + s * 8 + half * 4;
 }
 
 /* Index (in elements: uint32 words for UE8M0, floats for FP32) of the scale of (row n, 32-group j)
- * relative to the start of a group's scales; for UE8M0 the byte within the word is j % 4. */
+ * relative to the start of a group's scales (UE8M0: the row's word for chunk j/4). */
 static inline int64_t hfp4_sm90_scale_index(const hfp4_sm90_geometry *g, int64_t n, int64_t j) {
     int64_t tile = n / 64, r = n % 64, chunk = j / 4;
     int64_t word = (tile * g->chunks + chunk) * 64 + r;

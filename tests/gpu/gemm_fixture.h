@@ -18,7 +18,9 @@ typedef struct gemm_case {
     int32_t groups;
     int32_t a_gran;       /* 32 or 128 */
     hfp4_dtype a_scale;   /* FP32, UE8M0, UE8M0_PACKED */
-    int w_pow2;           /* weight scales powers of two (UE8M0 storage) or arbitrary FP32 */
+    int w_pow2;           /* 0: arbitrary FP32 scales; 1: powers of two within 7 binades (folded
+                             chunks); 2: powers of two over 30 binades plus all-zero groups (mixed
+                             folded and per-32 chunks) */
     hfp4_dtype d_dtype;   /* BF16 or FP32 */
     int with_c;
     int32_t alignment;    /* contiguous forms */
@@ -206,7 +208,12 @@ static void fx_build(gemm_host *h, const gemm_case *cs) {
     int64_t wsf = (int64_t)c->groups * c->n * (c->k / 32);
     h->w_sf = (float *)malloc(sizeof(float) * wsf);
     for (int64_t i = 0; i < wsf; i++)
-        h->w_sf[i] = c->w_pow2 ? fx_pow2(&s, -9, -3) : (float)(fx_uniform(&s) * 0.01 + 0.0005);
+        h->w_sf[i] = c->w_pow2 == 2 ? fx_pow2(&s, -33, -3) : c->w_pow2 ? fx_pow2(&s, -9, -3) : (float)(fx_uniform(&s) * 0.01 + 0.0005);
+    if (c->w_pow2 == 2) /* every 5th 32-group all zero (with a far-off scale): must not block folding */
+        for (int64_t i = 0; i < wsf; i += 5) {
+            memset(h->w + i * 16, (i & 1) ? 0x88 : 0x00, 16); /* +0 or -0 codes */
+            h->w_sf[i] = ldexpf(1.0f, -100);
+        }
     h->c = NULL;
     if (c->with_c) {
         h->c = (float *)malloc(sizeof(float) * rows * c->n);

@@ -21,7 +21,7 @@ static void check_case(const gemm_case *cs, const char *label) {
     printf("    %-34s m=%-6lld n=%-5lld k=%-5lld G=%-3d ga=%-3d %s w=%s d=%s%s: relF %.2e maxx %.2f bad %lld "
            "repack %s (%.3f ms)\n",
            label, (long long)h.cs.m, (long long)h.cs.n, (long long)h.cs.k, h.cs.groups, h.cs.a_gran,
-           hfp4_dtype_name(h.cs.a_scale), h.cs.w_pow2 ? "ue8m0" : "fp32", hfp4_dtype_name(h.cs.d_dtype),
+           hfp4_dtype_name(h.cs.a_scale), h.cs.w_pow2 == 2 ? "ue8m0-wide" : h.cs.w_pow2 ? "ue8m0" : "fp32", hfp4_dtype_name(h.cs.d_dtype),
            h.cs.with_c ? "+C" : "", r.rel_frob, r.max_excess, (long long)r.bad_elements,
            r.repack_match ? "==" : "DIFFERS", r.ms);
     CHECK_MSG(r.status == HFP4_OK, "%s: hfp4_gemm returned %s: %s", label, hfp4_status_name(r.status), hfp4_last_error());
@@ -72,6 +72,19 @@ TEST(gpu_dense_scale_forms_and_outputs) {
         c.d_dtype = (v & 1) ? HFP4_DTYPE_FP32 : HFP4_DTYPE_BF16;
         c.with_c = (v == 3 || v == 6);
         check_case(&c, "dense scale forms");
+    }
+}
+
+TEST(gpu_folded_and_per32_chunks_mixed) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    /* wide exponent spreads force per-32 chunks next to folded ones; zero groups are ignored */
+    for (int v = 0; v < 4; v++) {
+        gemm_case c = base_case(v < 2 ? HFP4_GROUPING_NONE : HFP4_GROUPING_MASKED, v < 2 ? 100 : 20, 512, 2048,
+                                v < 2 ? 1 : 4, 250 + v);
+        c.w_pow2 = 2;
+        c.a_gran = v & 1 ? 32 : 128;
+        c.a_scale = v == 3 ? HFP4_DTYPE_UE8M0_PACKED : HFP4_DTYPE_FP32;
+        check_case(&c, "mixed folded/per-32");
     }
 }
 

@@ -10,10 +10,12 @@
  * the producer, which TMA-loads the activation tile (BT x 128 bytes per 128-K chunk, 128B swizzle)
  * and writes the activation scales into shared memory, one pipeline stage per chunk.
  *
- * Exactness: the shift trick makes each FP8 weight exactly e2m1 x 2^-6; every k32 step is one
- * wgmma into a fresh accumulator, promoted into FP32 with its own weight scale x activation scale
- * (x 64). That is exact for any FP32 scales; folding the scales into the conversion (faster) is
- * the next version's job.
+ * Exactness: a prmt table turns each FP4 value into e4m3 exactly. In a folded chunk (UE8M0 scales
+ * within 11 binades of the row's largest, decided by the repack per 64-row tile and 128-K chunk)
+ * the table carries the relative exponent, so the chunk's 4 k32 steps chain into one accumulator
+ * that is promoted once with 2^(e_max-133) x the activation scale. Otherwise (FP32 scales, a wide
+ * exponent spread, or 1x32 activation scales) every k32 step is promoted with its own scales:
+ * slower, exact for any scale.
  */
 #pragma once
 #include <cuda.h>
@@ -40,7 +42,7 @@ struct sm90_tile_config {
                                       2 * BT * OUT_LD * 4 + 2 * STAGES * 8;
 };
 
-/* Activation scale of (row, k-group kg) of group g, times 64 (undoing the 2^-6 of the conversion). */
+/* Activation scale of (row, k-group kg) of group g. */
 static __device__ __forceinline__ float load_a_scale(const hfp4_sm90_gemm_params &p, int64_t g, int64_t row, int64_t kg) {
     const int64_t base = g * p.a_scale_stride_group + row * p.a_scale_stride_mn;
     float v;
@@ -52,11 +54,16 @@ static __device__ __forceinline__ float load_a_scale(const hfp4_sm90_gemm_params
         else e = (((const uint32_t *)p.a_scales)[base + (kg >> 2) * p.a_scale_stride_k] >> (8 * (kg & 3))) & 0xFF;
         v = e == 0 ? __uint_as_float(0x00400000u) : (e == 255 ? __uint_as_float(0x7FC00000u) : __uint_as_float(e << 23));
     }
-    return v * 64.0f;
+    return v;
 }
 
 static __device__ __forceinline__ float ue8m0_to_float(uint32_t e) {
     return e == 0 ? __uint_as_float(0x00400000u) : (e == 255 ? __uint_as_float(0x7FC00000u) : __uint_as_float(e << 23));
+}
+
+/* 2^(e_max - 133): the row scale of a folded chunk (sm90_layout.h), exact down to 2^-149. */
+static __device__ __forceinline__ float row_scale_from_emax(uint32_t e) {
+    return e > 6 ? __uint_as_float((e - 6) << 23) : ue8m0_to_float(e) * 0.015625f;
 }
 
 /* Which rows a CTA's token tile covers. rows [m0, valid_end) are computed, [valid_end, zero_end)
@@ -190,25 +197,29 @@ __global__ void __launch_bounds__(384, 1)
         const uint8_t *wp = p.w + (int64_t)tile.expert * p.w_group_bytes + (wtile * p.w_pairs * 128 + tid) * 16;
         const int r0 = warp_in_wg * 16 + g8; /* row within the 64-row tile; r1 = r0 + 8 */
         const int64_t sbase = (int64_t)tile.expert * p.w_scale_group_elems + wtile * chunks * 64;
+        const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + wtile) * chunks;
         uint4 wq[PF][2];
         float4 swf[PF][2];
         uint32_t swe[PF][2];
-        auto load_chunk = [&](int64_t kc, uint4 *q, float4 *sf, uint32_t *se) {
+        uint32_t wmode[PF];
+        auto load_chunk = [&](int64_t kc, uint4 *q, float4 *sf, uint32_t *se, uint32_t &mode) {
             q[0] = ldg_stream_u4(wp + (2 * kc) * 2048);
             q[1] = ldg_stream_u4(wp + (2 * kc + 1) * 2048);
             if constexpr (W_FP32) {
                 const float4 *s4 = (const float4 *)p.w_scales + sbase + kc * 64;
                 sf[0] = __ldg(s4 + r0);
                 sf[1] = __ldg(s4 + r0 + 8);
+                mode = 1;
             } else {
                 const uint32_t *s1 = (const uint32_t *)p.w_scales + sbase + kc * 64;
                 se[0] = __ldg(s1 + r0);
                 se[1] = __ldg(s1 + r0 + 8);
+                mode = __ldg(modes + kc);
             }
         };
 #pragma unroll
         for (int i = 0; i < PF; i++)
-            if (i < chunks) load_chunk(i, wq[i], swf[i], swe[i]);
+            if (i < chunks) load_chunk(i, wq[i], swf[i], swe[i], wmode[i]);
 
         for (int64_t kb = 0; kb < chunks; kb += PF) {
 #pragma unroll
@@ -218,44 +229,98 @@ __global__ void __launch_bounds__(384, 1)
                 const uint4 q0 = wq[i][0], q1 = wq[i][1];
                 const float4 f0 = swf[i][0], f1 = swf[i][1];
                 const uint32_t e0 = swe[i][0], e1 = swe[i][1];
-                if (kc + PF < chunks) load_chunk(kc + PF, wq[i], swf[i], swe[i]);
+                const uint32_t mode = wmode[i];
+                if (kc + PF < chunks) load_chunk(kc + PF, wq[i], swf[i], swe[i], wmode[i]);
 
                 const int s = (int)(kc % STAGES);
                 mbar_wait(&full[s], (uint32_t)((kc / STAGES) & 1));
                 const uint64_t desc = smem_desc_k128_swizzle128(a_tiles + s * cfg::A_TILE_BYTES);
                 const float *sa = a_scale_s + s * 4 * BT;
+                /* words of step st: (k 4t..4t+3, k 16+4t..16+4t+3) for rows (g, g+8) */
+                const uint32_t wlo[4] = {q0.x, q0.z, q1.x, q1.z};
+                const uint32_t whi[4] = {q0.y, q0.w, q1.y, q1.w};
+                if (mode == 0 && !gran32) {
+                    /* folded chunk: the per-32 scales are inside the FP8 values, so the 4 k32 steps
+                     * chain into one accumulator and one promotion per 128 K (DeepGEMM's cost) */
+                    uint32_t a[4][4];
 #pragma unroll
-                for (int st = 0; st < 4; st++) {
-                    const uint32_t wa = st == 0 ? q0.x : st == 1 ? q0.z : st == 2 ? q1.x : q1.z;
-                    const uint32_t wb = st == 0 ? q0.y : st == 1 ? q0.w : st == 2 ? q1.y : q1.w;
-                    uint32_t a[4];
-                    fp4x8_to_fp8x8(wa, a[0], a[1]);
-                    fp4x8_to_fp8x8(wb, a[2], a[3]);
+                    for (int st = 0; st < 4; st++) {
+                        uint32_t lo0, hi0, lo1, hi1;
+                        fp8_table((e0 >> (4 * st)) & 15, lo0, hi0);
+                        fp8_table((e1 >> (4 * st)) & 15, lo1, hi1);
+                        a[st][0] = fp4x4_row_lo_to_fp8(wlo[st], lo0, hi0);
+                        a[st][1] = fp4x4_row_hi_to_fp8(wlo[st], lo1, hi1);
+                        a[st][2] = fp4x4_row_lo_to_fp8(whi[st], lo0, hi0);
+                        a[st][3] = fp4x4_row_hi_to_fp8(whi[st], lo1, hi1);
+                    }
                     float acc[BT / 2];
 #pragma unroll
-                    for (int r = 0; r < 4; r++) reg_fence(a[r]);
+                    for (int st = 0; st < 4; st++)
+#pragma unroll
+                        for (int r = 0; r < 4; r++) reg_fence(a[st][r]);
                     wgmma_fence();
-                    wgmma_fp8_rs<BT>(acc, a, desc + 2 * st, 0);
+#pragma unroll
+                    for (int st = 0; st < 4; st++) wgmma_fp8_rs<BT>(acc, a[st], desc + 2 * st, st > 0);
                     wgmma_commit();
                     wgmma_wait<0>();
 #pragma unroll
                     for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
-                    float sw0, sw1;
-                    if constexpr (W_FP32) {
-                        sw0 = st == 0 ? f0.x : st == 1 ? f0.y : st == 2 ? f0.z : f0.w;
-                        sw1 = st == 0 ? f1.x : st == 1 ? f1.y : st == 2 ? f1.z : f1.w;
-                    } else {
-                        sw0 = ue8m0_to_float((e0 >> (8 * st)) & 0xFF);
-                        sw1 = ue8m0_to_float((e1 >> (8 * st)) & 0xFF);
-                    }
-                    const float *sa_st = sa + (gran32 ? st * BT : 0);
+                    const float rs0 = row_scale_from_emax((e0 >> 16) & 255), rs1 = row_scale_from_emax((e1 >> 16) & 255);
 #pragma unroll
                     for (int j = 0; j < BT / 8; j++) {
-                        const float2 sa2 = *(const float2 *)(sa_st + 8 * j + 2 * t4);
-                        fin[4 * j + 0] += acc[4 * j + 0] * (sw0 * sa2.x);
-                        fin[4 * j + 1] += acc[4 * j + 1] * (sw0 * sa2.y);
-                        fin[4 * j + 2] += acc[4 * j + 2] * (sw1 * sa2.x);
-                        fin[4 * j + 3] += acc[4 * j + 3] * (sw1 * sa2.y);
+                        const float2 sa2 = *(const float2 *)(sa + 8 * j + 2 * t4);
+                        fin[4 * j + 0] += acc[4 * j + 0] * (rs0 * sa2.x);
+                        fin[4 * j + 1] += acc[4 * j + 1] * (rs0 * sa2.y);
+                        fin[4 * j + 2] += acc[4 * j + 2] * (rs1 * sa2.x);
+                        fin[4 * j + 3] += acc[4 * j + 3] * (rs1 * sa2.y);
+                    }
+                } else {
+                    /* per-32 chunk: one wgmma and one promotion per k32 step (exact for any scale) */
+#pragma unroll
+                    for (int st = 0; st < 4; st++) {
+                        uint32_t lo0, hi0, lo1, hi1;
+                        float sw0, sw1;
+                        if constexpr (W_FP32) {
+                            fp8_table(6, lo0, hi0);
+                            lo1 = lo0;
+                            hi1 = hi0;
+                            sw0 = st == 0 ? f0.x : st == 1 ? f0.y : st == 2 ? f0.z : f0.w;
+                            sw1 = st == 0 ? f1.x : st == 1 ? f1.y : st == 2 ? f1.z : f1.w;
+                        } else if (mode == 0) { /* folded words, per-32 activation scales */
+                            fp8_table((e0 >> (4 * st)) & 15, lo0, hi0);
+                            fp8_table((e1 >> (4 * st)) & 15, lo1, hi1);
+                            sw0 = row_scale_from_emax((e0 >> 16) & 255);
+                            sw1 = row_scale_from_emax((e1 >> 16) & 255);
+                        } else {
+                            fp8_table(6, lo0, hi0);
+                            lo1 = lo0;
+                            hi1 = hi0;
+                            sw0 = ue8m0_to_float((e0 >> (8 * st)) & 0xFF);
+                            sw1 = ue8m0_to_float((e1 >> (8 * st)) & 0xFF);
+                        }
+                        uint32_t a[4];
+                        a[0] = fp4x4_row_lo_to_fp8(wlo[st], lo0, hi0);
+                        a[1] = fp4x4_row_hi_to_fp8(wlo[st], lo1, hi1);
+                        a[2] = fp4x4_row_lo_to_fp8(whi[st], lo0, hi0);
+                        a[3] = fp4x4_row_hi_to_fp8(whi[st], lo1, hi1);
+                        float acc[BT / 2];
+#pragma unroll
+                        for (int r = 0; r < 4; r++) reg_fence(a[r]);
+                        wgmma_fence();
+                        wgmma_fp8_rs<BT>(acc, a, desc + 2 * st, 0);
+                        wgmma_commit();
+                        wgmma_wait<0>();
+#pragma unroll
+                        for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
+                        const float *sa_st = sa + (gran32 ? st * BT : 0);
+#pragma unroll
+                        for (int j = 0; j < BT / 8; j++) {
+                            const float2 sa2 = *(const float2 *)(sa_st + 8 * j + 2 * t4);
+                            fin[4 * j + 0] += acc[4 * j + 0] * (sw0 * sa2.x);
+                            fin[4 * j + 1] += acc[4 * j + 1] * (sw0 * sa2.y);
+                            fin[4 * j + 2] += acc[4 * j + 2] * (sw1 * sa2.x);
+                            fin[4 * j + 3] += acc[4 * j + 3] * (sw1 * sa2.y);
+                        }
                     }
                 }
                 __syncwarp();

@@ -26,6 +26,8 @@ typedef struct hfp4_sm90_gemm_params {
     const void *w_scales;
     int64_t w_scale_group_elems; /* entries per group: one uint32 (UE8M0) or float4 (FP32) per row and 128-K chunk */
     int64_t w_pairs, w_chunks;   /* K_pad / 64, K_pad / 128                                   */
+    int64_t w_tiles;             /* N_pad / 64                                                */
+    const uint8_t *w_modes;      /* [G][tiles][chunks]: 0 = folded (chained), 1 = per-32 scales */
     /* output */
     void *d;
     const void *c;

@@ -115,11 +115,25 @@ static __device__ __forceinline__ uint4 ldg_stream_u4(const void *p) {
     return v;
 }
 
-/* Exact FP4 -> FP8 conversion of the 8 codes of a 32-bit word (the shift trick): for a nibble
- * s e1 e0 m, the byte (s << 7) | (e1 e0 m << 2) is an e4m3 number equal to the e2m1 value x 2^-6,
- * subnormal 0.5 included. `lo` gets the low nibble of each byte, `hi` the high nibble. */
-static __device__ __forceinline__ void fp4x8_to_fp8x8(uint32_t q, uint32_t &lo, uint32_t &hi) {
-    hi = (q & 0x80808080u) | ((q >> 2) & 0x1C1C1C1Cu);
-    uint32_t ql = q << 4;
-    lo = (ql & 0x80808080u) | ((ql >> 2) & 0x1C1C1C1Cu);
+static __device__ __forceinline__ uint32_t prmt(uint32_t lo, uint32_t hi, uint32_t sel) {
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
+    return r;
+}
+
+/* The 8-entry e4m3 table of the e2m1 magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6} x 2^(off - 6), for off in
+ * 1..12 (all entries normal or zero, so exact): entry i is byte i of (lo, hi). off = 6 gives the
+ * plain values. The table is linear in off because only the exponent field moves. */
+static __device__ __forceinline__ void fp8_table(uint32_t off, uint32_t &lo, uint32_t &hi) {
+    lo = off * 0x08080800u + 0x0C080000u;
+    hi = off * 0x08080808u + 0x1C181410u;
+}
+
+/* Converts the 4 row-g values of a pre-signed word (sm90_layout.h) to 4 e4m3 bytes. */
+static __device__ __forceinline__ uint32_t fp4x4_row_lo_to_fp8(uint32_t q, uint32_t lo, uint32_t hi) {
+    return prmt(lo, hi, q & 0x7777u) | (q & 0x80808080u);
+}
+/* Converts the 4 row-(g+8) values of a pre-signed word to 4 e4m3 bytes. */
+static __device__ __forceinline__ uint32_t fp4x4_row_hi_to_fp8(uint32_t q, uint32_t lo, uint32_t hi) {
+    return prmt(lo, hi, (q >> 16) & 0x7777u) | ((q << 4) & 0x80808080u);
 }

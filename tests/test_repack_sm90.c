@@ -1,0 +1,164 @@
+/*
+ * test_repack_sm90.c - the SM90 weight repack on the CPU: every value decodes back exactly, folded
+ * and per-32 chunks are chosen as documented (sm90_layout.h), sizes, and bad inputs.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "internal.h"
+#include "../src/weights/repack_sm90.h"
+
+typedef struct plain_weights {
+    int32_t groups;
+    int64_t n, k;
+    uint8_t *codes; /* [G][n][k/2] */
+    float *sf;      /* [G][n][k/32] */
+    hfp4_matrix m;
+} plain_weights;
+
+static void make_plain(plain_weights *p, int32_t groups, int64_t n, int64_t k, int lo_exp, int hi_exp, int pow2,
+                       uint64_t salt) {
+    hfp4_rng r = hfp4_rng_make(salt);
+    p->groups = groups;
+    p->n = n;
+    p->k = k;
+    p->codes = malloc((size_t)groups * n * k / 2);
+    p->sf = malloc(sizeof(float) * groups * n * (k / 32));
+    for (int64_t i = 0; i < groups * n * k / 2; i++) p->codes[i] = (uint8_t)hfp4_rng_next(&r);
+    for (int64_t i = 0; i < groups * n * (k / 32); i++) {
+        int e = lo_exp + (int)(hfp4_rng_next(&r) % (uint64_t)(hi_exp - lo_exp + 1));
+        p->sf[i] = pow2 ? ldexpf(1.0f, e) : ldexpf(1.0f + (float)hfp4_rng_uniform(&r), e);
+    }
+    memset(&p->m, 0, sizeof p->m);
+    p->m.data = p->codes;
+    p->m.dtype = HFP4_DTYPE_FP4_E2M1;
+    p->m.rows = n;
+    p->m.cols = k;
+    p->m.ld = k / 2;
+    p->m.stride_group = n * k / 2;
+    p->m.scales = (hfp4_scales){p->sf, HFP4_DTYPE_FP32, 1, 32, k / 32, 1, n * (k / 32)};
+}
+
+static float plain_value(const plain_weights *p, int64_t g, int64_t n, int64_t k) {
+    uint8_t byte = p->codes[(g * p->n + n) * (p->k / 2) + k / 2];
+    uint8_t code = (k & 1) ? byte >> 4 : byte & 15;
+    return hfp4_fp4_decode(code) * p->sf[(g * p->n + n) * (p->k / 32) + k / 32];
+}
+
+/* Repacks and decodes every value back; returns the number of mismatches. */
+static int64_t roundtrip(const plain_weights *p, hfp4_dtype sdt, int64_t *fast_chunks, int64_t *all_chunks) {
+    size_t bytes = 0;
+    CHECK_STATUS(hfp4_sm90_weights_size(p->groups, p->n, p->k, sdt, &bytes), HFP4_OK);
+    uint8_t *buf = malloc(bytes);
+    memset(buf, 0xA5, bytes);
+    hfp4_matrix out;
+    hfp4_status st = hfp4_ref_repack_sm90(&p->m, p->groups, sdt, buf, bytes, &out);
+    CHECK_STATUS(st, HFP4_OK);
+    int64_t bad = 0;
+    if (st == HFP4_OK) {
+        hfp4_sm90_geometry geo;
+        hfp4__sm90_geometry_of(&out, p->groups, &geo);
+        CHECK_EQ_I64(geo.total_bytes, (int64_t)bytes);
+        for (int64_t g = 0; g < p->groups; g++)
+            for (int64_t n = 0; n < p->n; n++)
+                for (int64_t k = 0; k < p->k; k++) {
+                    float want = plain_value(p, g, n, k), got = hfp4__sm90_weight_value(&out, &geo, g, n, k);
+                    if (!(got == want)) {
+                        if (bad == 0)
+                            CHECK_MSG(0, "group %lld row %lld col %lld: got %g want %g", (long long)g, (long long)n,
+                                      (long long)k, got, want);
+                        bad++;
+                    }
+                }
+        *fast_chunks = 0;
+        *all_chunks = (int64_t)p->groups * geo.tiles * geo.chunks;
+        for (int64_t i = 0; i < *all_chunks; i++) *fast_chunks += buf[geo.mode_offset + i] == 0;
+    }
+    free(buf);
+    return bad;
+}
+
+TEST(repack_sm90_roundtrip_folded) {
+    plain_weights p;
+    make_plain(&p, 3, 200, 416, -12, -2, 1, 1); /* spans of 10 binades: every chunk folds */
+    int64_t fast = 0, all = 0;
+    CHECK_EQ_I64(roundtrip(&p, HFP4_DTYPE_UE8M0, &fast, &all), 0);
+    CHECK_EQ_I64(fast, all);
+    CHECK(all > 0);
+    free(p.codes);
+    free(p.sf);
+}
+
+TEST(repack_sm90_roundtrip_wide_spread_uses_per32_chunks) {
+    plain_weights p;
+    make_plain(&p, 2, 130, 256, -40, 0, 1, 2); /* spans up to 40 binades: most chunks per-32 */
+    int64_t fast = 0, all = 0;
+    CHECK_EQ_I64(roundtrip(&p, HFP4_DTYPE_UE8M0, &fast, &all), 0);
+    CHECK(fast < all);
+    free(p.codes);
+    free(p.sf);
+}
+
+TEST(repack_sm90_zero_groups_do_not_block_folding) {
+    plain_weights p;
+    make_plain(&p, 1, 64, 128, -6, -3, 1, 3);
+    /* row 5, group 2: all zero codes with a scale 100 binades away */
+    memset(p.codes + 5 * 64 + 32, 0x80, 16);
+    p.sf[5 * 4 + 2] = ldexpf(1.0f, -110);
+    int64_t fast = 0, all = 0;
+    CHECK_EQ_I64(roundtrip(&p, HFP4_DTYPE_UE8M0, &fast, &all), 0);
+    CHECK_EQ_I64(fast, all);
+    free(p.codes);
+    free(p.sf);
+}
+
+TEST(repack_sm90_roundtrip_fp32_scales) {
+    plain_weights p;
+    make_plain(&p, 2, 70, 96, -8, 3, 0, 4); /* arbitrary FP32 scales */
+    int64_t fast = 0, all = 0;
+    CHECK_EQ_I64(roundtrip(&p, HFP4_DTYPE_FP32, &fast, &all), 0);
+    CHECK_EQ_I64(fast, 0);
+    hfp4_dtype chosen = HFP4_DTYPE_NONE;
+    CHECK_STATUS(hfp4_sm90_weights_scale_dtype(&p.m, 2, &chosen), HFP4_OK);
+    CHECK_EQ_I64(chosen, HFP4_DTYPE_FP32);
+    free(p.codes);
+    free(p.sf);
+}
+
+TEST(repack_sm90_rejects_lossy_and_bad_requests) {
+    plain_weights p;
+    make_plain(&p, 1, 64, 128, -8, 3, 0, 5);
+    size_t bytes = 0;
+    CHECK_STATUS(hfp4_sm90_weights_size(1, 64, 128, HFP4_DTYPE_UE8M0, &bytes), HFP4_OK);
+    uint8_t *buf = malloc(bytes + 64);
+    memset(buf, 0x5A, bytes + 64);
+    hfp4_matrix out;
+    CHECK_REJECT(hfp4_ref_repack_sm90(&p.m, 1, HFP4_DTYPE_UE8M0, buf, bytes, &out), HFP4_ERR_INVALID_ARGUMENT,
+                 "not a power of two");
+    int untouched = 1;
+    for (size_t i = 0; i < bytes + 64; i++) untouched &= buf[i] == 0x5A;
+    CHECK_MSG(untouched, "a rejected repack wrote to dst");
+    CHECK_REJECT(hfp4_ref_repack_sm90(&p.m, 1, HFP4_DTYPE_FP32, buf, 10, &out), HFP4_ERR_INVALID_ARGUMENT, "dst_bytes");
+    CHECK_REJECT(hfp4_ref_repack_sm90(&p.m, 0, HFP4_DTYPE_FP32, buf, bytes, &out), HFP4_ERR_INVALID_ARGUMENT, "num_groups");
+    CHECK_REJECT(hfp4_ref_repack_sm90(&p.m, 1, HFP4_DTYPE_BF16, buf, bytes, &out), HFP4_ERR_INVALID_ARGUMENT, "scale_dtype");
+    CHECK_REJECT(hfp4_ref_repack_sm90(NULL, 1, HFP4_DTYPE_FP32, buf, bytes, &out), HFP4_ERR_INVALID_ARGUMENT, "w is NULL");
+    hfp4_matrix bad = p.m;
+    bad.cols = 100;
+    CHECK_REJECT(hfp4_ref_repack_sm90(&bad, 1, HFP4_DTYPE_FP32, buf, bytes, &out), HFP4_ERR_INVALID_ARGUMENT, "multiple of 32");
+    bad = p.m;
+    bad.ld = 10;
+    CHECK_REJECT(hfp4_ref_repack_sm90(&bad, 1, HFP4_DTYPE_FP32, buf, bytes, &out), HFP4_ERR_INVALID_ARGUMENT, "ld");
+    p.sf[7] = NAN;
+    size_t bytes32 = 0;
+    CHECK_STATUS(hfp4_sm90_weights_size(1, 64, 128, HFP4_DTYPE_FP32, &bytes32), HFP4_OK);
+    uint8_t *buf32 = malloc(bytes32);
+    CHECK_REJECT(hfp4_ref_repack_sm90(&p.m, 1, HFP4_DTYPE_FP32, buf32, bytes32, &out), HFP4_ERR_INVALID_ARGUMENT,
+                 "not finite");
+    free(buf32);
+    CHECK_REJECT(hfp4_sm90_weights_size(1, 64, 100, HFP4_DTYPE_FP32, &bytes), HFP4_ERR_INVALID_ARGUMENT, "k = 100");
+    free(buf);
+    free(p.codes);
+    free(p.sf);
+}
