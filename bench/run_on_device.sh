@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call does everything GPU-side: the GPU tests, compute-sanitizer on a small set, the
-# demo and the benchmark (table and JSON). Build here first (make && make build/hfp4_gpu_tests),
+# demo and the benchmark (table and JSON). Build here first (make && make ${BUILD:-build}/hfp4_gpu_tests),
 # carry build/, and run:   bash bench/run_on_device.sh        (logs go to $OUT, default /tmp/hfp4-out)
-# Options via env: SKIP_TESTS=1, SKIP_SANITIZER=1, SKIP_BENCH=1, BENCH_ARGS="--only w13".
+# Options via env: BUILD=dir (default build), SKIP_TESTS=1, SKIP_SANITIZER=1, SKIP_BENCH=1,
+# BENCH_JSON=1 (also write bench.json), BENCH_ARGS="--only w13".
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
@@ -14,17 +15,19 @@ mkdir -p "$OUT"
 cat "$OUT/env.txt"
 rc=0
 if [ -z "${SKIP_TESTS:-}" ]; then
-    timeout 400 build/hfp4_gpu_tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^(ok|FAIL|skip)|passed|FAIL " || rc=1
+    timeout 400 ${BUILD:-build}/hfp4_gpu_tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^(ok|FAIL|skip)|passed|FAIL " || rc=1
 fi
 if [ -z "${SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
-        timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build/hfp4_gpu_tests --filter gpu_dense_scale \
+        timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 ${BUILD:-build}/hfp4_gpu_tests --filter gpu_dense_scale \
             > "$OUT/sanitizer_$tool.log" 2>&1
         echo "compute-sanitizer $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0' "$OUT/sanitizer_$tool.log") clean summaries)"
     done
 fi
 if [ -z "${SKIP_BENCH:-}" ]; then
-    timeout 300 build/hfp4 bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt"
-    timeout 300 build/hfp4 bench --json ${BENCH_ARGS:-} > "$OUT/bench.json" 2> "$OUT/bench_json.err"
+    timeout 300 ${BUILD:-build}/hfp4 bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt"
+    if [ -n "${BENCH_JSON:-}" ]; then
+        timeout 300 ${BUILD:-build}/hfp4 bench --json ${BENCH_ARGS:-} > "$OUT/bench.json" 2> "$OUT/bench_json.err"
+    fi
 fi
 exit $rc

@@ -47,14 +47,14 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     plan->grid_x = geo.n_pad / HFP4_SM90_N_ALIGN;
     plan->grid_y = hfp4__ceil_div(p->m, plan->block_tokens);
     plan->grid_z = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1;
-    HFP4_REQUIRE(plan->grid_y < 65536 && plan->grid_z < 65536,
-                 "%s: m = %lld or num_groups = %d exceeds the grid limits of this kernel", fn, (long long)p->m,
-                 (int)p->num_groups);
 
     hfp4_sm90_gemm_params *k = &plan->params;
     k->grouping = (int32_t)p->grouping;
     k->layout = p->layout;
     k->m_alignment = alignment;
+    k->tiles_n = plan->grid_x;
+    k->tiles_m = plan->grid_y;
+    k->tiles_total = plan->grid_x * plan->grid_y * plan->grid_z;
     k->num_groups = p->num_groups;
     k->m = p->m;
     k->n = p->n;

@@ -15,7 +15,7 @@ extern "C" {
 typedef struct hfp4_sm90_plan {
     int32_t block_tokens;  /* BT: token rows per CTA (wgmma N): 8, 16, 32, 64 or 128 */
     int32_t w_fp32;        /* weight scales stored as FP32 (else UE8M0)              */
-    int64_t grid_x, grid_y, grid_z;
+    int64_t grid_x, grid_y, grid_z; /* work items: 128-row weight tiles x token tiles x groups */
     hfp4_sm90_gemm_params params;
     /* what the TMA descriptor of A needs */
     int64_t a_dims[3];     /* K, rows per group, groups                              */

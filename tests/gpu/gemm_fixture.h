@@ -39,6 +39,7 @@ typedef struct gemm_host {
     int64_t a_rows_total; /* rows in A (G*m for masked)                                */
     float *c;             /* [rows_total][n] C values (also rounded to BF16 when D is) */
     double *ref;          /* [rows_total][n], NAN where the row must stay untouched     */
+    double *ref_l1;       /* [rows_total][n]: sum_k |a_k w_k| (the dot product's magnitude) */
     int64_t sf_k;
 } gemm_host;
 
@@ -153,6 +154,8 @@ static void fx_ref_row(void *arg, int64_t r) {
     int zero_row, untouched;
     int e = fx_row_expert(h, r, &zero_row, &untouched);
     double *out = h->ref + r * c->n;
+    double *l1 = h->ref_l1 + r * c->n;
+    for (int64_t j = 0; j < c->n; j++) l1[j] = 0.0;
     if (untouched) {
         for (int64_t j = 0; j < c->n; j++) out[j] = NAN;
         return;
@@ -166,9 +169,13 @@ static void fx_ref_row(void *arg, int64_t r) {
         arow[kk] = (double)hfp4_fp8_decode(h->a[r * c->k + kk]) * h->a_sf[r * h->sf_k + kk / c->a_gran];
     const float *w = job->wdec[e];
     for (int64_t j = 0; j < c->n; j++) {
-        double acc = 0.0;
+        double acc = 0.0, mag = 0.0;
         const float *wr = w + j * c->k;
-        for (int64_t kk = 0; kk < c->k; kk++) acc += arow[kk] * wr[kk];
+        for (int64_t kk = 0; kk < c->k; kk++) {
+            acc += arow[kk] * wr[kk];
+            mag += fabs(arow[kk] * wr[kk]);
+        }
+        l1[j] = mag;
         if (c->with_c) acc += h->c[r * c->n + j];
         out[j] = acc;
     }
@@ -244,6 +251,7 @@ static void fx_build(gemm_host *h, const gemm_case *cs) {
         job.wdec[e] = wd;
     }
     h->ref = (double *)malloc(sizeof(double) * rows * c->n);
+    h->ref_l1 = (double *)malloc(sizeof(double) * rows * c->n);
     hfp4__parallel_for(hfp4__thread_count(0, rows), rows, fx_ref_row, &job);
     for (int g = 0; g < c->groups; g++) free(job.wdec[g]);
     free(job.wdec);
@@ -259,6 +267,7 @@ static void fx_free(gemm_host *h) {
     free(h->layout);
     free(h->c);
     free(h->ref);
+    free(h->ref_l1);
 }
 
 typedef struct gemm_result {
@@ -428,8 +437,12 @@ static gemm_result fx_run(gemm_host *h) {
                 bad = !isnan(got); /* must stay poisoned (untouched) */
             } else {
                 double diff = fabs(got - want);
-                /* BF16 rounding is 2^-9 relative; FP32 accumulation error is far below 1e-3 rms. */
-                double bound = (c->d_dtype == HFP4_DTYPE_BF16 ? 4.0e-3 : 1.0e-5) * fabs(want) + 1.0e-3 * rms;
+                /* The documented element bound (docs/TESTING.md): the output rounding (BF16: 2^-9
+                 * relative, bounded by 4e-3) plus the FP8 tensor cores' accumulation inside each
+                 * 128-K chunk, which keeps ~13 bits relative to the magnitudes summed: 2^-12 of the
+                 * dot product's L1 magnitude sum_k |a_k w_k|, plus a 1e-6 rms floor. */
+                double bound = (c->d_dtype == HFP4_DTYPE_BF16 ? 4.0e-3 : 1.0e-5) * fabs(want) +
+                               ldexp(h->ref_l1[i], -12) + 1.0e-6 * rms;
                 bad = !(diff <= bound);
                 if (diff / bound > res.max_excess) res.max_excess = diff / bound;
                 num += diff * diff;

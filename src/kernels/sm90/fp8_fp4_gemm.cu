@@ -19,7 +19,9 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
         HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::SMEM_BYTES));
         if (dev->device >= 0 && dev->device < 64) smem_set[dev->device] = 1;
     }
-    dim3 grid((unsigned)plan->grid_x, (unsigned)plan->grid_y, (unsigned)plan->grid_z);
+    /* persistent: one CTA per SM walks the work items (empty masked groups cost a load, not a CTA) */
+    const int64_t items = plan->params.tiles_total;
+    const unsigned grid = (unsigned)(items < dev->num_sms ? items : dev->num_sms);
     kernel<<<grid, 384, cfg::SMEM_BYTES, stream>>>(*map, plan->params);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;

@@ -35,7 +35,7 @@
 template <int BT>
 struct sm90_tile_config {
     static constexpr int STAGES = BT <= 32 ? 8 : (BT <= 64 ? 6 : 4);
-    static constexpr int PREFETCH = BT <= 32 ? 4 : 1; /* chunks of weights in registers */
+    static constexpr int PREFETCH = BT <= 32 ? 4 : (BT <= 64 ? 2 : 1); /* chunks of weights in registers */
     static constexpr int OUT_LD = 68;                                  /* 64 rows + 4 pad: conflict-free  */
     static constexpr int A_TILE_BYTES = BT * 128;
     static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * A_TILE_BYTES + STAGES * 4 * BT * 4 +
@@ -69,20 +69,27 @@ static __device__ __forceinline__ float row_scale_from_emax(uint32_t e) {
 /* Which rows a CTA's token tile covers. rows [m0, valid_end) are computed, [valid_end, zero_end)
  * are written as zeros, `expert` selects the weights, `a_group` the TMA/scale group of A. */
 struct sm90_tile {
+    int64_t n_tile; /* 128-row weight tile pair */
     int64_t m0, valid_end, zero_end;
     int32_t expert, a_group;
     int32_t compute; /* 0: all rows are padding, no tensor-core work */
 };
 
+/* Work item -> (weight tile pair, token tile, group); false when the item has nothing to write.
+ * Items run n-tile fastest, so the CTAs resident at one time share activation tiles and one
+ * expert's weights in L2. */
 template <int BT>
-static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params &p, sm90_tile &t) {
-    t.m0 = (int64_t)blockIdx.y * BT;
+static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params &p, int64_t item, sm90_tile &t) {
+    t.n_tile = item % p.tiles_n;
+    const int64_t rest = item / p.tiles_n;
+    t.m0 = (rest % p.tiles_m) * BT;
+    const int32_t z = (int32_t)(rest / p.tiles_m);
     t.expert = 0;
     t.a_group = 0;
     t.compute = 1;
     const int64_t tile_end = t.m0 + BT;
     if (p.grouping == HFP4_K_MASKED) {
-        const int32_t g = blockIdx.z;
+        const int32_t g = z;
         const int64_t rows = p.layout[g];
         if (t.m0 >= rows) return false;
         t.expert = t.a_group = g;
@@ -135,9 +142,6 @@ __global__ void __launch_bounds__(384, 1)
     uint64_t *full = (uint64_t *)(out_s + 2 * BT * cfg::OUT_LD);
     uint64_t *empty = full + STAGES;
 
-    sm90_tile tile;
-    if (!resolve_tile<BT>(p, tile)) return; /* whole CTA: nothing to write */
-
     const int warpgroup = threadIdx.x / 128;
     const int tid = threadIdx.x % 128;
     const int lane = threadIdx.x % 32;
@@ -156,23 +160,45 @@ __global__ void __launch_bounds__(384, 1)
     if (warpgroup == 2) {
         /* ---- producer: activation tiles by TMA, activation scales by plain loads ---- */
         /* NOTE: the producer needs few registers; handing them to the consumers lets BT = 128 keep
-         * two 64-float accumulator sets without spilling (56 + 2 x 224 per thread fits 64K). */
-        warpgroup_reg_dealloc<56>();
-        if (threadIdx.x / 32 != 8 || !tile.compute) return;
-        if (lane == 0) tma_prefetch_descriptor(&a_map);
+         * two 64-float accumulator sets without spilling (80 + 2 x 216 = 512 registers per thread triple: exactly the 64K register file). */
+        warpgroup_reg_dealloc<80>();
+        /* NOTE: the four producer warps take chunks round-robin. Each chunk costs the producer one
+         * global-load round trip for the activation scales before its stage can be published; one
+         * warp alone made that latency the pace of the whole CTA (~1300 cycles per chunk). */
+        const int pwarp = threadIdx.x / 32 - 8;
+        if (pwarp == 0 && lane == 0) tma_prefetch_descriptor(&a_map);
         const int nj = gran32 ? 4 : 1;
-        for (int64_t kc = 0; kc < chunks; kc++) {
-            const int s = (int)(kc % STAGES);
-            const uint32_t phase = (uint32_t)((kc / STAGES) & 1);
-            mbar_wait(&empty[s], phase ^ 1);
+        int64_t iter = 0; /* chunks published so far: stage = iter % STAGES, as the consumers count */
+        for (int64_t item = blockIdx.x; item < p.tiles_total; item += gridDim.x) {
+        sm90_tile tile;
+        if (!resolve_tile<BT>(p, item, tile) || !tile.compute) continue;
+        for (int64_t kc = pwarp; kc < chunks; kc += 4) {
+            const int s = (int)((iter + kc) % STAGES);
+            const uint32_t phase = (uint32_t)(((iter + kc) / STAGES) & 1);
+            /* load first (independent of the stage), then wait for the stage to be free; at most 8
+             * values per lane at a time keep the producer within its register budget */
+            constexpr int PER_LANE = (BT * 4 + 31) / 32, BATCH = PER_LANE < 8 ? PER_LANE : 8;
             float *sa = a_scale_s + s * 4 * BT;
-            for (int idx = lane; idx < BT * nj; idx += 32) {
-                const int i = idx % BT, j = idx / BT;
-                const int64_t row = tile.m0 + i;
-                const int64_t kg = gran32 ? kc * 4 + j : kc;
-                float v = 0.0f;
-                if (row < tile.valid_end && kg < p.a_k_groups) v = load_a_scale(p, tile.a_group, row, kg);
-                sa[j * BT + i] = v;
+#pragma unroll
+            for (int b0 = 0; b0 < PER_LANE; b0 += BATCH) {
+                float v[BATCH];
+#pragma unroll
+                for (int t = 0; t < BATCH; t++) {
+                    const int idx = lane + 32 * (b0 + t);
+                    v[t] = 0.0f;
+                    if (idx < BT * nj) {
+                        const int i = idx % BT, j = idx / BT;
+                        const int64_t row = tile.m0 + i;
+                        const int64_t kg = gran32 ? kc * 4 + j : kc;
+                        if (row < tile.valid_end && kg < p.a_k_groups) v[t] = load_a_scale(p, tile.a_group, row, kg);
+                    }
+                }
+                if (b0 == 0) mbar_wait(&empty[s], phase ^ 1);
+#pragma unroll
+                for (int t = 0; t < BATCH; t++) {
+                    const int idx = lane + 32 * (b0 + t);
+                    if (idx < BT * nj) sa[(idx / BT) * BT + idx % BT] = v[t];
+                }
             }
             __syncwarp();
             if (lane == 0) {
@@ -181,19 +207,25 @@ __global__ void __launch_bounds__(384, 1)
                             tile.a_group);
             }
         }
+        iter += chunks;
+        }
         return;
     }
 
     /* ---- consumers: warpgroup `warpgroup` owns weight rows [64 * wtile, 64 * wtile + 64) ---- */
-    warpgroup_reg_alloc<224>();
-    const int64_t wtile = (int64_t)blockIdx.x * 2 + warpgroup;
+    warpgroup_reg_alloc<216>();
     const int warp_in_wg = tid / 32, g8 = lane / 4, t4 = lane % 4;
+    int64_t iter = 0; /* chunks consumed so far (the producer counts the same way) */
+    for (int64_t item = blockIdx.x; item < p.tiles_total; item += gridDim.x) {
+    sm90_tile tile;
+    if (!resolve_tile<BT>(p, item, tile)) continue;
+    const int64_t wtile = tile.n_tile * 2 + warpgroup;
     float fin[BT / 2];
 #pragma unroll
     for (int i = 0; i < BT / 2; i++) fin[i] = 0.0f;
 
     if (tile.compute) {
-        constexpr int PF = cfg::PREFETCH;
+        constexpr int PF = (BT == 128 && W_FP32) ? 1 : cfg::PREFETCH; /* FP32 scales need more registers */
         const uint8_t *wp = p.w + (int64_t)tile.expert * p.w_group_bytes + (wtile * p.w_pairs * 128 + tid) * 16;
         const int r0 = warp_in_wg * 16 + g8; /* row within the 64-row tile; r1 = r0 + 8 */
         const int64_t sbase = (int64_t)tile.expert * p.w_scale_group_elems + wtile * chunks * 64;
@@ -232,8 +264,8 @@ __global__ void __launch_bounds__(384, 1)
                 const uint32_t mode = wmode[i];
                 if (kc + PF < chunks) load_chunk(kc + PF, wq[i], swf[i], swe[i], wmode[i]);
 
-                const int s = (int)(kc % STAGES);
-                mbar_wait(&full[s], (uint32_t)((kc / STAGES) & 1));
+                const int s = (int)((iter + kc) % STAGES);
+                mbar_wait(&full[s], (uint32_t)(((iter + kc) / STAGES) & 1));
                 const uint64_t desc = smem_desc_k128_swizzle128(a_tiles + s * cfg::A_TILE_BYTES);
                 const float *sa = a_scale_s + s * 4 * BT;
                 /* words of step st: (k 4t..4t+3, k 16+4t..16+4t+3) for rows (g, g+8) */
@@ -327,10 +359,12 @@ __global__ void __launch_bounds__(384, 1)
                 if (lane == 0) mbar_arrive(&empty[s]);
             }
         }
+        iter += chunks;
     }
 
     /* ---- epilogue: transpose through shared memory, then coalesced stores along N ---- */
     float *os = out_s + warpgroup * BT * cfg::OUT_LD;
+    named_barrier_sync(1 + warpgroup, 128); /* the previous tile's stores have read os */
     {
         const int r0 = warp_in_wg * 16 + g8;
 #pragma unroll
@@ -360,6 +394,7 @@ __global__ void __launch_bounds__(384, 1)
             if (real && p.c) v += __bfloat162float(((const __nv_bfloat16 *)p.c)[off]);
             ((__nv_bfloat16 *)p.d)[off] = __float2bfloat16_rn(v);
         }
+    }
     }
 #else
     /* Built for another architecture: never launched there (the host checks the device). */

@@ -13,6 +13,7 @@ typedef struct hfp4_sm90_gemm_params {
     const int32_t *layout;  /* device: ids / psum ends / masked_m                         */
     int32_t m_alignment;
     int32_t num_groups;
+    int64_t tiles_n, tiles_m, tiles_total; /* work items: tiles_n x tiles_m x (groups or 1)      */
     int64_t m, n, k;
     /* activation scales (A data itself goes through the TMA descriptor) */
     const void *a_scales;
