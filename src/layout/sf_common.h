@@ -14,6 +14,11 @@
 #else
 #define HFP4_SF_HD static inline
 #endif
+#if defined(__CUDA_ARCH__)
+#define HFP4_SF_UNROLL _Pragma("unroll")
+#else
+#define HFP4_SF_UNROLL
+#endif
 
 /* Default psum / contiguous-layout row alignment (DeepGEMM's mk alignment). */
 #define HFP4__SF_DEFAULT_ALIGNMENT 128
@@ -40,7 +45,10 @@ HFP4_SF_HD uint32_t hfp4__sf_ue8m0_byte(uint32_t bits, int *inexact) {
  * (count < 4 at the K tail) stay 0, as DeepGEMM's kernels write them. */
 HFP4_SF_HD uint32_t hfp4__sf_pack4(const uint32_t v[4], int count, int *inexact) {
     uint32_t w = 0;
-    for (int b = 0; b < count; b++) w |= hfp4__sf_ue8m0_byte(v[b], inexact) << (8 * b);
+    /* NOTE: a constant trip count lets nvcc keep v[] in registers */
+    HFP4_SF_UNROLL
+    for (int b = 0; b < 4; b++)
+        if (b < count) w |= hfp4__sf_ue8m0_byte(v[b], inexact) << (8 * b);
     return w;
 }
 

@@ -180,8 +180,7 @@ static hfp4_status check_exact(const char *fn, const hfp4__sf_plan *p, const hfp
 
 hfp4_status hfp4__sf_check_data_cpu(const char *fn, const hfp4__sf_plan *plan, const hfp4_sf_options *opts) {
     const int round_up = opts != NULL && (opts->flags & HFP4_SF_ROUND_UP);
-    HFP4_CHECK_ARG(opts == NULL || (opts->flags & ~HFP4_SF_ROUND_UP) == 0, "%s: opts.flags = 0x%x has unknown bits", fn,
-                   opts ? (unsigned)opts->flags : 0u);
+    HFP4_TRY(hfp4__sf_check_options(fn, opts));
     if (plan->op == HFP4__SF_OP_PACK) {
         if (plan->has_psum) HFP4_TRY(check_psum(fn, plan));
         if (!round_up) HFP4_TRY(check_exact(fn, plan, opts));

@@ -85,12 +85,16 @@ hfp4_status hfp4__sf_bind(const char *fn, const char *what, hfp4__sf_plan *plan,
 hfp4_status hfp4__sf_bind_pair(const char *fn, hfp4__sf_plan *plan_a, hfp4__sf_plan *plan_b, void *dst_a,
                                size_t dst_a_bytes, void *dst_b, size_t dst_b_bytes);
 
+/* Validates opts (NULL = defaults): flags limited to HFP4_SF_ROUND_UP. */
+hfp4_status hfp4__sf_check_options(const char *fn, const hfp4_sf_options *opts);
+
 /* CPU: checks what only the data can tell (psum and K-group layout contents, UE8M0 exactness);
  * then writes the output. Execute requires a successful check first. */
 hfp4_status hfp4__sf_check_data_cpu(const char *fn, const hfp4__sf_plan *plan, const hfp4_sf_options *opts);
 void hfp4__sf_execute_cpu(const hfp4__sf_plan *plan, const hfp4_sf_options *opts);
 
-/* GPU (sf_gpu.cu): launches the plan's kernel on `stream`. */
+/* GPU (sf_gpu.cu): launches the plan's kernels on `stream` (NO_DEVICE / UNSUPPORTED without an
+ * SM90 device, CUDA if a launch fails). A build without CUDA defines it in src/runtime/no_cuda.c. */
 hfp4_status hfp4__sf_execute_gpu(const char *fn, const hfp4__sf_plan *plan, const hfp4_sf_options *opts,
                                  hfp4_stream stream);
 

@@ -1,6 +1,6 @@
 /*
- * sf_tensor.c - scale tensor descriptors: validation, sizes of the MN-major TMA-aligned layout,
- * binding a caller's output buffer, and hfp4_sf_get_tma_aligned_size.
+ * sf_tensor.c - scale tensor descriptors and options: validation, sizes of the MN-major
+ * TMA-aligned layout, binding a caller's output buffer, and hfp4_sf_get_tma_aligned_size.
  */
 #include <stdint.h>
 
@@ -117,5 +117,13 @@ hfp4_status hfp4__sf_bind(const char *fn, const char *what, hfp4__sf_plan *plan,
                        "%s: %s overlaps the other operand's scales or output", fn, what);
     }
     plan->out.data = dst;
+    return HFP4_OK;
+}
+
+hfp4_status hfp4__sf_check_options(const char *fn, const hfp4_sf_options *opts) {
+    HFP4_CHECK_ARG(opts == NULL || (opts->flags & ~HFP4_SF_ROUND_UP) == 0, "%s: opts.flags = 0x%x has unknown bits", fn,
+                   opts ? (unsigned)opts->flags : 0u);
+    HFP4_CHECK_ARG(opts == NULL || opts->num_threads >= 0, "%s: opts.num_threads = %d must be >= 0", fn,
+                   opts ? (int)opts->num_threads : 0);
     return HFP4_OK;
 }
