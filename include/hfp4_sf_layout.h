@@ -6,7 +6,8 @@
  * scales a quantizer produced into that layout, for a target architecture given explicitly, so
  * the work can be done offline on a CPU (hfp4_sf_*) or on the GPU (hfp4_sf_*_gpu, byte-identical
  * output). They mirror DeepGEMM's utilities (deep_gemm/utils, csrc/apis/layout.hpp) name for name;
- * docs/SF_LAYOUT.md has the layouts, the branch table per architecture and worked examples.
+ * docs/SF_LAYOUT.md has the layouts, the branch table per architecture, the error mapping and
+ * worked examples.
  *
  * Conventions (on top of hfp4.h's: status codes, last error, nothing written on failure)
  *  - A scale tensor is described by hfp4_sf_tensor: logical axes (group, mn, sf_k) with element
@@ -351,16 +352,17 @@ HFP4_API hfp4_status hfp4_sf_transform_pair_into_required_layout(const hfp4_sf_p
 /* ------------------------------------------------------------------------------------------- */
 
 /* Each *_gpu call takes the same arguments as its CPU form plus `stream`, validates everything that
- * does not need the data exactly as the CPU form does (same statuses and messages), and launches
- * kernels whose output is byte-identical to the CPU form's, padding included. Differences, because
- * the GPU cannot report data-dependent errors without a host read:
+ * does not need the data exactly as the CPU form does (same statuses; messages name the _gpu call),
+ * and launches kernels whose output is byte-identical to the CPU form's, padding included.
+ * Differences, because the GPU cannot report data-dependent errors without a host read:
  *  - A non-UE8M0 FP32 scale without HFP4_SF_ROUND_UP is written rounded up (the value the CPU form
  *    writes with the flag) and sets *opts->error_flag to 1 if given. Callers must pass power-of-two
  *    scales (or the flag); check a host copy with the CPU form when in doubt.
  *  - psum ends and K-grouped layouts are not validated: out-of-range values are clamped (no read or
  *    write outside the tensors); the output for such values is unspecified.
- * Extra errors: NO_DEVICE (no CUDA device/driver), CUDA (a launch failed: the CUDA error's name is
- * in the message). Kernels are named hfp4_sf_*transpose_fp32* and hfp4_sf_*pack_fp32_into_ue8m0*
+ * Extra errors: NO_DEVICE (no CUDA device/driver), UNSUPPORTED (the current device is not sm_90:
+ * the kernels are built for sm_90a only), CUDA (a launch failed: the CUDA error's name is in the
+ * message). Performance and kernel design: docs/SF_LAYOUT.md. Kernels are named hfp4_sf_*transpose_fp32* and hfp4_sf_*pack_fp32_into_ue8m0*
  * (the substrings DeepGEMM's benchmarks look for); none contains "gemm_". */
 HFP4_API hfp4_status hfp4_sf_get_mn_major_tma_aligned_tensor_gpu(const hfp4_sf_tensor *sf, const hfp4_sf_options *opts,
                                                                  void *dst, size_t dst_bytes, hfp4_sf_tensor *out,
