@@ -9,7 +9,8 @@
 int32_t hfp4__sm90_pick_block_tokens(int64_t rows_per_group, int32_t alignment) {
     /* Decode-sized groups want the narrowest wgmma N (nothing wasted on padding rows); large ones
      * the widest tile that keeps the accumulators in registers. */
-    int32_t bt = rows_per_group <= 8 ? 8 : rows_per_group <= 16 ? 16 : rows_per_group <= 32 ? 32 : rows_per_group <= 64 ? 64 : 128;
+    /* NOTE: BT = 128 is off until its consumer fits the register split without spilling (v3). */
+    int32_t bt = rows_per_group <= 8 ? 8 : rows_per_group <= 16 ? 16 : rows_per_group <= 32 ? 32 : 64;
     if (alignment > 0)
         while (bt > 8 && alignment % bt != 0) bt /= 2;
     return bt;

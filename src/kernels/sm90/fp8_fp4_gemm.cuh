@@ -159,9 +159,10 @@ __global__ void __launch_bounds__(384, 1)
 
     if (warpgroup == 2) {
         /* ---- producer: activation tiles by TMA, activation scales by plain loads ---- */
-        /* NOTE: the producer needs few registers; handing them to the consumers lets BT = 128 keep
-         * two 64-float accumulator sets without spilling (80 + 2 x 216 = 512 registers per thread triple: exactly the 64K register file). */
-        warpgroup_reg_dealloc<80>();
+        /* NOTE: the producer needs few registers and hands the rest to the consumers. The split must
+         * sum to at most 3 x 168 = 504, the registers the CTA is launched with: with 80 + 2 x 216
+         * the consumers' setmaxnreg.inc waited forever (a hang seen on the H200). */
+        warpgroup_reg_dealloc<72>();
         /* NOTE: the four producer warps take chunks round-robin. Each chunk costs the producer one
          * global-load round trip for the activation scales before its stage can be published; one
          * warp alone made that latency the pace of the whole CTA (~1300 cycles per chunk). */
@@ -175,9 +176,9 @@ __global__ void __launch_bounds__(384, 1)
         for (int64_t kc = pwarp; kc < chunks; kc += 4) {
             const int s = (int)((iter + kc) % STAGES);
             const uint32_t phase = (uint32_t)(((iter + kc) / STAGES) & 1);
-            /* load first (independent of the stage), then wait for the stage to be free; at most 8
+            /* load first (independent of the stage), then wait for the stage to be free; at most 4
              * values per lane at a time keep the producer within its register budget */
-            constexpr int PER_LANE = (BT * 4 + 31) / 32, BATCH = PER_LANE < 8 ? PER_LANE : 8;
+            constexpr int PER_LANE = (BT * 4 + 31) / 32, BATCH = PER_LANE < 4 ? PER_LANE : 4;
             float *sa = a_scale_s + s * 4 * BT;
 #pragma unroll
             for (int b0 = 0; b0 < PER_LANE; b0 += BATCH) {
