@@ -41,10 +41,10 @@ static void make_plain(plain_weights *p, int32_t groups, int64_t n, int64_t k, i
     p->m.scales = (hfp4_scales){p->sf, HFP4_DTYPE_FP32, 1, 32, k / 32, 1, n * (k / 32)};
 }
 
-static float plain_value(const plain_weights *p, int64_t g, int64_t n, int64_t k) {
+static double plain_value(const plain_weights *p, int64_t g, int64_t n, int64_t k) {
     uint8_t byte = p->codes[(g * p->n + n) * (p->k / 2) + k / 2];
     uint8_t code = (k & 1) ? byte >> 4 : byte & 15;
-    return hfp4_fp4_decode(code) * p->sf[(g * p->n + n) * (p->k / 32) + k / 32];
+    return (double)hfp4_fp4_decode(code) * p->sf[(g * p->n + n) * (p->k / 32) + k / 32];
 }
 
 /* Repacks and decodes every value back; returns the number of mismatches. */
@@ -64,7 +64,7 @@ static int64_t roundtrip(const plain_weights *p, hfp4_dtype sdt, int64_t *fast_c
         for (int64_t g = 0; g < p->groups; g++)
             for (int64_t n = 0; n < p->n; n++)
                 for (int64_t k = 0; k < p->k; k++) {
-                    float want = plain_value(p, g, n, k), got = hfp4__sm90_weight_value(&out, &geo, g, n, k);
+                    double want = plain_value(p, g, n, k), got = hfp4__sm90_weight_value(&out, &geo, g, n, k);
                     if (!(got == want)) {
                         if (bad == 0)
                             CHECK_MSG(0, "group %lld row %lld col %lld: got %g want %g", (long long)g, (long long)n,
@@ -161,4 +161,48 @@ TEST(repack_sm90_rejects_lossy_and_bad_requests) {
     free(buf);
     free(p.codes);
     free(p.sf);
+}
+
+/* The reference reads repacked weights back exactly: a GEMM on them equals the GEMM on the plain
+ * weights bit for bit (FP32 output, same summation order). */
+TEST(ref_gemm_on_repacked_weights_equals_plain) {
+    for (int variant = 0; variant < 2; variant++) {
+        plain_weights w;
+        make_plain(&w, 3, 96, 256, variant ? -40 : -9, -3, variant == 0, 10 + variant);
+        hfp4_dtype sdt = variant == 0 ? HFP4_DTYPE_UE8M0 : HFP4_DTYPE_FP32;
+        size_t bytes = 0;
+        CHECK_STATUS(hfp4_sm90_weights_size(3, 96, 256, sdt, &bytes), HFP4_OK);
+        uint8_t *buf = malloc(bytes);
+        hfp4_matrix packed;
+        CHECK_STATUS(hfp4_ref_repack_sm90(&w.m, 3, sdt, buf, bytes, &packed), HFP4_OK);
+        enum { M = 5 };
+        hfp4_rng r = hfp4_rng_make(77 + variant);
+        uint8_t a[3 * M * 256];
+        float asf[3 * M * 2];
+        for (size_t i = 0; i < sizeof a; i++) a[i] = hfp4_fp8_encode((float)hfp4_rng_normal(&r) * 8.0f);
+        for (size_t i = 0; i < 3 * M * 2; i++) asf[i] = (float)(hfp4_rng_uniform(&r) + 0.5);
+        int32_t masked[3] = {M, 2, 0};
+        float d_plain[3 * M * 96], d_packed[3 * M * 96];
+        hfp4_gemm_problem p;
+        memset(&p, 0, sizeof p);
+        p.grouping = HFP4_GROUPING_MASKED;
+        p.m = M;
+        p.n = 96;
+        p.k = 256;
+        p.num_groups = 3;
+        p.layout = masked;
+        p.a = (hfp4_matrix){a, HFP4_DTYPE_FP8_E4M3, M, 256, 256, M * 256, {asf, HFP4_DTYPE_FP32, 1, 128, 2, 1, M * 2}};
+        p.b = w.m;
+        p.d = (hfp4_output){d_plain, HFP4_DTYPE_FP32, 96, M * 96, NULL};
+        memset(d_plain, 0, sizeof d_plain);
+        memset(d_packed, 0, sizeof d_packed);
+        CHECK_STATUS(hfp4_ref_gemm(&p, 2), HFP4_OK);
+        p.b = packed;
+        p.d.data = d_packed;
+        CHECK_STATUS(hfp4_ref_gemm(&p, 2), HFP4_OK);
+        CHECK_MSG(memcmp(d_plain, d_packed, sizeof d_plain) == 0, "variant %d: repacked result differs", variant);
+        free(buf);
+        free(w.codes);
+        free(w.sf);
+    }
 }

@@ -116,8 +116,11 @@ static hfp4_status check_b(const char *fn, const hfp4_gemm_problem *p) {
                        (long long)p->k);
 
     if (b->dtype == HFP4_DTYPE_FP4_E2M1_SM90) {
-        /* The buffer's internal layout (and where its scales live) belongs to the repack code;
-         * ld, strides and scales.data are not used by this form. */
+        /* The buffer's internal layout belongs to the repack code (src/weights/sm90_layout.h); ld
+         * and the scale strides are not used by this form, scales.data points into the buffer. */
+        HFP4_CHECK_ARG(b->scales.data != NULL,
+                       "%s: problem->b.scales.data is NULL; describe repacked weights with the hfp4_matrix the repack "
+                       "returned", fn);
         HFP4_CHECK_ARG(b->scales.dtype == HFP4_DTYPE_UE8M0 || b->scales.dtype == HFP4_DTYPE_FP32,
                        "%s: problem->b.scales.dtype = %s (%d) must be ue8m0 or fp32 for repacked sm90 weights", fn,
                        hfp4_dtype_name(b->scales.dtype), (int)b->scales.dtype);

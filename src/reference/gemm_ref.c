@@ -154,9 +154,6 @@ static void worker(void *arg, int64_t index) {
 hfp4_status hfp4_ref_gemm(const hfp4_gemm_problem *p, int num_threads) {
     HFP4_TRY(hfp4_check_problem(p, 0));
     HFP4_CHECK_ARG(num_threads >= 0, "hfp4_ref_gemm: num_threads = %d must be >= 0 (0 = one per CPU)", num_threads);
-    HFP4_REQUIRE(p->b.dtype != HFP4_DTYPE_FP4_E2M1_SM90,
-                 "hfp4_ref_gemm: repacked SM90 weights (problem->b.dtype = fp4_e2m1_sm90): decode with the SM90 "
-                 "repack layout is not yet in the reference; pass the fp4_e2m1 weights before repacking");
 
     int64_t groups_of_rows = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1;
     /* Sizes that cannot be allocated are reported as what they are: out of host memory. */
@@ -172,6 +169,7 @@ hfp4_status hfp4_ref_gemm(const hfp4_gemm_problem *p, int num_threads) {
     job.blocks = hfp4__ceil_div(job.flat_rows, ROWS_PER_BLOCK);
     atomic_init(&job.next_block, 0);
     hfp4__ref_tables_init(&job.tables);
+    job.tables.num_groups = p->num_groups;
     int threads = hfp4__thread_count(num_threads, job.blocks);
 
     /* Everything is allocated before the first write, so running out of memory leaves D untouched. */

@@ -5,9 +5,11 @@
 #include <string.h>
 
 #include "ref_operands.h"
+#include "../weights/repack_sm90.h"
 #include "scale_access.h"
 
 void hfp4__ref_tables_init(hfp4__ref_tables *t) {
+    t->num_groups = 1;
     for (int i = 0; i < 256; i++) t->fp8[i] = (double)hfp4_fp8_decode((uint8_t)i);
     for (int i = 0; i < 16; i++) t->fp4[i] = (double)hfp4_fp4_decode((uint8_t)i);
 }
@@ -15,6 +17,13 @@ void hfp4__ref_tables_init(hfp4__ref_tables *t) {
 void hfp4__ref_decode_row(const hfp4__ref_tables *t, const hfp4_matrix *x, int64_t group, int64_t row, int64_t k,
                           double *out) {
     int64_t base = group * x->stride_group + row * x->ld; /* storage units of x's dtype */
+    if (x->dtype == HFP4_DTYPE_FP4_E2M1_SM90) {
+        /* repacked weights: read back through the layout's own decoder (src/weights/) */
+        hfp4_sm90_geometry geo;
+        hfp4__sm90_geometry_of(x, t->num_groups, &geo);
+        for (int64_t i = 0; i < k; i++) out[i] = hfp4__sm90_weight_value(x, &geo, group, row, i);
+        return;
+    }
     if (x->dtype == HFP4_DTYPE_BF16) {
         const uint16_t *src = (const uint16_t *)x->data + base;
         for (int64_t i = 0; i < k; i++) out[i] = (double)hfp4_bf16_decode(src[i]);

@@ -14,6 +14,7 @@
 typedef struct hfp4__ref_tables {
     double fp8[256];
     double fp4[16];
+    int32_t num_groups; /* groups of B: the SM90 repacked layout's geometry depends on it */
 } hfp4__ref_tables;
 
 void hfp4__ref_tables_init(hfp4__ref_tables *t);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "../layout/sf_internal.h"
 #include "../weights/repack_sm90.h"
 
 hfp4_status hfp4_device_query(int device, hfp4_device_info *info) {
@@ -29,4 +30,12 @@ hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_dtyp
     hfp4_sm90_geometry geo;
     HFP4_TRY(hfp4__sm90_check_repack_args("hfp4_repack_sm90", w, num_groups, scale_dtype, dst, dst_bytes, out, &geo));
     return hfp4__fail(HFP4_ERR_NO_DEVICE, "hfp4_repack_sm90: this hfp4 was built without CUDA");
+}
+
+hfp4_status hfp4__sf_execute_gpu(const char *fn, const hfp4__sf_plan *plan, const hfp4_sf_options *opts,
+                                 hfp4_stream stream) {
+    (void)plan;
+    (void)opts;
+    (void)stream;
+    return hfp4__fail(HFP4_ERR_NO_DEVICE, "%s: this hfp4 was built without CUDA", fn);
 }

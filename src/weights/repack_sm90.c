@@ -241,20 +241,20 @@ hfp4_status hfp4__sm90_geometry_of(const hfp4_matrix *b, int32_t num_groups, hfp
     return HFP4_OK;
 }
 
-float hfp4__sm90_weight_value(const hfp4_matrix *b, const hfp4_sm90_geometry *geo, int64_t group, int64_t n, int64_t k) {
+double hfp4__sm90_weight_value(const hfp4_matrix *b, const hfp4_sm90_geometry *geo, int64_t group, int64_t n, int64_t k) {
     int ms, ss;
     int64_t off = hfp4_sm90_value_bits(geo, n, k, &ms, &ss);
     uint32_t word;
     memcpy(&word, (const uint8_t *)b->data + group * b->stride_group + off, 4);
     uint8_t code = (uint8_t)(((word >> ms) & 7) | (((word >> ss) & 1) << 3));
-    float v = hfp4_fp4_decode(code);
+    double v = (double)hfp4_fp4_decode(code);
     int64_t j = k / 32, idx = hfp4_sm90_scale_index(geo, n, j);
-    if (geo->scale_fp32) return v * ((const float *)b->scales.data)[group * b->scales.stride_group + idx];
+    if (geo->scale_fp32) return v * (double)((const float *)b->scales.data)[group * b->scales.stride_group + idx];
     uint32_t sw = ((const uint32_t *)b->scales.data)[group * b->scales.stride_group + idx];
     /* the modes follow the scales (hfp4__sm90_describe keeps the whole buffer reachable from data) */
     const uint8_t *modes = (const uint8_t *)b->data + geo->mode_offset;
     uint8_t mode = modes[(group * geo->tiles + n / 64) * geo->chunks + j / 4];
-    if (mode == 1) return v * hfp4_ue8m0_decode((uint8_t)(sw >> (8 * (j % 4))));
+    if (mode == 1) return v * (double)hfp4_ue8m0_decode((uint8_t)(sw >> (8 * (j % 4))));
     int o = (int)((sw >> (4 * (j % 4))) & 15), emax = (int)((sw >> 16) & 255);
-    return v * ldexpf(1.0f, o - 12) * hfp4_ue8m0_decode((uint8_t)emax);
+    return v * ldexp(1.0, o - 12) * (double)hfp4_ue8m0_decode((uint8_t)emax);
 }

@@ -22,8 +22,9 @@ void hfp4__sm90_describe(const hfp4_sm90_geometry *geo, void *dst, hfp4_matrix *
 /* Geometry of a repacked B operand as described by hfp4__sm90_describe. */
 hfp4_status hfp4__sm90_geometry_of(const hfp4_matrix *b, int32_t num_groups, hfp4_sm90_geometry *geo);
 
-/* The exact value (code x scale) of weight (group, n, k) of a repacked host buffer. */
-float hfp4__sm90_weight_value(const hfp4_matrix *b, const hfp4_sm90_geometry *geo, int64_t group, int64_t n, int64_t k);
+/* The exact value (code x scale, in double: an FP4 value times an FP32 scale can need 27 bits) of
+ * weight (group, n, k) of a repacked host buffer. */
+double hfp4__sm90_weight_value(const hfp4_matrix *b, const hfp4_sm90_geometry *geo, int64_t group, int64_t n, int64_t k);
 
 #ifdef __cplusplus
 }
