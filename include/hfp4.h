@@ -177,13 +177,15 @@ typedef struct hfp4_output {
 typedef enum hfp4_grouping {
     HFP4_GROUPING_NONE = 0,            /* dense: D[M,N] = A[M,K] B[N,K]^T, G = 1                */
     HFP4_GROUPING_CONTIGUOUS = 1,      /* A rows sorted by expert; layout[r] = expert of row r,
-                                          -1 for padding rows; each expert's segment starts at a
-                                          multiple of m_alignment. Padding rows of D get zeros.   */
+                                          -1 for padding rows; a row that starts a run of a real
+                                          id sits at a multiple of m_alignment. Padding rows of D
+                                          are exactly +0 (C is not added to them).               */
     HFP4_GROUPING_CONTIGUOUS_PSUM = 2, /* layout[g] = end row of group g (cumulative, exclusive);
                                           group g covers [align(layout[g-1], m_alignment),
-                                          layout[g]). Rows outside every group are not read; D
-                                          rows of a group's last partial block beyond its end are
-                                          written as zeros, other rows are untouched.             */
+                                          layout[g]), and align(layout[g-1]) <= layout[g] <= m.
+                                          Rows outside every group are not read. D rows in
+                                          [layout[g], align(layout[g])) (and < m) are written as
+                                          +0 without C; rows after all groups are untouched.     */
     HFP4_GROUPING_MASKED = 3           /* A [G, M, K], D [G, M, N]; layout[g] = masked_m[g]: only
                                           rows < masked_m[g] are computed and written.            */
 } hfp4_grouping;
@@ -240,9 +242,10 @@ HFP4_API hfp4_status hfp4_quantize_fp4_per_token(const void *x, hfp4_dtype x_dty
 /* CPU reference GEMMs (host memory): the ground truth                                          */
 /* ------------------------------------------------------------------------------------------- */
 
-/* hfp4_ref_gemm: computes the problem exactly as specified above with every operand decoded
- * exactly (FP4/FP8/BF16 codes times their scales) and products accumulated in double, rounded
- * once to D's dtype (BF16: round to nearest even). All pointers, including problem->layout, are
+/* hfp4_ref_gemm: computes the problem as specified above with every operand decoded exactly
+ * (FP4/FP8/BF16 codes times their scales, in double), each product rounded at most once in double
+ * and accumulated in double, the result rounded once to D's dtype (BF16: round to nearest even).
+ * Sizes: m, n, k >= 1 (a zero-sized problem is INVALID_ARGUMENT: callers skip empty work). All pointers, including problem->layout, are
  * host memory. Supported operand pairs:
  *   A: FP8 e4m3 with (1, 32) or (1, 128) scales as FP32, UE8M0 or UE8M0_PACKED; or BF16 (no scales).
  *   B: FP4 e2m1 with (1, 32) scales (FP32, UE8M0, UE8M0_PACKED); FP8 with (128,128) or (1,128)
@@ -255,8 +258,9 @@ HFP4_API hfp4_status hfp4_quantize_fp4_per_token(const void *x, hfp4_dtype x_dty
  * not implement. On error D is untouched. */
 HFP4_API hfp4_status hfp4_ref_gemm(const hfp4_gemm_problem *problem, int num_threads);
 
-/* hfp4_check_problem: the argument validation hfp4_ref_gemm and hfp4_gemm share, alone; `where`
- * is the GPU/host flag: 0 = host pointers (layout is read), 1 = device pointers (layout not read). */
+/* hfp4_check_problem: the argument validation hfp4_ref_gemm and hfp4_gemm share, alone.
+ * device_pointers: 0 = host pointers (problem->layout is read and checked), 1 = device pointers
+ * (layout is not read; messages then name hfp4_gemm). Returns HFP4_OK or INVALID_ARGUMENT. */
 HFP4_API hfp4_status hfp4_check_problem(const hfp4_gemm_problem *problem, int device_pointers);
 
 /* ------------------------------------------------------------------------------------------- */
@@ -273,11 +277,14 @@ HFP4_API hfp4_status hfp4_check_problem(const hfp4_gemm_problem *problem, int de
 HFP4_API hfp4_status hfp4_sm90_weights_size(int32_t num_groups, int64_t n, int64_t k, hfp4_dtype scale_dtype,
                                             size_t *bytes);
 
-/* hfp4_sm90_weights_scale_dtype: the scale dtype hfp4_ref_repack_sm90 will choose for `w`
- * (host): UE8M0 when every scale is a power of two (or already UE8M0), else FP32. */
+/* hfp4_sm90_weights_scale_dtype: the scale storage to ask hfp4_ref_repack_sm90 for, for `w` (host):
+ * UE8M0 when every scale is a power of two (or already UE8M0), else FP32. */
 HFP4_API hfp4_status hfp4_sm90_weights_scale_dtype(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype *scale_dtype);
 
 /* hfp4_ref_repack_sm90 (host): repacks `w` (FP4 e2m1 [G, n, k] with (1,32) scales, host memory)
+ * into the layout of docs/FORMATS.md ("SM90 repacked weights"): exact for every input. Chunks of
+ * 128 K whose UE8M0 scales lie within 11 binades of their row's largest are stored "folded" (the
+ * kernels then chain 4 wgmmas per chunk); others keep per-32 scales (slower, still exact).
  * into dst (host, dst_bytes >= hfp4_sm90_weights_size(...)), storing scales as scale_dtype.
  * INVALID_ARGUMENT if scale_dtype is UE8M0 but a scale is not a power of two (names the first), or
  * any scale is negative, zero, NaN or Inf. On success *out describes dst as a B operand for hfp4_gemm
@@ -318,10 +325,10 @@ HFP4_API hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream str
  * (INVALID_ARGUMENT, UNSUPPORTED, NO_DEVICE) with the same message. */
 HFP4_API hfp4_status hfp4_gemm_supported(const hfp4_gemm_problem *problem);
 
-/* hfp4_repack_sm90: GPU form of hfp4_ref_repack_sm90 (device pointers, stream-ordered, byte-identical
- * output). scale_dtype UE8M0 with a non-power-of-two scale cannot be detected without reading the
- * device, so on the GPU such scales are a caller contract: use hfp4_sm90_weights_scale_dtype on a
- * host copy, or pass FP32, which is exact for any scale. */
+/* hfp4_repack_sm90: GPU form of hfp4_ref_repack_sm90 (device pointers, stream-ordered, allocates
+ * nothing, byte-identical output). Source scales given as FP32 can only be stored as FP32 here
+ * (UNSUPPORTED otherwise: proving they are powers of two would need a host read); UE8M0 or packed
+ * UE8M0 sources can be stored either way. dst must be 16-byte aligned. */
 HFP4_API hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype scale_dtype,
                                       void *dst, size_t dst_bytes, hfp4_matrix *out, hfp4_stream stream);
 
