@@ -332,6 +332,75 @@ static void bench_dense(int64_t m, int64_t n, int64_t k, int iters, int json) {
     cudaFree(eb.w);
 }
 
+/* Scale-factor layout transforms on DeepSeek-V4 expert scales (FP32 [G, N, K/32], powers of two):
+ * the SM100/SM120 UE8M0 pack and the SM90 MN-major relayout, against the copy rate of this run. */
+static void bench_sf_layout(const char *name, int32_t groups, int64_t mn, int64_t sf_k, int iters, double copy_gbps,
+                            int json) {
+    const int64_t words = (int64_t)groups * mn * sf_k;
+    void *d_in = NULL, *d_out = NULL;
+    if (cudaMalloc(&d_in, (size_t)words * 4) != cudaSuccess) return;
+    uint32_t *h = (uint32_t *)malloc((size_t)words * 4);
+    for (int64_t i = 0; i < words; i++) h[i] = (uint32_t)(110 + rng_next() % 16) << 23;
+    cudaMemcpy(d_in, h, (size_t)words * 4, cudaMemcpyHostToDevice);
+    free(h);
+    hfp4_sf_tensor dev = {d_in, HFP4_DTYPE_FP32, groups, mn, sf_k, mn * sf_k, sf_k, 1};
+    for (int arch_i = 0; arch_i < 2; arch_i++) {
+        hfp4_sf_transform_request req;
+        memset(&req, 0, sizeof req);
+        req.sf = &dev;
+        req.mn = mn;
+        req.k = sf_k * 32;
+        req.recipe = hfp4_sf_recipe2(1, 32);
+        req.num_groups = groups;
+        req.arch = arch_i ? 90 : 100;
+        hfp4_sf_tensor out;
+        size_t bytes = 0;
+        if (hfp4_sf_transform_into_required_layout_query(&req, &out, &bytes) != HFP4_OK ||
+            cudaMalloc(&d_out, bytes) != cudaSuccess) {
+            fprintf(stderr, "bench: sf layout %s: %s\n", name, hfp4_last_error());
+            break;
+        }
+        cudaEvent_t e0, e1;
+        cudaEventCreate(&e0);
+        cudaEventCreate(&e1);
+        double *t = (double *)malloc(sizeof(double) * iters);
+        hfp4_status st = hfp4_sf_transform_into_required_layout_gpu(&req, NULL, d_out, bytes, &out, NULL);
+        for (int i = 0; i < iters && st == HFP4_OK; i++) {
+            l2_flush();
+            cudaEventRecord(e0, 0);
+            st = hfp4_sf_transform_into_required_layout_gpu(&req, NULL, d_out, bytes, &out, NULL);
+            cudaEventRecord(e1, 0);
+            cudaEventSynchronize(e1);
+            float ms = 0;
+            cudaEventElapsedTime(&ms, e0, e1);
+            t[i] = ms * 1e3;
+        }
+        if (st == HFP4_OK) {
+            qsort(t, iters, sizeof(double), cmp_double);
+            double us = t[iters / 2], moved = (double)words * 4 + (double)bytes;
+            const char *layout = arch_i ? "sm90_fp32_mn_major" : "sm100_ue8m0_pack";
+            if (json)
+                printf("{\"op\": \"sf_transform\", \"layout\": \"%s\", \"name\": \"%s\", \"tokens\": null, \"m\": %lld, "
+                       "\"n\": %lld, \"k\": %lld, \"groups\": %d, \"us\": %.2f, \"tflops\": 0, \"tbps\": %.3f, "
+                       "\"baseline\": {\"name\": \"copy\", \"us\": %.2f, \"tflops\": 0, \"tbps\": %.3f}}\n",
+                       layout, name, (long long)mn, (long long)sf_k, (long long)(sf_k * 32), groups, us, moved / us * 1e-6,
+                       moved / (copy_gbps * 1e3), copy_gbps / 1000);
+            else
+                printf("%-10s %-18s %-12s %dx%lldx%lld FP32 scales: %8.1f us %7.3f TB/s = %3.0f %% of the copy rate\n",
+                       "sf_layout", layout, name, groups, (long long)mn, (long long)sf_k, us, moved / us * 1e-6,
+                       100.0 * (moved / us * 1e-6) / (copy_gbps / 1000));
+        } else {
+            fprintf(stderr, "bench: sf layout %s: %s\n", name, hfp4_last_error());
+        }
+        free(t);
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        cudaFree(d_out);
+        d_out = NULL;
+    }
+    cudaFree(d_in);
+}
+
 extern "C" int hfp4_cmd_bench(int argc, char **argv) {
     int json = 0, iters = 20, quick = 0;
     const char *only = NULL;
@@ -341,7 +410,8 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else {
-            fprintf(stderr, "hfp4 bench: unknown option '%s' (use --json, --iters N, --quick, --only w13|w2|dense)\n", argv[i]);
+            fprintf(stderr, "hfp4 bench: unknown option '%s' (use --json, --iters N, --quick, --only w13|w2|dense|sf)\n",
+                    argv[i]);
             return 2;
         }
     }
@@ -370,6 +440,10 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
     if (!only || !strcmp(only, "w13")) bench_experts("v4f-w13", 256, 4096, 4096, tl, nt, iters, json);
     if (!only || !strcmp(only, "w2")) bench_experts("v4f-w2", 256, 4096, 2048, tl, nt, iters, json);
     if (!only || !strcmp(only, "dense")) bench_dense(8192, 8192, 8192, iters, json);
+    if (!only || !strcmp(only, "sf")) {
+        bench_sf_layout("v4f-w13", 256, 4096, 128, iters, gbps, json); /* V4-Flash w13 expert scales */
+        if (!quick) bench_sf_layout("v4p-w2", 384, 7168, 96, iters, gbps, json); /* V4-Pro w2 expert scales */
+    }
     cudaFree(flush_buf);
     return 0;
 }
