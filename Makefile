@@ -72,8 +72,18 @@ $(BUILD)/hfp4: $(TOOL_OBJ) $(BUILD)/libhfp4.a
 $(BUILD)/hfp4_tests: $(TEST_OBJ) $(BUILD)/libhfp4.a
 	$(CC) -o $@ $(TEST_OBJ) $(BUILD)/libhfp4.a $(LIBS)
 
+# Python tests (python/tests, CPU only) run first, so the C runner's summary stays the closing line.
+PYTEST = PYTHONPATH=python HFP4_LIBRARY=$(abspath $(BUILD))/libhfp4.so python3 -m pytest -q python/tests -m "not gpu"
+
 test: $(BUILD)/hfp4_tests $(BUILD)/libhfp4.so $(BUILD)/hfp4
+	@if python3 -c "import numpy, pytest" >/dev/null 2>&1; then \
+		echo '$(PYTEST)' && $(PYTEST); \
+	else echo "python tests skipped: numpy/pytest not installed"; fi
 	$(BUILD)/hfp4_tests
+
+.PHONY: pytest
+pytest: $(BUILD)/libhfp4.so
+	$(PYTEST)
 
 GPUTEST_OBJ := $(GPUTEST_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(BUILD)/obj/tests/harness.o
 $(BUILD)/hfp4_gpu_tests: $(GPUTEST_OBJ) $(BUILD)/libhfp4.a

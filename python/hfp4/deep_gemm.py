@@ -1,0 +1,818 @@
+"""DeepGEMM-named functions over torch tensors, backed by hfp4's SM90 FP8 x FP4 kernels.
+
+    import hfp4.deep_gemm as deep_gemm
+    deep_gemm.fp8_fp4_gemm_nt((a_fp8, sfa), (w_fp4_int8, sfw), d_bf16)
+    deep_gemm.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (w, sfw), d, grouped_layout)
+    deep_gemm.m_grouped_fp8_fp4_gemm_nt_masked((a, sfa), (w, sfw), d, masked_m, expected_m)
+
+This module imports without torch; torch is imported when a function that needs it is called (an
+ImportError then says so). The GEMMs pass ``tensor.data_ptr()`` and
+``torch.cuda.current_stream().cuda_stream`` to ``hfp4_gemm``: they are stream-ordered, allocate
+nothing and never synchronize once the weights are repacked (below), so they can be captured in a
+CUDA graph after one warm-up call.
+
+Operands (what DeepGEMM's SM90 callers pass, plus FP4 weights):
+
+* ``a = (A, SFA)``: A FP8 e4m3 ``[M, K]`` (``torch.float8_e4m3fn``, or ``uint8`` bytes), K-major;
+  SFA per-token scales ``[M, ceil(K/g)]`` as float32, ``int32`` packed UE8M0 (4 K-groups a word) or
+  one-byte UE8M0 (``float8_e8m0fnu``/``uint8``), any strides (K-major as the quantizers return
+  them, or MN-major TMA-aligned). g (32 or 128) comes from the recipe, else from SFA's shape.
+* ``b = (B, SFB)``: packed FP4 weights ``int8`` ``[N, K/2]`` (``[G, N, K/2]`` grouped; ``uint8`` and
+  ``float4_e2m1fn_x2`` accepted), two codes a byte, even K index in the low nibble, with (1, 32)
+  scales ``[.., N, ceil(K/32)]`` (float32, UE8M0 bytes, or int32 packed ``[.., N, ceil(K/128)]``).
+  Or an :class:`hfp4.SM90Weights` from :func:`repack_weights`.
+* ``d``: BF16 or FP32 ``[M, N]`` (masked: ``[G, M, N]``), row-major; ``c`` optional, same shape and
+  dtype (D = C + A B^T; a C with other strides is copied into D first, as DeepGEMM does).
+
+Weight cache: hfp4's kernels read FP4 weights in a repacked layout (docs/FORMATS.md, "SM90 repacked
+weights"). The first call with a weight tensor repacks it on the GPU (``hfp4_repack_sm90``, on the
+current stream) into a device buffer that is cached: the key is the weight's device, data_ptr,
+shape, strides and dtype; the entry remembers the weight's version counter (``tensor._version``) and
+its scale tensor's data_ptr, shape, strides, dtype and version, and is rebuilt when any of them
+changes. An entry is dropped when the weight's storage is freed (a weak reference), or by
+:func:`clear_weight_cache`. Weights changed without bumping the version counter (through ``.data``,
+DLPack or another library) are not noticed: call :func:`clear_weight_cache` after such writes.
+A repacked buffer takes about the FP4 weights' size plus their scales. To avoid the cache, repack
+yourself with :func:`repack_weights` and pass the result as ``b``.
+
+Errors: ``InvalidArgument`` (a ValueError whose message contains "Assertion", as DeepGEMM's host
+assertions) for contract violations; ``Unsupported`` (a NotImplementedError) for well-formed requests
+hfp4 has no kernel for (FP8 weights, FP4 activations, MN-major FP4, a non-SM90 device...), so callers
+can fall back; ``NoDevice`` for a library built without the CUDA toolkit.
+"""
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+import types
+import weakref
+from ctypes import byref, c_int64, c_size_t
+
+from . import _lib as L
+from ._common import SM90Weights, align, ceil_div, infer_gran_k, resolve_recipes, scale_grid
+
+__all__ = [
+    "fp8_fp4_gemm_nt", "m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nt_masked",
+    "fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
+    "fp8_m_grouped_gemm_nt_masked",
+    "repack_weights", "clear_weight_cache", "weight_cache_info", "is_available",
+    "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
+    "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor", "transform_sf_into_required_layout",
+    "get_mk_alignment_for_contiguous_layout", "set_mk_alignment_for_contiguous_layout",
+    "get_m_alignment_for_contiguous_layout", "get_k_alignment_for_contiguous_layout",
+    "get_theoretical_mk_alignment_for_contiguous_layout", "utils", "ceil_div", "align", "SM90Weights",
+]
+
+# ------------------------------------------------------------------------------------------------
+# torch, imported on first use
+# ------------------------------------------------------------------------------------------------
+
+_torch = None
+
+
+def _t():
+    global _torch
+    if _torch is None:
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError("hfp4.deep_gemm: this function needs PyTorch, which is not installed "
+                              "(hfp4.host offers the CPU calls on numpy arrays)") from e
+        _torch = torch
+    return _torch
+
+
+def _dtype(name):
+    return getattr(_t(), name, None)
+
+
+def _stream(device):
+    torch = _t()
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+# ------------------------------------------------------------------------------------------------
+# mk alignment (DeepGEMM's global knob; hfp4's SM90 contiguous kernels accept any multiple of 8)
+# ------------------------------------------------------------------------------------------------
+
+_mk_alignment = L.DEFAULT_M_ALIGNMENT
+
+
+def get_mk_alignment_for_contiguous_layout() -> int:
+    """The M alignment of m-grouped contiguous segments (default 128)."""
+    return _mk_alignment
+
+
+def set_mk_alignment_for_contiguous_layout(value: int) -> None:
+    """Set the M alignment used by the contiguous GEMMs and psum layouts (a positive multiple of 8
+    for hfp4's kernels). Global state, as in DeepGEMM."""
+    global _mk_alignment
+    v = int(value)
+    if v <= 0 or v % 8:
+        raise L.invalid_argument("set_mk_alignment_for_contiguous_layout: %d must be a positive multiple of 8" % v)
+    _mk_alignment = v
+
+
+get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
+get_k_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
+
+
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None) -> int:
+    """DeepGEMM's value on every architecture but SM100: 128."""
+    return L.DEFAULT_M_ALIGNMENT
+
+
+# ------------------------------------------------------------------------------------------------
+# Tensor -> descriptor helpers
+# ------------------------------------------------------------------------------------------------
+
+
+def _pair(name, x):
+    if not isinstance(x, (tuple, list)) or len(x) != 2:
+        raise L.invalid_argument("%s must be a (tensor, scales) pair" % name)
+    return x[0], x[1]
+
+
+def _same_device(name, t, device):
+    if t.device != device:
+        raise L.invalid_argument("%s is on %s, expected %s (all operands on one CUDA device)" % (name, t.device, device))
+
+
+def _scale_code(name, sf):
+    torch = _t()
+    if sf.dtype == torch.float32:
+        return L.DTYPE_FP32
+    if sf.dtype == torch.int32:
+        return L.DTYPE_UE8M0_PACKED
+    if sf.dtype == torch.uint8 or (_dtype("float8_e8m0fnu") is not None and sf.dtype == _dtype("float8_e8m0fnu")):
+        return L.DTYPE_UE8M0
+    raise L.invalid_argument("%s.dtype = %s must be float32, int32 (packed UE8M0) or float8_e8m0fnu/uint8 (UE8M0)"
+                             % (name, sf.dtype))
+
+
+def _scales(name, sf, groups, rows, k, gran_mn, gran_k):
+    code = _scale_code(name, sf)
+    srows, scols = scale_grid(rows, k, gran_mn, gran_k, code == L.DTYPE_UE8M0_PACKED)
+    want = ((groups,) if groups else ()) + (srows, scols)
+    if tuple(sf.shape) != want:
+        raise L.invalid_argument("%s has shape %s; expected %s for %s, k = %d and gran (%d, %d)%s"
+                                 % (name, tuple(sf.shape), want,
+                                    ("%d groups of %d rows" % (groups, rows)) if groups else "%d rows" % rows, k,
+                                    gran_mn, gran_k, " (packed: 4 scales a word)"
+                                    if code == L.DTYPE_UE8M0_PACKED else ""))
+    st = sf.stride()
+    return L.hfp4_scales(sf.data_ptr(), code, gran_mn, gran_k, st[-2], st[-1], st[0] if groups else 0)
+
+
+def _activations(A, SFA, ndim, gran_k_a, groups):
+    """hfp4_matrix of FP8 activations [M, K] (masked: [G, M, K]) with per-token scales."""
+    torch = _t()
+    if A.dtype == torch.int8 or (_dtype("float4_e2m1fn_x2") is not None and A.dtype == _dtype("float4_e2m1fn_x2")):
+        raise L.unsupported("a: packed FP4 activations have no SM90 kernel (DeepGEMM runs them on SM100 only)")
+    if A.dtype not in (torch.float8_e4m3fn, torch.uint8):
+        raise L.invalid_argument("a.dtype = %s must be torch.float8_e4m3fn" % A.dtype)
+    if A.dim() != ndim:
+        raise L.invalid_argument("a must be %dD, got shape %s" % (ndim, tuple(A.shape)))
+    if A.size(-1) > 1 and A.stride(-1) != 1:
+        raise L.unsupported("a must be K-major (stride 1 along K) on SM90, got strides %s" % (A.stride(),))
+    m, k = A.size(-2), A.size(-1)
+    packed = _scale_code("sfa", SFA) == L.DTYPE_UE8M0_PACKED
+    g = int(gran_k_a) if gran_k_a else infer_gran_k("sfa", SFA.size(-1), k, packed)
+    scales = _scales("sfa", SFA, groups if ndim == 3 else 0, m, k, 1, g)
+    ld = A.stride(-2) if m > 1 else k
+    return L.hfp4_matrix(A.data_ptr(), L.DTYPE_FP8_E4M3, m, k, ld, A.stride(0) if ndim == 3 else 0, scales)
+
+
+def _output(d, c, shape):
+    torch = _t()
+    if d.dtype not in (torch.bfloat16, torch.float32):
+        raise L.invalid_argument("d.dtype = %s must be torch.bfloat16 or torch.float32" % d.dtype)
+    if tuple(d.shape) != tuple(shape):
+        raise L.invalid_argument("d has shape %s, expected %s" % (tuple(d.shape), tuple(shape)))
+    if d.size(-1) > 1 and d.stride(-1) != 1:
+        raise L.invalid_argument("d must be row-major (stride 1 along N), got strides %s" % (d.stride(),))
+    c_ptr = None
+    if c is not None:
+        if c.dtype != d.dtype or tuple(c.shape) != tuple(d.shape):
+            raise L.invalid_argument("c (%s %s) must have d's dtype and shape (%s %s)"
+                                     % (c.dtype, tuple(c.shape), d.dtype, tuple(d.shape)))
+        _same_device("c", c, d.device)
+        if c.stride() == d.stride():
+            c_ptr = c.data_ptr()
+        else:
+            d.copy_(c)
+            c_ptr = d.data_ptr()
+    code = L.DTYPE_BF16 if d.dtype == torch.bfloat16 else L.DTYPE_FP32
+    ld = d.stride(-2) if d.size(-2) > 1 else d.size(-1)
+    return L.hfp4_output(d.data_ptr(), code, ld, d.stride(0) if d.dim() == 3 else 0, c_ptr)
+
+
+def _check_b_gran(gran_b):
+    if gran_b is not None and tuple(gran_b) != (1, 32):
+        raise L.unsupported("recipe gives the weights scale granularity %s; hfp4's FP4 weights take (1, 32)"
+                            % (tuple(gran_b),))
+
+
+# ------------------------------------------------------------------------------------------------
+# Weights: repack and cache
+# ------------------------------------------------------------------------------------------------
+
+
+def _fp4_weights(name, B, ndim):
+    torch = _t()
+    if B.dtype == torch.float8_e4m3fn:
+        raise L.unsupported("%s: FP8 weights have no hfp4 kernel (hfp4 serves FP4 weights; use DeepGEMM's FP8 path)"
+                            % name)
+    fp4x2 = _dtype("float4_e2m1fn_x2")
+    if B.dtype not in (torch.int8, torch.uint8) and (fp4x2 is None or B.dtype != fp4x2):
+        raise L.invalid_argument("%s.dtype = %s must be torch.int8 (packed FP4)" % (name, B.dtype))
+    if B.dim() != ndim:
+        raise L.invalid_argument("%s must be %dD (%s), got shape %s"
+                                 % (name, ndim, "[N, K/2]" if ndim == 2 else "[G, N, K/2]", tuple(B.shape)))
+    if B.size(-1) > 1 and B.stride(-1) != 1:
+        raise L.unsupported("%s must be K-major on SM90 (MN-major FP4 is an SM100 form), got strides %s"
+                            % (name, B.stride()))
+    if not B.is_cuda:
+        raise L.invalid_argument("%s must be a CUDA tensor (hfp4.host.repack_sm90_host repacks on the CPU)" % name)
+
+
+def repack_weights(b, scale_dtype=None) -> SM90Weights:
+    """Repack FP4 weights b = (B int8 [N, K/2] or [G, N, K/2], SFB (1, 32) scales) on B's GPU, on
+    the current stream, into a new device buffer (no cache). scale_dtype: None (UE8M0 for UE8M0 or
+    packed scales, FP32 for float32 scales, which the GPU cannot prove to be powers of two), or
+    "ue8m0"/"fp32"."""
+    torch = _t()
+    B, SFB = _pair("b", b)
+    _fp4_weights("b", B, B.dim() if B.dim() in (2, 3) else 2)
+    _same_device("sfb", SFB, B.device)
+    groups = B.size(0) if B.dim() == 3 else 0
+    n, k = B.size(-2), 2 * B.size(-1)
+    scales = _scales("sfb", SFB, groups, n, k, 1, 32)
+    w = L.hfp4_matrix(B.data_ptr(), L.DTYPE_FP4_E2M1, n, k, B.stride(-2) if n > 1 else k // 2,
+                      B.stride(0) if groups else 0, scales)
+    if scale_dtype is None:
+        sdt = L.DTYPE_FP32 if scales.dtype == L.DTYPE_FP32 else L.DTYPE_UE8M0
+    else:
+        sdt = {"ue8m0": L.DTYPE_UE8M0, "fp32": L.DTYPE_FP32}.get(scale_dtype, scale_dtype)
+    g = max(groups, 1)
+    lib = L.lib()
+    nbytes = c_size_t()
+    L.check(lib.hfp4_sm90_weights_size(g, n, k, sdt, byref(nbytes)))
+    buf = torch.empty(nbytes.value, dtype=torch.uint8, device=B.device)
+    out = L.hfp4_matrix()
+    with torch.cuda.device(B.device):
+        L.check(lib.hfp4_repack_sm90(byref(w), g, sdt, buf.data_ptr(), nbytes.value, byref(out), _stream(B.device)))
+    return SM90Weights(buf, out, g, n, k, sdt, nbytes.value)
+
+
+class _Entry:
+    __slots__ = ("state", "weights", "token")
+
+
+_cache_lock = threading.Lock()
+_cache = {}
+_dead = []  # keys whose weights were freed; appended by weakref callbacks, purged under the lock
+
+
+def _liveness_token(B, key):
+    """A weak reference to B's storage (to B itself where torch does not keep one Python object per
+    storage) whose callback marks the cache entry dead when the weights are freed. The callback
+    only appends to a list (it may run inside a garbage collection, even one triggered while the
+    lock is held); the entry is dropped at the next cache operation."""
+    def dead(ref, key=key):
+        _dead.append((key, ref))
+    storage = B.untyped_storage()
+    target = storage if storage is B.untyped_storage() else B
+    try:
+        return weakref.ref(target, dead)
+    except TypeError:
+        return weakref.ref(B, dead)
+
+
+def _purge_locked():
+    while _dead:
+        key, ref = _dead.pop()
+        e = _cache.get(key)
+        if e is not None and e.token is ref:
+            del _cache[key]
+
+
+def _cached_weights(B, SFB) -> SM90Weights:
+    key = (str(B.device), B.data_ptr(), tuple(B.shape), tuple(B.stride()), B.dtype)
+    state = (B._version, SFB.data_ptr(), tuple(SFB.shape), tuple(SFB.stride()), SFB.dtype, SFB._version)
+    with _cache_lock:
+        _purge_locked()
+        e = _cache.get(key)
+        if e is not None and e.state == state and e.token() is not None:
+            return e.weights
+    weights = repack_weights((B, SFB))
+    e = _Entry()
+    e.state, e.weights = state, weights
+    e.token = _liveness_token(B, key)
+    with _cache_lock:
+        _cache[key] = e
+    return weights
+
+
+def clear_weight_cache() -> None:
+    """Drop every cached repacked weight buffer (their device memory returns to torch's allocator)."""
+    with _cache_lock:
+        _cache.clear()
+        del _dead[:]
+
+
+def weight_cache_info() -> dict:
+    """{"entries": number of cached repacked weights, "bytes": their device bytes}."""
+    with _cache_lock:
+        _purge_locked()
+        return {"entries": len(_cache), "bytes": sum(e.weights.nbytes for e in _cache.values())}
+
+
+def _weights(name, b, ndim, k, device) -> SM90Weights:
+    if isinstance(b, SM90Weights):
+        buf = b.buffer
+        if not hasattr(buf, "is_cuda") or not buf.is_cuda:
+            raise L.invalid_argument("%s: these SM90Weights are a host repack; use repack_weights for the GPU" % name)
+        _same_device(name, buf, device)
+        w = b
+    else:
+        B, SFB = _pair(name, b)
+        _fp4_weights(name, B, ndim)
+        _same_device(name, B, device)
+        _same_device("sfb", SFB, device)
+        w = _cached_weights(B, SFB)
+    if w.k != k:
+        raise L.invalid_argument("%s holds K = %d (packed FP4: 2 * its last dim) but a has K = %d" % (name, w.k, k))
+    return w
+
+
+# ------------------------------------------------------------------------------------------------
+# GEMMs
+# ------------------------------------------------------------------------------------------------
+
+
+def _launch(p, device):
+    torch = _t()
+    with torch.cuda.device(device):
+        L.check(L.lib().hfp4_gemm(byref(p), _stream(device)))
+
+
+def _weights_n(b):
+    if isinstance(b, SM90Weights):
+        return b.n, b.num_groups
+    B = _pair("b", b)[0]
+    return B.size(-2), (B.size(0) if B.dim() == 3 else 1)
+
+
+def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="nk",
+                    disable_ue8m0_cast=False):
+    """D[M, N] = C + A[M, K] @ B[N, K]^T with FP8 A and FP4 B (DeepGEMM's fp8_fp4_gemm_nt).
+    compiled_dims and disable_ue8m0_cast are accepted for compatibility and have no effect."""
+    _t()
+    A, SFA = _pair("a", a)
+    gran_k_a, gran_b = resolve_recipes(recipe, recipe_a, recipe_b)
+    _check_b_gran(gran_b)
+    if A.dim() != 2:
+        raise L.invalid_argument("a must be 2D [M, K], got shape %s" % (tuple(A.shape),))
+    M, K = A.shape
+    N, _ = _weights_n(b)
+    out = _output(d, c, (M, N))
+    if M == 0 or N == 0:
+        return
+    if K == 0:
+        if c is None:
+            d.zero_()
+        elif c.data_ptr() != d.data_ptr():
+            d.copy_(c)
+        return
+    if not A.is_cuda:
+        raise L.invalid_argument("a must be a CUDA tensor")
+    for nm, t in (("sfa", SFA), ("d", d)):
+        _same_device(nm, t, A.device)
+    w = _weights("b", b, 2, K, A.device)
+    p = L.hfp4_gemm_problem()
+    p.grouping = L.GROUPING_NONE
+    p.m, p.n, p.k, p.num_groups = M, N, K, 1
+    p.a = _activations(A, SFA, 2, gran_k_a, 1)
+    p.b = w.matrix
+    p.d = out
+    _launch(p, A.device)
+
+
+def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None,
+                                         compiled_dims="nk", disable_ue8m0_cast=False, use_psum_layout=False,
+                                         ensure_zero_padding=True, expected_m_for_psum_layout=None):
+    """m-grouped contiguous GEMM (DeepGEMM's m_grouped_fp8_fp4_gemm_nt_contiguous): A [M, K] rows
+    sorted by expert, B [G, N, K/2], D [M, N]. grouped_layout int32: [M] expert of each row (-1 for
+    padding rows, whose D rows are written as zeros), or with use_psum_layout [G] cumulative end rows.
+    Segments start at multiples of get_mk_alignment_for_contiguous_layout(). ensure_zero_padding,
+    compiled_dims and disable_ue8m0_cast have no effect (padding rows are always written as zeros)."""
+    torch = _t()
+    A, SFA = _pair("a", a)
+    gran_k_a, gran_b = resolve_recipes(recipe, recipe_a, recipe_b)
+    _check_b_gran(gran_b)
+    if expected_m_for_psum_layout is not None and not use_psum_layout:
+        raise L.invalid_argument("expected_m_for_psum_layout = %r needs use_psum_layout = True"
+                                 % (expected_m_for_psum_layout,))
+    if A.dim() != 2:
+        raise L.invalid_argument("a must be 2D [M, K], got shape %s" % (tuple(A.shape),))
+    M, K = A.shape
+    N, G = _weights_n(b)
+    out = _output(d, None, (M, N))
+    if M == 0:
+        return
+    if not A.is_cuda:
+        raise L.invalid_argument("a must be a CUDA tensor")
+    want = G if use_psum_layout else M
+    if grouped_layout.dtype != torch.int32 or tuple(grouped_layout.shape) != (want,) or \
+            (want > 1 and grouped_layout.stride(0) != 1):
+        raise L.invalid_argument("grouped_layout must be a contiguous int32 [%d] tensor (%s), got %s %s"
+                                 % (want, "psum: cumulative ends per group" if use_psum_layout else
+                                    "expert of each row", grouped_layout.dtype, tuple(grouped_layout.shape)))
+    for nm, t in (("sfa", SFA), ("d", d), ("grouped_layout", grouped_layout)):
+        _same_device(nm, t, A.device)
+    w = _weights("b", b, 3, K, A.device)
+    p = L.hfp4_gemm_problem()
+    p.grouping = L.GROUPING_CONTIGUOUS_PSUM if use_psum_layout else L.GROUPING_CONTIGUOUS
+    p.m, p.n, p.k, p.num_groups = M, N, K, w.num_groups
+    p.layout = grouped_layout.data_ptr()
+    p.m_alignment = get_mk_alignment_for_contiguous_layout()
+    p.expected_m = int(expected_m_for_psum_layout or 0)
+    p.a = _activations(A, SFA, 2, gran_k_a, 1)
+    p.b = w.matrix
+    p.d = out
+    _launch(p, A.device)
+
+
+def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None, recipe_a=None, recipe_b=None,
+                                     compiled_dims="nk", disable_ue8m0_cast=False):
+    """Masked grouped GEMM (DeepGEMM's m_grouped_fp8_fp4_gemm_nt_masked): A [G, M, K], B [G, N, K/2],
+    D [G, M, N]; only rows r < masked_m[g] (int32 [G], on the device) of group g are computed and
+    written. expected_m is a scheduling hint."""
+    torch = _t()
+    A, SFA = _pair("a", a)
+    gran_k_a, gran_b = resolve_recipes(recipe, recipe_a, recipe_b)
+    _check_b_gran(gran_b)
+    if A.dim() != 3:
+        raise L.invalid_argument("a must be 3D [G, M, K], got shape %s" % (tuple(A.shape),))
+    G, M, K = A.shape
+    N, Gb = _weights_n(b)
+    out = _output(d, None, (G, M, N))
+    if M == 0:
+        return
+    if not A.is_cuda:
+        raise L.invalid_argument("a must be a CUDA tensor")
+    if masked_m.dtype != torch.int32 or tuple(masked_m.shape) != (G,) or (G > 1 and masked_m.stride(0) != 1):
+        raise L.invalid_argument("masked_m must be a contiguous int32 [%d] tensor, got %s %s"
+                                 % (G, masked_m.dtype, tuple(masked_m.shape)))
+    for nm, t in (("sfa", SFA), ("d", d), ("masked_m", masked_m)):
+        _same_device(nm, t, A.device)
+    w = _weights("b", b, 3, K, A.device)
+    if w.num_groups != G:
+        raise L.invalid_argument("a has %d groups but b has %d" % (G, w.num_groups))
+    p = L.hfp4_gemm_problem()
+    p.grouping = L.GROUPING_MASKED
+    p.m, p.n, p.k, p.num_groups = M, N, K, G
+    p.layout = masked_m.data_ptr()
+    p.expected_m = int(expected_m)
+    p.a = _activations(A, SFA, 3, gran_k_a, G)
+    p.b = w.matrix
+    p.d = out
+    _launch(p, A.device)
+
+
+# DeepGEMM's legacy names are the same functions.
+fp8_gemm_nt = fp8_fp4_gemm_nt
+m_grouped_fp8_gemm_nt_contiguous = m_grouped_fp8_fp4_gemm_nt_contiguous
+m_grouped_fp8_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
+fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
+
+_available = {}
+
+
+def is_available(device=None) -> bool:
+    """True when torch sees a CUDA device that hfp4's SM90 kernels can run on (cached per device)."""
+    try:
+        torch = _t()
+    except ImportError:
+        return False
+    if not torch.cuda.is_available():
+        return False
+    idx = torch.cuda.current_device() if device is None else torch.device(device).index or 0
+    if idx not in _available:
+        info = L.hfp4_device_info()
+        try:
+            st = L.lib().hfp4_device_query(idx, byref(info))
+        except ImportError:
+            st = L.ERR_NO_DEVICE
+        _available[idx] = st == L.OK and bool(info.has_sm90_kernels)
+    return _available[idx]
+
+
+# ------------------------------------------------------------------------------------------------
+# Layout helpers on torch tensors (CPU tensors: the CPU calls; CUDA tensors: the GPU calls)
+# ------------------------------------------------------------------------------------------------
+
+
+def get_tma_aligned_size(x: int, element_size: int) -> int:
+    """align(x, 16 / element_size) (DeepGEMM's get_tma_aligned_size)."""
+    out = c_int64()
+    L.check(L.lib().hfp4_sf_get_tma_aligned_size(int(x), int(element_size), byref(out)))
+    return out.value
+
+
+def _sf_tensor(name, sf):
+    torch = _t()
+    if sf.dtype == torch.float32:
+        code = L.DTYPE_FP32
+    elif sf.dtype == torch.int32:
+        code = L.DTYPE_INT32
+    else:
+        raise L.invalid_argument("%s.dtype = %s must be torch.float32 or torch.int32 (packed UE8M0)" % (name, sf.dtype))
+    if sf.dim() not in (2, 3):
+        raise L.invalid_argument("%s must be 2D [mn, sf_k] or 3D [G, mn, sf_k], got shape %s"
+                                 % (name, tuple(sf.shape)))
+    t = L.hfp4_sf_tensor()
+    t.data = sf.data_ptr() if sf.numel() else None
+    t.dtype = code
+    t.num_groups = sf.size(0) if sf.dim() == 3 else 0
+    t.mn, t.sf_k = sf.size(-2), sf.size(-1)
+    st = sf.stride()
+    t.stride_group = st[0] if sf.dim() == 3 else 0
+    t.stride_mn, t.stride_k = st[-2], st[-1]
+    return t
+
+
+def _produce(sf_in, device, query, call_cpu, call_gpu):
+    """Query, allocate (torch's allocator), call; pass-through returns the input tensor."""
+    torch = _t()
+    out = L.hfp4_sf_tensor()
+    nbytes = c_size_t()
+    L.check(query(byref(out), byref(nbytes)))
+    if nbytes.value == 0 and sf_in is not None and out.data is not None and out.data == sf_in.data_ptr():
+        return sf_in
+    buf = torch.empty(nbytes.value, dtype=torch.uint8, device=device)
+    out = L.hfp4_sf_tensor()
+    dst = buf.data_ptr() if nbytes.value else None
+    if device.type == "cuda":
+        with torch.cuda.device(device):
+            L.check(call_gpu(dst, nbytes.value, byref(out), _stream(device)))
+    else:
+        L.check(call_cpu(dst, nbytes.value, byref(out)))
+    dt = torch.float32 if out.dtype == L.DTYPE_FP32 else torch.int32
+    shape = ((out.num_groups,) if out.num_groups else ()) + (out.mn, out.sf_k)
+    strides = ((out.stride_group,) if out.num_groups else ()) + (out.stride_mn, out.stride_k)
+    if nbytes.value == 0 or 0 in shape:
+        return torch.zeros(shape, dtype=dt, device=device)
+    return torch.as_strided(buf.view(dt), shape, strides)
+
+
+def _opts(round_up=False):
+    return L.hfp4_sf_options(L.SF_ROUND_UP if round_up else 0, 0, None)
+
+
+def _psum(psum_layout, device, alignment=None):
+    if psum_layout is None:
+        return None, None
+    torch = _t()
+    ends = psum_layout.to(device=device, dtype=torch.int32).contiguous().view(-1)
+    al = get_mk_alignment_for_contiguous_layout() if alignment is None else int(alignment)
+    return L.hfp4_sf_psum(ends.data_ptr(), ends.numel(), al), ends
+
+
+def _arch(device):
+    torch = _t()
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        return major * 10 + minor
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        return major * 10 + minor
+    return 90
+
+
+def get_mn_major_tma_aligned_tensor(sf):
+    """DeepGEMM's get_mn_major_tma_aligned_tensor: float32 [(G,) mn, sf_k] -> strides
+    (T*sf_k, 1, T), T = align(mn, 4) (padding rows zero); sf itself if it already has them."""
+    t = _sf_tensor("sf", sf)
+    lib = L.lib()
+    o = _opts()
+    return _produce(sf, sf.device, lambda out, b: lib.hfp4_sf_get_mn_major_tma_aligned_tensor_query(byref(t), out, b),
+                    lambda d, n, out: lib.hfp4_sf_get_mn_major_tma_aligned_tensor(byref(t), byref(o), d, n, out),
+                    lambda d, n, out, s: lib.hfp4_sf_get_mn_major_tma_aligned_tensor_gpu(byref(t), byref(o), d, n,
+                                                                                          out, s))
+
+
+def get_mn_major_tma_aligned_packed_ue8m0_tensor(sf, psum_layout=None, *, round_up=False):
+    """DeepGEMM's get_mn_major_tma_aligned_packed_ue8m0_tensor: float32 power-of-two scales
+    [(G,) mn, sf_k] -> int32 [(G,) mn, ceil(sf_k/4)] MN-major TMA-aligned; psum_layout zeroes rows
+    outside every group. On the CPU a non-power-of-two scale raises InvalidArgument unless round_up;
+    on the GPU it is written rounded up (see hfp4_sf_layout.h)."""
+    t = _sf_tensor("sf", sf)
+    ps, keep = _psum(psum_layout, sf.device)
+    pp = byref(ps) if ps is not None else None
+    mn = sf.size(-2)
+    lib = L.lib()
+    o = _opts(round_up)
+    return _produce(None, sf.device,
+                    lambda out, b: lib.hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor_query(
+                        byref(t), mn, 1, pp, out, b),
+                    lambda d, n, out: lib.hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor(
+                        byref(t), mn, 1, pp, byref(o), d, n, out),
+                    lambda d, n, out, s: lib.hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor_gpu(
+                        byref(t), mn, 1, pp, byref(o), d, n, out, s))
+
+
+def get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(sf, grouped_layout, ks_cpu, gran_k, k_alignment,
+                                                           use_psum_layout=False, *, round_up=False):
+    """DeepGEMM's function of that name: sf float32 [sf_k, mn] -> int32 [packed, mn], each K-group
+    packed on its own (MoE weight gradients)."""
+    torch = _t()
+    if sf.dim() != 2:
+        raise L.invalid_argument("sf must be 2D [sf_k, mn], got shape %s" % (tuple(sf.shape),))
+    t = _sf_tensor("sf", sf.t())
+    lay = grouped_layout.to(device=sf.device, dtype=torch.int32).contiguous().view(-1)
+    ks_t = None
+    if ks_cpu is not None and len(ks_cpu) > 0:
+        ks_t = (ctypes.c_int32 * len(ks_cpu))(*[int(v) for v in ks_cpu])
+    g = L.hfp4_sf_k_groups(lay.data_ptr() if lay.numel() else None, lay.numel(),
+                           ctypes.cast(ks_t, ctypes.c_void_p) if ks_t is not None else None,
+                           int(gran_k), int(k_alignment), int(bool(use_psum_layout)))
+    lib = L.lib()
+    o = _opts(round_up)
+    res = _produce(None, sf.device,
+                   lambda out, b: lib.hfp4_sf_get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor_query(
+                       byref(t), byref(g), out, b),
+                   lambda d, n, out: lib.hfp4_sf_get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor(
+                       byref(t), byref(g), byref(o), d, n, out),
+                   lambda d, n, out, s: lib.hfp4_sf_get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor_gpu(
+                       byref(t), byref(g), byref(o), d, n, out, s))
+    return res.t()
+
+
+def transform_sf_into_required_layout(sf, mn, k, recipe=None, num_groups=None, is_sfa=None,
+                                      disable_ue8m0_cast=False, psum_layout=None, *, arch=None, round_up=False):
+    """DeepGEMM's transform_sf_into_required_layout. arch defaults to sf's device's SM version (the
+    current device's for CPU tensors, else 90); hfp4 adds SM90 branches for (1, 32) FP32 scales and
+    packed int32 scales (docs/SF_LAYOUT.md). Unsupported (NotImplementedError) where no layout
+    exists ("Unknown SF transformation" in DeepGEMM)."""
+    t = _sf_tensor("sf", sf)
+    ps, keep = _psum(psum_layout, sf.device)
+    req = L.hfp4_sf_transform_request()
+    req.sf = ctypes.pointer(t)
+    req.mn, req.k = int(mn), int(k)
+    req.recipe = L.recipe(recipe)
+    req.num_groups = 0 if num_groups is None else int(num_groups)
+    req.is_sfa = L.SF_OPERAND_UNSET if is_sfa is None else (L.SF_OPERAND_A if is_sfa else L.SF_OPERAND_B)
+    req.disable_ue8m0_cast = int(bool(disable_ue8m0_cast))
+    if ps is not None:
+        req.psum = ctypes.pointer(ps)
+    req.arch = _arch(sf.device) if arch is None else int(arch)
+    lib = L.lib()
+    o = _opts(round_up)
+    return _produce(sf, sf.device,
+                    lambda out, b: lib.hfp4_sf_transform_into_required_layout_query(byref(req), out, b),
+                    lambda d, n, out: lib.hfp4_sf_transform_into_required_layout(byref(req), byref(o), d, n, out),
+                    lambda d, n, out, s: lib.hfp4_sf_transform_into_required_layout_gpu(byref(req), byref(o), d, n,
+                                                                                         out, s))
+
+
+# ------------------------------------------------------------------------------------------------
+# utils: deep_gemm/utils/math.py in torch (runs on any device; same math as the C quantizers)
+# ------------------------------------------------------------------------------------------------
+
+
+def _ceil_to_ue8m0(x):
+    torch = _t()
+    bits = x.abs().float().view(torch.int)
+    exp = ((bits >> 23) & 0xFF) + (bits & 0x7FFFFF).bool().int()
+    return (exp.clamp(1, 254) << 23).view(torch.float)
+
+
+def _pack_ue8m0_to_int(x):
+    """FP32 powers of two [..., n] -> int32 [..., ceil(n/4)], byte j of word p the exponent of
+    element 4p+j; missing elements pad with 1.0 (byte 127) like DeepGEMM's Python helper."""
+    torch = _t()
+    assert x.dtype == torch.float
+    pad = (-x.size(-1)) % 4
+    if pad:
+        x = torch.nn.functional.pad(x, (0, pad), value=1.0)
+    x = x.contiguous()
+    if not bool(((x.view(torch.int) & ((1 << 23) - 1)) == 0).all()):
+        raise L.invalid_argument("pack_ue8m0_to_int: scales must be powers of two (use_ue8m0 = True)")
+    return (x.view(torch.int) >> 23).to(torch.uint8).view(torch.int)
+
+
+def per_token_cast_to_fp8(x, use_ue8m0, gran_k=128, use_packed_ue8m0=False):
+    """x [m, n] -> (float8_e4m3fn [m, n], sf float32 [m, ceil(n/gran_k)] or packed int32)."""
+    torch = _t()
+    if x.dim() != 2:
+        raise L.invalid_argument("per_token_cast_to_fp8: x must be 2D, got shape %s" % (tuple(x.shape),))
+    if use_packed_ue8m0 and not use_ue8m0:
+        raise L.invalid_argument("per_token_cast_to_fp8: use_packed_ue8m0 needs use_ue8m0")
+    m, n = x.shape
+    padded_n = align(n, gran_k)
+    x_padded = torch.zeros((m, padded_n), dtype=x.dtype, device=x.device)
+    x_padded[:, :n] = x
+    x_view = x_padded.view(m, padded_n // gran_k, gran_k)
+    x_amax = x_view.abs().float().amax(dim=2).view(m, padded_n // gran_k).clamp(1e-4)
+    sf = x_amax / 448.0
+    sf = _ceil_to_ue8m0(sf) if use_ue8m0 else sf
+    x_fp8 = (x_view * (1.0 / sf.unsqueeze(2))).to(torch.float8_e4m3fn).view(m, padded_n)[:, :n].contiguous()
+    return x_fp8, (_pack_ue8m0_to_int(sf) if use_packed_ue8m0 else sf)
+
+
+def per_channel_cast_to_fp8(x, use_ue8m0, gran_k=128):
+    """x [m, n] (m % gran_k == 0) -> (float8_e4m3fn [m, n], sf float32 [m/gran_k, n])."""
+    torch = _t()
+    if x.dim() != 2 or x.size(0) % gran_k:
+        raise L.invalid_argument("per_channel_cast_to_fp8: x must be 2D with rows a multiple of %d" % gran_k)
+    m, n = x.shape
+    x_view = x.view(-1, gran_k, n)
+    x_amax = x_view.abs().float().amax(dim=1).view(-1, n).clamp(1e-4)
+    sf = x_amax / 448.0
+    sf = _ceil_to_ue8m0(sf) if use_ue8m0 else sf
+    return (x_view * (1.0 / sf.unsqueeze(1))).to(torch.float8_e4m3fn).view(m, n), sf
+
+
+def per_block_cast_to_fp8(x, use_ue8m0, gran_k=128):
+    """x [m, n] -> (float8_e4m3fn [m, n], sf float32 [ceil(m/gran_k), ceil(n/gran_k)])."""
+    torch = _t()
+    if x.dim() != 2:
+        raise L.invalid_argument("per_block_cast_to_fp8: x must be 2D, got shape %s" % (tuple(x.shape),))
+    m, n = x.shape
+    x_padded = torch.zeros((align(m, gran_k), align(n, gran_k)), dtype=x.dtype, device=x.device)
+    x_padded[:m, :n] = x
+    x_view = x_padded.view(-1, gran_k, x_padded.size(1) // gran_k, gran_k)
+    x_amax = x_view.abs().float().amax(dim=(1, 3), keepdim=True).clamp(1e-4)
+    sf = x_amax / 448.0
+    sf = _ceil_to_ue8m0(sf) if use_ue8m0 else sf
+    x_scaled = (x_view * (1.0 / sf)).to(torch.float8_e4m3fn)
+    return x_scaled.view_as(x_padded)[:m, :n].contiguous(), sf.view(x_view.size(0), x_view.size(2))
+
+
+def _quantize_to_fp4_e2m1(x):
+    torch = _t()
+    ax = x.abs().clamp_max(6.0)
+    boundaries = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], device=x.device, dtype=ax.dtype)
+    idx = torch.bucketize(ax, boundaries)
+    idx = torch.where(torch.isnan(x), torch.zeros_like(idx), idx)  # NaN -> 0, as hfp4_fp4_encode
+    code = idx.to(torch.uint8)
+    sign = (x < 0) & (idx != 0)
+    return (code | (sign.to(torch.uint8) << 3)).view(torch.int8)
+
+
+def per_token_cast_to_fp4(x, use_ue8m0, gran_k=128, use_packed_ue8m0=False):
+    """x [m, n] (n even) -> (packed int8 [m, n/2], even column in the low nibble, sf float32
+    [m, ceil(n/gran_k)] or packed int32). hfp4's GEMMs take gran_k = 32 weights."""
+    torch = _t()
+    if x.dim() != 2 or x.size(1) % 2:
+        raise L.invalid_argument("per_token_cast_to_fp4: x must be 2D with an even number of columns, got %s"
+                                 % (tuple(x.shape),))
+    if use_packed_ue8m0 and not use_ue8m0:
+        raise L.invalid_argument("per_token_cast_to_fp4: use_packed_ue8m0 needs use_ue8m0")
+    m, n = x.shape
+    padded_n = align(n, gran_k)
+    x_padded = torch.zeros((m, padded_n), dtype=x.dtype, device=x.device)
+    x_padded[:, :n] = x
+    x_view = x_padded.view(m, -1, gran_k)
+    x_amax = x_view.abs().float().amax(dim=2).clamp_min(1e-4)
+    sf = x_amax / 6.0
+    sf = _ceil_to_ue8m0(sf) if use_ue8m0 else sf
+    x_scaled = x_view * (1.0 / sf.unsqueeze(2))
+    codes = _quantize_to_fp4_e2m1(x_scaled).view(m, padded_n)
+    codes2 = codes.view(m, padded_n // 2, 2)
+    packed = (codes2[:, :, 0] & 0x0F) | ((codes2[:, :, 1] & 0x0F) << 4)
+    return packed[:, :n // 2].contiguous(), (_pack_ue8m0_to_int(sf) if use_packed_ue8m0 else sf)
+
+
+def transpose_packed_fp4(a):
+    """int8 [m, n/2] packed FP4 -> int8 [n, m/2] (the transpose, re-packed along m)."""
+    torch = _t()
+    if a.dtype != torch.int8 or a.dim() != 2 or a.size(0) % 2:
+        raise L.invalid_argument("transpose_packed_fp4: a must be int8 [m, n/2] with m even")
+    m, n2 = a.shape
+    n = n2 * 2
+    codes = torch.empty((m, n), device=a.device, dtype=torch.int8)
+    codes[:, 0::2], codes[:, 1::2] = a & 0x0F, (a >> 4) & 0x0F
+    codes2 = codes.transpose(0, 1).contiguous().view(n, m // 2, 2)
+    return ((codes2[:, :, 0] & 0x0F) | ((codes2[:, :, 1] & 0x0F) << 4)).contiguous()
+
+
+utils = types.ModuleType(__name__ + ".utils", "DeepGEMM's deep_gemm.utils names over torch tensors (hfp4).")
+for _name, _obj in {
+    "ceil_div": ceil_div, "align": align, "ceil_to_ue8m0": _ceil_to_ue8m0, "pack_ue8m0_to_int": _pack_ue8m0_to_int,
+    "per_token_cast_to_fp8": per_token_cast_to_fp8, "per_channel_cast_to_fp8": per_channel_cast_to_fp8,
+    "per_block_cast_to_fp8": per_block_cast_to_fp8, "per_token_cast_to_fp4": per_token_cast_to_fp4,
+    "transpose_packed_fp4": transpose_packed_fp4,
+    "get_tma_aligned_size": get_tma_aligned_size, "get_mn_major_tma_aligned_tensor": get_mn_major_tma_aligned_tensor,
+    "get_mn_major_tma_aligned_packed_ue8m0_tensor": get_mn_major_tma_aligned_packed_ue8m0_tensor,
+    "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor": get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor,
+    "get_mk_alignment_for_contiguous_layout": get_mk_alignment_for_contiguous_layout,
+    "set_mk_alignment_for_contiguous_layout": set_mk_alignment_for_contiguous_layout,
+}.items():
+    setattr(utils, _name, _obj)
+utils.__all__ = sorted(n for n in vars(utils) if not n.startswith("_"))
+sys.modules[utils.__name__] = utils
+del _name, _obj

@@ -1,0 +1,83 @@
+"""hfp4.deep_gemm without torch: the module imports, the pure-Python parts work, torch-backed
+calls raise a clear ImportError only when called."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import hfp4
+import hfp4.deep_gemm as dg
+from hfp4._common import resolve_recipes, infer_gran_k
+
+
+def test_names_exist():
+    for name in ["fp8_fp4_gemm_nt", "m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nt_masked",
+                 "fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
+                 "fp8_m_grouped_gemm_nt_masked", "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor",
+                 "get_mn_major_tma_aligned_packed_ue8m0_tensor", "transform_sf_into_required_layout",
+                 "get_mk_alignment_for_contiguous_layout", "set_mk_alignment_for_contiguous_layout",
+                 "clear_weight_cache", "repack_weights"]:
+        assert callable(getattr(dg, name)), name
+    from hfp4.deep_gemm.utils import (align, ceil_div, per_block_cast_to_fp8, per_token_cast_to_fp4,
+                                      per_token_cast_to_fp8)
+    assert all(map(callable, (align, ceil_div, per_block_cast_to_fp8, per_token_cast_to_fp4, per_token_cast_to_fp8)))
+    assert dg.utils.ceil_div(5, 4) == 2 and dg.utils.align(5, 4) == 8
+    assert dg.fp8_gemm_nt is dg.fp8_fp4_gemm_nt
+
+
+def test_module_imports_without_torch():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import hfp4.deep_gemm as dg\n"
+            "from hfp4.deep_gemm.utils import per_token_cast_to_fp8\n"
+            "try:\n    per_token_cast_to_fp8(None, True)\nexcept ImportError as e:\n    print('ImportError', e)\n"
+            "try:\n    dg.fp8_fp4_gemm_nt(None, None, None)\nexcept ImportError as e:\n    print('ImportError', e)\n"
+            "print(dg.is_available(), dg.get_tma_aligned_size(5, 4))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("ImportError") and "PyTorch" in lines[0]
+    assert lines[1].startswith("ImportError")
+    assert lines[2] == "False 8"
+
+
+def test_mk_alignment():
+    assert dg.get_mk_alignment_for_contiguous_layout() == 128
+    assert dg.get_theoretical_mk_alignment_for_contiguous_layout() == 128
+    try:
+        dg.set_mk_alignment_for_contiguous_layout(64)
+        assert dg.get_mk_alignment_for_contiguous_layout() == 64
+        assert dg.utils.get_mk_alignment_for_contiguous_layout() == 64
+        with pytest.raises(hfp4.InvalidArgument):
+            dg.set_mk_alignment_for_contiguous_layout(12)
+    finally:
+        dg.set_mk_alignment_for_contiguous_layout(128)
+
+
+def test_recipe_rules():
+    assert resolve_recipes(None, None, None) == (None, None)
+    assert resolve_recipes((1, 1, 32), None, None) == (32, (1, 32))
+    assert resolve_recipes(None, (1, 128), (1, 32)) == (128, (1, 32))
+    with pytest.raises(hfp4.InvalidArgument) as ei:
+        resolve_recipes(None, (1, 128), None)
+    assert "together" in str(ei.value) and "Assertion" in str(ei.value)
+    with pytest.raises(hfp4.InvalidArgument) as ei:
+        resolve_recipes((1, 1, 32), (1, 128), (1, 32))
+    assert "not both" in str(ei.value)
+    with pytest.raises(hfp4.InvalidArgument):
+        resolve_recipes((0, 1, 32), None, None)
+    with pytest.raises(hfp4.Unsupported):
+        resolve_recipes((128, 1, 32), None, None)
+
+
+def test_gran_inference():
+    assert infer_gran_k("sfa", 4, 512, False) == 128
+    assert infer_gran_k("sfa", 16, 512, False) == 32
+    assert infer_gran_k("sfa", 4, 512, True) == 32      # packed: 16 groups of 32 in 4 words
+    assert infer_gran_k("sfa", 1, 512, True) == 128     # packed: 4 groups of 128 in 1 word
+    assert infer_gran_k("sfa", 1, 128, True) == 32      # ambiguous: the FP4 flows' 32
+    assert infer_gran_k("sfa", 1, 32, False) == 128     # ambiguous, same meaning
+    with pytest.raises(hfp4.InvalidArgument) as ei:
+        infer_gran_k("sfa", 3, 512, False)
+    assert "sfa has 3 scale columns" in str(ei.value)

@@ -1,0 +1,294 @@
+"""hfp4.deep_gemm on a Hopper GPU (marked gpu: skipped without torch and CUDA). Every result is
+checked element by element against the exact float64 product of the same quantized operands with
+docs/TESTING.md's bound for FP8 tensor-core accumulation:
+    |d - r| <= eps_out |r| + 2^-12 sum_k |a_k w_k| + 1e-6 rms(r)."""
+import gc
+
+import numpy as np
+import pytest
+
+import hfp4
+import dg_math_ref as R
+from hfp4 import host
+
+pytestmark = pytest.mark.gpu
+
+try:
+    import torch
+    import hfp4.deep_gemm as dg
+except ImportError:  # collected but skipped by conftest
+    torch = None
+
+
+@pytest.fixture(autouse=True)
+def _sm90_only():
+    if not dg.is_available():
+        pytest.skip("no GPU hfp4's SM90 kernels run on (or a library built without CUDA)")
+    dg.clear_weight_cache()
+    yield
+    dg.clear_weight_cache()
+
+
+DEV = "cuda"
+E8M0 = getattr(torch, "float8_e8m0fnu", None) if torch is not None else None
+
+
+def _acts(seed, shape, gran_k=128, packed=False):
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    x = torch.randn(shape, generator=g, device=DEV).reshape(-1, shape[-1])
+    q, sf = dg.utils.per_token_cast_to_fp8(x, True, gran_k, packed)
+    return q.reshape(shape), sf.reshape(tuple(shape[:-1]) + sf.shape[-1:])
+
+
+def _weights(seed, groups, n, k, kind="ue8m0"):
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((groups * n, k)) * 0.05).astype(np.float32)
+    w *= np.exp2(rng.integers(-3, 3, size=(groups * n, 1))).astype(np.float32)
+    q, sf = host.per_token_cast_to_fp4(w, kind != "fp32", 32, kind == "packed", ue8m0_bytes=kind == "ue8m0")
+    q = torch.from_numpy(q.reshape(groups, n, k // 2)).view(torch.int8).to(DEV)
+    sf = torch.from_numpy(np.ascontiguousarray(sf.reshape(groups, n, sf.shape[-1]))).to(DEV)
+    if kind == "ue8m0" and E8M0 is not None:
+        sf = sf.view(E8M0)
+    return q, sf
+
+
+def _np_bytes(t):
+    t = t.detach().cpu().contiguous()
+    if t.element_size() == 1:
+        return t.view(torch.uint8).numpy()
+    return t.numpy()
+
+
+def _deq_a(a, sfa, gran_k):
+    return R.dequant_fp8(_np_bytes(a), _np_bytes(sfa), gran_k)
+
+
+def _deq_b(b, sfb):
+    return R.dequant_fp4(_np_bytes(b), _np_bytes(sfb))
+
+
+def _check(got, ad, bd, rows=None, c=None):
+    """got [M, N] torch; ad [M, K], bd [N, K] float64; rows: mask of rows to check."""
+    eps = 4e-3 if got.dtype == torch.bfloat16 else 1e-5
+    got = got.detach().float().cpu().numpy().astype(np.float64)
+    ref = ad @ bd.T + (0 if c is None else c)
+    l1 = np.abs(ad) @ np.abs(bd).T
+    if rows is not None:
+        got, ref, l1 = got[rows], ref[rows], l1[rows]
+    rms = np.sqrt(np.mean(ref ** 2)) if ref.size else 0.0
+    bad = np.abs(got - ref) > eps * np.abs(ref) + 2.0 ** -12 * l1 + 1e-6 * rms
+    assert not bad.any(), "bad elements: %d, first %s" % (bad.sum(), np.argwhere(bad)[:1])
+    if ref.size:
+        assert np.linalg.norm(got - ref) <= 2e-3 * np.linalg.norm(ref) + 1e-30
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 128, 128), (37, 256, 512), (129, 200, 1024)])
+def test_dense_bf16(m, n, k):
+    a, sfa = _acts(m, (m, k))
+    b, sfb = _weights(n, 1, n, k)
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d)
+    torch.cuda.synchronize()
+    _check(d, _deq_a(a, sfa, 128), _deq_b(b[0], sfb[0]))
+
+
+def test_dense_transformers_fp4_recipe_with_c_fp32():
+    # transformers' FP4 path: per_token_cast_to_fp8(use_ue8m0=True, gran_k=32, use_packed_ue8m0=True), recipe (1,1,32)
+    m, n, k = 50, 256, 768
+    a, sfa = _acts(5, (m, k), 32, packed=True)
+    b, sfb = _weights(6, 1, n, k, "packed")
+    c = torch.randn(m, n, device=DEV)
+    d = torch.empty(m, n, device=DEV)
+    dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d, c=c, recipe=(1, 1, 32))
+    torch.cuda.synchronize()
+    _check(d, _deq_a(a, sfa, 32), _deq_b(b[0], sfb[0]), c=c.cpu().numpy())
+    # MN-major TMA-aligned activation scales (what DeepGEMM's transform produces) give the same result
+    sfa_mn = dg.get_mn_major_tma_aligned_tensor(sfa)
+    assert sfa_mn.stride() == (1, R.align(m, 4))
+    d2 = torch.empty_like(d)
+    dg.fp8_fp4_gemm_nt((a, sfa_mn), (b[0], sfb[0]), d2, c=c, recipe=(1, 1, 32))
+    torch.cuda.synchronize()
+    assert torch.equal(d, d2)
+
+
+def test_contiguous_with_padding_rows():
+    G, n, k, al = 4, 256, 512, 128
+    counts = [(0, 20), (2, 150), (3, 0), (1, 128)]
+    ids = []
+    for e, cnt in counts:
+        ids += [e] * cnt + [-1] * (R.align(cnt, al) - cnt)
+    ids = np.array(ids, np.int32)
+    m = ids.size
+    a, sfa = _acts(7, (m, k))
+    a.view(torch.uint8)[torch.from_numpy(ids < 0).to(DEV)] = 0
+    b, sfb = _weights(8, G, n, k, "fp32")
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (b, sfb), d, torch.from_numpy(ids).to(DEV))
+    torch.cuda.synchronize()
+    ad, bd = _deq_a(a, sfa, 128), _deq_b(b, sfb)
+    for e in range(G):
+        _check(d, ad, bd[e], rows=ids == e)
+    assert (d[torch.from_numpy(ids < 0).to(DEV)] == 0).all()
+
+
+def test_contiguous_psum():
+    G, n, k, m = 3, 128, 256, 512
+    ends = np.array([100, 300, 390], np.int32)
+    a, sfa = _acts(9, (m, k))
+    b, sfb = _weights(10, G, n, k)
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (b, sfb), d, torch.from_numpy(ends).to(DEV),
+                                            use_psum_layout=True, expected_m_for_psum_layout=130)
+    torch.cuda.synchronize()
+    ad, bd = _deq_a(a, sfa, 128), _deq_b(b, sfb)
+    start = 0
+    for g, end in enumerate(ends):
+        rows = np.zeros(m, bool)
+        rows[start:end] = True
+        _check(d, ad, bd[g], rows=rows)
+        assert (d[end:R.align(end, 128)] == 0).all()
+        start = R.align(end, 128)
+    assert torch.isnan(d[start:].float()).all()
+
+
+def test_masked():
+    G, m, n, k = 3, 64, 256, 512
+    masked_m = torch.tensor([64, 0, 17], dtype=torch.int32, device=DEV)
+    a, sfa = _acts(11, (G, m, k))
+    b, sfb = _weights(12, G, n, k)
+    d = torch.full((G, m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    dg.m_grouped_fp8_fp4_gemm_nt_masked((a, sfa), (b, sfb), d, masked_m, expected_m=32)
+    torch.cuda.synchronize()
+    for g, mm in enumerate(masked_m.tolist()):
+        _check(d[g, :mm], _deq_a(a[g, :mm], sfa[g, :mm], 128), _deq_b(b[g], sfb[g]))
+        assert torch.isnan(d[g, mm:].float()).all()
+
+
+def test_weight_cache():
+    m, n, k = 16, 256, 512
+    a, sfa = _acts(13, (m, k))
+    b, sfb = _weights(14, 1, n, k)
+    w, s = b[0], sfb[0]
+    d = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
+    dg.fp8_fp4_gemm_nt((a, sfa), (w, s), d)
+    info = dg.weight_cache_info()
+    assert info["entries"] == 1 and info["bytes"] > 0
+    dg.fp8_fp4_gemm_nt((a, sfa), (w, s), d)
+    assert dg.weight_cache_info()["entries"] == 1
+    first = dg._cache[next(iter(dg._cache))].weights
+    dg.fp8_fp4_gemm_nt((a, sfa), (w, s), d)
+    assert dg._cache[next(iter(dg._cache))].weights is first          # hit: no repack
+    w[0, 0] ^= 0x11                                                     # in-place write bumps _version
+    dg.fp8_fp4_gemm_nt((a, sfa), (w, s), d)
+    torch.cuda.synchronize()
+    assert dg._cache[next(iter(dg._cache))].weights is not first       # repacked
+    assert dg.weight_cache_info()["entries"] == 1
+    _check(d, _deq_a(a, sfa, 128), _deq_b(w, s))
+    dg.clear_weight_cache()
+    assert dg.weight_cache_info()["entries"] == 0
+    dg.fp8_fp4_gemm_nt((a, sfa), (w, s), d)
+    assert dg.weight_cache_info()["entries"] == 1
+    del w, b
+    gc.collect()
+    assert dg.weight_cache_info()["entries"] == 0                      # freed weights drop their entry
+    # explicit repack, no cache
+    b2, s2 = _weights(15, 1, n, k)
+    pre = dg.repack_weights((b2[0], s2[0]))
+    dg.fp8_fp4_gemm_nt((a, sfa), pre, d)
+    torch.cuda.synchronize()
+    assert dg.weight_cache_info()["entries"] == 0
+    _check(d, _deq_a(a, sfa, 128), _deq_b(b2[0], s2[0]))
+
+
+def test_gpu_repack_matches_cpu_repack():
+    b, sfb = _weights(16, 2, 200, 320)
+    gpu = dg.repack_weights((b, sfb))
+    cpu = host.repack_sm90_host((_np_bytes(b), _np_bytes(sfb)))
+    assert gpu.nbytes == cpu.nbytes
+    assert (gpu.buffer.cpu().numpy() == cpu.buffer).all()
+
+
+def test_m_zero_and_trivial_cases():
+    n, k = 256, 512
+    b, sfb = _weights(17, 2, n, k)
+    a = torch.empty(0, k, dtype=torch.float8_e4m3fn, device=DEV)
+    sfa = torch.empty(0, k // 128, device=DEV)
+    d = torch.empty(0, n, dtype=torch.bfloat16, device=DEV)
+    dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d)
+    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (b, sfb), d, torch.empty(0, dtype=torch.int32, device=DEV))
+    a3 = torch.empty(2, 0, k, dtype=torch.float8_e4m3fn, device=DEV)
+    dg.m_grouped_fp8_fp4_gemm_nt_masked((a3, torch.empty(2, 0, k // 128, device=DEV)),
+                                        (b, sfb), torch.empty(2, 0, n, dtype=torch.bfloat16, device=DEV),
+                                        torch.zeros(2, dtype=torch.int32, device=DEV), 1)
+    assert dg.weight_cache_info()["entries"] == 0     # nothing launched, nothing repacked
+
+
+def test_errors():
+    m, n, k = 16, 256, 512
+    a, sfa = _acts(18, (m, k))
+    b, sfb = _weights(19, 1, n, k)
+    d = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
+    wfp8 = torch.zeros(n, k, dtype=torch.float8_e4m3fn, device=DEV)
+    with pytest.raises(NotImplementedError):
+        dg.fp8_fp4_gemm_nt((a, sfa), (wfp8, torch.ones(2, 4, device=DEV)), d)
+    with pytest.raises(NotImplementedError):
+        dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d, recipe=(1, 128, 128))
+    with pytest.raises(hfp4.InvalidArgument) as ei:
+        dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d, recipe_a=(1, 128))
+    assert "Assertion" in str(ei.value)
+    with pytest.raises(ValueError) as ei:
+        dg.fp8_fp4_gemm_nt((a, sfa[:, :3]), (b[0], sfb[0]), d)
+    assert "sfa" in str(ei.value)
+    with pytest.raises(ValueError) as ei:
+        dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (b, sfb), d, torch.zeros(m, dtype=torch.int64, device=DEV))
+    assert "grouped_layout" in str(ei.value)
+    bad_ld = torch.empty(m, k + 8, dtype=torch.float8_e4m3fn, device=DEV)[:, :k]  # row stride not a multiple of 16
+    bad_ld.copy_(a)
+    with pytest.raises(NotImplementedError) as ei:
+        dg.fp8_fp4_gemm_nt((bad_ld, sfa), (b[0], sfb[0]), d)
+    assert "a.ld" in str(ei.value)
+
+
+def test_cuda_graph_capture():
+    m, n, k = 32, 256, 512
+    a, sfa = _acts(20, (m, k))
+    b, sfb = _weights(21, 1, n, k)
+    d = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
+    dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d)       # warm-up: repacks outside the capture
+    torch.cuda.synchronize()
+    want = d.clone()
+    d.zero_()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(d, want)
+
+
+def test_layout_helpers_gpu_equal_cpu():
+    sf = torch.rand(3, 10, 5, device=DEV)
+    out = dg.get_mn_major_tma_aligned_tensor(sf)
+    assert out.is_cuda and out.stride() == (60, 1, 12) and torch.equal(out, sf)
+    assert dg.get_mn_major_tma_aligned_tensor(out) is out
+    p = torch.exp2(torch.randint(-10, 10, (300, 7), device=DEV).float())
+    ends = torch.tensor([100, 250], dtype=torch.int32)
+    packed = dg.get_mn_major_tma_aligned_packed_ue8m0_tensor(p, ends)
+    want = host.get_mn_major_tma_aligned_packed_ue8m0_tensor(p.cpu().numpy(), ends.numpy(), alignment=128)
+    assert packed.stride() == (1, 300) and (packed.cpu().numpy() == want).all()
+    sfw = torch.exp2(torch.randint(-10, 10, (4, 256, 16), device=DEV).float())
+    for arch in (90, 100):
+        got = dg.transform_sf_into_required_layout(sfw, 256, 512, (1, 32), num_groups=4, arch=arch)
+        ref = host.transform_sf_into_required_layout(sfw.cpu().numpy(), 256, 512, (1, 32), num_groups=4, arch=arch)
+        assert got.stride() == tuple(s // 4 for s in ref.strides) and (got.cpu().numpy() == ref).all()
+
+
+def test_utils_on_gpu_match_c():
+    x = torch.randn(64, 1024, device=DEV)
+    for gran_k, packed in ((128, False), (32, True)):
+        q, sf = dg.utils.per_token_cast_to_fp8(x, True, gran_k, packed)
+        hq, hsf = host.per_token_cast_to_fp8(x.cpu().numpy(), True, gran_k, packed)
+        assert (_np_bytes(q) == hq).all() and (_np_bytes(sf).view(np.uint32) == hsf.view(np.uint32)).all()
+    q4, sf4 = dg.utils.per_token_cast_to_fp4(x, True, 32)
+    hq4, hsf4 = host.per_token_cast_to_fp4(x.cpu().numpy(), True, 32)
+    assert (_np_bytes(q4) == hq4).all() and (_np_bytes(sf4) == hsf4).all()
