@@ -3,7 +3,8 @@
 # demo and the benchmark (table and JSON). Build here first (make && make ${BUILD:-build}/hfp4_gpu_tests),
 # carry build/, and run:   bash bench/run_on_device.sh        (logs go to $OUT, default /tmp/hfp4-out)
 # Options via env: BUILD=dir (default build), SKIP_TESTS=1, SKIP_SANITIZER=1, SKIP_BENCH=1,
-# BENCH_JSON=1 (also write bench.json), BENCH_ARGS="--only w13".
+# BENCH_JSON=1 (also write bench.json), BENCH_ARGS="--only w13", NCU=1 (profile a decode and a
+# prefill launch; reports in $OUT/ncu_*.ncu-rep).
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
@@ -29,5 +30,14 @@ if [ -z "${SKIP_BENCH:-}" ]; then
     if [ -n "${BENCH_JSON:-}" ]; then
         timeout 300 ${BUILD:-build}/hfp4 bench --json ${BENCH_ARGS:-} > "$OUT/bench.json" 2> "$OUT/bench_json.err"
     fi
+fi
+if [ -n "${NCU:-}" ] && command -v ncu >/dev/null; then
+    # one decode (masked, T=32) and one prefill (contiguous, T=4096) launch of the w13 GEMM, with the
+    # clocks left alone; the first matching launch of each bench process is the warm-up call
+    for t in 32 4096; do
+        timeout 240 ncu --clock-control none --set full -k regex:fp8_fp4_gemm -c 1 \
+            -o "$OUT/ncu_w13_T$t" ${BUILD:-build}/hfp4 bench --only w13 --tokens $t --iters 3 > "$OUT/ncu_T$t.log" 2>&1
+        echo "ncu T=$t: exit $?"
+    done
 fi
 exit $rc

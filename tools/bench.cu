@@ -402,15 +402,33 @@ static void bench_sf_layout(const char *name, int32_t groups, int64_t mn, int64_
 }
 
 extern "C" int hfp4_cmd_bench(int argc, char **argv) {
-    int json = 0, iters = 20, quick = 0;
+    int json = 0, iters = 20, quick = 0, ntok_arg = 0;
+    int64_t tok_arg[16];
     const char *only = NULL;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
+            /* comma-separated token counts, e.g. --tokens 32,4096 */
+            char *list = argv[++i], *end = NULL;
+            while (*list && ntok_arg < 16) {
+                long long v = strtoll(list, &end, 10);
+                if (end == list || v < 1 || v > 1000000) {
+                    fprintf(stderr, "hfp4 bench: --tokens '%s': each count must be an integer in 1..1000000\n", argv[i]);
+                    return 2;
+                }
+                tok_arg[ntok_arg++] = v;
+                list = *end == ',' ? end + 1 : end;
+                if (*end && *end != ',') {
+                    fprintf(stderr, "hfp4 bench: --tokens '%s': expected comma-separated integers\n", argv[i]);
+                    return 2;
+                }
+            }
+        }
         else {
-            fprintf(stderr, "hfp4 bench: unknown option '%s' (use --json, --iters N, --quick, --only w13|w2|dense|sf)\n",
+            fprintf(stderr, "hfp4 bench: unknown option '%s' (use --json, --iters N, --quick, --tokens T1,T2,..., --only w13|w2|dense|sf)\n",
                     argv[i]);
             return 2;
         }
@@ -435,8 +453,8 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
                 "baseline", "us", "TFLOP/s", "TB/s", "speedup");
     static const int64_t tok_full[] = {1, 8, 32, 64, 256, 4096, 16384};
     static const int64_t tok_quick[] = {1, 32, 4096};
-    const int64_t *tl = quick ? tok_quick : tok_full;
-    int nt = quick ? 3 : 7;
+    const int64_t *tl = ntok_arg ? tok_arg : quick ? tok_quick : tok_full;
+    int nt = ntok_arg ? ntok_arg : quick ? 3 : 7;
     if (!only || !strcmp(only, "w13")) bench_experts("v4f-w13", 256, 4096, 4096, tl, nt, iters, json);
     if (!only || !strcmp(only, "w2")) bench_experts("v4f-w2", 256, 4096, 2048, tl, nt, iters, json);
     if (!only || !strcmp(only, "dense")) bench_dense(8192, 8192, 8192, iters, json);
