@@ -312,8 +312,10 @@ typedef struct hfp4_device_info {
 HFP4_API hfp4_status hfp4_device_query(int device, hfp4_device_info *info);
 
 /* hfp4_gemm: the GPU form of hfp4_ref_gemm on device memory. A: FP8 e4m3 with (1,32) or (1,128)
- * scales (FP32, UE8M0 or UE8M0_PACKED, any strides); B: FP4_E2M1_SM90 produced by a repack;
- * D: BF16 or FP32, optional C. Stream-ordered: allocates nothing, never synchronizes and never
+ * scales (FP32, UE8M0 or UE8M0_PACKED, any strides), a.data 16-byte aligned and a.ld (and, masked,
+ * a.stride_group) a multiple of 16 bytes, as the TMA loads need; B: FP4_E2M1_SM90 produced by a
+ * repack; D: BF16 or FP32, optional C. The result matches hfp4_ref_gemm within the bound of
+ * docs/TESTING.md (FP8 tensor cores accumulate each 128-K chunk with ~13 bits, as DeepGEMM's do). Stream-ordered: allocates nothing, never synchronizes and never
  * reads device memory from the host, so it may be captured in a CUDA graph. problem->layout is a
  * device pointer. Errors: INVALID_ARGUMENT (as hfp4_ref_gemm, minus checks that would need to read
  * device memory), UNSUPPORTED (no SM90 device, operand combination without a kernel: the message
