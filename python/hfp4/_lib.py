@@ -114,8 +114,10 @@ class OutOfMemory(HFP4Error):
     """HFP4_ERR_OUT_OF_MEMORY: a host or device allocation failed."""
 
 
-class NoDevice(HFP4Error):
-    """HFP4_ERR_NO_DEVICE: no CUDA driver or GPU, or a library built without the CUDA toolkit."""
+class NoDevice(HFP4Error, NotImplementedError):
+    """HFP4_ERR_NO_DEVICE: no CUDA driver or GPU, or a library built without the CUDA toolkit.
+    Also a NotImplementedError: like Unsupported, the caller can serve the request elsewhere
+    (the message says which of the two it was)."""
 
 
 class InternalError(HFP4Error):

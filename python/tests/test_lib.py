@@ -96,6 +96,9 @@ def test_exception_hierarchy():
     for cls in (hfp4.NoDevice, hfp4.CudaError, hfp4.OutOfMemory, hfp4.InternalError):
         assert issubclass(cls, hfp4.HFP4Error) and issubclass(cls, RuntimeError)
     assert issubclass(hfp4.LibraryNotFound, ImportError)
+    # no GPU (or a CPU-only build) lets callers fall back, like Unsupported; a CUDA error does not
+    assert issubclass(hfp4.NoDevice, NotImplementedError)
+    assert not issubclass(hfp4.CudaError, NotImplementedError)
 
 
 @pytest.mark.parametrize("status,cls", [(1, hfp4.InvalidArgument), (2, hfp4.Unsupported), (3, hfp4.CudaError),
