@@ -91,7 +91,7 @@ $(BUILD)/hfp4_gpu_tests: $(GPUTEST_OBJ) $(BUILD)/libhfp4.a
 
 gpu-test: $(if $(HAVE_NVCC),$(BUILD)/hfp4_gpu_tests,)
 	@if [ -z "$(HAVE_NVCC)" ]; then echo "gpu-test: skipped (no nvcc: the GPU tests need the CUDA toolkit)"; \
-	else $(BUILD)/hfp4_gpu_tests $(GPU_TEST_ARGS); fi
+	else $(BUILD)/hfp4_gpu_tests --fork $(GPU_TEST_ARGS); fi
 
 demo: $(BUILD)/hfp4
 	$(BUILD)/hfp4 demo

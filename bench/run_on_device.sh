@@ -16,7 +16,7 @@ mkdir -p "$OUT"
 cat "$OUT/env.txt"
 rc=0
 if [ -z "${SKIP_TESTS:-}" ]; then
-    timeout 400 ${BUILD:-build}/hfp4_gpu_tests 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^(ok|FAIL|skip)|passed|FAIL " || rc=1
+    timeout 400 ${BUILD:-build}/hfp4_gpu_tests --fork 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^(ok|FAIL|skip)|passed|FAIL " || rc=1
 fi
 if [ -z "${SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do

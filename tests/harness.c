@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -61,15 +63,16 @@ static int by_file_then_order(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     const char *filter = NULL;
-    int list = 0;
+    int list = 0, use_fork = 0;
     const char *env_seed = getenv("HFP4_TEST_SEED");
     if (env_seed) seed = strtoull(env_seed, NULL, 10);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
         else if (!strcmp(argv[i], "--list")) list = 1;
+        else if (!strcmp(argv[i], "--fork")) use_fork = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else {
-            fprintf(stderr, "usage: %s [--filter SUBSTR] [--list] [--seed N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--filter SUBSTR] [--list] [--seed N] [--fork]\n", argv[0]);
             return 2;
         }
     }
@@ -84,7 +87,30 @@ int main(int argc, char **argv) {
         }
         current_failed = current_skipped = current_fail_lines = 0;
         hfp4_clear_error();
-        tests[i].fn();
+        if (use_fork) {
+            /* NOTE: one process per test, because a CUDA fault poisons the context for every later
+             * test of the same process; the parent never touches CUDA. */
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid == 0) {
+                tests[i].fn();
+                fflush(stdout);
+                _exit(current_failed ? 1 : current_skipped ? 2 : 0);
+            }
+            int st = 0;
+            if (pid < 0 || waitpid(pid, &st, 0) < 0) {
+                current_failed = 1;
+                printf("    FAIL: could not fork the test process\n");
+            } else if (WIFSIGNALED(st)) {
+                current_failed = 1;
+                printf("    FAIL: the test process died with signal %d\n", WTERMSIG(st));
+            } else {
+                current_failed = WEXITSTATUS(st) == 1 || WEXITSTATUS(st) > 2;
+                current_skipped = WEXITSTATUS(st) == 2;
+            }
+        } else {
+            tests[i].fn();
+        }
         fflush(stdout);
         if (current_failed) {
             failed++;
