@@ -6,7 +6,8 @@
  * Tests register themselves (a constructor per TEST), so a new tests/test_*.c needs no list.
  * Checks never abort: a failing check prints file:line, the expression and the values, marks the
  * test failed and the test goes on. The runner prints "N passed, N failed, N skipped" last and exits
- * non-zero on any failure. Options: --filter SUBSTR, --list, --seed N (also env HFP4_TEST_SEED).
+ * non-zero on any failure. Options: --filter SUBSTR, --list, --seed N (also env HFP4_TEST_SEED),
+ * --fork (each test in its own process: used for GPU tests, where a fault poisons the context).
  */
 #ifndef HFP4_TEST_HARNESS_H
 #define HFP4_TEST_HARNESS_H
