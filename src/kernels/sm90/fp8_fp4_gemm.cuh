@@ -37,6 +37,10 @@ struct sm90_tile_config {
     static constexpr int STAGES = BT <= 32 ? 8 : (BT <= 64 ? 6 : 4);
     static constexpr int PREFETCH = BT <= 32 ? 4 : (BT <= 64 ? 2 : 1); /* chunks of weights in registers */
     static constexpr int OUT_LD = 68;                                  /* 64 rows + 4 pad: conflict-free  */
+    /* setmaxnreg split; PRODUCER + 2 x CONSUMER must stay <= 3 x 168 = 504 (the CTA's registers) */
+    static constexpr int PRODUCER_REGS = BT == 128 ? 80 : 72;
+    static constexpr int CONSUMER_REGS = BT == 128 ? 208 : 216;
+    static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS <= 504, "setmaxnreg.inc would wait forever");
     static constexpr int A_TILE_BYTES = BT * 128;
     static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * A_TILE_BYTES + STAGES * 4 * BT * 4 +
                                       2 * BT * OUT_LD * 4 + 2 * STAGES * 8;
@@ -161,8 +165,9 @@ __global__ void __launch_bounds__(384, 1)
         /* ---- producer: activation tiles by TMA, activation scales by plain loads ---- */
         /* NOTE: the producer needs few registers and hands the rest to the consumers. The split must
          * sum to at most 3 x 168 = 504, the registers the CTA is launched with: with 80 + 2 x 216
-         * the consumers' setmaxnreg.inc waited forever (a hang seen on the H200). */
-        warpgroup_reg_dealloc<72>();
+         * the consumers' setmaxnreg.inc waited forever (a hang seen on the H200). The 128-token
+         * tile needs 80 in the producer (its 16 scale values per lane) and fits its consumers in 208. */
+        warpgroup_reg_dealloc<cfg::PRODUCER_REGS>();
         /* NOTE: the four producer warps take chunks round-robin. Each chunk costs the producer one
          * global-load round trip for the activation scales before its stage can be published; one
          * warp alone made that latency the pace of the whole CTA (~1300 cycles per chunk). */
@@ -214,7 +219,7 @@ __global__ void __launch_bounds__(384, 1)
     }
 
     /* ---- consumers: warpgroup `warpgroup` owns weight rows [64 * wtile, 64 * wtile + 64) ---- */
-    warpgroup_reg_alloc<216>();
+    warpgroup_reg_alloc<cfg::CONSUMER_REGS>();
     const int warp_in_wg = tid / 32, g8 = lane / 4, t4 = lane % 4;
     int64_t iter = 0; /* chunks consumed so far (the producer counts the same way) */
     for (int64_t item = blockIdx.x; item < p.tiles_total; item += gridDim.x) {

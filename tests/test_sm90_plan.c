@@ -1,0 +1,83 @@
+/*
+ * test_sm90_plan.c - the SM90 support matrix and tile choice (src/plan/sm90_plan.c), which need no
+ * GPU: which requests are UNSUPPORTED (with the reason), which are INVALID, and the grid/tile plan.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "sm90_plan.h"
+
+static uint8_t fake[1 << 16] __attribute__((aligned(256)));
+
+/* A valid dense problem: FP8 A [m, k] with (1,128) FP32 scales, repacked B [n, k], BF16 D. */
+static hfp4_gemm_problem valid_problem(int64_t m, int64_t n, int64_t k) {
+    hfp4_gemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.grouping = HFP4_GROUPING_NONE;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.num_groups = 1;
+    p.a = (hfp4_matrix){fake, HFP4_DTYPE_FP8_E4M3, m, k, k, 0, {fake, HFP4_DTYPE_FP32, 1, 128, (k + 127) / 128, 1, 0}};
+    p.b = (hfp4_matrix){fake, HFP4_DTYPE_FP4_E2M1_SM90, n, k, 0, 0, {fake + 4096, HFP4_DTYPE_UE8M0, 1, 32, 0, 0, 0}};
+    p.d = (hfp4_output){fake, HFP4_DTYPE_BF16, n, 0, NULL};
+    return p;
+}
+
+TEST(sm90_plan_token_tile_follows_rows_and_alignment) {
+    unsetenv("HFP4_SM90_MAX_TOKEN_TILE");
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(1, 0), 8);
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(8, 0), 8);
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(9, 0), 16);
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(32, 0), 32);
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(33, 0), 64);
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 0), 64); /* 128 is opt-in until measured */
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 32), 32); /* must divide the alignment */
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 8), 8);
+    setenv("HFP4_SM90_MAX_TOKEN_TILE", "128", 1);
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 0), 128);
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 64), 64);
+    unsetenv("HFP4_SM90_MAX_TOKEN_TILE");
+}
+
+TEST(sm90_plan_fills_the_work_items) {
+    hfp4_gemm_problem p = valid_problem(300, 1000, 4096);
+    hfp4_sm90_plan plan;
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 64);
+    CHECK_EQ_I64(plan.params.tiles_n, 8);  /* align(1000, 128) / 128 */
+    CHECK_EQ_I64(plan.params.tiles_m, 5);  /* ceil(300 / 64) */
+    CHECK_EQ_I64(plan.params.tiles_total, 40);
+    CHECK_EQ_I64(plan.params.w_chunks, 32);
+    CHECK_EQ_I64(plan.params.w_pairs, 64);
+    CHECK_EQ_I64(plan.a_dims[0], 4096);
+    CHECK_EQ_I64(plan.a_dims[1], 300);
+}
+
+TEST(sm90_plan_unsupported_requests_name_the_reason) {
+    hfp4_gemm_problem p = valid_problem(8, 128, 128);
+    hfp4_sm90_plan plan;
+    p.b = (hfp4_matrix){fake, HFP4_DTYPE_FP4_E2M1, 128, 128, 64, 0, {fake, HFP4_DTYPE_UE8M0, 1, 32, 4, 1, 0}};
+    CHECK_REJECT(hfp4__sm90_plan("t", &p, &plan), HFP4_ERR_UNSUPPORTED, "repack");
+    p = valid_problem(8, 128, 128);
+    p.a.dtype = HFP4_DTYPE_BF16;
+    p.a.scales = (hfp4_scales){NULL, HFP4_DTYPE_NONE, 0, 0, 0, 0, 0};
+    CHECK_REJECT(hfp4__sm90_plan("t", &p, &plan), HFP4_ERR_UNSUPPORTED, "bf16");
+    p = valid_problem(8, 128, 160);
+    p.a.ld = 168; /* >= k, but not a multiple of 16 bytes: TMA cannot load it */
+    CHECK_REJECT(hfp4__sm90_plan("t", &p, &plan), HFP4_ERR_UNSUPPORTED, "multiple of 16");
+    p = valid_problem(8, 128, 128);
+    p.a.data = fake + 8;
+    CHECK_REJECT(hfp4__sm90_plan("t", &p, &plan), HFP4_ERR_UNSUPPORTED, "16-byte aligned");
+}
+
+TEST(sm90_plan_invalid_beats_unsupported) {
+    /* a malformed request is INVALID_ARGUMENT even when it also has no kernel */
+    hfp4_gemm_problem p = valid_problem(8, 128, 128);
+    hfp4_sm90_plan plan;
+    p.a.dtype = HFP4_DTYPE_BF16; /* unsupported ... */
+    p.k = 100;                   /* ... and invalid */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(hfp4__sm90_plan("t", NULL, &plan), HFP4_ERR_INVALID_ARGUMENT);
+}
