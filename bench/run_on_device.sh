@@ -4,7 +4,8 @@
 # carry build/, and run:   bash bench/run_on_device.sh        (logs go to $OUT, default /tmp/hfp4-out)
 # Options via env: BUILD=dir (default build), SKIP_TESTS=1, SKIP_SANITIZER=1, SKIP_BENCH=1,
 # BENCH_JSON=1 (also write bench.json), BENCH_ARGS="--only w13", NCU=1 (profile a decode and a
-# prefill launch; reports in $OUT/ncu_*.ncu-rep).
+# prefill launch; reports in $OUT/ncu_*.ncu-rep), TILE128=1 (also test and time the opt-in
+# 128-token tile).
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
@@ -17,6 +18,13 @@ cat "$OUT/env.txt"
 rc=0
 if [ -z "${SKIP_TESTS:-}" ]; then
     timeout 400 ${BUILD:-build}/hfp4_gpu_tests --fork 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^(ok|FAIL|skip)|passed|FAIL " || rc=1
+fi
+if [ -n "${TILE128:-}" ]; then
+    # the opt-in 128-token tile: its own test pass and prefill rows
+    HFP4_SM90_MAX_TOKEN_TILE=128 timeout 400 ${BUILD:-build}/hfp4_gpu_tests --fork 2>&1 | tee "$OUT/gpu_tests_tile128.log" |
+        grep -E "passed|FAIL " || rc=1
+    HFP4_SM90_MAX_TOKEN_TILE=128 timeout 200 ${BUILD:-build}/hfp4 bench --tokens 4096,16384 --only w13 2>&1 |
+        tee "$OUT/bench_tile128.txt"
 fi
 if [ -z "${SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
