@@ -1,0 +1,176 @@
+/*
+ * bench_common.h - what the files of `hfp4 bench` share (C-style host code, compiled by nvcc):
+ *   bench.cu          options, the order of the sections, the copy-rate measurement
+ *   bench_util.cu     device buffers with random contents, routing, problem set-up, rows, budget
+ *   bench_timing.cu   L2 flush, stream-launch timing, CUDA-graph capture and replay timing,
+ *                     launch floors (empty kernels)
+ *   bench_experts.cu  m-grouped expert GEMMs, each GEMM launched on its own (masked, contiguous)
+ *   bench_graph.cu    one MoE layer's w13 + w2 GEMMs as CUDA-graph replays
+ *   bench_dense.cu    dense 8192^3, single-token GEMV, scale-factor layout transforms
+ *
+ * Every CUDA call is checked; a failing case prints why (hfp4_last_error() for hfp4 calls, the
+ * CUDA error otherwise), counts itself in bench_ctx.failed and the run goes on with the next case.
+ */
+#ifndef HFP4_TOOLS_BENCH_COMMON_H
+#define HFP4_TOOLS_BENCH_COMMON_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "hfp4.h"
+
+/* 1 if `e` is cudaSuccess; otherwise prints the call and the error and returns 0. */
+static inline int bench_cuda_ok(cudaError_t e, const char *call, const char *file, int line) {
+    if (e == cudaSuccess) return 1;
+    fprintf(stderr, "bench: %s:%d: %s failed: %s (%s)\n", file, line, call, cudaGetErrorName(e), cudaGetErrorString(e));
+    return 0;
+}
+#define BENCH_CUDA(call) bench_cuda_ok((call), #call, __FILE__, __LINE__)
+
+/* Largest number of kernels per graph whose empty-kernel replay floor is cached. */
+#define BENCH_MAX_GRAPH_KERNELS 8
+
+/* One run: its options and the reference points measured once. */
+typedef struct bench_ctx {
+    int json;
+    int iters;          /* stream-launched cases: median of this many launches              */
+    int replays;        /* graph cases: median of this many replays                          */
+    int gran;           /* activation scale gran_k of every FP8 x FP4 case (32 or 128)       */
+    double copy_gbps;   /* device-to-device copy rate of this run, read + write, GB/s        */
+    double budget_s;    /* --seconds-budget; <= 0: none                                       */
+    double t0;          /* bench_now() when the run started                                   */
+    int skipped, failed;
+    int num_sms, max_smem_optin;
+    int64_t l2_bytes;
+    cudaStream_t stream; /* non-blocking stream the graphs are captured on and replayed in    */
+    /* launch floors, measured on first use (< 0: not yet; index = kernels per graph) */
+    double launch_stream_us;
+    double launch_graph_us[BENCH_MAX_GRAPH_KERNELS + 1];
+} bench_ctx;
+
+/* One output row. The first group of fields are the keys of the first recorded results and keep
+ * their names and meaning; the second group was added later and is printed after "baseline",
+ * each only when set. */
+typedef struct bench_row {
+    const char *op, *layout, *name;
+    int64_t tokens; /* -1: dense (JSON null) */
+    int64_t m, n, k;
+    int32_t groups, experts_hit;
+    double us, tflops, tbps;
+    const char *base_name;
+    double base_us, base_tflops, base_tbps;
+
+    int32_t gran;       /* activation scale gran_k; 0: not printed                          */
+    double floor_us;    /* bytes that must move / copy rate of this run; < 0: not printed    */
+    double launch_us;   /* empty-kernel cost of the same launch method; < 0: not printed     */
+    double stream_us;   /* graph rows: the same GEMM(s) launched on a stream; < 0: not printed */
+    const char *flush;  /* graph rows: how L2 was emptied between replays; NULL: not printed */
+} bench_row;
+
+/* ---- bench_util.cu ---- */
+uint64_t bench_rng(void);
+double bench_now(void);
+/* 1 if the case described by fmt may start; 0 (printing that it is skipped) once the budget is spent. */
+int bench_budget_ok(bench_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+double bench_median(double *v, int n); /* sorts v */
+void bench_row_clear(bench_row *r);
+void bench_print_row(const bench_ctx *c, const bench_row *r);
+/* bytes / copy rate in microseconds; -1 when the copy rate is unknown */
+double bench_floor_us(const bench_ctx *c, double bytes);
+
+/* device fills (stream 0, synchronized): uniform random bytes (FP8: NaN codes replaced), a constant */
+int bench_fill_random(void *dev, size_t bytes, int fp8);
+int bench_fill_f32(void *dev, size_t count, float value);
+
+/* Repacked random FP4 weights of `experts` experts [n, k] with power-of-two UE8M0 scales. */
+typedef struct bench_weights {
+    void *w;
+    size_t w_bytes;
+    hfp4_matrix b;
+} bench_weights;
+/* Device bytes bench_make_weights needs at its peak (plain source + scales + repacked). */
+size_t bench_weights_peak_bytes(int32_t experts, int64_t n, int64_t k);
+int bench_make_weights(int32_t experts, int64_t n, int64_t k, bench_weights *out); /* 0 or -1 (printed) */
+void bench_free_weights(bench_weights *w);
+
+/* T tokens routed uniformly at random to top-k of E experts. */
+typedef struct bench_routing {
+    int64_t tokens, rows, hit, max_m, padded; /* rows = topk * tokens; padded: 128-aligned segments */
+    int32_t experts;
+    int64_t *counts;                          /* rows per expert */
+} bench_routing;
+int bench_route(int64_t tokens, int32_t experts, int32_t topk, bench_routing *r);
+void bench_routing_free(bench_routing *r);
+
+/* Activations (FP8, FP32 scales 1/256), outputs (BF16) and layout of one grouped GEMM:
+ * masked: A [E, m, k], D [E, m, n], layout = masked_m; contiguous: A [m, k], D [m, n], layout =
+ * expert id per row (-1 in the padding of each 128-row segment). */
+typedef struct bench_acts {
+    hfp4_grouping grouping;
+    int64_t m, n, k;
+    int gran;
+    void *a, *sf, *d, *layout;
+} bench_acts;
+int bench_acts_alloc(bench_acts *x, hfp4_grouping g, const bench_routing *r, int64_t n, int64_t k, int gran);
+void bench_acts_free(bench_acts *x);
+/* The grouped problem on x and weights b, with the expected_m hint from the routing. */
+void bench_expert_problem(hfp4_gemm_problem *p, const bench_acts *x, const bench_routing *r, const hfp4_matrix *b);
+void bench_fill_problem(hfp4_gemm_problem *p, hfp4_grouping g, int64_t m, int64_t n, int64_t k, int32_t groups, int gran,
+                        void *a, void *a_sf, void *d, void *layout, const hfp4_matrix *b, int64_t expected_m);
+/* Bytes that must move for an expert GEMM: FP4 weights + UE8M0 scales of the experts hit, FP8
+ * activations + FP32 scales, BF16 outputs. And the bytes the FP8 baseline would move. */
+double bench_expert_bytes(int64_t hit, int64_t rows, int64_t n, int64_t k, int gran);
+double bench_fp8_expert_bytes(int64_t hit, int64_t rows, int64_t n, int64_t k);
+
+/* ---- bench_timing.cu ---- */
+int bench_timing_init(bench_ctx *c); /* 0 or -1 (printed) */
+void bench_timing_fini(bench_ctx *c);
+/* One launch (or several) on stream s: 0, or -1 after printing why. */
+typedef int (*bench_launch_fn)(void *arg, cudaStream_t s);
+typedef struct bench_gemm_launch {
+    const hfp4_gemm_problem *p;
+    const char *label; /* names the case in error messages */
+} bench_gemm_launch;
+int bench_launch_gemm(void *arg, cudaStream_t s); /* arg: bench_gemm_launch */
+/* Median microseconds of c->iters launches on stream s, each preceded by a 256 MB memset that
+ * empties L2, with a CUDA event pair around the launch; one warm-up launch first. */
+int bench_time_launches(const bench_ctx *c, bench_launch_fn fn, void *arg, cudaStream_t s, double *us);
+int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *label, double *us);
+/* Captures fn(args[0]), ..., fn(args[count-1]) on c->stream into one graph; *kernels: its nodes. */
+int bench_capture(bench_ctx *c, bench_launch_fn fn, void *const *args, int count, cudaGraphExec_t *exec,
+                  size_t *kernels);
+/* Median microseconds per replay over c->replays replays. nexec >= 2: replay execs[0], execs[1], ...
+ * in turn (each reads other buffers than the one before, which must be large enough to evict it);
+ * memset_flush: a 256 MB memset before each replay, outside the timed interval. */
+int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexec, int memset_flush, double *us);
+/* Launch floors; measured and printed as "launch_floor" rows once per run. -1 on failure. */
+double bench_launch_floor_stream(bench_ctx *c);
+double bench_launch_floor_graph(bench_ctx *c, size_t kernels);
+void bench_launch_floors(bench_ctx *c); /* the stream floor and graphs of 1 and 2 kernels */
+
+/* ---- bench_experts.cu ---- */
+typedef struct bench_expert_case {
+    const char *name; /* row name, e.g. "v4f-w13" */
+    int32_t experts, topk;
+    int64_t n, k;
+    const int64_t *tokens;
+    int ntok;
+    int64_t alt_gran_tokens; /* at this T the contiguous case is also timed with the other gran_k; 0: never */
+} bench_expert_case;
+void bench_experts(bench_ctx *c, const bench_expert_case *ec);
+
+/* ---- bench_graph.cu ---- */
+typedef struct bench_moe_model {
+    const char *prefix; /* row names are prefix-w13, prefix-w2, prefix-layer */
+    int32_t experts, topk;
+    int64_t n13, k13, n2, k2;
+} bench_moe_model;
+void bench_layer_graphs(bench_ctx *c, const bench_moe_model *m, const int64_t *tokens, int ntok);
+
+/* ---- bench_dense.cu ---- */
+void bench_dense(bench_ctx *c, int64_t m, int64_t n, int64_t k);
+void bench_gemv(bench_ctx *c, int64_t n, int64_t k);
+void bench_sf_layout(bench_ctx *c, const char *name, int32_t groups, int64_t mn, int64_t sf_k);
+
+#endif

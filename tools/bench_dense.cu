@@ -1,0 +1,198 @@
+/*
+ * bench_dense.cu - dense cases of `hfp4 bench`: FP8 x FP4 8192^3 against cuBLASLt FP8 row-wise and
+ * BF16, the single-token GEMV (M = 1) against its two floors (copy rate and launch), and the
+ * scale-factor layout transforms against the copy rate. All stream launches (bench_time_launches).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "baselines.h"
+#include "bench_common.h"
+
+/* One dense FP8 x FP4 GEMM D[m,n] = A[m,k] B[n,k]^T: allocates, times, prints the row (plus the
+ * BF16 row when `bf16` is set). zero_a_scales keeps the activation scales of the first recorded
+ * dense 8192^3 runs (all zero: same instruction stream, output 0). */
+static void dense_case(bench_ctx *c, const char *name, int64_t m, int64_t n, int64_t k, int zero_a_scales, int with_floors,
+                       int bf16) {
+    bench_weights w;
+    void *a = NULL, *sf = NULL, *d = NULL;
+    const int gran = c->gran;
+    const int64_t sfk = (k + gran - 1) / gran;
+    char label[96];
+    snprintf(label, sizeof label, "%s %lldx%lldx%lld", name, (long long)m, (long long)n, (long long)k);
+    if (bench_make_weights(1, n, k, &w) != 0) {
+        fprintf(stderr, "bench: %s: could not allocate/repack the weights\n", label);
+        c->failed++;
+        return;
+    }
+    hfp4_gemm_problem p;
+    double us = 0, base_us = 0;
+    char err[256] = "";
+    const char *base_name = "cublaslt_fp8_rowwise";
+    /* bytes as the first recorded dense rows counted them (activation scales left out: m * sfk * 4) */
+    const double flops = 2.0 * m * n * k, bytes = n * (k / 2.0 + k / 32.0) + (double)m * k + m * n * 2.0;
+    bench_row r;
+    if (!BENCH_CUDA(cudaMalloc(&a, (size_t)m * k)) || !BENCH_CUDA(cudaMalloc(&sf, (size_t)m * sfk * 4)) ||
+        !BENCH_CUDA(cudaMalloc(&d, (size_t)m * n * 2)) || bench_fill_random(a, (size_t)m * k, 1) != 0)
+        goto fail;
+    if (zero_a_scales ? !BENCH_CUDA(cudaMemset(sf, 0, (size_t)m * sfk * 4)) : bench_fill_f32(sf, (size_t)m * sfk, 1.0f / 256) != 0)
+        goto fail;
+    bench_fill_problem(&p, HFP4_GROUPING_NONE, m, n, k, 1, gran, a, sf, d, NULL, &w.b, m);
+    if (bench_time_gemm(c, &p, label, &us) != 0) goto fail;
+    if (baseline_cublaslt_fp8_rowwise(m, n, k, c->iters, &base_us, err, sizeof err) != 0) {
+        base_name = "unavailable";
+        base_us = 0;
+        if (!c->json) fprintf(stderr, "  baseline: %s\n", err);
+    }
+    bench_row_clear(&r);
+    r.op = "fp8_fp4";
+    r.layout = "dense";
+    r.name = name;
+    r.tokens = -1;
+    r.m = m;
+    r.n = n;
+    r.k = k;
+    r.groups = 1;
+    r.experts_hit = 1;
+    r.us = us;
+    r.tflops = flops / us * 1e-6;
+    r.tbps = bytes / us * 1e-6;
+    r.base_name = base_name;
+    r.base_us = base_us;
+    r.base_tflops = base_us > 0 ? flops / base_us * 1e-6 : 0;
+    r.base_tbps = base_us > 0 ? ((double)n * k + (double)m * k + m * n * 2.0) / base_us * 1e-6 : 0;
+    r.gran = gran;
+    r.floor_us = bench_floor_us(c, bytes);
+    if (with_floors) r.launch_us = bench_launch_floor_stream(c);
+    bench_print_row(c, &r);
+    if (bf16) {
+        double bf_us = 0;
+        if (baseline_cublaslt_bf16(m, n, k, c->iters, &bf_us, err, sizeof err) == 0) {
+            bench_row rb;
+            bench_row_clear(&rb);
+            rb.op = "bf16";
+            rb.layout = "dense";
+            rb.name = "cublas";
+            rb.tokens = -1;
+            rb.m = m;
+            rb.n = n;
+            rb.k = k;
+            rb.groups = 1;
+            rb.experts_hit = 1;
+            rb.us = bf_us;
+            rb.tflops = flops / bf_us * 1e-6;
+            rb.tbps = (2.0 * n * k + 2.0 * m * k + 2.0 * m * n) / bf_us * 1e-6;
+            rb.base_name = "cublaslt_bf16";
+            rb.base_us = bf_us;
+            rb.base_tflops = flops / bf_us * 1e-6;
+            rb.base_tbps = 0;
+            bench_print_row(c, &rb);
+        }
+    }
+    goto done;
+fail:
+    c->failed++;
+done:
+    (void)BENCH_CUDA(cudaFree(a));
+    (void)BENCH_CUDA(cudaFree(sf));
+    (void)BENCH_CUDA(cudaFree(d));
+    bench_free_weights(&w);
+}
+
+void bench_dense(bench_ctx *c, int64_t m, int64_t n, int64_t k) {
+    if (!bench_budget_ok(c, "dense %lldx%lldx%lld", (long long)m, (long long)n, (long long)k)) return;
+    dense_case(c, "dense", m, n, k, 1, 0, 1);
+}
+
+/* M = 1: a handful of microseconds of weight streaming, where the fixed cost of a launch weighs
+ * most; the row carries both floors (floor_us: bytes / copy rate; launch_us: an empty kernel's
+ * stream launch timed the same way). */
+void bench_gemv(bench_ctx *c, int64_t n, int64_t k) {
+    if (!bench_budget_ok(c, "gemv 1x%lldx%lld", (long long)n, (long long)k)) return;
+    bench_launch_floors(c);
+    dense_case(c, "gemv", 1, n, k, 0, 1, 0);
+}
+
+/* ---- scale-factor layout transforms ---- */
+
+typedef struct sf_launch {
+    const hfp4_sf_transform_request *req;
+    void *out;
+    size_t bytes;
+    hfp4_sf_tensor *desc;
+    const char *label;
+} sf_launch;
+
+static int launch_sf(void *arg, cudaStream_t s) {
+    const sf_launch *l = (const sf_launch *)arg;
+    if (hfp4_sf_transform_into_required_layout_gpu(l->req, NULL, l->out, l->bytes, l->desc, s) == HFP4_OK) return 0;
+    fprintf(stderr, "bench: sf layout %s: %s\n", l->label, hfp4_last_error());
+    return -1;
+}
+
+/* Scale-factor layout transforms on DeepSeek-V4 expert scales (FP32 [G, N, K/32], powers of two):
+ * the SM100/SM120 UE8M0 pack and the SM90 MN-major relayout, against the copy rate of this run. */
+void bench_sf_layout(bench_ctx *c, const char *name, int32_t groups, int64_t mn, int64_t sf_k) {
+    if (!bench_budget_ok(c, "sf layout %s", name)) return;
+    const int64_t words = (int64_t)groups * mn * sf_k;
+    void *d_in = NULL;
+    uint32_t *h = (uint32_t *)malloc((size_t)words * 4);
+    if (!h || !BENCH_CUDA(cudaMalloc(&d_in, (size_t)words * 4))) {
+        fprintf(stderr, "bench: sf layout %s: could not allocate the scales\n", name);
+        c->failed++;
+        free(h);
+        return;
+    }
+    for (int64_t i = 0; i < words; i++) h[i] = (uint32_t)(110 + bench_rng() % 16) << 23;
+    const int copied = BENCH_CUDA(cudaMemcpy(d_in, h, (size_t)words * 4, cudaMemcpyHostToDevice));
+    free(h);
+    hfp4_sf_tensor dev = {d_in, HFP4_DTYPE_FP32, groups, mn, sf_k, mn * sf_k, sf_k, 1};
+    for (int arch_i = 0; copied && arch_i < 2; arch_i++) {
+        const char *layout = arch_i ? "sm90_fp32_mn_major" : "sm100_ue8m0_pack";
+        hfp4_sf_transform_request req;
+        memset(&req, 0, sizeof req);
+        req.sf = &dev;
+        req.mn = mn;
+        req.k = sf_k * 32;
+        req.recipe = hfp4_sf_recipe2(1, 32);
+        req.num_groups = groups;
+        req.arch = arch_i ? 90 : 100;
+        hfp4_sf_tensor out;
+        size_t bytes = 0;
+        void *d_out = NULL;
+        double us = 0;
+        char label[96];
+        snprintf(label, sizeof label, "%s %s", layout, name);
+        sf_launch l = {&req, NULL, 0, &out, label};
+        if (hfp4_sf_transform_into_required_layout_query(&req, &out, &bytes) != HFP4_OK) {
+            fprintf(stderr, "bench: sf layout %s: %s\n", label, hfp4_last_error());
+            c->failed++;
+            continue;
+        }
+        if (!BENCH_CUDA(cudaMalloc(&d_out, bytes))) {
+            c->failed++;
+            continue;
+        }
+        l.out = d_out;
+        l.bytes = bytes;
+        if (bench_time_launches(c, launch_sf, &l, 0, &us) == 0) {
+            const double moved = (double)words * 4 + (double)bytes;
+            if (c->json)
+                printf("{\"op\": \"sf_transform\", \"layout\": \"%s\", \"name\": \"%s\", \"tokens\": null, \"m\": %lld, "
+                       "\"n\": %lld, \"k\": %lld, \"groups\": %d, \"us\": %.2f, \"tflops\": 0, \"tbps\": %.3f, "
+                       "\"baseline\": {\"name\": \"copy\", \"us\": %.2f, \"tflops\": 0, \"tbps\": %.3f}}\n",
+                       layout, name, (long long)mn, (long long)sf_k, (long long)(sf_k * 32), groups, us, moved / us * 1e-6,
+                       moved / (c->copy_gbps * 1e3), c->copy_gbps / 1000);
+            else
+                printf("%-10s %-18s %-12s %dx%lldx%lld FP32 scales: %8.1f us %7.3f TB/s = %3.0f %% of the copy rate\n",
+                       "sf_layout", layout, name, groups, (long long)mn, (long long)sf_k, us, moved / us * 1e-6,
+                       100.0 * (moved / us * 1e-6) / (c->copy_gbps / 1000));
+            fflush(stdout);
+        } else {
+            c->failed++;
+        }
+        (void)BENCH_CUDA(cudaFree(d_out));
+    }
+    if (!copied) c->failed++;
+    (void)BENCH_CUDA(cudaFree(d_in));
+}

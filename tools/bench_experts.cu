@@ -1,0 +1,99 @@
+/*
+ * bench_experts.cu - m-grouped expert GEMMs of `hfp4 bench`, each launched on its own stream
+ * launch (bench_time_launches): for each token count T, T tokens are routed to top-k of E experts
+ * uniformly at random, and the GEMM over the routed rows is timed in the masked layout (T <= 256,
+ * the decode form, with the expected_m hint) and in the contiguous layout (128-row segments).
+ *
+ * Each row carries two reference points: "baseline", cuBLASLt FP8 row-wise on one dense GEMM of all
+ * routed rows (an upper bound no grouped kernel beats at large T), and "floor_us", the bytes that
+ * must move divided by the copy rate measured in the same run (the bound that matters in decode).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "baselines.h"
+#include "bench_common.h"
+
+/* Times one layout of one routed case and prints its row; 0, or -1 when the case failed. */
+static int expert_case(bench_ctx *c, const bench_expert_case *ec, const bench_weights *w, const bench_routing *r,
+                       hfp4_grouping g, int gran, const char *base_name, double base_us) {
+    const char *layout = g == HFP4_GROUPING_MASKED ? "masked" : "contiguous";
+    char label[128];
+    snprintf(label, sizeof label, "%s %s T=%lld gran_k %d", ec->name, layout, (long long)r->tokens, gran);
+    bench_acts x;
+    if (bench_acts_alloc(&x, g, r, ec->n, ec->k, gran) != 0) {
+        fprintf(stderr, "bench: %s: could not set up the activations\n", label);
+        return -1;
+    }
+    hfp4_gemm_problem p;
+    bench_expert_problem(&p, &x, r, &w->b);
+    double us = 0;
+    const int rc = bench_time_gemm(c, &p, label, &us);
+    if (rc == 0) {
+        const double flops = 2.0 * r->rows * ec->n * ec->k, bytes = bench_expert_bytes(r->hit, r->rows, ec->n, ec->k, gran);
+        bench_row row;
+        bench_row_clear(&row);
+        row.op = "fp8_fp4";
+        row.layout = layout;
+        row.name = ec->name;
+        row.tokens = r->tokens;
+        row.m = r->rows;
+        row.n = ec->n;
+        row.k = ec->k;
+        row.groups = ec->experts;
+        row.experts_hit = (int32_t)r->hit;
+        row.us = us;
+        row.tflops = flops / us * 1e-6;
+        row.tbps = bytes / us * 1e-6;
+        row.base_name = base_name;
+        row.base_us = base_us;
+        row.base_tflops = base_us > 0 ? flops / base_us * 1e-6 : 0;
+        row.base_tbps = base_us > 0 ? bench_fp8_expert_bytes(r->hit, r->rows, ec->n, ec->k) / base_us * 1e-6 : 0;
+        row.gran = gran;
+        row.floor_us = bench_floor_us(c, bytes);
+        bench_print_row(c, &row);
+    }
+    bench_acts_free(&x);
+    return rc;
+}
+
+void bench_experts(bench_ctx *c, const bench_expert_case *ec) {
+    bench_weights w;
+    int have_w = 0;
+    memset(&w, 0, sizeof w);
+    for (int ti = 0; ti < ec->ntok; ti++) {
+        const int64_t T = ec->tokens[ti];
+        if (!bench_budget_ok(c, "%s T=%lld", ec->name, (long long)T)) continue;
+        if (!have_w) { /* made on the first case that runs, so a spent budget allocates nothing */
+            if (bench_make_weights(ec->experts, ec->n, ec->k, &w) != 0) {
+                fprintf(stderr, "bench: %s: could not allocate/repack the weights; its cases are skipped\n", ec->name);
+                c->failed++;
+                return;
+            }
+            have_w = 1;
+        }
+        bench_routing r;
+        if (bench_route(T, ec->experts, ec->topk, &r) != 0) {
+            c->failed++;
+            continue;
+        }
+        /* baseline: cuBLASLt FP8 row-wise on one dense GEMM of all routed rows (an upper bound) */
+        double base_us = 0;
+        char err[256] = "";
+        const char *base_name = "cublaslt_fp8_rowwise";
+        if (baseline_cublaslt_fp8_rowwise(r.rows, ec->n, ec->k, c->iters, &base_us, err, sizeof err) != 0) {
+            base_name = "unavailable";
+            base_us = 0;
+            if (!c->json) fprintf(stderr, "  baseline: %s\n", err);
+        }
+        if (T <= 256 && expert_case(c, ec, &w, &r, HFP4_GROUPING_MASKED, c->gran, base_name, base_us) != 0) c->failed++;
+        if (expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS, c->gran, base_name, base_us) != 0) c->failed++;
+        /* the other activation-scale granularity on the same routing and weights (1x32 is what
+         * transformers passes; 1x128 is DeepGEMM's SM90 recipe) */
+        if (ec->alt_gran_tokens == T &&
+            expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS, c->gran == 128 ? 32 : 128, base_name, base_us) != 0)
+            c->failed++;
+        bench_routing_free(&r);
+    }
+    if (have_w) bench_free_weights(&w);
+}

@@ -1,0 +1,205 @@
+/*
+ * bench_graph.cu - one MoE layer's two expert GEMMs (w13, then w2 on the same routing) as CUDA-graph
+ * replays, the way a decode step runs them, so that launch overhead and tails show.
+ *
+ * For each decode T (<= 256) and each layout (masked, contiguous) it prints three rows, layout
+ * "masked_graph" / "contiguous_graph": PREFIX-w13 and PREFIX-w2 (a graph of that GEMM alone) and
+ * PREFIX-layer (one graph of w13 then w2; its n and k are w13's, its FLOPs, bytes, floor and
+ * baseline are the sums over both GEMMs). Each row also carries "stream_us" (the same GEMM(s)
+ * launched on a stream and timed as the standalone rows are, summed for the layer), "launch_us"
+ * (the replay time of a graph of as many empty kernels) and "flush" (how L2 was emptied).
+ *
+ * The two GEMMs do not feed each other (no SwiGLU or re-quantization between them): the layer row
+ * is the GEMMs' share of a layer. L2 between replays: two copies of the weights are made when
+ * device memory allows, and replays alternate between them ("alternate_weights") when the weights
+ * one replay reads are at least twice the L2 size, so a replay finds none of its weights in L2;
+ * otherwise (T = 1 reads only a few experts) a 256 MB memset runs before each replay, outside the
+ * timed interval ("memset"). Activations and outputs are shared by both copies.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "baselines.h"
+#include "bench_common.h"
+
+typedef struct graph_kind {
+    char name[48];
+    int64_t n, k;
+    double flops, bytes, fp8_bytes, weight_bytes;
+    double base_us; /* 0: unavailable */
+    double stream_us;
+    cudaGraphExec_t exec[2];
+    size_t kernels;
+} graph_kind;
+
+static void set_kind(graph_kind *g, const char *prefix, const char *suffix, const bench_routing *r, int64_t n, int64_t k,
+                     int gran, double base_us) {
+    snprintf(g->name, sizeof g->name, "%s-%s", prefix, suffix);
+    g->n = n;
+    g->k = k;
+    g->flops = 2.0 * r->rows * n * k;
+    g->bytes = bench_expert_bytes(r->hit, r->rows, n, k, gran);
+    g->fp8_bytes = bench_fp8_expert_bytes(r->hit, r->rows, n, k);
+    g->weight_bytes = r->hit * n * (k / 2.0 + k / 32.0);
+    g->base_us = base_us;
+}
+
+static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weights *w13, const bench_weights *w2,
+                      int nsets, const bench_routing *r, hfp4_grouping g, double base13, double base2) {
+    const char *layout = g == HFP4_GROUPING_MASKED ? "masked_graph" : "contiguous_graph";
+    bench_acts x13, x2;
+    hfp4_gemm_problem p13[2], p2[2];
+    bench_gemm_launch l13[2], l2[2];
+    graph_kind kind[3];
+    char lab13[128], lab2[128];
+    int rc = -1;
+    memset(&x13, 0, sizeof x13);
+    memset(&x2, 0, sizeof x2);
+    memset(kind, 0, sizeof kind);
+    set_kind(&kind[0], m->prefix, "w13", r, m->n13, m->k13, c->gran, base13);
+    set_kind(&kind[1], m->prefix, "w2", r, m->n2, m->k2, c->gran, base2);
+    set_kind(&kind[2], m->prefix, "layer", r, m->n13, m->k13, c->gran, base13 > 0 && base2 > 0 ? base13 + base2 : 0);
+    kind[2].flops += kind[1].flops;
+    kind[2].bytes += kind[1].bytes;
+    kind[2].fp8_bytes += kind[1].fp8_bytes;
+    kind[2].weight_bytes += kind[1].weight_bytes;
+    snprintf(lab13, sizeof lab13, "%s %s T=%lld", kind[0].name, layout, (long long)r->tokens);
+    snprintf(lab2, sizeof lab2, "%s %s T=%lld", kind[1].name, layout, (long long)r->tokens);
+
+    if (bench_acts_alloc(&x13, g, r, m->n13, m->k13, c->gran) != 0 || bench_acts_alloc(&x2, g, r, m->n2, m->k2, c->gran) != 0) {
+        fprintf(stderr, "bench: %s: could not set up the activations\n", lab13);
+        goto done;
+    }
+    for (int s = 0; s < nsets; s++) {
+        bench_expert_problem(&p13[s], &x13, r, &w13[s].b);
+        bench_expert_problem(&p2[s], &x2, r, &w2[s].b);
+        l13[s].p = &p13[s];
+        l13[s].label = lab13;
+        l2[s].p = &p2[s];
+        l2[s].label = lab2;
+    }
+    /* standalone stream launches; they are also the warm-up a capture needs (one-time set-up) */
+    if (bench_time_gemm(c, &p13[0], lab13, &kind[0].stream_us) != 0 || bench_time_gemm(c, &p2[0], lab2, &kind[1].stream_us) != 0)
+        goto done;
+    kind[2].stream_us = kind[0].stream_us + kind[1].stream_us;
+    for (int s = 0; s < nsets; s++) {
+        void *a13[1] = {&l13[s]}, *a2[1] = {&l2[s]}, *al[2] = {&l13[s], &l2[s]};
+        if (bench_capture(c, bench_launch_gemm, a13, 1, &kind[0].exec[s], &kind[0].kernels) != 0 ||
+            bench_capture(c, bench_launch_gemm, a2, 1, &kind[1].exec[s], &kind[1].kernels) != 0 ||
+            bench_capture(c, bench_launch_gemm, al, 2, &kind[2].exec[s], &kind[2].kernels) != 0) {
+            fprintf(stderr, "bench: %s: graph capture failed\n", lab13);
+            goto done;
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        const graph_kind *gk = &kind[i];
+        const int alternate = nsets == 2 && gk->weight_bytes >= 2.0 * (double)c->l2_bytes;
+        double us = 0;
+        if (bench_time_graphs(c, gk->exec, alternate ? 2 : 1, !alternate, &us) != 0) {
+            fprintf(stderr, "bench: %s %s T=%lld: graph replay failed\n", gk->name, layout, (long long)r->tokens);
+            goto done;
+        }
+        bench_row row;
+        bench_row_clear(&row);
+        row.op = "fp8_fp4";
+        row.layout = layout;
+        row.name = gk->name;
+        row.tokens = r->tokens;
+        row.m = r->rows;
+        row.n = gk->n;
+        row.k = gk->k;
+        row.groups = m->experts;
+        row.experts_hit = (int32_t)r->hit;
+        row.us = us;
+        row.tflops = gk->flops / us * 1e-6;
+        row.tbps = gk->bytes / us * 1e-6;
+        row.base_name = gk->base_us > 0 ? "cublaslt_fp8_rowwise" : "unavailable";
+        row.base_us = gk->base_us;
+        row.base_tflops = gk->base_us > 0 ? gk->flops / gk->base_us * 1e-6 : 0;
+        row.base_tbps = gk->base_us > 0 ? gk->fp8_bytes / gk->base_us * 1e-6 : 0;
+        row.gran = c->gran;
+        row.floor_us = bench_floor_us(c, gk->bytes);
+        row.launch_us = bench_launch_floor_graph(c, gk->kernels);
+        row.stream_us = gk->stream_us;
+        row.flush = alternate ? "alternate_weights" : "memset";
+        bench_print_row(c, &row);
+    }
+    rc = 0;
+done:
+    for (int i = 0; i < 3; i++)
+        for (int s = 0; s < 2; s++)
+            if (kind[i].exec[s]) (void)BENCH_CUDA(cudaGraphExecDestroy(kind[i].exec[s]));
+    bench_acts_free(&x13);
+    bench_acts_free(&x2);
+    return rc;
+}
+
+/* Makes one set of weights, and a second when it fits with room to spare; returns the number of
+ * sets (0 on failure, printed). */
+static int make_sets(bench_ctx *c, const bench_moe_model *m, bench_weights *w13, bench_weights *w2) {
+    if (bench_make_weights(m->experts, m->n13, m->k13, &w13[0]) != 0) return 0;
+    if (bench_make_weights(m->experts, m->n2, m->k2, &w2[0]) != 0) {
+        bench_free_weights(&w13[0]);
+        return 0;
+    }
+    size_t free_b = 0, total_b = 0;
+    if (!BENCH_CUDA(cudaMemGetInfo(&free_b, &total_b))) return 1;
+    /* peak of making the second set, plus 4 GB for activations, outputs and the cuBLASLt baseline */
+    size_t t13 = bench_weights_peak_bytes(m->experts, m->n13, m->k13) - w13[0].w_bytes;
+    size_t t2 = bench_weights_peak_bytes(m->experts, m->n2, m->k2) - w2[0].w_bytes;
+    size_t need = w13[0].w_bytes + w2[0].w_bytes + (t13 > t2 ? t13 : t2) + ((size_t)4 << 30);
+    if (need > free_b) {
+        fprintf(stderr, "bench: %s: one copy of the weights only (a second needs %.1f GB, %.1f GB free): replays are "
+                        "separated by a memset\n", m->prefix, need / 1e9, free_b / 1e9);
+        return 1;
+    }
+    if (bench_make_weights(m->experts, m->n13, m->k13, &w13[1]) != 0) return 1;
+    if (bench_make_weights(m->experts, m->n2, m->k2, &w2[1]) != 0) {
+        bench_free_weights(&w13[1]);
+        return 1;
+    }
+    return 2;
+}
+
+void bench_layer_graphs(bench_ctx *c, const bench_moe_model *m, const int64_t *tokens, int ntok) {
+    bench_weights w13[2], w2[2];
+    int nsets = 0;
+    memset(w13, 0, sizeof w13);
+    memset(w2, 0, sizeof w2);
+    for (int ti = 0; ti < ntok; ti++) {
+        const int64_t T = tokens[ti];
+        if (T > 256) continue; /* decode only: prefill's fixed costs are noise */
+        if (!bench_budget_ok(c, "%s layer graphs T=%lld", m->prefix, (long long)T)) continue;
+        if (nsets == 0) { /* made on the first case that runs, so a spent budget allocates nothing */
+            bench_launch_floors(c);
+            nsets = make_sets(c, m, w13, w2);
+            if (nsets == 0) {
+                fprintf(stderr, "bench: %s: could not allocate/repack the weights; its layer graphs are skipped\n", m->prefix);
+                c->failed++;
+                return;
+            }
+        }
+        bench_routing r;
+        if (bench_route(T, m->experts, m->topk, &r) != 0) {
+            c->failed++;
+            continue;
+        }
+        double base13 = 0, base2 = 0;
+        char err[256] = "";
+        if (baseline_cublaslt_fp8_rowwise(r.rows, m->n13, m->k13, c->iters, &base13, err, sizeof err) != 0) {
+            base13 = 0;
+            if (!c->json) fprintf(stderr, "  baseline: %s\n", err);
+        }
+        if (baseline_cublaslt_fp8_rowwise(r.rows, m->n2, m->k2, c->iters, &base2, err, sizeof err) != 0) {
+            base2 = 0;
+            if (!c->json) fprintf(stderr, "  baseline: %s\n", err);
+        }
+        if (layer_case(c, m, w13, w2, nsets, &r, HFP4_GROUPING_MASKED, base13, base2) != 0) c->failed++;
+        if (layer_case(c, m, w13, w2, nsets, &r, HFP4_GROUPING_CONTIGUOUS, base13, base2) != 0) c->failed++;
+        bench_routing_free(&r);
+    }
+    for (int s = 0; s < nsets; s++) {
+        bench_free_weights(&w13[s]);
+        bench_free_weights(&w2[s]);
+    }
+}

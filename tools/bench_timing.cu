@@ -1,0 +1,227 @@
+/*
+ * bench_timing.cu - how `hfp4 bench` times things (see bench_common.h).
+ *
+ * Stream launches (bench_time_launches): a 256 MB memset empties the 50-60 MB L2, then a CUDA
+ * event pair brackets one launch; the memset keeps the GPU busy while the host queues the launch,
+ * so host launch overhead is not counted. Median of --iters launches after one warm-up launch.
+ *
+ * Graph replays (bench_time_graphs): replays are queued in batches behind a 2 ms spin kernel, so
+ * the whole batch is queued before the GPU reaches it, and an event pair brackets each replay;
+ * the interval is the device's time for the replay, including the launch of each kernel in it.
+ * L2 is emptied either by replaying graphs over different weight buffers in turn (back to back,
+ * nothing else between replays) or by a memset outside the timed interval. Median of --replays.
+ *
+ * Launch floors: the same two methods applied to an empty kernel with the GEMM's launch shape
+ * (one 384-thread CTA per SM with the largest dynamic shared memory), so "time - floor" is what a
+ * GEMM spends beyond the fixed cost of being launched. The masked layout launches one CTA per
+ * (expert, tile) item; scheduling those CTAs is part of the GEMM's time, not of the floor.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+
+static void *flush_buf;
+static const size_t FLUSH_BYTES = (size_t)256 << 20;
+
+__global__ void __launch_bounds__(384) bench_empty_kernel(void) {}
+
+/* Spins one thread for `ns` nanoseconds of the GPU's global timer. */
+__global__ void bench_spin_kernel(uint64_t ns) {
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
+int bench_timing_init(bench_ctx *c) {
+    int dev = 0, l2 = 0;
+    c->launch_stream_us = -1;
+    for (int i = 0; i <= BENCH_MAX_GRAPH_KERNELS; i++) c->launch_graph_us[i] = -1;
+    if (!BENCH_CUDA(cudaGetDevice(&dev)) ||
+        !BENCH_CUDA(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount, dev)) ||
+        !BENCH_CUDA(cudaDeviceGetAttribute(&c->max_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) ||
+        !BENCH_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev)))
+        return -1;
+    c->l2_bytes = l2;
+    if (!BENCH_CUDA(cudaFuncSetAttribute(bench_empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, c->max_smem_optin)))
+        return -1;
+    if (!BENCH_CUDA(cudaMalloc(&flush_buf, FLUSH_BYTES))) return -1;
+    /* graphs cannot be captured on the legacy stream; non-blocking: no implicit sync with it */
+    if (!BENCH_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking))) return -1;
+    return 0;
+}
+
+void bench_timing_fini(bench_ctx *c) {
+    if (c->stream) (void)BENCH_CUDA(cudaStreamDestroy(c->stream));
+    c->stream = NULL;
+    (void)BENCH_CUDA(cudaFree(flush_buf));
+    flush_buf = NULL;
+}
+
+static int l2_flush(cudaStream_t s) {
+    return BENCH_CUDA(cudaMemsetAsync(flush_buf, (int)(bench_rng() & 0xFF), FLUSH_BYTES, s));
+}
+
+int bench_launch_gemm(void *arg, cudaStream_t s) {
+    const bench_gemm_launch *g = (const bench_gemm_launch *)arg;
+    if (hfp4_gemm(g->p, s) == HFP4_OK) return 0;
+    fprintf(stderr, "bench: %s: %s\n", g->label, hfp4_last_error());
+    return -1;
+}
+
+int bench_time_launches(const bench_ctx *c, bench_launch_fn fn, void *arg, cudaStream_t s, double *us) {
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    int rc = -1;
+    double *t = (double *)malloc(sizeof(double) * c->iters);
+    if (!t) return -1;
+    if (!BENCH_CUDA(cudaEventCreate(&e0)) || !BENCH_CUDA(cudaEventCreate(&e1))) goto done;
+    if (fn(arg, s) != 0) goto done; /* warm-up */
+    for (int i = 0; i < c->iters; i++) {
+        float ms = 0;
+        if (!l2_flush(s) || !BENCH_CUDA(cudaEventRecord(e0, s))) goto done;
+        if (fn(arg, s) != 0) goto done;
+        if (!BENCH_CUDA(cudaEventRecord(e1, s)) || !BENCH_CUDA(cudaEventSynchronize(e1)) ||
+            !BENCH_CUDA(cudaEventElapsedTime(&ms, e0, e1)))
+            goto done;
+        t[i] = ms * 1e3;
+    }
+    if (!BENCH_CUDA(cudaDeviceSynchronize())) goto done; /* a fault of the last launch shows here */
+    *us = bench_median(t, c->iters);
+    rc = 0;
+done:
+    if (e0) (void)BENCH_CUDA(cudaEventDestroy(e0));
+    if (e1) (void)BENCH_CUDA(cudaEventDestroy(e1));
+    free(t);
+    return rc;
+}
+
+int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *label, double *us) {
+    bench_gemm_launch g = {p, label};
+    return bench_time_launches(c, bench_launch_gemm, &g, 0, us);
+}
+
+int bench_capture(bench_ctx *c, bench_launch_fn fn, void *const *args, int count, cudaGraphExec_t *exec,
+                  size_t *kernels) {
+    cudaGraph_t g = NULL;
+    int launched = 0, rc = -1;
+    *exec = NULL;
+    /* relaxed: what hfp4_gemm does besides launching (attribute queries, cached after the warm-up
+     * launch every caller makes first) must not invalidate the capture */
+    if (!BENCH_CUDA(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed))) return -1;
+    while (launched < count && fn(args[launched], c->stream) == 0) launched++;
+    /* end the capture whatever happened, or the stream stays in capture mode */
+    if (!BENCH_CUDA(cudaStreamEndCapture(c->stream, &g)) || launched < count) goto done;
+    if (kernels && !BENCH_CUDA(cudaGraphGetNodes(g, NULL, kernels))) goto done;
+    if (!BENCH_CUDA(cudaGraphInstantiate(exec, g, 0))) goto done;
+    rc = 0;
+done:
+    if (g) (void)BENCH_CUDA(cudaGraphDestroy(g));
+    return rc;
+}
+
+int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexec, int memset_flush, double *us) {
+    enum { BATCH = 32 };
+    /* 2 ms covers queueing a batch (memset + 2 events + graph launch, ~10 us each on the host) */
+    const uint64_t spin_ns = 2000000;
+    cudaEvent_t ev[2 * BATCH];
+    int nev = 0, rc = -1, done_n = 0, next = 0;
+    double *t = (double *)malloc(sizeof(double) * c->replays);
+    if (!t) return -1;
+    for (; nev < 2 * BATCH; nev++)
+        if (!BENCH_CUDA(cudaEventCreate(&ev[nev]))) goto done;
+    for (int e = 0; e < nexec; e++) /* warm-up: the first launch of an exec also uploads it */
+        if (!BENCH_CUDA(cudaGraphLaunch(execs[e], c->stream))) goto done;
+    if (!BENCH_CUDA(cudaStreamSynchronize(c->stream))) goto done;
+    while (done_n < c->replays) {
+        const int b = c->replays - done_n < BATCH ? c->replays - done_n : BATCH;
+        bench_spin_kernel<<<1, 1, 0, c->stream>>>(spin_ns);
+        if (!BENCH_CUDA(cudaGetLastError())) goto done;
+        for (int j = 0; j < b; j++) {
+            if (memset_flush && !l2_flush(c->stream)) goto done;
+            if (!BENCH_CUDA(cudaEventRecord(ev[2 * j], c->stream)) ||
+                !BENCH_CUDA(cudaGraphLaunch(execs[next++ % nexec], c->stream)) ||
+                !BENCH_CUDA(cudaEventRecord(ev[2 * j + 1], c->stream)))
+                goto done;
+        }
+        if (!BENCH_CUDA(cudaStreamSynchronize(c->stream))) goto done;
+        for (int j = 0; j < b; j++) {
+            float ms = 0;
+            if (!BENCH_CUDA(cudaEventElapsedTime(&ms, ev[2 * j], ev[2 * j + 1]))) goto done;
+            t[done_n + j] = ms * 1e3;
+        }
+        done_n += b;
+    }
+    *us = bench_median(t, c->replays);
+    rc = 0;
+done:
+    if (rc != 0) (void)BENCH_CUDA(cudaStreamSynchronize(c->stream)); /* nothing queued outlives the call */
+    for (int i = 0; i < nev; i++) (void)BENCH_CUDA(cudaEventDestroy(ev[i]));
+    free(t);
+    return rc;
+}
+
+/* ---- launch floors ---- */
+
+static int launch_empty(void *arg, cudaStream_t s) {
+    const bench_ctx *c = (const bench_ctx *)arg;
+    bench_empty_kernel<<<c->num_sms, 384, c->max_smem_optin, s>>>();
+    return BENCH_CUDA(cudaGetLastError()) ? 0 : -1;
+}
+
+static void print_floor(const bench_ctx *c, const char *layout, int kernels, double us) {
+    if (c->json)
+        printf("{\"op\": \"launch_floor\", \"layout\": \"%s\", \"name\": \"empty\", \"tokens\": null, \"kernels\": %d, "
+               "\"grid\": %d, \"threads\": 384, \"smem\": %d, \"us\": %.2f, \"us_per_kernel\": %.2f}\n",
+               layout, kernels, c->num_sms, c->max_smem_optin, us, us / kernels);
+    else
+        printf("%-12s %-8s empty kernel x%d (%d CTAs x 384 threads, %d KB smem): %6.2f us, %5.2f us per kernel\n",
+               "launch_floor", layout, kernels, c->num_sms, c->max_smem_optin / 1024, us, us / kernels);
+    fflush(stdout);
+}
+
+/* -1: not measured yet; -2: measuring failed (not retried) */
+double bench_launch_floor_stream(bench_ctx *c) {
+    if (c->launch_stream_us != -1) return c->launch_stream_us < 0 ? -1 : c->launch_stream_us;
+    double us = 0;
+    if (bench_time_launches(c, launch_empty, c, 0, &us) != 0) {
+        fprintf(stderr, "bench: launch floor (stream) failed\n");
+        c->failed++;
+        c->launch_stream_us = -2;
+        return -1;
+    }
+    c->launch_stream_us = us;
+    print_floor(c, "stream", 1, us);
+    return us;
+}
+
+double bench_launch_floor_graph(bench_ctx *c, size_t kernels) {
+    if (kernels < 1 || kernels > BENCH_MAX_GRAPH_KERNELS) return -1;
+    double *slot = &c->launch_graph_us[kernels];
+    if (*slot != -1) return *slot < 0 ? -1 : *slot;
+    void *args[BENCH_MAX_GRAPH_KERNELS];
+    for (size_t i = 0; i < kernels; i++) args[i] = c;
+    cudaGraphExec_t exec = NULL;
+    double us = 0;
+    int ok = bench_capture(c, launch_empty, args, (int)kernels, &exec, NULL) == 0 &&
+             bench_time_graphs(c, &exec, 1, 0, &us) == 0;
+    if (exec) (void)BENCH_CUDA(cudaGraphExecDestroy(exec));
+    if (!ok) {
+        fprintf(stderr, "bench: launch floor (graph of %d kernels) failed\n", (int)kernels);
+        c->failed++;
+        *slot = -2;
+        return -1;
+    }
+    *slot = us;
+    print_floor(c, "graph", (int)kernels, us);
+    return us;
+}
+
+void bench_launch_floors(bench_ctx *c) {
+    if (c->launch_stream_us != -1 && c->launch_graph_us[1] != -1 && c->launch_graph_us[2] != -1) return;
+    if (!bench_budget_ok(c, "launch floors")) return;
+    bench_launch_floor_stream(c);
+    bench_launch_floor_graph(c, 1);
+    bench_launch_floor_graph(c, 2);
+}
