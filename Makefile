@@ -50,11 +50,11 @@ all: $(BUILD)/libhfp4.a $(BUILD)/libhfp4.so $(BUILD)/hfp4
 help:
 	@sed -n '1,12p' Makefile
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h tests/*.h)
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h tests/*.h tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu $(wildcard include/*.h src/*/*.h src/kernels/*/*.cuh tests/*.h)
+$(BUILD)/obj/%.cu.o: %.cu $(wildcard include/*.h src/*/*.h src/kernels/*/*.cuh tests/*.h tests/gpu/*.h tools/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) $(NVFLAGS_EXTRA) -Itests -c $< -o $@
 
