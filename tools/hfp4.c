@@ -1,11 +1,13 @@
 /*
- * hfp4.c - the hfp4 command: demo, bench, verify, info.
+ * hfp4.c - the hfp4 command: demo, bench, verify, info, inspect, repack.
  *
  *   hfp4 demo            DeepSeek-V4-Flash-shaped FP4 expert GEMMs, checked against the CPU
  *                        reference; timed where a Hopper GPU is present
  *   hfp4 bench [--json]  speed table with baselines timed in the same run (Hopper GPU)
  *   hfp4 verify          the GPU checks of the demo without timing
  *   hfp4 info            library version and the GPU (if any)
+ *   hfp4 inspect FILE    tensors of a safetensors file and the SM90 fold statistics of its FP4 experts
+ *   hfp4 repack IN OUT   FP4 expert weights of a safetensors file into an HFP4SM90 container
  */
 #include <stdio.h>
 #include <string.h>
@@ -20,7 +22,11 @@ static int usage(FILE *f) {
             "  bench [--json] [--iters N] [--quick] [--only w13|w2|dense]\n"
             "                  speed vs cuBLASLt FP8/BF16 and the copy rate, same run (Hopper GPU)\n"
             "  verify          GPU kernels vs the CPU reference (Hopper GPU)\n"
-            "  info            library version and GPU\n");
+            "  info            library version and GPU\n"
+            "  inspect FILE.safetensors [--tensor NAME]\n"
+            "                  tensors, and how much of each FP4 expert weight runs on the fast path\n"
+            "  repack IN.safetensors OUT.bin (--tensor NAME | --groups-from PATTERN)\n"
+            "                  FP4 expert weights into the SM90 layout (HFP4SM90 file, docs/CHECKPOINTS.md)\n");
     return f == stderr ? 2 : 0;
 }
 
@@ -52,6 +58,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "bench")) return hfp4_cmd_bench(argc - 2, argv + 2);
     if (!strcmp(cmd, "verify")) return hfp4_cmd_verify(argc - 2, argv + 2);
+    if (!strcmp(cmd, "inspect")) return hfp4_cmd_inspect(argc - 2, argv + 2);
+    if (!strcmp(cmd, "repack")) return hfp4_cmd_repack(argc - 2, argv + 2);
     fprintf(stderr, "hfp4: unknown command '%s'\n", cmd);
     return usage(stderr);
 }

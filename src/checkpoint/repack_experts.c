@@ -1,0 +1,165 @@
+/*
+ * repack_experts.c - see repack_experts.h.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../weights/sm90_layout.h"
+#include "repack_experts.h"
+
+static hfp4_status write_all(FILE *f, const void *buf, size_t n, const char *path) {
+    errno = 0;
+    if (n && fwrite(buf, 1, n, f) != n)
+        return hfp4__fail(HFP4_ERR_INTERNAL, "cannot write '%s': %s", path, errno ? strerror(errno) : "write error");
+    return HFP4_OK;
+}
+
+static hfp4_status write_zeros(FILE *f, int64_t n, const char *path) {
+    static const unsigned char zeros[256];
+    while (n > 0) {
+        size_t step = n < (int64_t)sizeof zeros ? (size_t)n : sizeof zeros;
+        HFP4_TRY(write_all(f, zeros, step, path));
+        n -= (int64_t)step;
+    }
+    return HFP4_OK;
+}
+
+/* UE8M0 storage unless some FP32 source scale is not a power of two (hfp4_sm90_weights_scale_dtype's
+ * rule, applied over every group before anything is written). Invalid values are left for the
+ * repack to reject with its message. */
+static hfp4_status choose_scale_dtype(hfp4__st_file *file, const hfp4__fp4_expert *parts, int32_t count, hfp4_dtype *sdt) {
+    *sdt = HFP4_DTYPE_UE8M0;
+    for (int32_t p = 0; p < count; p++) {
+        if (parts[p].scale_dtype != HFP4_DTYPE_FP32) continue;
+        uint64_t bytes = hfp4__fp4_expert_scale_bytes(&parts[p], 1);
+        float *s = malloc((size_t)bytes);
+        if (!s) return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "out of memory for %llu bytes of scales", (unsigned long long)bytes);
+        for (int32_t g = 0; g < parts[p].groups && *sdt == HFP4_DTYPE_UE8M0; g++) {
+            hfp4_status st = hfp4__st_read(file, parts[p].scale, bytes * (uint64_t)g, bytes, s);
+            if (st != HFP4_OK) {
+                free(s);
+                return st;
+            }
+            for (uint64_t i = 0; i < bytes / 4; i++) {
+                uint8_t e;
+                if (hfp4_ue8m0_from_float(s[i], &e) != 0) {
+                    *sdt = HFP4_DTYPE_FP32;
+                    break;
+                }
+            }
+        }
+        free(s);
+    }
+    return HFP4_OK;
+}
+
+/* 1 if out_path names the file `f` is reading (writing it would destroy the input). */
+static int same_file(FILE *f, const char *out_path) {
+    struct stat a, b;
+    return fstat(fileno(f), &a) == 0 && stat(out_path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+hfp4_status hfp4__repack_experts_to_file(hfp4__st_file *file, const hfp4__fp4_expert *parts, int32_t count,
+                                         const char *out_path, hfp4__repack_result *result) {
+    HFP4_CHECK_ARG(file && parts && out_path && result, "hfp4__repack_experts_to_file: NULL argument");
+    HFP4_CHECK_ARG(count >= 1, "hfp4__repack_experts_to_file: count = %d must be >= 1", (int)count);
+    int64_t total = 0;
+    for (int32_t p = 0; p < count; p++) {
+        HFP4_CHECK_ARG(parts[p].n == parts[0].n && parts[p].k == parts[0].k,
+                       "repack: tensor '%s' is [N %lld, K %lld] but '%s' is [N %lld, K %lld]; groups must share a shape",
+                       parts[p].weight->name, (long long)parts[p].n, (long long)parts[p].k, parts[0].weight->name,
+                       (long long)parts[0].n, (long long)parts[0].k);
+        total += parts[p].groups;
+    }
+    HFP4_CHECK_ARG(total <= INT32_MAX, "repack: %lld groups in all; at most %d", (long long)total, INT32_MAX);
+    HFP4_CHECK_ARG(!same_file(file->f, out_path), "repack: output '%s' is the input file", out_path);
+    int64_t n = parts[0].n, k = parts[0].k;
+    hfp4_dtype sdt;
+    HFP4_TRY(choose_scale_dtype(file, parts, count, &sdt));
+    hfp4__repack_result res;
+    memset(&res, 0, sizeof res);
+    HFP4_TRY(hfp4__sm90_container_make((int32_t)total, n, k, sdt, &res.header));
+
+    /* the G-group layout is G one-group layouts region by region (repack_experts.h) */
+    hfp4_sm90_geometry geo = hfp4_sm90_geometry_make(total, n, k, sdt == HFP4_DTYPE_FP32);
+    hfp4_sm90_geometry one = hfp4_sm90_geometry_make(1, n, k, sdt == HFP4_DTYPE_FP32);
+    int64_t modes_per_group = one.tiles * one.chunks;
+    if (one.weight_bytes * total != geo.weight_bytes || one.scale_bytes_per_group != geo.scale_bytes_per_group ||
+        (uint64_t)geo.total_bytes != res.header.bytes)
+        return hfp4__fail(HFP4_ERR_INTERNAL, "repack: SM90 layout is not group-major per region; this writer needs updating");
+
+    size_t wsrc = (size_t)hfp4__fp4_expert_weight_bytes(&parts[0], 1);
+    size_t ssrc = 0; /* parts may mix F8_E8M0 and F32 sources */
+    for (int32_t p = 0; p < count; p++) {
+        size_t sb = (size_t)hfp4__fp4_expert_scale_bytes(&parts[p], 1);
+        if (sb > ssrc) ssrc = sb;
+    }
+    unsigned char *src_w = malloc(wsrc), *src_s = malloc(ssrc), *tmp = malloc((size_t)one.total_bytes);
+    unsigned char *scales = malloc((size_t)(geo.scale_bytes_per_group * total)), *modes = malloc((size_t)(modes_per_group * total));
+    hfp4_status st = HFP4_OK;
+    if (!src_w || !src_s || !tmp || !scales || !modes)
+        st = hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "repack: out of memory (one group of [%lld, %lld] plus %lld groups' scales)",
+                        (long long)n, (long long)k, (long long)total);
+    FILE *out = NULL;
+    int regular = 0; /* only a regular file is removed after a failure, never a device or pipe */
+    if (st == HFP4_OK) {
+        errno = 0;
+        out = fopen(out_path, "wb");
+        if (!out)
+            st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "repack: cannot create output '%s': %s", out_path,
+                            errno ? strerror(errno) : "unknown error");
+        struct stat info;
+        regular = out && fstat(fileno(out), &info) == 0 && S_ISREG(info.st_mode);
+    }
+    unsigned char head[HFP4__SM90_CONTAINER_HEADER_BYTES];
+    hfp4__sm90_container_encode(&res.header, head);
+    if (st == HFP4_OK) st = write_all(out, head, sizeof head, out_path);
+
+    int64_t real_tiles = hfp4__ceil_div(n, HFP4_SM90_ROW_TILE), g_all = 0;
+    for (int32_t p = 0; p < count && st == HFP4_OK; p++) {
+        for (int32_t g = 0; g < parts[p].groups && st == HFP4_OK; g++, g_all++) {
+            hfp4_matrix m, packed;
+            st = hfp4__fp4_expert_load(file, &parts[p], g, 1, src_w, src_s, &m);
+            if (st != HFP4_OK) break;
+            st = hfp4_ref_repack_sm90(&m, 1, sdt, tmp, (size_t)one.total_bytes, &packed);
+            if (st != HFP4_OK) {
+                char why[512];
+                snprintf(why, sizeof why, "%s", hfp4_last_error());
+                if (parts[p].groups > 1)
+                    st = hfp4__fail(st, "safetensors '%s': tensor '%s' (group %d): %s", file->path, parts[p].weight->name, (int)g,
+                                    why);
+                else st = hfp4__fail(st, "safetensors '%s': tensor '%s': %s", file->path, parts[p].weight->name, why);
+                break;
+            }
+            st = write_all(out, tmp, (size_t)one.weight_bytes, out_path);
+            memcpy(scales + g_all * geo.scale_bytes_per_group, tmp + one.scale_offset, (size_t)one.scale_bytes_per_group);
+            memcpy(modes + g_all * modes_per_group, tmp + one.mode_offset, (size_t)modes_per_group);
+            for (int64_t t = 0; t < real_tiles; t++)
+                for (int64_t c = 0; c < one.chunks; c++) {
+                    res.chunk_tiles++;
+                    res.folded += tmp[one.mode_offset + t * one.chunks + c] == 0;
+                }
+        }
+    }
+    if (st == HFP4_OK) st = write_zeros(out, geo.scale_offset - geo.weight_bytes, out_path);
+    if (st == HFP4_OK) st = write_all(out, scales, (size_t)(geo.scale_bytes_per_group * total), out_path);
+    if (st == HFP4_OK)
+        st = write_zeros(out, geo.mode_offset - geo.scale_offset - geo.scale_bytes_per_group * total, out_path);
+    if (st == HFP4_OK) st = write_all(out, modes, (size_t)(modes_per_group * total), out_path);
+    if (out) {
+        errno = 0;
+        if (fclose(out) != 0 && st == HFP4_OK)
+            st = hfp4__fail(HFP4_ERR_INTERNAL, "cannot write '%s': %s", out_path, errno ? strerror(errno) : "close failed");
+        if (st != HFP4_OK && regular) remove(out_path);
+    }
+    free(src_w);
+    free(src_s);
+    free(tmp);
+    free(scales);
+    free(modes);
+    if (st == HFP4_OK) *result = res;
+    return st;
+}
