@@ -65,7 +65,8 @@ typedef enum hfp4_status {
     HFP4_ERR_CUDA = 3,             /* a CUDA runtime/driver call failed (name in last error)    */
     HFP4_ERR_OUT_OF_MEMORY = 4,    /* host or device allocation failed                          */
     HFP4_ERR_NO_DEVICE = 5,        /* no CUDA driver or no GPU: the normal case on a CPU box    */
-    HFP4_ERR_INTERNAL = 6          /* a bug in hfp4; please report with hfp4_last_error()       */
+    HFP4_ERR_INTERNAL = 6,         /* a bug in hfp4; please report with hfp4_last_error()       */
+    HFP4_ERR_IO = 7                /* a file could not be opened, read or written (checkpoints) */
 } hfp4_status;
 
 /* hfp4_status_name: "HFP4_ERR_UNSUPPORTED" etc.; hfp4_status_string: a short English sentence.

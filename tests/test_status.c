@@ -14,8 +14,9 @@ TEST(status_names_are_distinct_and_stable) {
     CHECK_EQ_I64(HFP4_ERR_OUT_OF_MEMORY, 4);
     CHECK_EQ_I64(HFP4_ERR_NO_DEVICE, 5);
     CHECK_EQ_I64(HFP4_ERR_INTERNAL, 6);
-    for (int a = 0; a <= 6; a++)
-        for (int b = a + 1; b <= 6; b++) {
+    CHECK_EQ_I64(HFP4_ERR_IO, 7);
+    for (int a = 0; a <= 7; a++)
+        for (int b = a + 1; b <= 7; b++) {
             CHECK(strcmp(hfp4_status_name((hfp4_status)a), hfp4_status_name((hfp4_status)b)) != 0);
             CHECK(strcmp(hfp4_status_string((hfp4_status)a), hfp4_status_string((hfp4_status)b)) != 0);
         }

@@ -15,13 +15,13 @@ The numpy layer's names are also reachable here (``hfp4.ref_gemm`` etc.).
 Errors: every failing call raises an :class:`HFP4Error` (a RuntimeError) subclass:
 :class:`InvalidArgument` (also a ValueError; its message contains "Assertion" like DeepGEMM's),
 :class:`Unsupported` (also a NotImplementedError: fall back to another backend), :class:`NoDevice`,
-:class:`CudaError`, :class:`OutOfMemory`, :class:`InternalError`. ``.status`` is the hfp4_status code
+:class:`CudaError`, :class:`OutOfMemory`, :class:`InternalError`, :class:`IOFailure`. ``.status`` is the hfp4_status code
 and ``.detail`` the library's message, which names the offending argument.
 """
 from __future__ import annotations
 
-from ._lib import (CudaError, HFP4Error, InternalError, InvalidArgument, LibraryNotFound, NoDevice, OutOfMemory,
-                   Unsupported)
+from ._lib import (CudaError, HFP4Error, InternalError, InvalidArgument, IOFailure, LibraryNotFound, NoDevice,
+                   OutOfMemory, Unsupported)
 from ._common import SM90Weights, align, ceil_div
 
 __version__ = "0.1.0"
@@ -29,7 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "version", "version_number", "library_path", "device_info", "status_name", "dtype_name",
     "HFP4Error", "InvalidArgument", "Unsupported", "NoDevice", "CudaError", "OutOfMemory", "InternalError",
-    "LibraryNotFound", "SM90Weights", "ceil_div", "align",
+    "IOFailure", "LibraryNotFound", "SM90Weights", "ceil_div", "align",
 ]
 
 

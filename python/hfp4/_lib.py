@@ -26,7 +26,7 @@ from ctypes import (POINTER, Structure, c_char, c_char_p, c_float, c_int, c_int3
 
 __all__ = [
     "lib", "library_path", "check", "raise_status", "invalid_argument",
-    "HFP4Error", "InvalidArgument", "Unsupported", "CudaError", "OutOfMemory", "NoDevice", "InternalError",
+    "HFP4Error", "InvalidArgument", "Unsupported", "CudaError", "OutOfMemory", "NoDevice", "InternalError", "IOFailure",
     "LibraryNotFound",
     "hfp4_scales", "hfp4_matrix", "hfp4_output", "hfp4_gemm_problem", "hfp4_device_info",
     "hfp4_sf_tensor", "hfp4_sf_recipe", "hfp4_sf_psum", "hfp4_sf_options", "hfp4_sf_k_groups",
@@ -48,6 +48,7 @@ ERR_CUDA = 3
 ERR_OUT_OF_MEMORY = 4
 ERR_NO_DEVICE = 5
 ERR_INTERNAL = 6
+ERR_IO = 7
 
 # hfp4_dtype
 DTYPE_NONE = 0
@@ -120,6 +121,10 @@ class NoDevice(HFP4Error, NotImplementedError):
     (the message says which of the two it was)."""
 
 
+class IOFailure(HFP4Error, OSError):
+    """HFP4_ERR_IO: a file could not be opened, read or written (checkpoint tools)."""
+
+
 class InternalError(HFP4Error):
     """HFP4_ERR_INTERNAL: a bug in hfp4; please report it with the message."""
 
@@ -136,6 +141,7 @@ _STATUS_NAMES = {
     ERR_OUT_OF_MEMORY: "HFP4_ERR_OUT_OF_MEMORY",
     ERR_NO_DEVICE: "HFP4_ERR_NO_DEVICE",
     ERR_INTERNAL: "HFP4_ERR_INTERNAL",
+    ERR_IO: "HFP4_ERR_IO",
 }
 
 _STATUS_CLASSES = {
@@ -145,6 +151,7 @@ _STATUS_CLASSES = {
     ERR_OUT_OF_MEMORY: OutOfMemory,
     ERR_NO_DEVICE: NoDevice,
     ERR_INTERNAL: InternalError,
+    ERR_IO: IOFailure,
 }
 
 

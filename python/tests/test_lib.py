@@ -102,7 +102,8 @@ def test_exception_hierarchy():
 
 
 @pytest.mark.parametrize("status,cls", [(1, hfp4.InvalidArgument), (2, hfp4.Unsupported), (3, hfp4.CudaError),
-                                        (4, hfp4.OutOfMemory), (5, hfp4.NoDevice), (6, hfp4.InternalError)])
+                                        (4, hfp4.OutOfMemory), (5, hfp4.NoDevice), (6, hfp4.InternalError),
+                                        (7, hfp4.IOFailure)])
 def test_status_mapping(status, cls):
     e = L.make_error(status, "detail text")
     assert type(e) is cls and e.status == status and e.detail == "detail text"

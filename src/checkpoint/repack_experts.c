@@ -13,7 +13,7 @@
 static hfp4_status write_all(FILE *f, const void *buf, size_t n, const char *path) {
     errno = 0;
     if (n && fwrite(buf, 1, n, f) != n)
-        return hfp4__fail(HFP4_ERR_INTERNAL, "cannot write '%s': %s", path, errno ? strerror(errno) : "write error");
+        return hfp4__fail(HFP4_ERR_IO, "cannot write '%s': %s", path, errno ? strerror(errno) : "write error");
     return HFP4_OK;
 }
 
@@ -152,7 +152,7 @@ hfp4_status hfp4__repack_experts_to_file(hfp4__st_file *file, const hfp4__fp4_ex
     if (out) {
         errno = 0;
         if (fclose(out) != 0 && st == HFP4_OK)
-            st = hfp4__fail(HFP4_ERR_INTERNAL, "cannot write '%s': %s", out_path, errno ? strerror(errno) : "close failed");
+            st = hfp4__fail(HFP4_ERR_IO, "cannot write '%s': %s", out_path, errno ? strerror(errno) : "close failed");
         if (st != HFP4_OK && regular) remove(out_path);
     }
     free(src_w);

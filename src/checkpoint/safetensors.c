@@ -70,7 +70,7 @@ static hfp4_status read_exact(hfp4__st_file *sf, void *dst, size_t n, const char
     size_t got = fread(dst, 1, n, sf->f);
     if (got == n) return HFP4_OK;
     if (ferror(sf->f))
-        return hfp4__fail(errno == EISDIR ? HFP4_ERR_INVALID_ARGUMENT : HFP4_ERR_INTERNAL,
+        return hfp4__fail(errno == EISDIR ? HFP4_ERR_INVALID_ARGUMENT : HFP4_ERR_IO,
                           "safetensors '%s': cannot read %s: %s", sf->path, what, errno ? strerror(errno) : "read error");
     return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT,
                       "safetensors '%s': the file ended after %zu of the %zu bytes of %s (it changed since it was opened?)",
@@ -354,7 +354,7 @@ hfp4_status hfp4__st_read(hfp4__st_file *file, const hfp4__st_tensor *t, uint64_
     uint64_t at = file->data_start + t->begin + offset;
     errno = 0;
     if (at > (uint64_t)INT64_MAX || fseeko(file->f, (off_t)at, SEEK_SET) != 0)
-        return hfp4__fail(HFP4_ERR_INTERNAL, "safetensors '%s': cannot seek to byte %llu: %s", file->path,
+        return hfp4__fail(HFP4_ERR_IO, "safetensors '%s': cannot seek to byte %llu: %s", file->path,
                           (unsigned long long)at, strerror(errno));
     char what[600];
     snprintf(what, sizeof what, "tensor '%s'", t->name);

@@ -17,7 +17,7 @@
  * a damaged or truncated file). Every failure is HFP4_ERR_INVALID_ARGUMENT with a message
  * "safetensors '<path>': [tensor '<name>': ]<field> ..." naming the value.
  *
- * I/O errors other than bad content (a read failing half way) are HFP4_ERR_INTERNAL with the
+  * I/O errors other than bad content (a read failing half way) are HFP4_ERR_IO with the
  * system's reason: hfp4.h has no I/O status.
  *
  * Not thread-safe per file: reads seek the shared FILE. Use one hfp4__st_file per thread.

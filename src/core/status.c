@@ -34,6 +34,7 @@ const char *hfp4_status_name(hfp4_status status) {
     case HFP4_ERR_OUT_OF_MEMORY: return "HFP4_ERR_OUT_OF_MEMORY";
     case HFP4_ERR_NO_DEVICE: return "HFP4_ERR_NO_DEVICE";
     case HFP4_ERR_INTERNAL: return "HFP4_ERR_INTERNAL";
+    case HFP4_ERR_IO: return "HFP4_ERR_IO";
     }
     return "HFP4_STATUS_UNKNOWN";
 }
@@ -47,6 +48,7 @@ const char *hfp4_status_string(hfp4_status status) {
     case HFP4_ERR_OUT_OF_MEMORY: return "out of memory";
     case HFP4_ERR_NO_DEVICE: return "no CUDA device or driver";
     case HFP4_ERR_INTERNAL: return "internal error";
+    case HFP4_ERR_IO: return "I/O error";
     }
     return "unknown status";
 }
