@@ -19,7 +19,8 @@ static int usage(FILE *f) {
     fprintf(f,
             "usage: hfp4 <command> [options]\n"
             "  demo            checked DeepSeek-V4-shaped FP4 expert GEMMs (timed on a Hopper GPU)\n"
-            "  bench [--json] [--iters N] [--quick] [--only w13|w2|dense]\n"
+            "  bench [--json] [--iters N] [--quick] [--tokens T1,T2..] [--gran 32|128] [--replays N]\n"
+            "        [--seconds-budget S] [--only w13,w2,dense,sf,gran,launch,graph,gemv,tp,pro]\n"
             "                  speed vs cuBLASLt FP8/BF16 and the copy rate, same run (Hopper GPU)\n"
             "  verify          GPU kernels vs the CPU reference (Hopper GPU)\n"
             "  info            library version and GPU\n"
