@@ -2,7 +2,7 @@
 # One device call does everything GPU-side: the GPU tests, compute-sanitizer on a small set, the
 # demo and the benchmark (table and JSON). Build here first (make && make ${BUILD:-build}/hfp4_gpu_tests),
 # carry build/, and run:   bash bench/run_on_device.sh        (logs go to $OUT, default /tmp/hfp4-out)
-# Options via env: BUILD=dir (default build), SKIP_TESTS=1, SKIP_SANITIZER=1, SKIP_BENCH=1,
+# Options via env: BUILD=dir (default build), SKIP_TESTS=1, SKIP_PYTEST=1, SKIP_SANITIZER=1, SKIP_BENCH=1,
 # BENCH_JSON=1 (also write bench.json), BENCH_ARGS="--only w13", NCU=1 (profile a decode and a
 # prefill launch; reports in $OUT/ncu_*.ncu-rep), TILE128=1 (also test and time the opt-in
 # 128-token tile).
@@ -18,6 +18,12 @@ cat "$OUT/env.txt"
 rc=0
 if [ -z "${SKIP_TESTS:-}" ]; then
     timeout 400 ${BUILD:-build}/hfp4_gpu_tests --fork 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^(ok|FAIL|skip)|passed|FAIL " || rc=1
+fi
+if [ -z "${SKIP_PYTEST:-}" ]; then
+    # the Python layer (torch + CUDA tests included; the image has torch and pytest)
+    HFP4_LIBRARY="$PWD/${BUILD:-build}/libhfp4.so" PYTHONPATH=python timeout 300 python3 -m pytest -q python/tests \
+        -p no:cacheprovider > "$OUT/pytest.log" 2>&1
+    echo "pytest: exit $? ($(tail -n 1 "$OUT/pytest.log"))"
 fi
 if [ -n "${TILE128:-}" ]; then
     # the opt-in 128-token tile: its own test pass and prefill rows
