@@ -5,7 +5,7 @@
 # Options via env: BUILD=dir (default build), SKIP_TESTS=1, SKIP_PYTEST=1, SKIP_SANITIZER=1, SKIP_BENCH=1,
 # BENCH_JSON=1 (also write bench.json), BENCH_ARGS="--only w13", NCU=1 (profile a decode and a
 # prefill launch; reports in $OUT/ncu_*.ncu-rep), TILE128=1 (also test and time the opt-in
-# 128-token tile).
+# 128-token tile), DECODE2=1 (also test and time the opt-in two-CTAs-per-SM decode variant).
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
@@ -31,6 +31,13 @@ if [ -n "${TILE128:-}" ]; then
         grep -E "passed|FAIL " || rc=1
     HFP4_SM90_MAX_TOKEN_TILE=128 timeout 200 ${BUILD:-build}/hfp4 bench --tokens 4096,16384 --only w13 2>&1 |
         tee "$OUT/bench_tile128.txt"
+fi
+if [ -n "${DECODE2:-}" ]; then
+    # the opt-in two-CTAs-per-SM decode variant: its own test pass and decode rows
+    HFP4_SM90_DECODE_2CTA=1 timeout 400 ${BUILD:-build}/hfp4_gpu_tests --fork 2>&1 | tee "$OUT/gpu_tests_decode2.log" |
+        grep -E "passed|FAIL " || rc=1
+    HFP4_SM90_DECODE_2CTA=1 timeout 200 ${BUILD:-build}/hfp4 bench --tokens 1,8,32 --only w13,w2 2>&1 |
+        tee "$OUT/bench_decode2.txt"
 fi
 if [ -z "${SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do

@@ -5,14 +5,16 @@
 #include "../../plan/sm90_plan.h"
 #include "fp8_fp4_gemm.cuh"
 
+#include <stdlib.h>
+
 typedef void (*gemm_kernel_fn)(const CUtensorMap, const hfp4_sm90_gemm_params);
 
-template <int BT, bool W_FP32>
+template <int BT, bool W_FP32, int MINB = 1>
 static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
                           const CUtensorMap *map, cudaStream_t stream) {
-    typedef sm90_tile_config<BT> cfg;
+    typedef sm90_tile_config<BT, MINB> cfg;
     static int smem_set[64];
-    auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32>;
+    auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32, MINB>;
     HFP4_REQUIRE(cfg::SMEM_BYTES <= dev->max_smem_optin, "%s: tile BT=%d needs %d bytes of shared memory, device has %d",
                  fn, BT, cfg::SMEM_BYTES, dev->max_smem_optin);
     if (dev->device < 0 || dev->device >= 64 || !smem_set[dev->device]) {
@@ -24,7 +26,7 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
      * CTA pays a dependent load of masked_m for every unrouted expert's item it walks past (measured:
      * V4-Flash w13 T=1 went from 59 to 105 us). The kernel is the same; only the grid differs. */
     const int64_t items = plan->params.tiles_total;
-    int64_t ctas = items < dev->num_sms ? items : dev->num_sms;
+    int64_t ctas = items < (int64_t)dev->num_sms * MINB ? items : (int64_t)dev->num_sms * MINB;
     if (plan->params.grouping == HFP4_GROUPING_MASKED) ctas = items;
     HFP4_REQUIRE(ctas <= 0x7FFFFFFF, "%s: %lld work items exceed the grid limit", fn, (long long)ctas);
     const unsigned grid = (unsigned)ctas;
@@ -36,9 +38,17 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
 template <bool W_FP32>
 static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
                                const CUtensorMap *map, cudaStream_t stream) {
+    /* NOTE: two CTAs per SM for decode tiles is an experiment (HFP4_SM90_DECODE_2CTA=1) until it is
+     * measured on the H200; it compiles without spills. */
+    static int two_ctas = -1;
+    if (two_ctas < 0) {
+        const char *env = getenv("HFP4_SM90_DECODE_2CTA");
+        two_ctas = env && env[0] == '1';
+    }
     switch (plan->block_tokens) {
-    case 8: return launch<8, W_FP32>(fn, plan, dev, map, stream);
-    case 16: return launch<16, W_FP32>(fn, plan, dev, map, stream);
+    case 8: return two_ctas ? launch<8, W_FP32, 2>(fn, plan, dev, map, stream) : launch<8, W_FP32>(fn, plan, dev, map, stream);
+    case 16:
+        return two_ctas ? launch<16, W_FP32, 2>(fn, plan, dev, map, stream) : launch<16, W_FP32>(fn, plan, dev, map, stream);
     case 32: return launch<32, W_FP32>(fn, plan, dev, map, stream);
     case 64: return launch<64, W_FP32>(fn, plan, dev, map, stream);
     case 128: return launch<128, W_FP32>(fn, plan, dev, map, stream);

@@ -32,15 +32,20 @@
 #define HFP4_K_PSUM 2
 #define HFP4_K_MASKED 3
 
-template <int BT>
+/* MINB = CTAs per SM the kernel is built for: 1, or 2 for the opt-in decode variant (small token
+ * tiles only), which trades registers for a second resident CTA that hides the first's start-up. */
+template <int BT, int MINB = 1>
 struct sm90_tile_config {
+    static_assert(MINB == 1 || (MINB == 2 && BT <= 16), "two CTAs per SM only for token tiles <= 16");
     static constexpr int STAGES = BT <= 32 ? 8 : (BT <= 64 ? 6 : 4);
-    static constexpr int PREFETCH = BT <= 32 ? 4 : (BT <= 64 ? 2 : 1); /* chunks of weights in registers */
+    static constexpr int PREFETCH = MINB == 2 ? 2 : BT <= 32 ? 4 : (BT <= 64 ? 2 : 1); /* weight chunks in registers */
     static constexpr int OUT_LD = 68;                                  /* 64 rows + 4 pad: conflict-free  */
-    /* setmaxnreg split; PRODUCER + 2 x CONSUMER must stay <= 3 x 168 = 504 (the CTA's registers) */
-    static constexpr int PRODUCER_REGS = BT == 128 ? 80 : 72;
-    static constexpr int CONSUMER_REGS = BT == 128 ? 208 : 216;
-    static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS <= 504, "setmaxnreg.inc would wait forever");
+    /* setmaxnreg split; PRODUCER + 2 x CONSUMER must stay <= 3 x the registers per thread the CTA is
+     * launched with (168 for one CTA per SM, 80 for two), or setmaxnreg.inc waits forever */
+    static constexpr int LAUNCH_REGS = MINB == 2 ? 80 : 168;
+    static constexpr int PRODUCER_REGS = MINB == 2 ? 48 : BT == 128 ? 80 : 72;
+    static constexpr int CONSUMER_REGS = MINB == 2 ? 96 : BT == 128 ? 208 : 216;
+    static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS <= 3 * LAUNCH_REGS, "setmaxnreg.inc would wait forever");
     static constexpr int A_TILE_BYTES = BT * 128;
     static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * A_TILE_BYTES + STAGES * 4 * BT * 4 +
                                       2 * BT * OUT_LD * 4 + 2 * STAGES * 8;
@@ -132,11 +137,11 @@ static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params 
     return true;
 }
 
-template <int BT, bool W_FP32>
-__global__ void __launch_bounds__(384, 1)
+template <int BT, bool W_FP32, int MINB = 1>
+__global__ void __launch_bounds__(384, MINB)
     hfp4_sm90_fp8_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ hfp4_sm90_gemm_params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef sm90_tile_config<BT> cfg;
+    typedef sm90_tile_config<BT, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
