@@ -184,7 +184,8 @@ typedef enum hfp4_grouping {
     HFP4_GROUPING_CONTIGUOUS_PSUM = 2, /* layout[g] = end row of group g (cumulative, exclusive);
                                           group g covers [align(layout[g-1], m_alignment),
                                           layout[g]), and align(layout[g-1]) <= layout[g] <= m.
-                                          Rows outside every group are not read. D rows in
+                                          Scales of rows outside every group are not read (TMA
+                                          may read their FP8 bytes, inside A). D rows in
                                           [layout[g], align(layout[g])) (and < m) are written as
                                           +0 without C; rows after all groups are untouched.     */
     HFP4_GROUPING_MASKED = 3           /* A [G, M, K], D [G, M, N]; layout[g] = masked_m[g]: only
@@ -283,13 +284,14 @@ HFP4_API hfp4_status hfp4_sm90_weights_size(int32_t num_groups, int64_t n, int64
 HFP4_API hfp4_status hfp4_sm90_weights_scale_dtype(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype *scale_dtype);
 
 /* hfp4_ref_repack_sm90 (host): repacks `w` (FP4 e2m1 [G, n, k] with (1,32) scales, host memory)
- * into the layout of docs/FORMATS.md ("SM90 repacked weights"): exact for every input. Chunks of
- * 128 K whose UE8M0 scales lie within 11 binades of their row's largest are stored "folded" (the
- * kernels then chain 4 wgmmas per chunk); others keep per-32 scales (slower, still exact).
- * into dst (host, dst_bytes >= hfp4_sm90_weights_size(...)), storing scales as scale_dtype.
- * INVALID_ARGUMENT if scale_dtype is UE8M0 but a scale is not a power of two (names the first), or
- * any scale is negative, zero, NaN or Inf. On success *out describes dst as a B operand for hfp4_gemm
- * (dtype FP4_E2M1_SM90, rows n, cols k, scales.dtype = scale_dtype). */
+ * into dst (host, dst_bytes >= hfp4_sm90_weights_size(...)) in the layout of docs/FORMATS.md ("SM90
+ * repacked weights"), storing scales as scale_dtype; exact for every accepted input. Chunks of 128 K
+ * whose UE8M0 scales lie within 11 binades of their row's largest are stored "folded" (the kernels
+ * then chain 4 wgmmas per chunk); others keep per-32 scales (slower, still exact).
+ * INVALID_ARGUMENT if scale_dtype is UE8M0 but a scale is not a positive power of two (names the
+ * first), if an FP32 scale is NaN or Inf, or if a UE8M0 scale is the NaN byte 255. On success *out
+ * describes dst as a B operand for hfp4_gemm (dtype FP4_E2M1_SM90, rows n, cols k, scales.dtype =
+ * scale_dtype); pass it unchanged: hfp4_gemm checks that it matches the problem's G, n and k. */
 HFP4_API hfp4_status hfp4_ref_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype scale_dtype,
                                           void *dst, size_t dst_bytes, hfp4_matrix *out);
 

@@ -7,6 +7,7 @@
 
 #include "harness.h"
 #include "sm90_plan.h"
+#include "../src/weights/repack_sm90.h"
 
 static uint8_t fake[1 << 16] __attribute__((aligned(256)));
 
@@ -20,25 +21,22 @@ static hfp4_gemm_problem valid_problem(int64_t m, int64_t n, int64_t k) {
     p.k = k;
     p.num_groups = 1;
     p.a = (hfp4_matrix){fake, HFP4_DTYPE_FP8_E4M3, m, k, k, 0, {fake, HFP4_DTYPE_FP32, 1, 128, (k + 127) / 128, 1, 0}};
-    p.b = (hfp4_matrix){fake, HFP4_DTYPE_FP4_E2M1_SM90, n, k, 0, 0, {fake + 4096, HFP4_DTYPE_UE8M0, 1, 32, 0, 0, 0}};
+    /* the descriptor the repack returns (the buffer itself is never read by the plan) */
+    hfp4_sm90_geometry geo = hfp4_sm90_geometry_make(1, n, k, 0);
+    hfp4__sm90_describe(&geo, fake, &p.b);
     p.d = (hfp4_output){fake, HFP4_DTYPE_BF16, n, 0, NULL};
     return p;
 }
 
 TEST(sm90_plan_token_tile_follows_rows_and_alignment) {
-    unsetenv("HFP4_SM90_MAX_TOKEN_TILE");
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(1, 0), 8);
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(8, 0), 8);
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(9, 0), 16);
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(32, 0), 32);
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(33, 0), 64);
-    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 0), 64); /* 128 is opt-in until measured */
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 0), 64); /* 128 is off for now */
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 32), 32); /* must divide the alignment */
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 8), 8);
-    setenv("HFP4_SM90_MAX_TOKEN_TILE", "128", 1);
-    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 0), 128);
-    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 64), 64);
-    unsetenv("HFP4_SM90_MAX_TOKEN_TILE");
 }
 
 TEST(sm90_plan_fills_the_work_items) {
@@ -70,6 +68,17 @@ TEST(sm90_plan_unsupported_requests_name_the_reason) {
     p = valid_problem(8, 128, 128);
     p.a.data = fake + 8;
     CHECK_REJECT(hfp4__sm90_plan("t", &p, &plan), HFP4_ERR_UNSUPPORTED, "16-byte aligned");
+}
+
+TEST(sm90_plan_rejects_weights_repacked_for_another_shape) {
+    hfp4_gemm_problem p = valid_problem(8, 256, 512);
+    hfp4_sm90_plan plan;
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    p.n = p.b.rows = p.d.ld = 384; /* same buffer, other N: its scale region would be misplaced */
+    CHECK_REJECT(hfp4__sm90_plan("t", &p, &plan), HFP4_ERR_INVALID_ARGUMENT, "repacked for");
+    p = valid_problem(8, 256, 512);
+    p.b.data = fake + 8;
+    CHECK_REJECT(hfp4__sm90_plan("t", &p, &plan), HFP4_ERR_INVALID_ARGUMENT, "16-byte aligned");
 }
 
 TEST(sm90_plan_invalid_beats_unsupported) {

@@ -24,6 +24,7 @@
  */
 #include "internal.h"
 #include "scale_access.h"
+#include "../weights/sm90_layout.h"
 
 #define BIT(d) (1u << (unsigned)(d))
 
@@ -124,6 +125,18 @@ static hfp4_status check_b(const char *fn, const hfp4_gemm_problem *p) {
         HFP4_CHECK_ARG(b->scales.dtype == HFP4_DTYPE_UE8M0 || b->scales.dtype == HFP4_DTYPE_FP32,
                        "%s: problem->b.scales.dtype = %s (%d) must be ue8m0 or fp32 for repacked sm90 weights", fn,
                        hfp4_dtype_name(b->scales.dtype), (int)b->scales.dtype);
+        /* The geometry follows from (G, N, K, scale dtype); a buffer repacked for other values
+         * would be read at the wrong offsets without any error, so the descriptor the repack
+         * returned must match the problem exactly. */
+        hfp4_sm90_geometry geo =
+            hfp4_sm90_geometry_make(p->num_groups, p->n, p->k, b->scales.dtype == HFP4_DTYPE_FP32);
+        HFP4_CHECK_ARG(((uintptr_t)b->data) % 16 == 0, "%s: problem->b.data = %p must be 16-byte aligned", fn, b->data);
+        HFP4_CHECK_ARG((const uint8_t *)b->scales.data == (const uint8_t *)b->data + geo.scale_offset &&
+                           b->stride_group == geo.n_pad * geo.k_pad / 2 &&
+                           b->scales.stride_group == geo.scale_bytes_per_group / 4,
+                       "%s: problem->b does not describe weights repacked for num_groups = %d, n = %lld, k = %lld "
+                       "(%s scales): pass the hfp4_matrix the repack returned for this shape",
+                       fn, (int)p->num_groups, (long long)p->n, (long long)p->k, hfp4_dtype_name(b->scales.dtype));
         return HFP4_OK;
     }
 

@@ -1,7 +1,6 @@
 /*
  * sm90_plan.c - support matrix and tile choice of the SM90 FP8 x FP4 kernels (see sm90_plan.h).
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "sm90_plan.h"
@@ -10,12 +9,9 @@
 int32_t hfp4__sm90_pick_block_tokens(int64_t rows_per_group, int32_t alignment) {
     /* Decode-sized groups want the narrowest wgmma N (nothing wasted on padding rows); large ones
      * the widest tile that keeps the accumulators in registers. */
-    /* NOTE: the 128-token tile compiles without spills but has not run on the H200 with the
-     * persistent loop yet: it is opt-in (HFP4_SM90_MAX_TOKEN_TILE=128) until measured. */
-    int32_t cap = 64;
-    const char *env = getenv("HFP4_SM90_MAX_TOKEN_TILE");
-    if (env && !strcmp(env, "128")) cap = 128;
-    int32_t bt = rows_per_group <= 8 ? 8 : rows_per_group <= 16 ? 16 : rows_per_group <= 32 ? 32 : rows_per_group <= 64 ? 64 : cap;
+    /* NOTE: the 128-token tile is off until its consumer fits the register split without
+     * spilling again (it did before the work-item loop; see bench/RESULTS.md). */
+    int32_t bt = rows_per_group <= 8 ? 8 : rows_per_group <= 16 ? 16 : rows_per_group <= 32 ? 32 : 64;
     if (alignment > 0)
         while (bt > 8 && alignment % bt != 0) bt /= 2;
     return bt;
@@ -32,7 +28,7 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
                  (long long)p->a.ld);
     HFP4_REQUIRE(((uintptr_t)p->a.data) % 16 == 0, "%s: a.data = %p must be 16-byte aligned for the TMA loads", fn,
                  p->a.data);
-    HFP4_REQUIRE(p->grouping != HFP4_GROUPING_MASKED || p->a.stride_group % 16 == 0,
+    HFP4_REQUIRE(p->grouping != HFP4_GROUPING_MASKED || p->num_groups == 1 || p->a.stride_group % 16 == 0,
                  "%s: a.stride_group = %lld bytes must be a multiple of 16 for the TMA loads", fn,
                  (long long)p->a.stride_group);
     HFP4_REQUIRE(p->k <= (int64_t)1 << 30 && p->m <= (int64_t)1 << 30,
@@ -90,7 +86,8 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     plan->a_dims[1] = p->m;
     plan->a_dims[2] = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1;
     plan->a_strides[0] = p->a.ld;
-    plan->a_strides[1] = p->grouping == HFP4_GROUPING_MASKED ? p->a.stride_group : p->a.ld * p->m;
+    /* one group: the group stride is never used, and may be 0 (which TMA rejects) */
+    plan->a_strides[1] = p->grouping == HFP4_GROUPING_MASKED && p->num_groups > 1 ? p->a.stride_group : p->a.ld * p->m;
     if (plan->a_strides[1] % 16 != 0) plan->a_strides[1] = hfp4__align(plan->a_strides[1], 16); /* unused when 1 group */
     return HFP4_OK;
 }

@@ -21,7 +21,8 @@ hfp4_status hfp4__current_device(const char *fn, hfp4_current_device *out) {
     static int cached[MAX_DEVICES];
     int dev = 0;
     HFP4_CUDA_TRY(fn, cudaGetDevice(&dev));
-    if (dev >= 0 && dev < MAX_DEVICES && cached[dev]) {
+    /* NOTE: published with release/acquire so a thread that sees the flag sees the values */
+    if (dev >= 0 && dev < MAX_DEVICES && __atomic_load_n(&cached[dev], __ATOMIC_ACQUIRE)) {
         *out = cache[dev];
         return HFP4_OK;
     }
@@ -32,8 +33,8 @@ hfp4_status hfp4__current_device(const char *fn, hfp4_current_device *out) {
     HFP4_CUDA_TRY(fn, cudaDeviceGetAttribute(&d.num_sms, cudaDevAttrMultiProcessorCount, dev));
     HFP4_CUDA_TRY(fn, cudaDeviceGetAttribute(&d.max_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     if (dev >= 0 && dev < MAX_DEVICES) {
-        cache[dev] = d;
-        cached[dev] = 1; /* benign race: every thread computes the same values */
+        cache[dev] = d; /* concurrent first calls all write the same values */
+        __atomic_store_n(&cached[dev], 1, __ATOMIC_RELEASE);
     }
     *out = d;
     return HFP4_OK;

@@ -80,7 +80,9 @@ __global__ void hfp4_sm90_repack_scales_kernel(const __grid_constant__ repack_ar
                     if (row < a.n && jj < kgroups) {
                         const uint32_t bits = src_scale_bits(a, g, row, jj);
                         if (a.scale_dtype == HFP4_DTYPE_FP32) v[j] = __uint_as_float(bits);
-                        else v[j] = bits == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(bits << 23);
+                        else v[j] = bits == 0     ? __uint_as_float(0x00400000u)
+                                    : bits == 255 ? __uint_as_float(0x7FC00000u) /* UE8M0 NaN stays NaN */
+                                                  : __uint_as_float(bits << 23);
                     }
                 }
                 *(float4 *)(sdst + ((tile * a.geo.chunks + chunk) * 64 + r) * 16) = make_float4(v[0], v[1], v[2], v[3]);
@@ -102,8 +104,12 @@ __global__ void hfp4_sm90_repack_scales_kernel(const __grid_constant__ repack_ar
                 for (int kk = 0; kk < 32 && !nz[h][j]; kk++) nz[h][j] = (code_at(a, g, row, jj * 32 + kk) & 7) != 0;
                 if (nz[h][j] && (int)e[h][j] > emax[h]) emax[h] = (int)e[h][j];
             }
-            for (int j = 0; j < 4; j++)
+            for (int j = 0; j < 4; j++) {
                 if (nz[h][j] && emax[h] - (int)e[h][j] > HFP4_SM90_FOLD_SPAN) ok = 0;
+                /* the host repack rejects the UE8M0 NaN (255); here it cannot, so the chunk keeps
+                 * per-32 scales, which the kernel decodes to NaN: visible, never a finite value */
+                if (e[h][j] == 255 && row < a.n && chunk * 4 + j < kgroups) ok = 0;
+            }
         }
         const int fast = __all_sync(0xFFFFFFFFu, ok);
         for (int h = 0; h < 2; h++) {

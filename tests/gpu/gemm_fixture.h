@@ -24,6 +24,7 @@ typedef struct gemm_case {
     hfp4_dtype d_dtype;   /* BF16 or FP32 */
     int with_c;
     int32_t alignment;    /* contiguous forms */
+    int32_t extra_rows;   /* psum: rows of A and D after the last group (must stay untouched) */
     uint64_t seed;
 } gemm_case;
 
@@ -88,7 +89,7 @@ static void fx_make_layout(gemm_host *h, uint64_t *s) {
         if (g % 4 == 2) sizes[g] = 0;
         total += (sizes[g] + a - 1) / a * a;
     }
-    c->m = total > 0 ? total : a;
+    c->m = (total > 0 ? total : a) + (c->grouping == HFP4_GROUPING_CONTIGUOUS_PSUM ? c->extra_rows : 0);
     if (c->grouping == HFP4_GROUPING_CONTIGUOUS) {
         h->layout = (int32_t *)malloc(sizeof(int32_t) * c->m);
         for (int64_t r = 0; r < c->m; r++) h->layout[r] = -1;

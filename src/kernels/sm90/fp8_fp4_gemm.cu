@@ -13,14 +13,12 @@ template <int BT, bool W_FP32, int MINB = 1>
 static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
                           const CUtensorMap *map, cudaStream_t stream) {
     typedef sm90_tile_config<BT, MINB> cfg;
-    static int smem_set[64];
     auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32, MINB>;
     HFP4_REQUIRE(cfg::SMEM_BYTES <= dev->max_smem_optin, "%s: tile BT=%d needs %d bytes of shared memory, device has %d",
                  fn, BT, cfg::SMEM_BYTES, dev->max_smem_optin);
-    if (dev->device < 0 || dev->device >= 64 || !smem_set[dev->device]) {
-        HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::SMEM_BYTES));
-        if (dev->device >= 0 && dev->device < 64) smem_set[dev->device] = 1;
-    }
+    /* NOTE: set on every call: the attribute belongs to the current context (a cache would go
+     * stale after cudaDeviceReset), and the call is cheap and legal during graph capture. */
+    HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::SMEM_BYTES));
     /* Contiguous and dense layouts: persistent, one CTA per SM walks the work items (all-padding
      * tiles cost a loop iteration, not a CTA). Masked layout: one CTA per item, because a persistent
      * CTA pays a dependent load of masked_m for every unrouted expert's item it walks past (measured:
@@ -29,17 +27,21 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     int64_t ctas = items < (int64_t)dev->num_sms * MINB ? items : (int64_t)dev->num_sms * MINB;
     if (plan->params.grouping == HFP4_GROUPING_MASKED) ctas = items;
     HFP4_REQUIRE(ctas <= 0x7FFFFFFF, "%s: %lld work items exceed the grid limit", fn, (long long)ctas);
-    const unsigned grid = (unsigned)ctas;
-    kernel<<<grid, 384, cfg::SMEM_BYTES, stream>>>(*map, plan->params);
-    HFP4_CUDA_TRY(fn, cudaGetLastError());
+    /* cudaLaunchKernelEx reports this launch's own error, never one left pending by the caller */
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3((unsigned)ctas, 1, 1);
+    config.blockDim = dim3(384, 1, 1);
+    config.dynamicSmemBytes = cfg::SMEM_BYTES;
+    config.stream = stream;
+    HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, *map, plan->params));
     return HFP4_OK;
 }
 
 template <bool W_FP32>
 static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
                                const CUtensorMap *map, cudaStream_t stream) {
-    /* NOTE: two CTAs per SM for decode tiles is an experiment (HFP4_SM90_DECODE_2CTA=1) until it is
-     * measured on the H200; it compiles without spills. */
+    /* NOTE: two CTAs per SM for the 8-token decode tile is an experiment (HFP4_SM90_DECODE_2CTA=1)
+     * until it is measured on the H200; it compiles without spills. */
     static int two_ctas = -1;
     if (two_ctas < 0) {
         const char *env = getenv("HFP4_SM90_DECODE_2CTA");
@@ -47,11 +49,9 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
     }
     switch (plan->block_tokens) {
     case 8: return two_ctas ? launch<8, W_FP32, 2>(fn, plan, dev, map, stream) : launch<8, W_FP32>(fn, plan, dev, map, stream);
-    case 16:
-        return two_ctas ? launch<16, W_FP32, 2>(fn, plan, dev, map, stream) : launch<16, W_FP32>(fn, plan, dev, map, stream);
+    case 16: return launch<16, W_FP32>(fn, plan, dev, map, stream);
     case 32: return launch<32, W_FP32>(fn, plan, dev, map, stream);
     case 64: return launch<64, W_FP32>(fn, plan, dev, map, stream);
-    case 128: return launch<128, W_FP32>(fn, plan, dev, map, stream);
     }
     return hfp4__fail(HFP4_ERR_INTERNAL, "%s: no kernel for block_tokens = %d", fn, plan->block_tokens);
 }

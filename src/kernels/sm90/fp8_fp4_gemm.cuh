@@ -32,17 +32,19 @@
 #define HFP4_K_PSUM 2
 #define HFP4_K_MASKED 3
 
-/* MINB = CTAs per SM the kernel is built for: 1, or 2 for the opt-in decode variant (small token
- * tiles only), which trades registers for a second resident CTA that hides the first's start-up. */
+/* MINB = CTAs per SM the kernel is built for: 1, or 2 for the opt-in decode variant (8-token tile
+ * only: larger ones spill in 96 registers), which trades registers for a second resident CTA that
+ * hides the first's start-up. BT = 128 is configured here but not instantiated: it spills in 208
+ * registers since the work-item loop and the bounds clamps were added (v3 work). */
 template <int BT, int MINB = 1>
 struct sm90_tile_config {
-    static_assert(MINB == 1 || (MINB == 2 && BT <= 16), "two CTAs per SM only for token tiles <= 16");
+    static_assert(MINB == 1 || (MINB == 2 && BT <= 8), "two CTAs per SM only for the 8-token tile");
     static constexpr int STAGES = BT <= 32 ? 8 : (BT <= 64 ? 6 : 4);
     static constexpr int PREFETCH = MINB == 2 ? 2 : BT <= 32 ? 4 : (BT <= 64 ? 2 : 1); /* weight chunks in registers */
     static constexpr int OUT_LD = 68;                                  /* 64 rows + 4 pad: conflict-free  */
     /* setmaxnreg split; PRODUCER + 2 x CONSUMER must stay <= 3 x the registers per thread the CTA is
      * launched with (168 for one CTA per SM, 80 for two), or setmaxnreg.inc waits forever */
-    static constexpr int LAUNCH_REGS = MINB == 2 ? 80 : 168;
+    static constexpr int LAUNCH_REGS = (65536 / (384 * MINB)) & ~7; /* 168 or 80 */
     static constexpr int PRODUCER_REGS = MINB == 2 ? 48 : BT == 128 ? 80 : 72;
     static constexpr int CONSUMER_REGS = MINB == 2 ? 96 : BT == 128 ? 208 : 216;
     static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS <= 3 * LAUNCH_REGS, "setmaxnreg.inc would wait forever");
@@ -99,7 +101,9 @@ static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params 
     const int64_t tile_end = t.m0 + BT;
     if (p.grouping == HFP4_K_MASKED) {
         const int32_t g = z;
-        const int64_t rows = p.layout[g];
+        /* device data cannot be validated without a host read: clamp, so a bad masked_m can
+         * never make the kernel write past its group */
+        const int64_t rows = min((int64_t)p.layout[g], p.m);
         if (t.m0 >= rows) return false;
         t.expert = t.a_group = g;
         t.valid_end = t.zero_end = min(tile_end, rows);
@@ -108,8 +112,9 @@ static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params 
     if (t.m0 >= p.m) return false;
     if (p.grouping == HFP4_K_CONTIGUOUS) {
         const int32_t id = p.layout[t.m0];
-        t.expert = id < 0 ? 0 : id;
-        t.compute = id >= 0;
+        const bool known = id >= 0 && id < p.num_groups; /* ids >= G are treated as padding */
+        t.expert = known ? id : 0;
+        t.compute = known;
         t.valid_end = t.zero_end = min(tile_end, p.m);
         return true;
     }
@@ -123,7 +128,7 @@ static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params 
             if (start <= t.m0) lo = mid;
             else hi = mid - 1;
         }
-        const int64_t end = p.layout[lo];
+        const int64_t end = min((int64_t)p.layout[lo], p.m);
         const int64_t aligned_end = (end + p.m_alignment - 1) / p.m_alignment * p.m_alignment;
         t.expert = lo;
         t.compute = t.m0 < end;
@@ -183,7 +188,13 @@ __global__ void __launch_bounds__(384, MINB)
         for (int64_t item = blockIdx.x; item < p.tiles_total; item += gridDim.x) {
         sm90_tile tile;
         if (!resolve_tile<BT>(p, item, tile) || !tile.compute) continue;
-        for (int64_t kc = pwarp; kc < chunks; kc += 4) {
+        /* Producer warp w publishes the chunks whose *global* index (iter + kc) is w mod 4, so
+         * each warp steps by exactly 4 chunks, across work items too. With STAGES >= 4 the chunk
+         * two rounds back on the stage it waits for is then always released, which is what makes
+         * the parity wait unambiguous (a per-item split let a warp jump 7 chunks and pass a wait
+         * two phases early when chunks % 4 != 0, e.g. K = 896 with the 64-token tile). */
+        static_assert(STAGES >= 4, "the producer warps' parity waits need at least 4 stages");
+        for (int64_t kc = ((pwarp - iter % 4) % 4 + 4) % 4; kc < chunks; kc += 4) {
             const int s = (int)((iter + kc) % STAGES);
             const uint32_t phase = (uint32_t)(((iter + kc) / STAGES) & 1);
             /* load first (independent of the stage), then wait for the stage to be free; at most 4
@@ -375,7 +386,7 @@ __global__ void __launch_bounds__(384, MINB)
 
     /* ---- epilogue: transpose through shared memory, then coalesced stores along N ---- */
     float *os = out_s + warpgroup * BT * cfg::OUT_LD;
-    named_barrier_sync(1 + warpgroup, 128); /* the previous tile's stores have read os */
+    warpgroup_barrier(warpgroup); /* the previous tile's stores have read os */
     {
         const int r0 = warp_in_wg * 16 + g8;
 #pragma unroll
@@ -387,7 +398,7 @@ __global__ void __launch_bounds__(384, MINB)
             os[(c + 1) * cfg::OUT_LD + r0 + 8] = fin[4 * j + 3];
         }
     }
-    named_barrier_sync(1 + warpgroup, 128);
+    warpgroup_barrier(warpgroup);
     const int64_t dgroup = p.grouping == HFP4_K_MASKED ? tile.a_group : 0;
     for (int idx = tid; idx < BT * 64; idx += 128) {
         const int c = idx / 64, rr = idx % 64;
@@ -395,7 +406,7 @@ __global__ void __launch_bounds__(384, MINB)
         const int64_t n = wtile * 64 + rr;
         if (n >= p.n || row >= tile.zero_end) continue;
         bool real = row < tile.valid_end && tile.compute;
-        if (real && p.grouping == HFP4_K_CONTIGUOUS) real = p.layout[row] >= 0;
+        if (real && p.grouping == HFP4_K_CONTIGUOUS) real = p.layout[row] >= 0 && p.layout[row] < p.num_groups;
         const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
         float v = real ? os[c * cfg::OUT_LD + rr] : 0.0f;
         if (p.d_fp32) {

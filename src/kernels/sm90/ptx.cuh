@@ -101,9 +101,18 @@ static __device__ __forceinline__ void warpgroup_reg_dealloc(void) {
 
 /* ---- barriers and misc ---------------------------------------------------------------------- */
 
-/* Barrier over `count` threads (a multiple of 32) with id 1..15 (0 is __syncthreads). */
-static __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t count) {
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+/* Barrier over `COUNT` threads (a multiple of 32) with id ID in 1..15 (0 is __syncthreads). The id
+ * is an immediate so ptxas counts only the barriers used (a register id reserves all 16, which can
+ * cap the CTAs per SM). */
+template <int ID, int COUNT>
+static __device__ __forceinline__ void named_barrier_sync(void) {
+    asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
+}
+
+/* The 128 threads of consumer warpgroup `wg` (0 or 1) synchronize among themselves. */
+static __device__ __forceinline__ void warpgroup_barrier(int wg) {
+    if (wg == 0) named_barrier_sync<1, 128>();
+    else named_barrier_sync<2, 128>();
 }
 
 /* 16-byte global load that bypasses L1 (weights are streamed once per CTA). */
