@@ -34,9 +34,14 @@ TEST(sm90_plan_token_tile_follows_rows_and_alignment) {
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(9, 0), 16);
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(32, 0), 32);
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(33, 0), 64);
-    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 0), 64); /* 128 is off for now */
+    unsetenv("HFP4_SM90_MAX_TOKEN_TILE");
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 0), 64); /* 128 is opt-in until measured */
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 32), 32); /* must divide the alignment */
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 8), 8);
+    setenv("HFP4_SM90_MAX_TOKEN_TILE", "128", 1);
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 0), 128);
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 64), 64);
+    unsetenv("HFP4_SM90_MAX_TOKEN_TILE");
 }
 
 TEST(sm90_plan_fills_the_work_items) {

@@ -1,6 +1,7 @@
 /*
  * sm90_plan.c - support matrix and tile choice of the SM90 FP8 x FP4 kernels (see sm90_plan.h).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sm90_plan.h"
@@ -9,9 +10,12 @@
 int32_t hfp4__sm90_pick_block_tokens(int64_t rows_per_group, int32_t alignment) {
     /* Decode-sized groups want the narrowest wgmma N (nothing wasted on padding rows); large ones
      * the widest tile that keeps the accumulators in registers. */
-    /* NOTE: the 128-token tile is off until its consumer fits the register split without
-     * spilling again (it did before the work-item loop; see bench/RESULTS.md). */
-    int32_t bt = rows_per_group <= 8 ? 8 : rows_per_group <= 16 ? 16 : rows_per_group <= 32 ? 32 : 64;
+    /* NOTE: the 128-token tile compiles without spills but has not run on the H200 with the
+     * persistent loop yet: it is opt-in (HFP4_SM90_MAX_TOKEN_TILE=128) until measured. */
+    int32_t cap = 64;
+    const char *env = getenv("HFP4_SM90_MAX_TOKEN_TILE");
+    if (env && !strcmp(env, "128")) cap = 128;
+    int32_t bt = rows_per_group <= 8 ? 8 : rows_per_group <= 16 ? 16 : rows_per_group <= 32 ? 32 : rows_per_group <= 64 ? 64 : cap;
     if (alignment > 0)
         while (bt > 8 && alignment % bt != 0) bt /= 2;
     return bt;

@@ -52,6 +52,7 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
     case 16: return launch<16, W_FP32>(fn, plan, dev, map, stream);
     case 32: return launch<32, W_FP32>(fn, plan, dev, map, stream);
     case 64: return launch<64, W_FP32>(fn, plan, dev, map, stream);
+    case 128: return launch<128, W_FP32>(fn, plan, dev, map, stream);
     }
     return hfp4__fail(HFP4_ERR_INTERNAL, "%s: no kernel for block_tokens = %d", fn, plan->block_tokens);
 }

@@ -34,8 +34,7 @@
 
 /* MINB = CTAs per SM the kernel is built for: 1, or 2 for the opt-in decode variant (8-token tile
  * only: larger ones spill in 96 registers), which trades registers for a second resident CTA that
- * hides the first's start-up. BT = 128 is configured here but not instantiated: it spills in 208
- * registers since the work-item loop and the bounds clamps were added (v3 work). */
+ * hides the first's start-up. */
 template <int BT, int MINB = 1>
 struct sm90_tile_config {
     static_assert(MINB == 1 || (MINB == 2 && BT <= 8), "two CTAs per SM only for the 8-token tile");
@@ -386,7 +385,7 @@ __global__ void __launch_bounds__(384, MINB)
 
     /* ---- epilogue: transpose through shared memory, then coalesced stores along N ---- */
     float *os = out_s + warpgroup * BT * cfg::OUT_LD;
-    warpgroup_barrier(warpgroup); /* the previous tile's stores have read os */
+    warpgroup_barrier<MINB == 2>(warpgroup); /* the previous tile's stores have read os */
     {
         const int r0 = warp_in_wg * 16 + g8;
 #pragma unroll
@@ -398,7 +397,7 @@ __global__ void __launch_bounds__(384, MINB)
             os[(c + 1) * cfg::OUT_LD + r0 + 8] = fin[4 * j + 3];
         }
     }
-    warpgroup_barrier(warpgroup);
+    warpgroup_barrier<MINB == 2>(warpgroup);
     const int64_t dgroup = p.grouping == HFP4_K_MASKED ? tile.a_group : 0;
     for (int idx = tid; idx < BT * 64; idx += 128) {
         const int c = idx / 64, rr = idx % 64;

@@ -109,10 +109,17 @@ static __device__ __forceinline__ void named_barrier_sync(void) {
     asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
 }
 
-/* The 128 threads of consumer warpgroup `wg` (0 or 1) synchronize among themselves. */
+/* The 128 threads of consumer warpgroup `wg` (0 or 1) synchronize among themselves (barrier id
+ * 1 + wg). IMMEDIATE: ids as immediates, so ptxas reserves 3 barriers instead of all 16 (needed for
+ * two CTAs per SM); the register form keeps the 128-token tile's consumers within 208 registers. */
+template <bool IMMEDIATE>
 static __device__ __forceinline__ void warpgroup_barrier(int wg) {
-    if (wg == 0) named_barrier_sync<1, 128>();
-    else named_barrier_sync<2, 128>();
+    if constexpr (IMMEDIATE) {
+        if (wg == 0) named_barrier_sync<1, 128>();
+        else named_barrier_sync<2, 128>();
+    } else {
+        asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
+    }
 }
 
 /* 16-byte global load that bypasses L1 (weights are streamed once per CTA). */
