@@ -31,7 +31,14 @@ shape, strides and dtype; the entry remembers the weight's version counter (``te
 its scale tensor's data_ptr, shape, strides, dtype and version, and is rebuilt when any of them
 changes. An entry is dropped when the weight's storage is freed (a weak reference), or by
 :func:`clear_weight_cache`. Weights changed without bumping the version counter (through ``.data``,
-DLPack or another library) are not noticed: call :func:`clear_weight_cache` after such writes.
+DLPack or another library, or inference tensors, which have no version counter) are not noticed:
+call :func:`clear_weight_cache` after such writes.
+CUDA graphs: run each GEMM once before capturing it, so that its weights are repacked and cached
+outside the capture. A cache miss during a capture repacks inside the graph (the repack then runs
+at every replay) and is not cached, since a captured repack only fills its buffer at replay time.
+Repacked weights used by a captured GEMM are kept alive (the graph holds their pointers) even
+after :func:`clear_weight_cache` or an invalidation, until :func:`release_graph_weights`, which
+must only be called once those graphs are destroyed.
 A repacked buffer takes about the FP4 weights' size plus their scales. To avoid the cache, repack
 yourself with :func:`repack_weights` and pass the result as ``b``.
 
@@ -56,7 +63,7 @@ __all__ = [
     "fp8_fp4_gemm_nt", "m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nt_masked",
     "fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
     "fp8_m_grouped_gemm_nt_masked",
-    "repack_weights", "clear_weight_cache", "weight_cache_info", "is_available",
+    "repack_weights", "clear_weight_cache", "release_graph_weights", "weight_cache_info", "is_available",
     "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
     "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor", "transform_sf_into_required_layout",
     "get_mk_alignment_for_contiguous_layout", "set_mk_alignment_for_contiguous_layout",
@@ -185,6 +192,9 @@ def _activations(A, SFA, ndim, gran_k_a, groups):
 
 
 def _output(d, c, shape):
+    """(hfp4_output of d, c or None): the c to copy into d right before the launch (DeepGEMM's
+    d.copy_(c) for a C whose strides differ from D's), deferred so that a rejected call leaves D
+    untouched."""
     torch = _t()
     if d.dtype not in (torch.bfloat16, torch.float32):
         raise L.invalid_argument("d.dtype = %s must be torch.bfloat16 or torch.float32" % d.dtype)
@@ -192,7 +202,7 @@ def _output(d, c, shape):
         raise L.invalid_argument("d has shape %s, expected %s" % (tuple(d.shape), tuple(shape)))
     if d.size(-1) > 1 and d.stride(-1) != 1:
         raise L.invalid_argument("d must be row-major (stride 1 along N), got strides %s" % (d.stride(),))
-    c_ptr = None
+    c_ptr, copy_c = None, None
     if c is not None:
         if c.dtype != d.dtype or tuple(c.shape) != tuple(d.shape):
             raise L.invalid_argument("c (%s %s) must have d's dtype and shape (%s %s)"
@@ -201,11 +211,11 @@ def _output(d, c, shape):
         if c.stride() == d.stride():
             c_ptr = c.data_ptr()
         else:
-            d.copy_(c)
+            copy_c = c
             c_ptr = d.data_ptr()
     code = L.DTYPE_BF16 if d.dtype == torch.bfloat16 else L.DTYPE_FP32
     ld = d.stride(-2) if d.size(-2) > 1 else d.size(-1)
-    return L.hfp4_output(d.data_ptr(), code, ld, d.stride(0) if d.dim() == 3 else 0, c_ptr)
+    return L.hfp4_output(d.data_ptr(), code, ld, d.stride(0) if d.dim() == 3 else 0, c_ptr), copy_c
 
 
 def _check_b_gran(gran_b):
@@ -254,7 +264,10 @@ def repack_weights(b, scale_dtype=None) -> SM90Weights:
     if scale_dtype is None:
         sdt = L.DTYPE_FP32 if scales.dtype == L.DTYPE_FP32 else L.DTYPE_UE8M0
     else:
-        sdt = {"ue8m0": L.DTYPE_UE8M0, "fp32": L.DTYPE_FP32}.get(scale_dtype, scale_dtype)
+        sdt = {"ue8m0": L.DTYPE_UE8M0, "fp32": L.DTYPE_FP32, L.DTYPE_UE8M0: L.DTYPE_UE8M0,
+               L.DTYPE_FP32: L.DTYPE_FP32}.get(scale_dtype)
+        if sdt is None:
+            raise L.invalid_argument("repack_weights: scale_dtype = %r must be None, 'ue8m0' or 'fp32'" % (scale_dtype,))
     g = max(groups, 1)
     lib = L.lib()
     nbytes = c_size_t()
@@ -273,6 +286,19 @@ class _Entry:
 _cache_lock = threading.Lock()
 _cache = {}
 _dead = []  # keys whose weights were freed; appended by weakref callbacks, purged under the lock
+_graph_pins = {}  # id -> SM90Weights used by a GEMM captured in a CUDA graph (the graph holds its pointers)
+
+
+def _version(t):
+    """t's version counter; inference tensors have none (reading it raises), so they count as -1."""
+    return -1 if t.is_inference() else t._version
+
+
+def _capturing(device) -> bool:
+    """Whether device's current stream is capturing a CUDA graph."""
+    torch = _t()
+    with torch.cuda.device(device):
+        return bool(torch.cuda.is_current_stream_capturing())
 
 
 def _liveness_token(B, key):
@@ -298,15 +324,19 @@ def _purge_locked():
             del _cache[key]
 
 
-def _cached_weights(B, SFB) -> SM90Weights:
+def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
     key = (str(B.device), B.data_ptr(), tuple(B.shape), tuple(B.stride()), B.dtype)
-    state = (B._version, SFB.data_ptr(), tuple(SFB.shape), tuple(SFB.stride()), SFB.dtype, SFB._version)
+    state = (_version(B), SFB.data_ptr(), tuple(SFB.shape), tuple(SFB.stride()), SFB.dtype, _version(SFB))
     with _cache_lock:
         _purge_locked()
         e = _cache.get(key)
         if e is not None and e.state == state and e.token() is not None:
             return e.weights
     weights = repack_weights((B, SFB))
+    if capturing:
+        # captured: the repack runs only when the graph is replayed, so its buffer holds nothing
+        # yet; caching it would hand unwritten weights to later eager calls
+        return weights
     e = _Entry()
     e.state, e.weights = state, weights
     e.token = _liveness_token(B, key)
@@ -316,20 +346,31 @@ def _cached_weights(B, SFB) -> SM90Weights:
 
 
 def clear_weight_cache() -> None:
-    """Drop every cached repacked weight buffer (their device memory returns to torch's allocator)."""
+    """Drop every cached repacked weight buffer (their device memory returns to torch's allocator,
+    except for buffers a captured CUDA graph uses: see :func:`release_graph_weights`)."""
     with _cache_lock:
         _cache.clear()
         del _dead[:]
 
 
+def release_graph_weights() -> None:
+    """Release the repacked weights kept alive for captured CUDA graphs. Call it only after every
+    graph that captured an hfp4 GEMM has been destroyed (a replay would read freed memory)."""
+    with _cache_lock:
+        _graph_pins.clear()
+
+
 def weight_cache_info() -> dict:
-    """{"entries": number of cached repacked weights, "bytes": their device bytes}."""
+    """{"entries": number of cached repacked weights, "bytes": their device bytes,
+    "graph_pinned": repacked weights kept alive for captured CUDA graphs}."""
     with _cache_lock:
         _purge_locked()
-        return {"entries": len(_cache), "bytes": sum(e.weights.nbytes for e in _cache.values())}
+        return {"entries": len(_cache), "bytes": sum(e.weights.nbytes for e in _cache.values()),
+                "graph_pinned": len(_graph_pins)}
 
 
 def _weights(name, b, ndim, k, device) -> SM90Weights:
+    capturing = _capturing(device)
     if isinstance(b, SM90Weights):
         buf = b.buffer
         if not hasattr(buf, "is_cuda") or not buf.is_cuda:
@@ -341,9 +382,15 @@ def _weights(name, b, ndim, k, device) -> SM90Weights:
         _fp4_weights(name, B, ndim)
         _same_device(name, B, device)
         _same_device("sfb", SFB, device)
-        w = _cached_weights(B, SFB)
+        if B.size(-1) * 2 != k:
+            raise L.invalid_argument("%s holds K = %d (packed FP4: 2 * its last dim) but a has K = %d"
+                                     % (name, B.size(-1) * 2, k))
+        w = _cached_weights(B, SFB, capturing)
     if w.k != k:
         raise L.invalid_argument("%s holds K = %d (packed FP4: 2 * its last dim) but a has K = %d" % (name, w.k, k))
+    if capturing:
+        with _cache_lock:
+            _graph_pins[id(w)] = w
     return w
 
 
@@ -352,9 +399,11 @@ def _weights(name, b, ndim, k, device) -> SM90Weights:
 # ------------------------------------------------------------------------------------------------
 
 
-def _launch(p, device):
+def _launch(p, device, d=None, copy_c=None):
     torch = _t()
     with torch.cuda.device(device):
+        if copy_c is not None:
+            d.copy_(copy_c)
         L.check(L.lib().hfp4_gemm(byref(p), _stream(device)))
 
 
@@ -377,7 +426,7 @@ def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, 
         raise L.invalid_argument("a must be 2D [M, K], got shape %s" % (tuple(A.shape),))
     M, K = A.shape
     N, _ = _weights_n(b)
-    out = _output(d, c, (M, N))
+    out, copy_c = _output(d, c, (M, N))
     if M == 0 or N == 0:
         return
     if K == 0:
@@ -390,14 +439,14 @@ def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, 
         raise L.invalid_argument("a must be a CUDA tensor")
     for nm, t in (("sfa", SFA), ("d", d)):
         _same_device(nm, t, A.device)
-    w = _weights("b", b, 2, K, A.device)
     p = L.hfp4_gemm_problem()
+    p.a = _activations(A, SFA, 2, gran_k_a, 1)  # checked before the weights are repacked
+    w = _weights("b", b, 2, K, A.device)
     p.grouping = L.GROUPING_NONE
     p.m, p.n, p.k, p.num_groups = M, N, K, 1
-    p.a = _activations(A, SFA, 2, gran_k_a, 1)
     p.b = w.matrix
     p.d = out
-    _launch(p, A.device)
+    _launch(p, A.device, d, copy_c)
 
 
 def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None,
@@ -419,7 +468,7 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
         raise L.invalid_argument("a must be 2D [M, K], got shape %s" % (tuple(A.shape),))
     M, K = A.shape
     N, G = _weights_n(b)
-    out = _output(d, None, (M, N))
+    out, _ = _output(d, None, (M, N))
     if M == 0:
         return
     if not A.is_cuda:
@@ -432,14 +481,14 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
                                     "expert of each row", grouped_layout.dtype, tuple(grouped_layout.shape)))
     for nm, t in (("sfa", SFA), ("d", d), ("grouped_layout", grouped_layout)):
         _same_device(nm, t, A.device)
-    w = _weights("b", b, 3, K, A.device)
     p = L.hfp4_gemm_problem()
+    p.a = _activations(A, SFA, 2, gran_k_a, 1)  # checked before the weights are repacked
+    w = _weights("b", b, 3, K, A.device)
     p.grouping = L.GROUPING_CONTIGUOUS_PSUM if use_psum_layout else L.GROUPING_CONTIGUOUS
     p.m, p.n, p.k, p.num_groups = M, N, K, w.num_groups
     p.layout = grouped_layout.data_ptr()
     p.m_alignment = get_mk_alignment_for_contiguous_layout()
     p.expected_m = int(expected_m_for_psum_layout or 0)
-    p.a = _activations(A, SFA, 2, gran_k_a, 1)
     p.b = w.matrix
     p.d = out
     _launch(p, A.device)
@@ -458,7 +507,7 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None,
         raise L.invalid_argument("a must be 3D [G, M, K], got shape %s" % (tuple(A.shape),))
     G, M, K = A.shape
     N, Gb = _weights_n(b)
-    out = _output(d, None, (G, M, N))
+    out, _ = _output(d, None, (G, M, N))
     if M == 0:
         return
     if not A.is_cuda:
@@ -468,15 +517,17 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None,
                                  % (G, masked_m.dtype, tuple(masked_m.shape)))
     for nm, t in (("sfa", SFA), ("d", d), ("masked_m", masked_m)):
         _same_device(nm, t, A.device)
+    if Gb != G:
+        raise L.invalid_argument("a has %d groups but b has %d" % (G, Gb))
+    p = L.hfp4_gemm_problem()
+    p.a = _activations(A, SFA, 3, gran_k_a, G)  # checked before the weights are repacked
     w = _weights("b", b, 3, K, A.device)
     if w.num_groups != G:
         raise L.invalid_argument("a has %d groups but b has %d" % (G, w.num_groups))
-    p = L.hfp4_gemm_problem()
     p.grouping = L.GROUPING_MASKED
     p.m, p.n, p.k, p.num_groups = M, N, K, G
     p.layout = masked_m.data_ptr()
     p.expected_m = int(expected_m)
-    p.a = _activations(A, SFA, 3, gran_k_a, G)
     p.b = w.matrix
     p.d = out
     _launch(p, A.device)
@@ -499,7 +550,8 @@ def is_available(device=None) -> bool:
         return False
     if not torch.cuda.is_available():
         return False
-    idx = torch.cuda.current_device() if device is None else torch.device(device).index or 0
+    dev = None if device is None else torch.device(device)
+    idx = torch.cuda.current_device() if dev is None or dev.index is None else dev.index
     if idx not in _available:
         info = L.hfp4_device_info()
         try:

@@ -27,6 +27,7 @@ def _sm90_only():
     dg.clear_weight_cache()
     yield
     dg.clear_weight_cache()
+    dg.release_graph_weights()
 
 
 DEV = "cuda"
@@ -53,10 +54,10 @@ def _weights(seed, groups, n, k, kind="ue8m0"):
 
 
 def _np_bytes(t):
-    t = t.detach().cpu().contiguous()
-    if t.element_size() == 1:
-        return t.view(torch.uint8).numpy()
-    return t.numpy()
+    t = t.detach()
+    if t.element_size() == 1:  # fp8 / e8m0 / int8: bytes (viewed on the device, before any copy)
+        t = t.view(torch.uint8)
+    return t.cpu().contiguous().numpy()
 
 
 def _deq_a(a, sfa, gran_k):
@@ -264,6 +265,38 @@ def test_cuda_graph_capture():
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(d, want)
+    info = dg.weight_cache_info()
+    assert info["entries"] == 1 and info["graph_pinned"] == 1
+    dg.clear_weight_cache()                               # the graph's weights stay alive
+    d.zero_()
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(d, want)
+    # cold cache during capture: the repack is captured too (runs at each replay) and not cached
+    b2, sfb2 = _weights(22, 1, n, k)
+    d2 = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
+    g2 = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g2):
+        dg.fp8_fp4_gemm_nt((a, sfa), (b2[0], sfb2[0]), d2)
+    assert dg.weight_cache_info()["entries"] == 0
+    g2.replay()
+    torch.cuda.synchronize()
+    _check(d2, _deq_a(a, sfa, 128), _deq_b(b2[0], sfb2[0]))
+    del g, g2
+
+
+def test_inference_mode_tensors():
+    # inference tensors have no version counter; the weight cache must not read it
+    m, n, k = 16, 256, 512
+    with torch.inference_mode():
+        a, sfa = _acts(23, (m, k))
+        b, sfb = _weights(24, 1, n, k)
+        d = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
+        dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d)
+        dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d)
+    torch.cuda.synchronize()
+    assert dg.weight_cache_info()["entries"] == 1
+    _check(d, _deq_a(a, sfa, 128), _deq_b(b[0], sfb[0]))
 
 
 def test_layout_helpers_gpu_equal_cpu():

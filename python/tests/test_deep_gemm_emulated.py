@@ -1,0 +1,304 @@
+"""hfp4.deep_gemm's GEMM path on torch CPU tensors (needs torch, no GPU): the library's GPU entry
+points are swapped for their CPU forms (hfp4_gemm -> hfp4_ref_gemm, hfp4_repack_sm90 ->
+hfp4_ref_repack_sm90, *_gpu -> the CPU call) and the tensors claim to be CUDA tensors, so that
+everything the Python layer builds (descriptors, strides, dtypes, recipes, the weight cache, the
+trivial cases) is checked against the exact reference without a device."""
+import contextlib
+import gc
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import hfp4  # noqa: E402
+import hfp4._lib as L  # noqa: E402
+import hfp4.deep_gemm as dg  # noqa: E402
+import dg_math_ref as R  # noqa: E402
+
+
+class _FakeCuda(torch.Tensor):
+    @property
+    def is_cuda(self):
+        return True
+
+
+def fc(t):
+    return t.as_subclass(_FakeCuda)
+
+
+class _Emulated:
+    def __init__(self, real):
+        self.real = real
+        self.calls = []
+        self.capturing = False
+
+    def __getattr__(self, name):
+        real = self.real
+        if name == "hfp4_gemm":
+            def gemm(pp, stream):
+                self.calls.append(("gemm", stream))
+                return real.hfp4_ref_gemm(pp, 0)
+            return gemm
+        if name == "hfp4_repack_sm90":
+            def repack(w, g, sdt, dst, n, out, stream):
+                self.calls.append(("repack", stream))
+                return real.hfp4_ref_repack_sm90(w, g, sdt, dst, n, out)
+            return repack
+        if name.endswith("_gpu"):
+            cpu = getattr(real, name[:-4])
+            return lambda *a: cpu(*a[:-1])
+        return getattr(real, name)
+
+
+@pytest.fixture
+def emu(monkeypatch):
+    e = _Emulated(L.lib())
+    monkeypatch.setattr(L, "lib", lambda: e)
+    monkeypatch.setattr(dg, "_stream", lambda device: 0x1234)
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: e.capturing)
+    dg.clear_weight_cache()
+    dg.release_graph_weights()
+    yield e
+    dg.clear_weight_cache()
+    dg.release_graph_weights()
+
+
+def _acts(seed, shape, gran_k=128, packed=False):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g).reshape(-1, shape[-1])
+    q, sf = dg.utils.per_token_cast_to_fp8(x, True, gran_k, packed)
+    return q.reshape(shape), sf.reshape(tuple(shape[:-1]) + tuple(sf.shape[-1:]))
+
+
+def _weights(seed, groups, n, k, kind="e8m0"):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(groups * n, k, generator=g) * 0.05
+    q, sf = dg.utils.per_token_cast_to_fp4(w, kind != "fp32", 32, kind == "packed")
+    if kind in ("e8m0", "u8"):
+        sf = (sf.view(torch.int32) >> 23).to(torch.uint8)
+        if kind == "e8m0":
+            sf = sf.view(torch.float8_e8m0fnu)
+    return q.reshape(groups, n, k // 2), sf.reshape(groups, n, sf.shape[-1])
+
+
+def _np(t):
+    t = t.detach()
+    if t.element_size() == 1:
+        t = t.view(torch.uint8)
+    return t.contiguous().numpy()
+
+
+def _deq_a(a, sfa, gran_k):
+    return R.dequant_fp8(_np(a), _np(sfa), gran_k)
+
+
+def _deq_b(b, sfb):
+    return R.dequant_fp4(_np(b), _np(sfb))
+
+
+def _check(got, ref, rows=None):
+    got = got.detach().float().numpy().astype(np.float64)
+    if rows is not None:
+        got, ref = got[rows], ref[rows]
+    assert np.linalg.norm(got - ref) <= 2e-3 * np.linalg.norm(ref) + 1e-30
+
+
+@pytest.mark.parametrize("kind", ["fp32", "e8m0", "u8", "packed"])
+@pytest.mark.parametrize("sfa_form", ["k-major", "mn-major", "packed32", "packed32-mn-major"])
+def test_dense_scale_forms(emu, kind, sfa_form):
+    m, n, k = 37, 64, 512
+    gran = 32 if sfa_form.startswith("packed") else 128
+    a, sfa = _acts(1, (m, k), gran, sfa_form.startswith("packed"))
+    sfa_in = dg.get_mn_major_tma_aligned_tensor(sfa) if sfa_form.endswith("mn-major") else sfa
+    if sfa_form.endswith("mn-major"):
+        assert sfa_in.stride() == (1, R.align(m, 4))
+    b, sfb = _weights(2, 1, n, k, kind)
+    d = fc(torch.full((m, n), float("nan"), dtype=torch.bfloat16))
+    dg.fp8_fp4_gemm_nt((fc(a), fc(sfa_in)), (fc(b[0]), fc(sfb[0])), d, recipe_a=(1, gran), recipe_b=(1, 32))
+    _check(d, _deq_a(a, sfa, gran) @ _deq_b(b[0], sfb[0]).T)
+    assert [c[0] for c in emu.calls] == ["repack", "gemm"] and all(c[1] == 0x1234 for c in emu.calls)
+
+
+def test_transformers_coerced_weight_scales(emu):
+    # transformers' _coerce_sf_for_kernel: e8m0 [N, K/32] viewed as int32 [N, K/128], MN-major TMA-aligned
+    m, n, k = 20, 96, 768
+    a, sfa = _acts(3, (m, k), 32, True)
+    b, sfb = _weights(4, 1, n, k, "e8m0")
+    words = sfb[0].view(torch.int32)
+    mn = torch.empty_strided(tuple(words.shape), (1, R.align(n, 4)), dtype=torch.int32)
+    mn.copy_(words)
+    d = fc(torch.empty(m, n, dtype=torch.bfloat16))
+    dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(b[0]), fc(mn)), d, recipe=(1, 1, 32))
+    _check(d, _deq_a(a, sfa, 32) @ _deq_b(b[0], sfb[0]).T)
+
+
+def test_c_and_fp32_output(emu):
+    m, n, k = 21, 64, 256
+    a, sfa = _acts(5, (m, k))
+    b, sfb = _weights(6, 1, n, k)
+    ref = _deq_a(a, sfa, 128) @ _deq_b(b[0], sfb[0]).T
+    c = torch.randn(m, n)
+    for cc in (c, c.t().contiguous().t()):  # same strides as D, and other strides (copied into D first)
+        d = fc(torch.empty(m, n))
+        dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(b[0]), fc(sfb[0])), d, c=fc(cc))
+        _check(d, ref + c.numpy())
+    d = fc(c.clone())
+    dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(b[0]), fc(sfb[0])), d, c=d)
+    _check(d, ref + c.numpy())
+    # a rejected call leaves D untouched (the C copy is deferred to the launch)
+    d = fc(torch.zeros(m, n))
+    with pytest.raises(hfp4.InvalidArgument):
+        dg.fp8_fp4_gemm_nt((fc(a), fc(sfa[:, :1])), (fc(b[0]), fc(sfb[0])), d, c=fc(c.t().contiguous().t()))
+    assert (d == 0).all()
+
+
+def test_strided_operands(emu):
+    m, n, k = 9, 64, 256
+    a, sfa = _acts(7, (m, k + 64))
+    a, sfa = a[:, :k], sfa[:, :k // 128]
+    b, sfb = _weights(8, 1, n, k)
+    d = fc(torch.full((m, n + 8), float("nan"), dtype=torch.bfloat16))
+    dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(b[0]), fc(sfb[0])), d[:, :n])
+    _check(d[:, :n], _deq_a(a, sfa, 128) @ _deq_b(b[0], sfb[0]).T)
+    assert torch.isnan(d[:, n:].float()).all()
+
+
+def test_contiguous_and_psum(emu):
+    G, n, k = 4, 64, 256
+    ids = []
+    for e, cnt in [(0, 20), (2, 150), (3, 0), (1, 128)]:
+        ids += [e] * cnt + [-1] * (R.align(cnt, 128) - cnt)
+    ids = torch.tensor(ids, dtype=torch.int32)
+    m = ids.numel()
+    a, sfa = _acts(9, (m, k))
+    a.view(torch.uint8)[ids < 0] = 0
+    b, sfb = _weights(10, G, n, k, "packed")
+    d = fc(torch.full((m, n), float("nan"), dtype=torch.bfloat16))
+    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((fc(a), fc(sfa)), (fc(b), fc(sfb)), d, fc(ids))
+    ad, bd = _deq_a(a, sfa, 128), _deq_b(b, sfb)
+    for e in range(G):
+        _check(d, ad @ bd[e].T, rows=(ids == e).numpy())
+    assert (d[ids < 0] == 0).all()
+
+    ends = torch.tensor([100, 300, 390], dtype=torch.int32)
+    b, sfb = _weights(11, 3, n, k)
+    d = fc(torch.full((m, n), float("nan"), dtype=torch.bfloat16))
+    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((fc(a), fc(sfa)), (fc(b), fc(sfb)), d, fc(ends), use_psum_layout=True,
+                                            expected_m_for_psum_layout=130)
+    bd, start = _deq_b(b, sfb), 0
+    for g, end in enumerate(ends.tolist()):
+        rows = np.zeros(m, bool)
+        rows[start:end] = True
+        _check(d, ad @ bd[g].T, rows=rows)
+        start = R.align(end, 128)
+
+
+@pytest.mark.parametrize("mn_major", [False, True])
+def test_masked(emu, mn_major):
+    G, m, n, k = 3, 64, 64, 256
+    a, sfa = _acts(12, (G, m, k))
+    b, sfb = _weights(13, G, n, k)
+    sfa_in = dg.get_mn_major_tma_aligned_tensor(sfa) if mn_major else sfa
+    masked_m = torch.tensor([64, 0, 17], dtype=torch.int32)
+    d = fc(torch.full((G, m, n), float("nan"), dtype=torch.bfloat16))
+    dg.m_grouped_fp8_fp4_gemm_nt_masked((fc(a), fc(sfa_in)), (fc(b), fc(sfb)), d, fc(masked_m), expected_m=32)
+    for g, mm in enumerate(masked_m.tolist()):
+        if mm:
+            _check(d[g, :mm], _deq_a(a[g, :mm], sfa[g, :mm], 128) @ _deq_b(b[g], sfb[g]).T)
+        assert torch.isnan(d[g, mm:].float()).all()
+
+
+def test_trivial_cases(emu):
+    n, k = 64, 256
+    b, sfb = _weights(14, 2, n, k)
+    a = fc(torch.empty(0, k, dtype=torch.float8_e4m3fn))
+    sfa = fc(torch.empty(0, k // 128))
+    dg.fp8_fp4_gemm_nt((a, sfa), (fc(b[0]), fc(sfb[0])), fc(torch.empty(0, n, dtype=torch.bfloat16)))
+    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (fc(b), fc(sfb)), fc(torch.empty(0, n, dtype=torch.bfloat16)),
+                                            fc(torch.empty(0, dtype=torch.int32)))
+    a0, s0 = fc(torch.empty(5, 0, dtype=torch.float8_e4m3fn)), fc(torch.empty(5, 0))
+    b0, sb0 = fc(torch.empty(n, 0, dtype=torch.int8)), fc(torch.empty(n, 0))
+    d = fc(torch.full((5, n), 3.0))
+    dg.fp8_fp4_gemm_nt((a0, s0), (b0, sb0), d)
+    assert (d == 0).all()
+    c = fc(torch.randn(5, n))
+    dg.fp8_fp4_gemm_nt((a0, s0), (b0, sb0), d, c=c)
+    assert torch.equal(d, c)
+    assert emu.calls == [] and dg.weight_cache_info()["entries"] == 0
+
+
+def test_weight_cache(emu):
+    m, n, k = 16, 64, 256
+    a, sfa = _acts(15, (m, k))
+    b, sfb = _weights(16, 1, n, k)
+    d = fc(torch.empty(m, n, dtype=torch.bfloat16))
+
+    def run():
+        dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(b[0]), fc(sfb[0])), d)  # fresh views every call
+
+    def repacks():
+        return sum(c[0] == "repack" for c in emu.calls)
+
+    for _ in range(3):
+        run()
+    assert repacks() == 1 and dg.weight_cache_info()["entries"] == 1
+    b[0, 0, 0] ^= 0x11  # in-place write: bumps the version counter shared by the views
+    run()
+    assert repacks() == 2 and dg.weight_cache_info()["entries"] == 1
+    _check(d, _deq_a(a, sfa, 128) @ _deq_b(b[0], sfb[0]).T)
+    sfb.view(torch.uint8)[0, 0, 0] += 1  # scales written in place
+    run()
+    assert repacks() == 3
+    _check(d, _deq_a(a, sfa, 128) @ _deq_b(b[0], sfb[0]).T)
+    # captured GEMM: a cache hit is pinned; a miss is repacked inside the capture and not cached
+    emu.capturing = True
+    run()
+    b2, sfb2 = _weights(17, 1, n, k)
+    dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(b2[0]), fc(sfb2[0])), d)
+    emu.capturing = False
+    info = dg.weight_cache_info()
+    assert repacks() == 4 and info["entries"] == 1 and info["graph_pinned"] == 2
+    dg.clear_weight_cache()
+    assert dg.weight_cache_info()["graph_pinned"] == 2
+    dg.release_graph_weights()
+    run()
+    assert dg.weight_cache_info()["entries"] == 1
+    del b
+    gc.collect()
+    assert dg.weight_cache_info()["entries"] == 0  # freed weights drop their entry
+    # inference tensors (no version counter)
+    with torch.inference_mode():
+        bi, si = _weights(18, 1, n, k)
+        dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(bi[0]), fc(si[0])), d)
+        dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(bi[0]), fc(si[0])), d)
+    assert dg.weight_cache_info()["entries"] == 1
+    _check(d, _deq_a(a, sfa, 128) @ _deq_b(bi[0], si[0]).T)
+
+
+def test_errors(emu):
+    m, n, k = 16, 64, 256
+    a, sfa = _acts(19, (m, k))
+    b, sfb = _weights(20, 1, n, k)
+    d = fc(torch.empty(m, n, dtype=torch.bfloat16))
+    A, S, B, SB = fc(a), fc(sfa), fc(b[0]), fc(sfb[0])
+    with pytest.raises(NotImplementedError):
+        dg.fp8_fp4_gemm_nt((A, S), (fc(torch.zeros(n, k, dtype=torch.float8_e4m3fn)), fc(torch.ones(1, 2))), d)
+    for recipe in ((1, 128, 128), (1, 1, 128)):
+        with pytest.raises(NotImplementedError):
+            dg.fp8_fp4_gemm_nt((A, S), (B, SB), d, recipe=recipe)
+    with pytest.raises(NotImplementedError):
+        dg.fp8_fp4_gemm_nt((fc(torch.empty(k, m, dtype=torch.float8_e4m3fn)).t(), S), (B, SB), d)
+    with pytest.raises(hfp4.InvalidArgument) as ei:
+        dg.fp8_fp4_gemm_nt((A, S), (B, SB), d, recipe_a=(1, 128))
+    assert "Assertion" in str(ei.value)
+    with pytest.raises(ValueError, match="sfa"):
+        dg.fp8_fp4_gemm_nt((A, S[:, :1]), (B, SB), d)
+    with pytest.raises(ValueError, match="K = 128"):
+        dg.fp8_fp4_gemm_nt((A, S), (fc(b[0, :, :64]), fc(sfb[0, :, :4])), d)
+    with pytest.raises(ValueError, match="grouped_layout"):
+        dg.m_grouped_fp8_fp4_gemm_nt_contiguous((A, S), (fc(b), fc(sfb)), d, fc(torch.zeros(m, dtype=torch.int64)))
+    with pytest.raises(ValueError, match="scale_dtype"):
+        dg.repack_weights((B, SB), scale_dtype="bf16")
+    assert dg.weight_cache_info()["entries"] == 0
