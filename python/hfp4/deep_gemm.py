@@ -539,6 +539,32 @@ m_grouped_fp8_gemm_nt_contiguous = m_grouped_fp8_fp4_gemm_nt_contiguous
 m_grouped_fp8_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
 fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
 
+
+# Names transformers' DeepGEMM loader requires to exist (deepseek-v4.md §1.1: a missing symbol makes
+# it refuse the whole module). hfp4 has no BF16 grouped GEMM and no Mega MoE yet: they exist so the
+# module loads, and raise NotImplementedError when called so the caller falls back.
+def _not_in_hfp4(name):
+    def call(*args, **kwargs):
+        raise L.unsupported("%s: not provided by hfp4 (FP8 x FP4 GEMMs only); use another backend" % name)
+    call.__name__ = name
+    call.__doc__ = "Not provided by hfp4: raises NotImplementedError (hfp4.Unsupported) so callers fall back."
+    return call
+
+
+m_grouped_bf16_gemm_nt_contiguous = _not_in_hfp4("m_grouped_bf16_gemm_nt_contiguous")
+m_grouped_bf16_gemm_nn_contiguous = _not_in_hfp4("m_grouped_bf16_gemm_nn_contiguous")
+transform_weights_for_mega_moe = _not_in_hfp4("transform_weights_for_mega_moe")
+get_symm_buffer_for_mega_moe = _not_in_hfp4("get_symm_buffer_for_mega_moe")
+fp8_fp4_mega_moe = _not_in_hfp4("fp8_fp4_mega_moe")
+
+
+class SymmBuffer:
+    """Not provided by hfp4 (Mega MoE's symmetric buffer): constructing one raises NotImplementedError."""
+
+    def __init__(self, *args, **kwargs):
+        raise L.unsupported("SymmBuffer: Mega MoE is not provided by hfp4")
+
+
 _available = {}
 
 
