@@ -366,6 +366,23 @@ def recipe(values) -> hfp4_sf_recipe:
     return r
 
 
+def sf_transform_request(t, mn, k, recipe_values, num_groups, is_sfa, disable_ue8m0_cast, psum, arch):
+    """hfp4_sf_transform_request for transform_sf_into_required_layout (shared by the numpy and the
+    torch layers). t: the input hfp4_sf_tensor; psum: an hfp4_sf_psum or None. The caller keeps t
+    and psum alive while the request is used."""
+    req = hfp4_sf_transform_request()
+    req.sf = ctypes.pointer(t)
+    req.mn, req.k = int(mn), int(k)
+    req.recipe = recipe(recipe_values)
+    req.num_groups = 0 if num_groups is None else int(num_groups)
+    req.is_sfa = SF_OPERAND_UNSET if is_sfa is None else (SF_OPERAND_A if is_sfa else SF_OPERAND_B)
+    req.disable_ue8m0_cast = int(bool(disable_ue8m0_cast))
+    if psum is not None:
+        req.psum = ctypes.pointer(psum)
+    req.arch = int(arch)
+    return req
+
+
 # ------------------------------------------------------------------------------------------------
 # Function table: (name, restype, argtypes), each with its C prototype
 # ------------------------------------------------------------------------------------------------

@@ -683,16 +683,7 @@ def transform_sf_into_required_layout(sf, mn: int, k: int, recipe=None, num_grou
     sf = np.asarray(sf)
     t = _sf_tensor("sf", sf)
     ps, keep = _psum(psum_layout, alignment)
-    req = L.hfp4_sf_transform_request()
-    req.sf = ctypes.pointer(t)
-    req.mn, req.k = int(mn), int(k)
-    req.recipe = L.recipe(recipe)
-    req.num_groups = 0 if num_groups is None else int(num_groups)
-    req.is_sfa = L.SF_OPERAND_UNSET if is_sfa is None else (L.SF_OPERAND_A if is_sfa else L.SF_OPERAND_B)
-    req.disable_ue8m0_cast = int(bool(disable_ue8m0_cast))
-    if ps is not None:
-        req.psum = ctypes.pointer(ps)
-    req.arch = int(arch)
+    req = L.sf_transform_request(t, mn, k, recipe, num_groups, is_sfa, disable_ue8m0_cast, ps, arch)
     lib = _c()
     opts = _options(round_up, num_threads)
     return _produce(sf, lambda o, b: lib.hfp4_sf_transform_into_required_layout_query(byref(req), o, b),
