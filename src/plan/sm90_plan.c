@@ -35,6 +35,9 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     HFP4_REQUIRE(p->grouping != HFP4_GROUPING_MASKED || p->num_groups == 1 || p->a.stride_group % 16 == 0,
                  "%s: a.stride_group = %lld bytes must be a multiple of 16 for the TMA loads", fn,
                  (long long)p->a.stride_group);
+    HFP4_REQUIRE(((uintptr_t)p->b.data) % 16 == 0 && ((uintptr_t)p->b.scales.data) % 16 == 0,
+                 "%s: b.data = %p and b.scales.data = %p must be 16-byte aligned for the bulk copies (use the buffer "
+                 "hfp4_repack_sm90 filled, not an offset view of it)", fn, p->b.data, p->b.scales.data);
     HFP4_REQUIRE(p->k <= (int64_t)1 << 30 && p->m <= (int64_t)1 << 30,
                  "%s: m = %lld, k = %lld exceed the 2^30 TMA coordinate range", fn, (long long)p->m, (long long)p->k);
 
@@ -80,6 +83,8 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     k->w_chunks = geo.chunks;
     k->w_tiles = geo.tiles;
     k->w_modes = (const uint8_t *)p->b.data + geo.mode_offset;
+    /* one token tile per group reads each weight tile once: keep it from evicting reused data */
+    k->w_evict_first = rows <= plan->block_tokens;
     k->d = p->d.data;
     k->c = p->d.c;
     k->d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;

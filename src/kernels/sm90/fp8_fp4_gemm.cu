@@ -12,7 +12,7 @@ typedef void (*gemm_kernel_fn)(const CUtensorMap, const hfp4_sm90_gemm_params);
 template <int BT, bool W_FP32, int MINB = 1>
 static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
                           const CUtensorMap *map, cudaStream_t stream) {
-    typedef sm90_tile_config<BT, MINB> cfg;
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32, MINB>;
     HFP4_REQUIRE(cfg::SMEM_BYTES <= dev->max_smem_optin, "%s: tile BT=%d needs %d bytes of shared memory, device has %d",
                  fn, BT, cfg::SMEM_BYTES, dev->max_smem_optin);

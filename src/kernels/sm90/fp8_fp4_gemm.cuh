@@ -4,11 +4,13 @@
  * Computes D[m, n] = sum_k (a[m,k] sa[m,k/ga]) (w[n,k] sw[n,k/32]) as D^T = W * A^T: the weights are
  * the register operand of wgmma (64 rows per warpgroup), the tokens are wgmma's N dimension (BT =
  * 8..128), so decode-sized batches waste nothing on padding and the FP4 -> FP8 conversion happens
- * in registers straight from 16-byte global loads of the repacked layout (sm90_layout.h).
+ * in registers from 16-byte shared-memory loads of the repacked layout (sm90_layout.h), which the
+ * producer bulk-copies into the pipeline stages.
  *
  * CTA = 3 warpgroups: WG0 and WG1 each own 64 weight rows of a 128-row tile; WG2's first warp is
- * the producer, which TMA-loads the activation tile (BT x 128 bytes per 128-K chunk, 128B swizzle)
- * and writes the activation scales into shared memory, one pipeline stage per chunk.
+ * the producer, which TMA-loads the activation tile (BT x 128 bytes per 128-K chunk, 128B swizzle),
+ * bulk-copies both warpgroups' weights and weight scales (8 KB + scales per chunk) and writes the
+ * activation scales and chunk modes into shared memory, one pipeline stage per chunk.
  *
  * Exactness: a prmt table turns each FP4 value into e4m3 exactly. In a folded chunk (UE8M0 scales
  * within 11 binades of the row's largest, decided by the repack per 64-row tile and 128-K chunk)
@@ -25,6 +27,7 @@
 #include "fp8_fp4_gemm_params.h"
 #include "ptx.cuh"
 #include "wgmma_fp8_rs.cuh"
+#include "../../weights/sm90_layout.h"
 
 /* hfp4_grouping values, repeated here for device code */
 #define HFP4_K_DENSE 0
@@ -34,22 +37,38 @@
 
 /* MINB = CTAs per SM the kernel is built for: 1, or 2 for the opt-in decode variant (8-token tile
  * only: larger ones spill in 96 registers), which trades registers for a second resident CTA that
- * hides the first's start-up. */
-template <int BT, int MINB = 1>
+ * hides the first's start-up.
+ *
+ * One pipeline stage holds everything one 128-K chunk needs: the activation tile (TMA), both
+ * warpgroups' weights (2 x 4 KB bulk copies) and weight scales (bulk copies), the activation scales
+ * and the two chunk modes (written by the producer warp). As many stages as shared memory allows
+ * (up to 12): decode lives on bytes in flight, and 8 KB of weights per stage puts 40-96 KB per SM in
+ * flight where Little's law asks for ~30 KB. */
+template <int BT, bool W_FP32, int MINB = 1>
 struct sm90_tile_config {
     static_assert(MINB == 1 || (MINB == 2 && BT <= 8), "two CTAs per SM only for the 8-token tile");
-    static constexpr int STAGES = BT <= 32 ? 8 : (BT <= 64 ? 6 : 4);
-    static constexpr int PREFETCH = MINB == 2 ? 2 : BT <= 32 ? 4 : (BT <= 64 ? 2 : 1); /* weight chunks in registers */
-    static constexpr int OUT_LD = 68;                                  /* 64 rows + 4 pad: conflict-free  */
+    static constexpr int A_TILE_BYTES = BT * 128;
+    static constexpr int W_WG_BYTES = 2 * HFP4_SM90_PAIR_BYTES;         /* 64 rows x 128 K of FP4 = 4 KB */
+    static constexpr int W_STAGE_BYTES = 2 * W_WG_BYTES;
+    static constexpr int WS_WG_BYTES = W_FP32 ? 64 * 16 : 64 * 4;        /* a warpgroup's scales per chunk */
+    static constexpr int WS_STAGE_BYTES = 2 * WS_WG_BYTES;
+    static constexpr int AS_STAGE_BYTES = 4 * BT * 4;                    /* up to 4 k-groups x BT floats  */
+    static constexpr int MODE_STAGE_BYTES = 16;                          /* 2 uint32 modes, 16-aligned    */
+    static constexpr int STAGE_BYTES = A_TILE_BYTES + W_STAGE_BYTES + WS_STAGE_BYTES + AS_STAGE_BYTES + MODE_STAGE_BYTES;
+    static constexpr int OUT_LD = 68;                                    /* 64 rows + 4 pad: conflict-free */
+    static constexpr int OUT_BYTES = 2 * BT * OUT_LD * 4;
+    static constexpr int MAX_STAGES = 12;
+    static constexpr int SMEM_LIMIT = MINB == 1 ? 232448 : 113 * 1024;   /* opt-in per block on SM90      */
+    static constexpr int FIT = (SMEM_LIMIT - 1024 - OUT_BYTES - 2 * MAX_STAGES * 8) / STAGE_BYTES;
+    static constexpr int STAGES = FIT < MAX_STAGES ? FIT : MAX_STAGES;
+    static_assert(STAGES >= 4, "the producer warps' parity waits need at least 4 stages");
     /* setmaxnreg split; PRODUCER + 2 x CONSUMER must stay <= 3 x the registers per thread the CTA is
      * launched with (168 for one CTA per SM, 80 for two), or setmaxnreg.inc waits forever */
     static constexpr int LAUNCH_REGS = (65536 / (384 * MINB)) & ~7; /* 168 or 80 */
-    static constexpr int PRODUCER_REGS = MINB == 2 ? 48 : BT == 128 ? 80 : 72;
+    static constexpr int PRODUCER_REGS = MINB == 2 ? 48 : BT == 128 ? 88 : 72;
     static constexpr int CONSUMER_REGS = MINB == 2 ? 96 : BT == 128 ? 208 : 216;
     static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS <= 3 * LAUNCH_REGS, "setmaxnreg.inc would wait forever");
-    static constexpr int A_TILE_BYTES = BT * 128;
-    static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * A_TILE_BYTES + STAGES * 4 * BT * 4 +
-                                      2 * BT * OUT_LD * 4 + 2 * STAGES * 8;
+    static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * STAGE_BYTES + OUT_BYTES + 2 * STAGES * 8;
 };
 
 /* Activation scale of (row, k-group kg) of group g. */
@@ -145,13 +164,16 @@ template <int BT, bool W_FP32, int MINB = 1>
 __global__ void __launch_bounds__(384, MINB)
     hfp4_sm90_fp8_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ hfp4_sm90_gemm_params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef sm90_tile_config<BT, MINB> cfg;
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    uint8_t *a_tiles = smem;
-    float *a_scale_s = (float *)(smem + STAGES * cfg::A_TILE_BYTES);
-    float *out_s = a_scale_s + STAGES * 4 * BT;
+    uint8_t *a_tiles = smem;                                     /* 1024-aligned (128B swizzle)  */
+    uint8_t *w_stages = a_tiles + STAGES * cfg::A_TILE_BYTES;    /* 1024-aligned                  */
+    uint8_t *ws_stages = w_stages + STAGES * cfg::W_STAGE_BYTES;
+    float *a_scale_s = (float *)(ws_stages + STAGES * cfg::WS_STAGE_BYTES);
+    uint32_t *mode_s = (uint32_t *)(a_scale_s + STAGES * 4 * BT);
+    float *out_s = (float *)(mode_s + STAGES * cfg::MODE_STAGE_BYTES / 4);
     uint64_t *full = (uint64_t *)(out_s + 2 * BT * cfg::OUT_LD);
     uint64_t *empty = full + STAGES;
 
@@ -159,9 +181,12 @@ __global__ void __launch_bounds__(384, MINB)
     const int tid = threadIdx.x % 128;
     const int lane = threadIdx.x % 32;
     if (threadIdx.x == 0) {
+        /* NOTE: every thread that touches a stage's shared memory arrives itself (32 producer lanes,
+         * 256 consumer threads) rather than one lane after __syncwarp: same cost in practice, and
+         * the ordering is then per thread, which compute-sanitizer's racecheck can follow. */
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 8); /* one arrival per consumer warp */
+            mbar_init(&full[s], 32);
+            mbar_init(&empty[s], 256);
         }
         mbar_fence_init();
     }
@@ -171,11 +196,13 @@ __global__ void __launch_bounds__(384, MINB)
     const bool gran32 = p.a_gran_k == 32;
 
     if (warpgroup == 2) {
-        /* ---- producer: activation tiles by TMA, activation scales by plain loads ---- */
+        /* ---- producer: activation tiles by TMA, weights and their scales by bulk copies,
+         * activation scales and chunk modes by plain loads ---- */
         /* NOTE: the producer needs few registers and hands the rest to the consumers. The split must
          * sum to at most 3 x 168 = 504, the registers the CTA is launched with: with 80 + 2 x 216
          * the consumers' setmaxnreg.inc waited forever (a hang seen on the H200). The 128-token
-         * tile needs 80 in the producer (its 16 scale values per lane) and fits its consumers in 208. */
+         * tile needs 88 in the producer (its 16 scale values per lane; ptxas spills at 80) and fits
+         * its consumers in 208. */
         warpgroup_reg_dealloc<cfg::PRODUCER_REGS>();
         /* NOTE: the four producer warps take chunks round-robin. Each chunk costs the producer one
          * global-load round trip for the activation scales before its stage can be published; one
@@ -187,17 +214,23 @@ __global__ void __launch_bounds__(384, MINB)
         for (int64_t item = blockIdx.x; item < p.tiles_total; item += gridDim.x) {
         sm90_tile tile;
         if (!resolve_tile<BT>(p, item, tile) || !tile.compute) continue;
+        const int64_t wt0 = tile.n_tile * 2; /* the CTA's first 64-row weight tile */
+        const uint8_t *w_src = p.w + (int64_t)tile.expert * p.w_group_bytes + wt0 * p.w_pairs * HFP4_SM90_PAIR_BYTES;
+        const uint8_t *ws_src = (const uint8_t *)p.w_scales +
+                                ((int64_t)tile.expert * p.w_scale_group_elems + wt0 * chunks * 64) * (W_FP32 ? 16 : 4);
+        const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + wt0) * chunks;
         /* Producer warp w publishes the chunks whose *global* index (iter + kc) is w mod 4, so
          * each warp steps by exactly 4 chunks, across work items too. With STAGES >= 4 the chunk
          * two rounds back on the stage it waits for is then always released, which is what makes
          * the parity wait unambiguous (a per-item split let a warp jump 7 chunks and pass a wait
          * two phases early when chunks % 4 != 0, e.g. K = 896 with the 64-token tile). */
-        static_assert(STAGES >= 4, "the producer warps' parity waits need at least 4 stages");
         for (int64_t kc = ((pwarp - iter % 4) % 4 + 4) % 4; kc < chunks; kc += 4) {
             const int s = (int)((iter + kc) % STAGES);
             const uint32_t phase = (uint32_t)(((iter + kc) / STAGES) & 1);
             /* load first (independent of the stage), then wait for the stage to be free; at most 4
              * values per lane at a time keep the producer within its register budget */
+            uint32_t mode = 1;
+            if (!W_FP32 && lane < 2) mode = __ldg(modes + lane * chunks + kc);
             constexpr int PER_LANE = (BT * 4 + 31) / 32, BATCH = PER_LANE < 4 ? PER_LANE : 4;
             float *sa = a_scale_s + s * 4 * BT;
 #pragma unroll
@@ -221,11 +254,28 @@ __global__ void __launch_bounds__(384, MINB)
                     if (idx < BT * nj) sa[(idx / BT) * BT + idx % BT] = v[t];
                 }
             }
-            __syncwarp();
+            if (lane < 2) mode_s[s * (cfg::MODE_STAGE_BYTES / 4) + lane] = mode;
             if (lane == 0) {
-                mbar_arrive_expect_tx(&full[s], cfg::A_TILE_BYTES);
-                tma_load_3d(a_tiles + s * cfg::A_TILE_BYTES, &a_map, &full[s], (int32_t)(kc * 128), (int32_t)tile.m0,
+                uint64_t *bar = &full[s];
+                mbar_arrive_expect_tx(bar, cfg::A_TILE_BYTES + cfg::W_STAGE_BYTES + cfg::WS_STAGE_BYTES);
+                tma_load_3d(a_tiles + s * cfg::A_TILE_BYTES, &a_map, bar, (int32_t)(kc * 128), (int32_t)tile.m0,
                             tile.a_group);
+                uint8_t *w_dst = w_stages + s * cfg::W_STAGE_BYTES, *ws_dst = ws_stages + s * cfg::WS_STAGE_BYTES;
+#pragma unroll
+                for (int wg = 0; wg < 2; wg++) {
+                    const uint8_t *w_chunk = w_src + wg * p.w_pairs * HFP4_SM90_PAIR_BYTES + kc * cfg::W_WG_BYTES;
+                    const uint8_t *ws_chunk = ws_src + (wg * chunks + kc) * cfg::WS_WG_BYTES;
+                    if (p.w_evict_first) {
+                        const uint64_t policy = l2_policy_evict_first();
+                        bulk_load_hint(w_dst + wg * cfg::W_WG_BYTES, w_chunk, cfg::W_WG_BYTES, bar, policy);
+                        bulk_load_hint(ws_dst + wg * cfg::WS_WG_BYTES, ws_chunk, cfg::WS_WG_BYTES, bar, policy);
+                    } else {
+                        bulk_load(w_dst + wg * cfg::W_WG_BYTES, w_chunk, cfg::W_WG_BYTES, bar);
+                        bulk_load(ws_dst + wg * cfg::WS_WG_BYTES, ws_chunk, cfg::WS_WG_BYTES, bar);
+                    }
+                }
+            } else {
+                mbar_arrive(&full[s]);
             }
         }
         iter += chunks;
@@ -236,7 +286,10 @@ __global__ void __launch_bounds__(384, MINB)
     /* ---- consumers: warpgroup `warpgroup` owns weight rows [64 * wtile, 64 * wtile + 64) ---- */
     warpgroup_reg_alloc<cfg::CONSUMER_REGS>();
     const int warp_in_wg = tid / 32, g8 = lane / 4, t4 = lane % 4;
-    int64_t iter = 0; /* chunks consumed so far (the producer counts the same way) */
+    /* chunks consumed so far, as (stage, phase) = (n % STAGES, (n / STAGES) & 1): the producer counts
+     * the same chunks; stepping them here avoids a 64-bit modulo per chunk */
+    int s = 0;
+    uint32_t phase = 0;
     for (int64_t item = blockIdx.x; item < p.tiles_total; item += gridDim.x) {
     sm90_tile tile;
     if (!resolve_tile<BT>(p, item, tile)) continue;
@@ -246,53 +299,29 @@ __global__ void __launch_bounds__(384, MINB)
     for (int i = 0; i < BT / 2; i++) fin[i] = 0.0f;
 
     if (tile.compute) {
-        constexpr int PF = (BT == 128 && W_FP32) ? 1 : cfg::PREFETCH; /* FP32 scales need more registers */
-        const uint8_t *wp = p.w + (int64_t)tile.expert * p.w_group_bytes + (wtile * p.w_pairs * 128 + tid) * 16;
         const int r0 = warp_in_wg * 16 + g8; /* row within the 64-row tile; r1 = r0 + 8 */
-        const int64_t sbase = (int64_t)tile.expert * p.w_scale_group_elems + wtile * chunks * 64;
-        const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + wtile) * chunks;
-        uint4 wq[PF][2];
-        float4 swf[PF][2];
-        uint32_t swe[PF][2];
-        uint32_t wmode[PF];
-        auto load_chunk = [&](int64_t kc, uint4 *q, float4 *sf, uint32_t *se, uint32_t &mode) {
-            q[0] = ldg_stream_u4(wp + (2 * kc) * 2048);
-            q[1] = ldg_stream_u4(wp + (2 * kc + 1) * 2048);
+        for (int32_t kc = 0; kc < (int32_t)chunks; kc++) {
+            mbar_wait(&full[s], phase);
+            const uint8_t *w_st = w_stages + s * cfg::W_STAGE_BYTES + warpgroup * cfg::W_WG_BYTES + tid * 16;
+            const uint4 q0 = *(const uint4 *)w_st;
+            const uint4 q1 = *(const uint4 *)(w_st + HFP4_SM90_PAIR_BYTES);
+            const uint8_t *ws_st = ws_stages + s * cfg::WS_STAGE_BYTES + warpgroup * cfg::WS_WG_BYTES;
+            float4 f0, f1;
+            uint32_t e0 = 0, e1 = 0;
             if constexpr (W_FP32) {
-                const float4 *s4 = (const float4 *)p.w_scales + sbase + kc * 64;
-                sf[0] = __ldg(s4 + r0);
-                sf[1] = __ldg(s4 + r0 + 8);
-                mode = 1;
+                f0 = ((const float4 *)ws_st)[r0];
+                f1 = ((const float4 *)ws_st)[r0 + 8];
             } else {
-                const uint32_t *s1 = (const uint32_t *)p.w_scales + sbase + kc * 64;
-                se[0] = __ldg(s1 + r0);
-                se[1] = __ldg(s1 + r0 + 8);
-                mode = __ldg(modes + kc);
+                e0 = ((const uint32_t *)ws_st)[r0];
+                e1 = ((const uint32_t *)ws_st)[r0 + 8];
             }
-        };
-#pragma unroll
-        for (int i = 0; i < PF; i++)
-            if (i < chunks) load_chunk(i, wq[i], swf[i], swe[i], wmode[i]);
-
-        for (int64_t kb = 0; kb < chunks; kb += PF) {
-#pragma unroll
-            for (int i = 0; i < PF; i++) {
-                const int64_t kc = kb + i;
-                if (kc >= chunks) break;
-                const uint4 q0 = wq[i][0], q1 = wq[i][1];
-                const float4 f0 = swf[i][0], f1 = swf[i][1];
-                const uint32_t e0 = swe[i][0], e1 = swe[i][1];
-                const uint32_t mode = wmode[i];
-                if (kc + PF < chunks) load_chunk(kc + PF, wq[i], swf[i], swe[i], wmode[i]);
-
-                const int s = (int)((iter + kc) % STAGES);
-                mbar_wait(&full[s], (uint32_t)(((iter + kc) / STAGES) & 1));
-                const uint64_t desc = smem_desc_k128_swizzle128(a_tiles + s * cfg::A_TILE_BYTES);
-                const float *sa = a_scale_s + s * 4 * BT;
-                /* words of step st: (k 4t..4t+3, k 16+4t..16+4t+3) for rows (g, g+8) */
-                const uint32_t wlo[4] = {q0.x, q0.z, q1.x, q1.z};
-                const uint32_t whi[4] = {q0.y, q0.w, q1.y, q1.w};
-                if (mode == 0 && !gran32) {
+            const uint32_t mode = mode_s[s * (cfg::MODE_STAGE_BYTES / 4) + warpgroup];
+            const uint64_t desc = smem_desc_k128_swizzle128(a_tiles + s * cfg::A_TILE_BYTES);
+            const float *sa = a_scale_s + s * 4 * BT;
+            /* words of step st: (k 4t..4t+3, k 16+4t..16+4t+3) for rows (g, g+8) */
+            const uint32_t wlo[4] = {q0.x, q0.z, q1.x, q1.z};
+            const uint32_t whi[4] = {q0.y, q0.w, q1.y, q1.w};
+            if (mode == 0 && !gran32) {
                     /* folded chunk: the per-32 scales are inside the FP8 values, so the 4 k32 steps
                      * chain into one accumulator and one promotion per 128 K (DeepGEMM's cost) */
                     uint32_t a[4][4];
@@ -376,11 +405,12 @@ __global__ void __launch_bounds__(384, MINB)
                         }
                     }
                 }
-                __syncwarp();
-                if (lane == 0) mbar_arrive(&empty[s]);
+            mbar_arrive(&empty[s]); /* after the last read of the stage: wgmma waited, scales used */
+            if (++s == STAGES) {
+                s = 0;
+                phase ^= 1;
             }
         }
-        iter += chunks;
     }
 
     /* ---- epilogue: transpose through shared memory, then coalesced stores along N ---- */

@@ -29,6 +29,7 @@ typedef struct hfp4_sm90_gemm_params {
     int64_t w_pairs, w_chunks;   /* K_pad / 64, K_pad / 128                                   */
     int64_t w_tiles;             /* N_pad / 64                                                */
     const uint8_t *w_modes;      /* [G][tiles][chunks]: 0 = folded (chained), 1 = per-32 scales */
+    int32_t w_evict_first;       /* 1: each weight tile is read by one token tile: stream it past L2 */
     /* output */
     void *d;
     const void *c;

@@ -56,6 +56,33 @@ static __device__ __forceinline__ void tma_load_3d(void *dst, const void *tensor
         : "memory");
 }
 
+/* 1D bulk copy global -> shared of `bytes` (a multiple of 16, both addresses 16-byte aligned),
+ * completing on `bar`. The weights take this path: each (64 rows x 128 K) chunk of the repacked
+ * layout is one contiguous 4 KB block, so no tensor map is needed. */
+static __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+}
+
+/* The same with an L2 eviction policy (createpolicy), for data read exactly once. */
+static __device__ __forceinline__ void bulk_load_hint(void *dst, const void *src, uint32_t bytes, uint64_t *bar,
+                                                      uint64_t policy) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+            smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+        : "memory");
+}
+
+/* An L2 policy that evicts these lines first: streamed weights must not push activations out. */
+static __device__ __forceinline__ uint64_t l2_policy_evict_first(void) {
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+
 static __device__ __forceinline__ void tma_prefetch_descriptor(const void *tensor_map) {
     asm volatile("prefetch.tensormap [%0];" ::"l"(tensor_map) : "memory");
 }
