@@ -64,6 +64,9 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     k->tiles_n = plan->grid_x;
     k->tiles_m = plan->grid_y;
     k->tiles_total = plan->grid_x * plan->grid_y * plan->grid_z;
+    /* the kernels count work items in 32-bit integers */
+    HFP4_REQUIRE(k->tiles_total < ((int64_t)1 << 30), "%s: %lld work items (m = %lld, n = %lld, groups = %d) exceed 2^30",
+                 fn, (long long)k->tiles_total, (long long)p->m, (long long)p->n, (int)p->num_groups);
     k->num_groups = p->num_groups;
     k->m = p->m;
     k->n = p->n;

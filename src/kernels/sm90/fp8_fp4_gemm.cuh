@@ -98,21 +98,49 @@ static __device__ __forceinline__ float row_scale_from_emax(uint32_t e) {
 /* Which rows a CTA's token tile covers. rows [m0, valid_end) are computed, [valid_end, zero_end)
  * are written as zeros, `expert` selects the weights, `a_group` the TMA/scale group of A. */
 struct sm90_tile {
-    int64_t n_tile; /* 128-row weight tile pair */
-    int64_t m0, valid_end, zero_end;
+    int32_t n_tile; /* 128-row weight tile pair */
+    int32_t m0, valid_end, zero_end; /* rows: m <= 2^30 (the plan checks) */
     int32_t expert, a_group;
     int32_t compute; /* 0: all rows are padding, no tensor-core work */
 };
 
-/* Work item -> (weight tile pair, token tile, group); false when the item has nothing to write.
- * Items run n-tile fastest, so the CTAs resident at one time share activation tiles and one
- * expert's weights in L2. */
+/* The one device-memory value an item's resolution depends on: masked_m[g] (masked) or the expert
+ * id of the tile's first row (contiguous); psum and dense need none here. */
 template <int BT>
-static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params &p, int64_t item, sm90_tile &t) {
-    t.n_tile = item % p.tiles_n;
-    const int64_t rest = item / p.tiles_n;
-    t.m0 = (rest % p.tiles_m) * BT;
-    const int32_t z = (int32_t)(rest / p.tiles_m);
+static __device__ __forceinline__ int32_t probe_layout(const hfp4_sm90_gemm_params &p, int32_t item) {
+    if (p.grouping == HFP4_K_MASKED) return p.layout[item / (p.tiles_n * p.tiles_m)];
+    if (p.grouping == HFP4_K_CONTIGUOUS) {
+        const int64_t m0 = (item / p.tiles_n % p.tiles_m) * BT;
+        return m0 < p.m ? p.layout[m0] : -1;
+    }
+    return 0;
+}
+
+/* A CTA's work items (blockIdx.x, + gridDim.x, ...) in batches of 32: each lane of the warp probes
+ * one item's layout value (one load round trip per 32 items instead of one per item, which is what
+ * walking past unrouted experts and all-padding tiles costs), then the warp takes them in order.
+ * Every lane of the warp must run the loop. */
+#define FOR_EACH_ITEM(BT, p, item, lay)                                                                         \
+    for (int32_t item##_base = blockIdx.x; item##_base < (int32_t)(p).tiles_total; item##_base += 32 * gridDim.x) \
+        for (int32_t item##_probe = item##_base + (int32_t)(threadIdx.x % 32 * gridDim.x) < (int32_t)(p).tiles_total \
+                                        ? probe_layout<BT>((p), item##_base + (int32_t)(threadIdx.x % 32 * gridDim.x)) \
+                                        : 0,                                                                    \
+                     item##_j = 0;                                                                              \
+             item##_j < 32 && item##_base + item##_j * (int32_t)gridDim.x < (int32_t)(p).tiles_total; item##_j++) \
+            if (const int32_t item = item##_base + item##_j * (int32_t)gridDim.x; true)                          \
+                if (const int32_t lay = __shfl_sync(0xFFFFFFFFu, item##_probe, item##_j); true)
+
+/* Work item -> (weight tile pair, token tile, group); false when the item has nothing to write.
+ * `lay` is probe_layout's value for the item. Items run n-tile fastest, so the CTAs resident at one
+ * time share activation tiles and one expert's weights in L2. */
+template <int BT>
+static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params &p, int32_t item, int32_t lay,
+                                                    sm90_tile &t) {
+    const int32_t tiles_n = (int32_t)p.tiles_n, tiles_m = (int32_t)p.tiles_m; /* items < 2^30 (the plan checks) */
+    t.n_tile = item % tiles_n;
+    const int32_t rest = item / tiles_n;
+    t.m0 = (rest % tiles_m) * BT;
+    const int32_t z = rest / tiles_m;
     t.expert = 0;
     t.a_group = 0;
     t.compute = 1;
@@ -121,7 +149,7 @@ static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params 
         const int32_t g = z;
         /* device data cannot be validated without a host read: clamp, so a bad masked_m can
          * never make the kernel write past its group */
-        const int64_t rows = min((int64_t)p.layout[g], p.m);
+        const int64_t rows = min((int64_t)lay, p.m);
         if (t.m0 >= rows) return false;
         t.expert = t.a_group = g;
         t.valid_end = t.zero_end = min(tile_end, rows);
@@ -129,7 +157,7 @@ static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params 
     }
     if (t.m0 >= p.m) return false;
     if (p.grouping == HFP4_K_CONTIGUOUS) {
-        const int32_t id = p.layout[t.m0];
+        const int32_t id = lay;
         const bool known = id >= 0 && id < p.num_groups; /* ids >= G are treated as padding */
         t.expert = known ? id : 0;
         t.compute = known;
@@ -211,9 +239,9 @@ __global__ void __launch_bounds__(384, MINB)
         if (pwarp == 0 && lane == 0) tma_prefetch_descriptor(&a_map);
         const int nj = gran32 ? 4 : 1;
         int64_t iter = 0; /* chunks published so far: stage = iter % STAGES, as the consumers count */
-        for (int64_t item = blockIdx.x; item < p.tiles_total; item += gridDim.x) {
+        FOR_EACH_ITEM(BT, p, item, lay) {
         sm90_tile tile;
-        if (!resolve_tile<BT>(p, item, tile) || !tile.compute) continue;
+        if (!resolve_tile<BT>(p, item, lay, tile) || !tile.compute) continue;
         const int64_t wt0 = tile.n_tile * 2; /* the CTA's first 64-row weight tile */
         const uint8_t *w_src = p.w + (int64_t)tile.expert * p.w_group_bytes + wt0 * p.w_pairs * HFP4_SM90_PAIR_BYTES;
         const uint8_t *ws_src = (const uint8_t *)p.w_scales +
@@ -290,9 +318,9 @@ __global__ void __launch_bounds__(384, MINB)
      * the same chunks; stepping them here avoids a 64-bit modulo per chunk */
     int s = 0;
     uint32_t phase = 0;
-    for (int64_t item = blockIdx.x; item < p.tiles_total; item += gridDim.x) {
+    FOR_EACH_ITEM(BT, p, item, lay) {
     sm90_tile tile;
-    if (!resolve_tile<BT>(p, item, tile)) continue;
+    if (!resolve_tile<BT>(p, item, lay, tile)) continue;
     const int64_t wtile = tile.n_tile * 2 + warpgroup;
     float fin[BT / 2];
 #pragma unroll
@@ -413,6 +441,20 @@ __global__ void __launch_bounds__(384, MINB)
         }
     }
 
+    const int64_t dgroup = p.grouping == HFP4_K_MASKED ? tile.a_group : 0;
+    if (!tile.compute) {
+        /* all-padding tile (most tiles of a decode batch in the contiguous layout): zeros straight
+         * to D, without the transpose and its barriers */
+        for (int idx = tid; idx < BT * 64; idx += 128) {
+            const int64_t row = tile.m0 + idx / 64, n = wtile * 64 + idx % 64;
+            if (n >= p.n || row >= tile.zero_end) continue;
+            const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
+            if (p.d_fp32) ((float *)p.d)[off] = 0.0f;
+            else ((__nv_bfloat16 *)p.d)[off] = __float2bfloat16_rn(0.0f);
+        }
+        continue;
+    }
+
     /* ---- epilogue: transpose through shared memory, then coalesced stores along N ---- */
     float *os = out_s + warpgroup * BT * cfg::OUT_LD;
     warpgroup_barrier<MINB == 2>(warpgroup); /* the previous tile's stores have read os */
@@ -428,13 +470,12 @@ __global__ void __launch_bounds__(384, MINB)
         }
     }
     warpgroup_barrier<MINB == 2>(warpgroup);
-    const int64_t dgroup = p.grouping == HFP4_K_MASKED ? tile.a_group : 0;
     for (int idx = tid; idx < BT * 64; idx += 128) {
         const int c = idx / 64, rr = idx % 64;
         const int64_t row = tile.m0 + c;
         const int64_t n = wtile * 64 + rr;
         if (n >= p.n || row >= tile.zero_end) continue;
-        bool real = row < tile.valid_end && tile.compute;
+        bool real = row < tile.valid_end;
         if (real && p.grouping == HFP4_K_CONTIGUOUS) real = p.layout[row] >= 0 && p.layout[row] < p.num_groups;
         const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
         float v = real ? os[c * cfg::OUT_LD + rr] : 0.0f;
