@@ -5,7 +5,7 @@
 # Options via env: BUILD=dir (default build), SKIP_TESTS=1, SKIP_PYTEST=1, SKIP_SANITIZER=1, SKIP_BENCH=1,
 # BENCH_JSON=1 (also write bench.json), BENCH_ARGS="--only w13", NCU=1 (profile a decode and a
 # prefill launch; reports in $OUT/ncu_*.ncu-rep), TILE128=1 (also test and time the opt-in 128-token
-# tile), DECODE2=1 (also test and time the opt-in two-CTAs-per-SM decode variant).
+# tile), DECODE1=1 (also test and time the one-CTA-per-SM variant of the 8-token decode tile).
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
@@ -32,18 +32,21 @@ if [ -n "${TILE128:-}" ]; then
     HFP4_SM90_MAX_TOKEN_TILE=128 timeout 200 ${BUILD:-build}/hfp4 bench --tokens 4096,16384 --only w13,w2,dense 2>&1 |
         tee "$OUT/bench_tile128.txt"
 fi
-if [ -n "${DECODE2:-}" ]; then
-    # the opt-in two-CTAs-per-SM decode variant: its own test pass and decode rows
-    HFP4_SM90_DECODE_2CTA=1 timeout 400 ${BUILD:-build}/hfp4_gpu_tests --fork 2>&1 | tee "$OUT/gpu_tests_decode2.log" |
+if [ -n "${DECODE1:-}" ]; then
+    # the 8-token decode tile with one CTA per SM (the default runs two): its own test pass and decode rows
+    HFP4_SM90_DECODE_2CTA=0 timeout 400 ${BUILD:-build}/hfp4_gpu_tests --fork 2>&1 | tee "$OUT/gpu_tests_decode1.log" |
         grep -E "passed|FAIL " || rc=1
-    HFP4_SM90_DECODE_2CTA=1 timeout 200 ${BUILD:-build}/hfp4 bench --tokens 1,8,32 --only w13,w2 2>&1 |
-        tee "$OUT/bench_decode2.txt"
+    HFP4_SM90_DECODE_2CTA=0 timeout 200 ${BUILD:-build}/hfp4 bench --tokens 1,8,32 --only w13,w2 2>&1 |
+        tee "$OUT/bench_decode1.txt"
 fi
 if [ -z "${SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
-        timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 ${BUILD:-build}/hfp4_gpu_tests --filter gpu_dense_scale \
-            > "$OUT/sanitizer_$tool.log" 2>&1
-        echo "compute-sanitizer $tool: exit $? ($(grep -c 'ERROR SUMMARY: 0' "$OUT/sanitizer_$tool.log") clean summaries)"
+        # a representative set: every scale form and output, the grouped layouts, the V4 decode shapes
+        for f in gpu_dense_scale gpu_grouped gpu_deepseek_v4 gpu_persistent; do
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 ${BUILD:-build}/hfp4_gpu_tests --filter $f \
+                > "$OUT/sanitizer_${tool}_$f.log" 2>&1
+            echo "compute-sanitizer $tool $f: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_${tool}_$f.log" | tail -n 1))"
+        done
     done
 fi
 if [ -z "${SKIP_BENCH:-}" ]; then

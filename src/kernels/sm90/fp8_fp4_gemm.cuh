@@ -9,8 +9,9 @@
  *
  * CTA = 3 warpgroups: WG0 and WG1 each own 64 weight rows of a 128-row tile; WG2's first warp is
  * the producer, which TMA-loads the activation tile (BT x 128 bytes per 128-K chunk, 128B swizzle),
- * bulk-copies both warpgroups' weights and weight scales (8 KB + scales per chunk) and writes the
- * activation scales and chunk modes into shared memory, one pipeline stage per chunk.
+ * bulk-copies both warpgroups' weights and weight scales (8 KB + scales per chunk) and copies the
+ * activation scales into shared memory (cp.async, or converted by the producer for UE8M0 forms),
+ * one pipeline stage per chunk.
  *
  * Exactness: a prmt table turns each FP4 value into e4m3 exactly. In a folded chunk (UE8M0 scales
  * within 11 binades of the row's largest, decided by the repack per 64-row tile and 128-K chunk)
@@ -35,13 +36,13 @@
 #define HFP4_K_PSUM 2
 #define HFP4_K_MASKED 3
 
-/* MINB = CTAs per SM the kernel is built for: 1, or 2 for the opt-in decode variant (8-token tile
- * only: larger ones spill in 96 registers), which trades registers for a second resident CTA that
- * hides the first's start-up.
+/* MINB = CTAs per SM the kernel is built for: 1, or 2 for the 8-token decode tile (larger tiles
+ * spill in 96 registers), which trades registers for a second resident CTA: twice the warps to hide
+ * the consumers' instruction latencies.
  *
  * One pipeline stage holds everything one 128-K chunk needs: the activation tile (TMA), both
- * warpgroups' weights (2 x 4 KB bulk copies) and weight scales (bulk copies), the activation scales
- * and the two chunk modes (written by the producer warp). As many stages as shared memory allows
+ * warpgroups' weights (2 x 4 KB bulk copies), their weight scales (bulk copies) and the
+ * activation scales. As many stages as shared memory allows
  * (up to 12): decode lives on bytes in flight, and 8 KB of weights per stage puts 40-96 KB per SM in
  * flight where Little's law asks for ~30 KB. */
 template <int BT, bool W_FP32, int MINB = 1>
@@ -53,8 +54,7 @@ struct sm90_tile_config {
     static constexpr int WS_WG_BYTES = W_FP32 ? 64 * 16 : 64 * 4;        /* a warpgroup's scales per chunk */
     static constexpr int WS_STAGE_BYTES = 2 * WS_WG_BYTES;
     static constexpr int AS_STAGE_BYTES = 4 * BT * 4;                    /* up to 4 k-groups x BT floats  */
-    static constexpr int MODE_STAGE_BYTES = 16;                          /* 2 uint32 modes, 16-aligned    */
-    static constexpr int STAGE_BYTES = A_TILE_BYTES + W_STAGE_BYTES + WS_STAGE_BYTES + AS_STAGE_BYTES + MODE_STAGE_BYTES;
+    static constexpr int STAGE_BYTES = A_TILE_BYTES + W_STAGE_BYTES + WS_STAGE_BYTES + AS_STAGE_BYTES;
     static constexpr int OUT_LD = 68;                                    /* 64 rows + 4 pad: conflict-free */
     static constexpr int OUT_BYTES = 2 * BT * OUT_LD * 4;
     static constexpr int MAX_STAGES = 12;
@@ -67,6 +67,9 @@ struct sm90_tile_config {
     static constexpr int LAUNCH_REGS = (65536 / (384 * MINB)) & ~7; /* 168 or 80 */
     static constexpr int PRODUCER_REGS = MINB == 2 ? 48 : BT == 128 ? 88 : 72;
     static constexpr int CONSUMER_REGS = MINB == 2 ? 96 : BT == 128 ? 208 : 216;
+    /* activation scales a producer lane holds at once (the 128-token tile has 16 per lane per chunk;
+     * 2 at a time keep its producer within 88 registers) */
+    static constexpr int SCALE_BATCH = BT == 128 ? 2 : 4;
     static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS <= 3 * LAUNCH_REGS, "setmaxnreg.inc would wait forever");
     static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * STAGE_BYTES + OUT_BYTES + 2 * STAGES * 8;
 };
@@ -188,6 +191,33 @@ static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params 
     return true;
 }
 
+/* Lane 0 of the producer warp that owns chunk kc of `tile`: announces the stage's TMA bytes (one
+ * arrival) and issues the activation tile (TMA) and both warpgroups' weights and weight scales
+ * (bulk copies, evict-first when each weight tile is read once). */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void issue_stage_copies(const hfp4_sm90_gemm_params &p, const CUtensorMap *a_map,
+                                                          const sm90_tile &tile, int64_t kc, int s, uint8_t *a_tiles,
+                                                          uint8_t *w_stages, uint8_t *ws_stages, const uint8_t *w_src,
+                                                          const uint8_t *ws_src, uint64_t *bar) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    mbar_arrive_expect_tx(bar, cfg::A_TILE_BYTES + cfg::W_STAGE_BYTES + cfg::WS_STAGE_BYTES);
+    tma_load_3d(a_tiles + s * cfg::A_TILE_BYTES, a_map, bar, (int32_t)(kc * 128), tile.m0, tile.a_group);
+    uint8_t *w_dst = w_stages + s * cfg::W_STAGE_BYTES, *ws_dst = ws_stages + s * cfg::WS_STAGE_BYTES;
+#pragma unroll
+    for (int wg = 0; wg < 2; wg++) {
+        const uint8_t *w_chunk = w_src + wg * p.w_pairs * HFP4_SM90_PAIR_BYTES + kc * cfg::W_WG_BYTES;
+        const uint8_t *ws_chunk = ws_src + (wg * p.w_chunks + kc) * cfg::WS_WG_BYTES;
+        if (p.w_evict_first) {
+            const uint64_t policy = l2_policy_evict_first();
+            bulk_load_hint(w_dst + wg * cfg::W_WG_BYTES, w_chunk, cfg::W_WG_BYTES, bar, policy);
+            bulk_load_hint(ws_dst + wg * cfg::WS_WG_BYTES, ws_chunk, cfg::WS_WG_BYTES, bar, policy);
+        } else {
+            bulk_load(w_dst + wg * cfg::W_WG_BYTES, w_chunk, cfg::W_WG_BYTES, bar);
+            bulk_load(ws_dst + wg * cfg::WS_WG_BYTES, ws_chunk, cfg::WS_WG_BYTES, bar);
+        }
+    }
+}
+
 template <int BT, bool W_FP32, int MINB = 1>
 __global__ void __launch_bounds__(384, MINB)
     hfp4_sm90_fp8_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ hfp4_sm90_gemm_params p) {
@@ -195,13 +225,14 @@ __global__ void __launch_bounds__(384, MINB)
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
     extern __shared__ uint8_t smem_raw[];
-    uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    /* aligned by pointer arithmetic on smem_raw (not through an integer cast), so the compiler
+     * still knows every access below is to shared memory and emits LDS/STS, not generic loads */
+    uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     uint8_t *a_tiles = smem;                                     /* 1024-aligned (128B swizzle)  */
     uint8_t *w_stages = a_tiles + STAGES * cfg::A_TILE_BYTES;    /* 1024-aligned                  */
     uint8_t *ws_stages = w_stages + STAGES * cfg::W_STAGE_BYTES;
     float *a_scale_s = (float *)(ws_stages + STAGES * cfg::WS_STAGE_BYTES);
-    uint32_t *mode_s = (uint32_t *)(a_scale_s + STAGES * 4 * BT);
-    float *out_s = (float *)(mode_s + STAGES * cfg::MODE_STAGE_BYTES / 4);
+    float *out_s = a_scale_s + STAGES * 4 * BT;
     uint64_t *full = (uint64_t *)(out_s + 2 * BT * cfg::OUT_LD);
     uint64_t *empty = full + STAGES;
 
@@ -213,7 +244,7 @@ __global__ void __launch_bounds__(384, MINB)
          * 256 consumer threads) rather than one lane after __syncwarp: same cost in practice, and
          * the ordering is then per thread, which compute-sanitizer's racecheck can follow. */
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(&full[s], 32);
+            mbar_init(&full[s], 33); /* 32 producer lanes + lane 0's expect_tx arrival */
             mbar_init(&empty[s], 256);
         }
         mbar_fence_init();
@@ -246,7 +277,6 @@ __global__ void __launch_bounds__(384, MINB)
         const uint8_t *w_src = p.w + (int64_t)tile.expert * p.w_group_bytes + wt0 * p.w_pairs * HFP4_SM90_PAIR_BYTES;
         const uint8_t *ws_src = (const uint8_t *)p.w_scales +
                                 ((int64_t)tile.expert * p.w_scale_group_elems + wt0 * chunks * 64) * (W_FP32 ? 16 : 4);
-        const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + wt0) * chunks;
         /* Producer warp w publishes the chunks whose *global* index (iter + kc) is w mod 4, so
          * each warp steps by exactly 4 chunks, across work items too. With STAGES >= 4 the chunk
          * two rounds back on the stage it waits for is then always released, which is what makes
@@ -255,55 +285,58 @@ __global__ void __launch_bounds__(384, MINB)
         for (int64_t kc = ((pwarp - iter % 4) % 4 + 4) % 4; kc < chunks; kc += 4) {
             const int s = (int)((iter + kc) % STAGES);
             const uint32_t phase = (uint32_t)(((iter + kc) / STAGES) & 1);
-            /* load first (independent of the stage), then wait for the stage to be free; at most 4
-             * values per lane at a time keep the producer within its register budget */
-            uint32_t mode = 1;
-            if (!W_FP32 && lane < 2) mode = __ldg(modes + lane * chunks + kc);
-            constexpr int PER_LANE = (BT * 4 + 31) / 32, BATCH = PER_LANE < 4 ? PER_LANE : 4;
+            uint64_t *bar = &full[s];
             float *sa = a_scale_s + s * 4 * BT;
-#pragma unroll
-            for (int b0 = 0; b0 < PER_LANE; b0 += BATCH) {
-                float v[BATCH];
-#pragma unroll
-                for (int t = 0; t < BATCH; t++) {
-                    const int idx = lane + 32 * (b0 + t);
-                    v[t] = 0.0f;
+            constexpr int PER_LANE = (BT * 4 + 31) / 32;
+            if (p.a_scale_dtype == 1 /* FP32 */) {
+                /* NOTE: FP32 activation scales go by cp.async 4-byte copies that complete on the
+                 * stage's barrier (arrive.noinc), so no producer lane ever waits for a load: with
+                 * plain loads each producer warp had one chunk in flight, and four chunks of 8 KB
+                 * per ~2 us load latency held decode to ~15 GB/s per SM. */
+                mbar_wait(&empty[s], phase ^ 1);
+                if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, &a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar);
+#pragma unroll 2
+                for (int t = 0; t < PER_LANE; t++) {
+                    const int idx = lane + 32 * t;
                     if (idx < BT * nj) {
                         const int i = idx % BT, j = idx / BT;
                         const int64_t row = tile.m0 + i;
                         const int64_t kg = gran32 ? kc * 4 + j : kc;
-                        if (row < tile.valid_end && kg < p.a_k_groups) v[t] = load_a_scale(p, tile.a_group, row, kg);
+                        const bool in = row < tile.valid_end && kg < p.a_k_groups;
+                        const float *src = (const float *)p.a_scales;
+                        if (in) src += tile.a_group * p.a_scale_stride_group + row * p.a_scale_stride_mn + kg * p.a_scale_stride_k;
+                        cp_async_4_zfill(sa + j * BT + i, src, in);
                     }
                 }
-                if (b0 == 0) mbar_wait(&empty[s], phase ^ 1);
-#pragma unroll
-                for (int t = 0; t < BATCH; t++) {
-                    const int idx = lane + 32 * (b0 + t);
-                    if (idx < BT * nj) sa[(idx / BT) * BT + idx % BT] = v[t];
-                }
-            }
-            if (lane < 2) mode_s[s * (cfg::MODE_STAGE_BYTES / 4) + lane] = mode;
-            if (lane == 0) {
-                uint64_t *bar = &full[s];
-                mbar_arrive_expect_tx(bar, cfg::A_TILE_BYTES + cfg::W_STAGE_BYTES + cfg::WS_STAGE_BYTES);
-                tma_load_3d(a_tiles + s * cfg::A_TILE_BYTES, &a_map, bar, (int32_t)(kc * 128), (int32_t)tile.m0,
-                            tile.a_group);
-                uint8_t *w_dst = w_stages + s * cfg::W_STAGE_BYTES, *ws_dst = ws_stages + s * cfg::WS_STAGE_BYTES;
-#pragma unroll
-                for (int wg = 0; wg < 2; wg++) {
-                    const uint8_t *w_chunk = w_src + wg * p.w_pairs * HFP4_SM90_PAIR_BYTES + kc * cfg::W_WG_BYTES;
-                    const uint8_t *ws_chunk = ws_src + (wg * chunks + kc) * cfg::WS_WG_BYTES;
-                    if (p.w_evict_first) {
-                        const uint64_t policy = l2_policy_evict_first();
-                        bulk_load_hint(w_dst + wg * cfg::W_WG_BYTES, w_chunk, cfg::W_WG_BYTES, bar, policy);
-                        bulk_load_hint(ws_dst + wg * cfg::WS_WG_BYTES, ws_chunk, cfg::WS_WG_BYTES, bar, policy);
-                    } else {
-                        bulk_load(w_dst + wg * cfg::W_WG_BYTES, w_chunk, cfg::W_WG_BYTES, bar);
-                        bulk_load(ws_dst + wg * cfg::WS_WG_BYTES, ws_chunk, cfg::WS_WG_BYTES, bar);
-                    }
-                }
+                cp_async_mbar_arrive_noinc(bar);
             } else {
-                mbar_arrive(&full[s]);
+                /* UE8M0 forms need converting: load first (independent of the stage), then wait for
+                 * the stage, convert and store; a few values per lane at a time keep the producer
+                 * within its register budget */
+                constexpr int BATCH = PER_LANE < cfg::SCALE_BATCH ? PER_LANE : cfg::SCALE_BATCH;
+#pragma unroll
+                for (int b0 = 0; b0 < PER_LANE; b0 += BATCH) {
+                    float v[BATCH];
+#pragma unroll
+                    for (int t = 0; t < BATCH; t++) {
+                        const int idx = lane + 32 * (b0 + t);
+                        v[t] = 0.0f;
+                        if (idx < BT * nj) {
+                            const int i = idx % BT, j = idx / BT;
+                            const int64_t row = tile.m0 + i;
+                            const int64_t kg = gran32 ? kc * 4 + j : kc;
+                            if (row < tile.valid_end && kg < p.a_k_groups) v[t] = load_a_scale(p, tile.a_group, row, kg);
+                        }
+                    }
+                    if (b0 == 0) mbar_wait(&empty[s], phase ^ 1);
+#pragma unroll
+                    for (int t = 0; t < BATCH; t++) {
+                        const int idx = lane + 32 * (b0 + t);
+                        if (idx < BT * nj) sa[(idx / BT) * BT + idx % BT] = v[t];
+                    }
+                }
+                if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, &a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar);
+                mbar_arrive(bar);
             }
         }
         iter += chunks;
@@ -328,6 +361,10 @@ __global__ void __launch_bounds__(384, MINB)
 
     if (tile.compute) {
         const int r0 = warp_in_wg * 16 + g8; /* row within the 64-row tile; r1 = r0 + 8 */
+        /* chunk modes (0 folded, 1 per-32) from the repacked buffer, one byte per chunk of the
+         * tile, read a chunk ahead so the load is off the critical path */
+        const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + wtile) * chunks;
+        uint32_t mode_next = W_FP32 || BT == 128 ? 1u : __ldg(modes);
         for (int32_t kc = 0; kc < (int32_t)chunks; kc++) {
             mbar_wait(&full[s], phase);
             const uint8_t *w_st = w_stages + s * cfg::W_STAGE_BYTES + warpgroup * cfg::W_WG_BYTES + tid * 16;
@@ -343,7 +380,12 @@ __global__ void __launch_bounds__(384, MINB)
                 e0 = ((const uint32_t *)ws_st)[r0];
                 e1 = ((const uint32_t *)ws_st)[r0 + 8];
             }
-            const uint32_t mode = mode_s[s * (cfg::MODE_STAGE_BYTES / 4) + warpgroup];
+            uint32_t mode = mode_next;
+            if constexpr (BT == 128) {
+                mode = W_FP32 ? 1u : __ldg(modes + kc); /* no register to spare: read now (L1 hit after the first) */
+            } else if (!W_FP32 && kc + 1 < (int32_t)chunks) {
+                mode_next = __ldg(modes + kc + 1); /* a chunk ahead */
+            }
             const uint64_t desc = smem_desc_k128_swizzle128(a_tiles + s * cfg::A_TILE_BYTES);
             const float *sa = a_scale_s + s * 4 * BT;
             /* words of step st: (k 4t..4t+3, k 16+4t..16+4t+3) for rows (g, g+8) */

@@ -87,6 +87,18 @@ static __device__ __forceinline__ void tma_prefetch_descriptor(const void *tenso
     asm volatile("prefetch.tensormap [%0];" ::"l"(tensor_map) : "memory");
 }
 
+/* 4-byte asynchronous copy global -> shared (cp.async); with `valid` false nothing is read and
+ * the destination gets zeros. Completion is tracked per thread (cp_async_mbar_arrive_noinc). */
+static __device__ __forceinline__ void cp_async_4_zfill(void *dst, const void *src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0)
+                 : "memory");
+}
+
+/* One arrival on `bar`, made when all of this thread's earlier cp.async copies have landed. */
+static __device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint64_t *bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
 /* ---- wgmma ---------------------------------------------------------------------------------- */
 
 static __device__ __forceinline__ void wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
