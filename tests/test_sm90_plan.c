@@ -35,12 +35,14 @@ TEST(sm90_plan_token_tile_follows_rows_and_alignment) {
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(32, 0), 32);
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(33, 0), 64);
     unsetenv("HFP4_SM90_MAX_TOKEN_TILE");
-    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 0), 64); /* 128 is opt-in until measured */
-    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 32), 32); /* must divide the alignment */
-    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 8), 8);
-    setenv("HFP4_SM90_MAX_TOKEN_TILE", "128", 1);
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(65, 0), 128);
     CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 0), 128);
-    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 64), 64);
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 128), 128);
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 64), 64);  /* must divide the alignment */
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 32), 32);
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 8), 8);
+    setenv("HFP4_SM90_MAX_TOKEN_TILE", "64", 1); /* the comparison cap */
+    CHECK_EQ_I64(hfp4__sm90_pick_block_tokens(100000, 0), 64);
     unsetenv("HFP4_SM90_MAX_TOKEN_TILE");
 }
 
@@ -48,10 +50,10 @@ TEST(sm90_plan_fills_the_work_items) {
     hfp4_gemm_problem p = valid_problem(300, 1000, 4096);
     hfp4_sm90_plan plan;
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
-    CHECK_EQ_I64(plan.block_tokens, 64);
+    CHECK_EQ_I64(plan.block_tokens, 128);
     CHECK_EQ_I64(plan.params.tiles_n, 8);  /* align(1000, 128) / 128 */
-    CHECK_EQ_I64(plan.params.tiles_m, 5);  /* ceil(300 / 64) */
-    CHECK_EQ_I64(plan.params.tiles_total, 40);
+    CHECK_EQ_I64(plan.params.tiles_m, 3);  /* ceil(300 / 128) */
+    CHECK_EQ_I64(plan.params.tiles_total, 24);
     CHECK_EQ_I64(plan.params.w_chunks, 32);
     CHECK_EQ_I64(plan.params.w_pairs, 64);
     CHECK_EQ_I64(plan.a_dims[0], 4096);

@@ -136,6 +136,21 @@ static void repack_tile(void *arg, int64_t index) {
             memcpy(wdst + off, &word, 4);
         }
     }
+    /* each row's base exponent for the whole K: its largest non-zero group's, if every non-zero
+     * group is within HFP4_SM90_FOLD_SPAN binades of it, else -1 (per-chunk bases) */
+    int row_base[64];
+    for (int64_t r = 0; r < 64; r++) {
+        int lo = 256, hi = -1;
+        for (int64_t jj = 0; r < rows && !geo->scale_fp32 && jj < groups32; jj++) {
+            int nz = 0;
+            for (int64_t k = jj * 32; k < jj * 32 + 32 && !nz; k++) nz = (source_code(w, group, tile * 64 + r, k) & 7) != 0;
+            if (!nz) continue;
+            int ej = source_exponent(w, group, tile * 64 + r, jj);
+            if (ej < lo) lo = ej;
+            if (ej > hi) hi = ej;
+        }
+        row_base[r] = hi >= 0 && hi - lo <= HFP4_SM90_FOLD_SPAN ? hi : -1;
+    }
     for (int64_t c = 0; c < geo->chunks; c++) {
         if (geo->scale_fp32) {
             mdst[c] = 1;
@@ -148,7 +163,9 @@ static void repack_tile(void *arg, int64_t index) {
                 }
             continue;
         }
-        /* UE8M0: fold when every row's non-zero groups lie within HFP4_SM90_FOLD_SPAN binades */
+        /* UE8M0: fold when every row's non-zero groups lie within HFP4_SM90_FOLD_SPAN binades of
+         * the row's base: the row's largest exponent over the whole K when all of them fit (so the
+         * kernel sees one base per row and promotes with one FFMA), else the chunk's largest */
         uint8_t e[64][4];
         int nonzero[64][4], emax[64], fast = 1;
         for (int64_t r = 0; r < 64; r++) {
@@ -170,7 +187,7 @@ static void repack_tile(void *arg, int64_t index) {
         for (int64_t r = 0; r < 64; r++) {
             uint32_t word = 0;
             if (fast) {
-                int base = emax[r] < 0 ? 127 : emax[r];
+                int base = row_base[r] >= 0 ? row_base[r] : emax[r] < 0 ? 127 : emax[r];
                 for (int j = 0; j < 4; j++) {
                     uint32_t off = nonzero[r][j] ? (uint32_t)(e[r][j] - base + 12) : 12u;
                     word |= off << (4 * j);

@@ -58,8 +58,8 @@ static __device__ __forceinline__ uint32_t src_scale_bits(const repack_args &a, 
     return e; /* a UE8M0 byte */
 }
 
-/* One warp per (group, tile, chunk); lane l handles rows l and l + 32 of the tile. */
-__global__ void hfp4_sm90_repack_scales_kernel(const __grid_constant__ repack_args a) {
+/* FP32 storage: one warp per (group, tile, chunk); lane l handles rows l and l + 32 of the tile. */
+__global__ void hfp4_sm90_repack_scales_fp32_kernel(const __grid_constant__ repack_args a) {
     const int64_t total = a.geo.groups * a.geo.tiles * a.geo.chunks;
     const int lane = threadIdx.x % 32;
     const int64_t kgroups = a.k / 32;
@@ -69,7 +69,7 @@ __global__ void hfp4_sm90_repack_scales_kernel(const __grid_constant__ repack_ar
         const int64_t tile = (idx / a.geo.chunks) % a.geo.tiles;
         const int64_t g = idx / a.geo.chunks / a.geo.tiles;
         uint8_t *sdst = a.dst + a.geo.scale_offset + g * a.geo.scale_bytes_per_group;
-        if (a.geo.scale_fp32) {
+        {
             for (int h = 0; h < 2; h++) {
                 const int r = lane + 32 * h;
                 const int64_t row = tile * 64 + r;
@@ -88,42 +88,80 @@ __global__ void hfp4_sm90_repack_scales_kernel(const __grid_constant__ repack_ar
                 *(float4 *)(sdst + ((tile * a.geo.chunks + chunk) * 64 + r) * 16) = make_float4(v[0], v[1], v[2], v[3]);
             }
             if (lane == 0) a.dst[a.geo.mode_offset + idx] = 1;
-            continue;
         }
-        uint32_t e[2][4], nz[2][4];
-        int emax[2], ok = 1;
+    }
+}
+
+/* Whether the 32 codes of (row, 32-group jj) hold a non-zero magnitude. */
+static __device__ bool group_nonzero(const repack_args &a, int64_t g, int64_t row, int64_t jj) {
+    for (int kk = 0; kk < 32; kk++)
+        if ((code_at(a, g, row, jj * 32 + kk) & 7) != 0) return true;
+    return false;
+}
+
+/* UE8M0 storage: one warp per (group, tile); lane l handles rows l and l + 32. A first pass over
+ * the whole K finds each row's base (its largest non-zero group's exponent when every non-zero
+ * group is within HFP4_SM90_FOLD_SPAN binades of it, as the host repack decides), the second
+ * writes every chunk's words and mode. */
+__global__ void hfp4_sm90_repack_scales_kernel(const __grid_constant__ repack_args a) {
+    const int64_t total = a.geo.groups * a.geo.tiles;
+    const int lane = threadIdx.x % 32;
+    const int64_t kgroups = a.k / 32;
+    for (int64_t tidx = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; tidx < total;
+         tidx += (int64_t)gridDim.x * blockDim.x / 32) {
+        const int64_t tile = tidx % a.geo.tiles;
+        const int64_t g = tidx / a.geo.tiles;
+        uint8_t *sdst = a.dst + a.geo.scale_offset + g * a.geo.scale_bytes_per_group;
+        int row_base[2];
         for (int h = 0; h < 2; h++) {
             const int64_t row = tile * 64 + lane + 32 * h;
-            emax[h] = -1;
-            for (int j = 0; j < 4; j++) {
-                const int64_t jj = chunk * 4 + j;
-                e[h][j] = 127;
-                nz[h][j] = 0;
-                if (row >= a.n || jj >= kgroups) continue;
-                e[h][j] = src_scale_bits(a, g, row, jj);
-                for (int kk = 0; kk < 32 && !nz[h][j]; kk++) nz[h][j] = (code_at(a, g, row, jj * 32 + kk) & 7) != 0;
-                if (nz[h][j] && (int)e[h][j] > emax[h]) emax[h] = (int)e[h][j];
+            int lo = 256, hi = -1, nan = 0;
+            for (int64_t jj = 0; row < a.n && jj < kgroups; jj++) {
+                const int ej = (int)src_scale_bits(a, g, row, jj);
+                if (!group_nonzero(a, g, row, jj)) continue;
+                nan |= ej == 255;
+                lo = ej < lo ? ej : lo;
+                hi = ej > hi ? ej : hi;
             }
-            for (int j = 0; j < 4; j++) {
-                if (nz[h][j] && emax[h] - (int)e[h][j] > HFP4_SM90_FOLD_SPAN) ok = 0;
-                /* the host repack rejects the UE8M0 NaN (255); here it cannot, so the chunk keeps
-                 * per-32 scales, which the kernel decodes to NaN: visible, never a finite value */
-                if (e[h][j] == 255 && row < a.n && chunk * 4 + j < kgroups) ok = 0;
-            }
+            row_base[h] = !nan && hi >= 0 && hi - lo <= HFP4_SM90_FOLD_SPAN ? hi : -1;
         }
-        const int fast = __all_sync(0xFFFFFFFFu, ok);
-        for (int h = 0; h < 2; h++) {
-            uint32_t word = 0;
-            if (fast) {
-                const int base = emax[h] < 0 ? 127 : emax[h];
-                for (int j = 0; j < 4; j++) word |= (nz[h][j] ? (uint32_t)((int)e[h][j] - base + 12) : 12u) << (4 * j);
-                word |= (uint32_t)base << 16;
-            } else {
-                for (int j = 0; j < 4; j++) word |= e[h][j] << (8 * j);
+        for (int64_t chunk = 0; chunk < a.geo.chunks; chunk++) {
+            const int64_t idx = tidx * a.geo.chunks + chunk; /* (group, tile, chunk) */
+            uint32_t e[2][4], nz[2][4];
+            int emax[2], ok = 1;
+            for (int h = 0; h < 2; h++) {
+                const int64_t row = tile * 64 + lane + 32 * h;
+                emax[h] = -1;
+                for (int j = 0; j < 4; j++) {
+                    const int64_t jj = chunk * 4 + j;
+                    e[h][j] = 127;
+                    nz[h][j] = 0;
+                    if (row >= a.n || jj >= kgroups) continue;
+                    e[h][j] = src_scale_bits(a, g, row, jj);
+                    for (int kk = 0; kk < 32 && !nz[h][j]; kk++) nz[h][j] = (code_at(a, g, row, jj * 32 + kk) & 7) != 0;
+                    if (nz[h][j] && (int)e[h][j] > emax[h]) emax[h] = (int)e[h][j];
+                }
+                for (int j = 0; j < 4; j++) {
+                    if (nz[h][j] && emax[h] - (int)e[h][j] > HFP4_SM90_FOLD_SPAN) ok = 0;
+                    /* the host repack rejects the UE8M0 NaN (255); here it cannot, so the chunk keeps
+                     * per-32 scales, which the kernel decodes to NaN: visible, never a finite value */
+                    if (e[h][j] == 255 && row < a.n && chunk * 4 + j < kgroups) ok = 0;
+                }
             }
-            *(uint32_t *)(sdst + ((tile * a.geo.chunks + chunk) * 64 + lane + 32 * h) * 4) = word;
+            const int fast = __all_sync(0xFFFFFFFFu, ok);
+            for (int h = 0; h < 2; h++) {
+                uint32_t word = 0;
+                if (fast) {
+                    const int base = row_base[h] >= 0 ? row_base[h] : emax[h] < 0 ? 127 : emax[h];
+                    for (int j = 0; j < 4; j++) word |= (nz[h][j] ? (uint32_t)((int)e[h][j] - base + 12) : 12u) << (4 * j);
+                    word |= (uint32_t)base << 16;
+                } else {
+                    for (int j = 0; j < 4; j++) word |= e[h][j] << (8 * j);
+                }
+                *(uint32_t *)(sdst + ((tile * a.geo.chunks + chunk) * 64 + lane + 32 * h) * 4) = word;
+            }
+            if (lane == 0) a.dst[a.geo.mode_offset + idx] = fast ? 0 : 1;
         }
-        if (lane == 0) a.dst[a.geo.mode_offset + idx] = fast ? 0 : 1;
     }
 }
 
@@ -158,7 +196,8 @@ extern "C" hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups
     const int blocks = dev.num_sms * 8;
     hfp4_sm90_repack_weights_kernel<<<blocks, 256, 0, s>>>(a);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
-    hfp4_sm90_repack_scales_kernel<<<blocks, 256, 0, s>>>(a);
+    if (geo.scale_fp32) hfp4_sm90_repack_scales_fp32_kernel<<<blocks, 256, 0, s>>>(a);
+    else hfp4_sm90_repack_scales_kernel<<<blocks, 256, 0, s>>>(a);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     /* the alignment gaps are zero, as on the CPU */
     if (geo.scale_offset > geo.weight_bytes)
