@@ -140,6 +140,30 @@ TEST(gpu_deepseek_v4_flash_decode_shapes) {
     check_case(&c, "v4-flash w2 masked");
 }
 
+TEST(gpu_deepseek_v4_pro_expert_shapes) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    /* V4-Pro experts (w13 N=6144 K=7168, w2 N=7168 K=3072) with a few experts (the weights of all
+     * 384 would be 8 GB on the host): decode (masked, a few rows) and prefill (contiguous, the
+     * 128-token tile) */
+    gemm_case c = base_case(HFP4_GROUPING_MASKED, 3, 6144, 7168, 4, 610);
+    check_case(&c, "v4-pro w13 masked");
+    c = base_case(HFP4_GROUPING_MASKED, 3, 7168, 3072, 4, 611);
+    check_case(&c, "v4-pro w2 masked");
+    c = base_case(HFP4_GROUPING_CONTIGUOUS, 1200, 7168, 3072, 3, 612);
+    check_case(&c, "v4-pro w2 contiguous");
+}
+
+TEST(gpu_384_groups) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    /* as many experts as V4-Pro, on small matrices: masked (some empty, masked_m = 0) and
+     * contiguous with 8-row segments */
+    gemm_case c = base_case(HFP4_GROUPING_MASKED, 4, 256, 512, 384, 620);
+    check_case(&c, "384 groups masked");
+    c = base_case(HFP4_GROUPING_CONTIGUOUS, 3000, 256, 512, 384, 621);
+    c.alignment = 8;
+    check_case(&c, "384 groups contiguous");
+}
+
 TEST(gpu_unsupported_is_reported) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* plain FP4 B has no kernel: UNSUPPORTED, never a wrong answer */
