@@ -161,34 +161,8 @@ static __device__ __forceinline__ void warpgroup_barrier(int wg) {
     }
 }
 
-/* 16-byte global load that bypasses L1 (weights are streamed once per CTA). */
-static __device__ __forceinline__ uint4 ldg_stream_u4(const void *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
 static __device__ __forceinline__ uint32_t prmt(uint32_t lo, uint32_t hi, uint32_t sel) {
     uint32_t r;
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
     return r;
-}
-
-/* The 8-entry e4m3 table of the e2m1 magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6} x 2^(off - 6), for off in
- * 1..12 (all entries normal or zero, so exact): entry i is byte i of (lo, hi). off = 6 gives the
- * plain values. The table is linear in off because only the exponent field moves. */
-static __device__ __forceinline__ void fp8_table(uint32_t off, uint32_t &lo, uint32_t &hi) {
-    lo = off * 0x08080800u + 0x0C080000u;
-    hi = off * 0x08080808u + 0x1C181410u;
-}
-
-/* Converts the 4 row-g values of a pre-signed word (sm90_layout.h) to 4 e4m3 bytes. */
-static __device__ __forceinline__ uint32_t fp4x4_row_lo_to_fp8(uint32_t q, uint32_t lo, uint32_t hi) {
-    return prmt(lo, hi, q & 0x7777u) | (q & 0x80808080u);
-}
-/* Converts the 4 row-(g+8) values of a pre-signed word to 4 e4m3 bytes. */
-static __device__ __forceinline__ uint32_t fp4x4_row_hi_to_fp8(uint32_t q, uint32_t lo, uint32_t hi) {
-    return prmt(lo, hi, (q >> 16) & 0x7777u) | ((q << 4) & 0x80808080u);
 }

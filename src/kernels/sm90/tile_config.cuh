@@ -1,0 +1,50 @@
+/*
+ * tile_config.cuh - compile-time shape of one SM90 FP8 x FP4 CTA: pipeline stages, shared memory and
+ * the setmaxnreg register split, per token tile (BT), weight-scale storage and CTAs per SM.
+ */
+#pragma once
+#include "../../weights/sm90_layout.h"
+
+/* hfp4_grouping values, repeated here for device code */
+#define HFP4_K_DENSE 0
+#define HFP4_K_CONTIGUOUS 1
+#define HFP4_K_PSUM 2
+#define HFP4_K_MASKED 3
+
+/* MINB = CTAs per SM the kernel is built for: 1, or 2 for the 8-token decode tile (larger tiles
+ * spill in 96 registers), which trades registers for a second resident CTA: twice the warps to hide
+ * the consumers' instruction latencies.
+ *
+ * One pipeline stage holds everything one 128-K chunk needs: the activation tile (TMA), both
+ * warpgroups' weights (2 x 4 KB bulk copies), their weight scales (bulk copies) and the
+ * activation scales. As many stages as shared memory allows
+ * (up to 12): decode lives on bytes in flight, and 8 KB of weights per stage puts 40-96 KB per SM in
+ * flight where Little's law asks for ~30 KB. */
+template <int BT, bool W_FP32, int MINB = 1>
+struct sm90_tile_config {
+    static_assert(MINB == 1 || (MINB == 2 && BT <= 8), "two CTAs per SM only for the 8-token tile");
+    static constexpr int A_TILE_BYTES = BT * 128;
+    static constexpr int W_WG_BYTES = 2 * HFP4_SM90_PAIR_BYTES;         /* 64 rows x 128 K of FP4 = 4 KB */
+    static constexpr int W_STAGE_BYTES = 2 * W_WG_BYTES;
+    static constexpr int WS_WG_BYTES = W_FP32 ? 64 * 16 : 64 * 4;        /* a warpgroup's scales per chunk */
+    static constexpr int WS_STAGE_BYTES = 2 * WS_WG_BYTES;
+    static constexpr int AS_STAGE_BYTES = 4 * BT * 4;                    /* up to 4 k-groups x BT floats  */
+    static constexpr int STAGE_BYTES = A_TILE_BYTES + W_STAGE_BYTES + WS_STAGE_BYTES + AS_STAGE_BYTES;
+    static constexpr int OUT_LD = 68;                                    /* 64 rows + 4 pad: conflict-free */
+    static constexpr int OUT_BYTES = 2 * BT * OUT_LD * 4;
+    static constexpr int MAX_STAGES = 12;
+    static constexpr int SMEM_LIMIT = MINB == 1 ? 232448 : 113 * 1024;   /* opt-in per block on SM90      */
+    static constexpr int FIT = (SMEM_LIMIT - 1024 - OUT_BYTES - 2 * MAX_STAGES * 8) / STAGE_BYTES;
+    static constexpr int STAGES = FIT < MAX_STAGES ? FIT : MAX_STAGES;
+    static_assert(STAGES >= 4, "the producer warps' parity waits need at least 4 stages");
+    /* setmaxnreg split; PRODUCER + 2 x CONSUMER must stay <= 3 x the registers per thread the CTA is
+     * launched with (168 for one CTA per SM, 80 for two), or setmaxnreg.inc waits forever */
+    static constexpr int LAUNCH_REGS = (65536 / (384 * MINB)) & ~7; /* 168 or 80 */
+    static constexpr int PRODUCER_REGS = MINB == 2 ? 48 : BT == 128 ? 88 : 72;
+    static constexpr int CONSUMER_REGS = MINB == 2 ? 96 : BT == 128 ? 208 : 216;
+    /* activation scales a producer lane holds at once (the 128-token tile has 16 per lane per chunk;
+     * 2 at a time keep its producer within 88 registers) */
+    static constexpr int SCALE_BATCH = BT == 128 ? 2 : 4;
+    static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS <= 3 * LAUNCH_REGS, "setmaxnreg.inc would wait forever");
+    static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * STAGE_BYTES + OUT_BYTES + 2 * STAGES * 8;
+};

@@ -1,0 +1,103 @@
+/*
+ * work_items.cuh - how a persistent CTA walks its work items: item -> (128-row weight tile, token
+ * tile, group) for the dense, contiguous, psum and masked layouts, probing the device-side layout
+ * data 32 items per load.
+ */
+#pragma once
+#include <stdint.h>
+
+#include "fp8_fp4_gemm_params.h"
+#include "tile_config.cuh"
+
+/* Which rows a CTA's token tile covers. rows [m0, valid_end) are computed, [valid_end, zero_end)
+ * are written as zeros, `expert` selects the weights, `a_group` the TMA/scale group of A. */
+struct sm90_tile {
+    int32_t n_tile; /* 128-row weight tile pair */
+    int32_t m0, valid_end, zero_end; /* rows: m <= 2^30 (the plan checks) */
+    int32_t expert, a_group;
+    int32_t compute; /* 0: all rows are padding, no tensor-core work */
+};
+
+/* The one device-memory value an item's resolution depends on: masked_m[g] (masked) or the expert
+ * id of the tile's first row (contiguous); psum and dense need none here. */
+template <int BT>
+static __device__ __forceinline__ int32_t probe_layout(const hfp4_sm90_gemm_params &p, int32_t item) {
+    if (p.grouping == HFP4_K_MASKED) return p.layout[item / (p.tiles_n * p.tiles_m)];
+    if (p.grouping == HFP4_K_CONTIGUOUS) {
+        const int64_t m0 = (item / p.tiles_n % p.tiles_m) * BT;
+        return m0 < p.m ? p.layout[m0] : -1;
+    }
+    return 0;
+}
+
+/* A CTA's work items (blockIdx.x, + gridDim.x, ...) in batches of 32: each lane of the warp probes
+ * one item's layout value (one load round trip per 32 items instead of one per item, which is what
+ * walking past unrouted experts and all-padding tiles costs), then the warp takes them in order.
+ * Every lane of the warp must run the loop. */
+#define FOR_EACH_ITEM(BT, p, item, lay)                                                                         \
+    for (int32_t item##_base = blockIdx.x; item##_base < (int32_t)(p).tiles_total; item##_base += 32 * gridDim.x) \
+        for (int32_t item##_probe = item##_base + (int32_t)(threadIdx.x % 32 * gridDim.x) < (int32_t)(p).tiles_total \
+                                        ? probe_layout<BT>((p), item##_base + (int32_t)(threadIdx.x % 32 * gridDim.x)) \
+                                        : 0,                                                                    \
+                     item##_j = 0;                                                                              \
+             item##_j < 32 && item##_base + item##_j * (int32_t)gridDim.x < (int32_t)(p).tiles_total; item##_j++) \
+            if (const int32_t item = item##_base + item##_j * (int32_t)gridDim.x; true)                          \
+                if (const int32_t lay = __shfl_sync(0xFFFFFFFFu, item##_probe, item##_j); true)
+
+/* Work item -> (weight tile pair, token tile, group); false when the item has nothing to write.
+ * `lay` is probe_layout's value for the item. Items run n-tile fastest, so the CTAs resident at one
+ * time share activation tiles and one expert's weights in L2. */
+template <int BT>
+static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params &p, int32_t item, int32_t lay,
+                                                    sm90_tile &t) {
+    const int32_t tiles_n = (int32_t)p.tiles_n, tiles_m = (int32_t)p.tiles_m; /* items < 2^30 (the plan checks) */
+    t.n_tile = item % tiles_n;
+    const int32_t rest = item / tiles_n;
+    t.m0 = (rest % tiles_m) * BT;
+    const int32_t z = rest / tiles_m;
+    t.expert = 0;
+    t.a_group = 0;
+    t.compute = 1;
+    const int64_t tile_end = t.m0 + BT;
+    if (p.grouping == HFP4_K_MASKED) {
+        const int32_t g = z;
+        /* device data cannot be validated without a host read: clamp, so a bad masked_m can
+         * never make the kernel write past its group */
+        const int64_t rows = min((int64_t)lay, p.m);
+        if (t.m0 >= rows) return false;
+        t.expert = t.a_group = g;
+        t.valid_end = t.zero_end = min(tile_end, rows);
+        return true;
+    }
+    if (t.m0 >= p.m) return false;
+    if (p.grouping == HFP4_K_CONTIGUOUS) {
+        const int32_t id = lay;
+        const bool known = id >= 0 && id < p.num_groups; /* ids >= G are treated as padding */
+        t.expert = known ? id : 0;
+        t.compute = known;
+        t.valid_end = t.zero_end = min(tile_end, p.m);
+        return true;
+    }
+    if (p.grouping == HFP4_K_PSUM) {
+        /* The last group whose aligned start is <= m0 (empty groups share starts; the last wins). */
+        int32_t lo = 0, hi = p.num_groups - 1;
+        while (lo < hi) {
+            const int32_t mid = (lo + hi + 1) / 2;
+            const int64_t prev_end = p.layout[mid - 1];
+            const int64_t start = (prev_end + p.m_alignment - 1) / p.m_alignment * p.m_alignment;
+            if (start <= t.m0) lo = mid;
+            else hi = mid - 1;
+        }
+        const int64_t end = min((int64_t)p.layout[lo], p.m);
+        const int64_t aligned_end = (end + p.m_alignment - 1) / p.m_alignment * p.m_alignment;
+        t.expert = lo;
+        t.compute = t.m0 < end;
+        t.valid_end = min(tile_end, end);
+        t.zero_end = min(min(tile_end, aligned_end), p.m);
+        if (t.zero_end <= t.m0) return false;
+        if (t.valid_end < t.m0) t.valid_end = t.m0;
+        return true;
+    }
+    t.valid_end = t.zero_end = min(tile_end, p.m);
+    return true;
+}
