@@ -182,9 +182,9 @@ __global__ void __launch_bounds__(384, MINB)
         const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + wtile) * chunks;
         uint32_t mode_next = W_FP32 || BT == 128 ? 1u : __ldg(modes);
         /* NOTE: fin is kept in units of the weight rows' scale 2^(e_max - 133) of the tile's first
-         * chunk (rb0, rb1), so a folded chunk with the same e_max (the common case: a row's 32-group
-         * scales rarely move the 128-K maximum) promotes with one FFMA per accumulator instead of
-         * FMUL + FFMA. The first chunk that differs, in any lane of the warp, converts fin to absolute
+         * chunk (rb0, rb1), so a folded chunk with the same e_max (every chunk of a row whose
+         * 32-group scales fit in 11 binades: the repack gives such a row one base for the whole K)
+         * promotes with one FFMA per accumulator instead of FMUL + FFMA. The first chunk that differs, in any lane of the warp, converts fin to absolute
          * units (a power-of-two multiply) and the item continues on the general promotion.
          * eb = 0x100: fin is in absolute units. */
         float rb0 = 1.0f, rb1 = 1.0f;
