@@ -25,6 +25,7 @@ typedef struct gemm_case {
     int with_c;
     int32_t alignment;    /* contiguous forms */
     int32_t extra_rows;   /* psum: rows of A and D after the last group (must stay untouched) */
+    int32_t d_pad;        /* D and C rows are n + d_pad elements apart; the pad must stay untouched */
     uint64_t seed;
 } gemm_case;
 
@@ -322,7 +323,8 @@ static gemm_result fx_run(gemm_host *h) {
     int32_t *d_layout = NULL;
     size_t sf_bytes = c->a_scale == HFP4_DTYPE_FP32 ? 4 * rows * h->sf_k
                       : c->a_scale == HFP4_DTYPE_UE8M0 ? (size_t)(rows * h->sf_k) : 4 * rows * words;
-    size_t dbytes = (c->d_dtype == HFP4_DTYPE_FP32 ? 4 : 2) * rows * c->n;
+    const int64_t ldd = c->n + c->d_pad, esz = c->d_dtype == HFP4_DTYPE_FP32 ? 4 : 2;
+    size_t dbytes = esz * rows * ldd;
     cudaMalloc(&d_a, rows * c->k);
     cudaMalloc(&d_sf, sf_bytes);
     cudaMalloc(&d_w_src, c->groups * c->n * c->k / 2);
@@ -343,14 +345,15 @@ static gemm_result fx_run(gemm_host *h) {
     }
     if (c->with_c) {
         cudaMalloc(&d_c, dbytes);
-        if (c->d_dtype == HFP4_DTYPE_FP32) {
-            cudaMemcpy(d_c, h->c, dbytes, cudaMemcpyHostToDevice);
-        } else {
-            uint16_t *tmp = (uint16_t *)malloc(dbytes);
-            for (int64_t i = 0; i < rows * c->n; i++) tmp[i] = hfp4_bf16_encode(h->c[i]);
-            cudaMemcpy(d_c, tmp, dbytes, cudaMemcpyHostToDevice);
-            free(tmp);
-        }
+        uint8_t *tmp = (uint8_t *)calloc(1, dbytes);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < c->n; j++) {
+                const float v = h->c[r * c->n + j];
+                if (c->d_dtype == HFP4_DTYPE_FP32) memcpy(tmp + (r * ldd + j) * 4, &v, 4);
+                else ((uint16_t *)tmp)[r * ldd + j] = hfp4_bf16_encode(v);
+            }
+        cudaMemcpy(d_c, tmp, dbytes, cudaMemcpyHostToDevice);
+        free(tmp);
     }
     /* GPU repack from the FP32 scales (FP32 storage) or UE8M0 bytes; must equal the CPU bytes */
     {
@@ -404,8 +407,8 @@ static gemm_result fx_run(gemm_host *h) {
     p.b.scales.data = d_wpack + ((const uint8_t *)b.scales.data - wpack);
     p.d.data = d_d;
     p.d.dtype = c->d_dtype;
-    p.d.ld = c->n;
-    p.d.stride_group = c->grouping == HFP4_GROUPING_MASKED ? c->m * c->n : 0;
+    p.d.ld = ldd;
+    p.d.stride_group = c->grouping == HFP4_GROUPING_MASKED ? c->m * ldd : 0;
     p.d.c = d_c;
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
@@ -429,9 +432,24 @@ static gemm_result fx_run(gemm_host *h) {
                 cnt++;
             }
         double rms = cnt ? sqrt(sq / cnt) : 1.0;
+        for (int64_t r = 0; r < rows; r++) /* the row padding must stay poisoned */
+            for (int64_t j = c->n; j < ldd; j++) {
+                const double pad = c->d_dtype == HFP4_DTYPE_FP32 ? (double)((float *)out)[r * ldd + j]
+                                                                 : (double)hfp4_bf16_decode(((uint16_t *)out)[r * ldd + j]);
+                if (!isnan(pad)) {
+                    if (res.bad_elements == 0) {
+                        res.first_bad_row = r;
+                        res.first_bad_col = j;
+                        res.first_bad_got = pad;
+                        res.first_bad_want = NAN;
+                    }
+                    res.bad_elements++;
+                }
+            }
         for (int64_t i = 0; i < rows * c->n; i++) {
-            double got = c->d_dtype == HFP4_DTYPE_FP32 ? (double)((float *)out)[i]
-                                                       : (double)hfp4_bf16_decode(((uint16_t *)out)[i]);
+            const int64_t di = i / c->n * ldd + i % c->n;
+            double got = c->d_dtype == HFP4_DTYPE_FP32 ? (double)((float *)out)[di]
+                                                       : (double)hfp4_bf16_decode(((uint16_t *)out)[di]);
             double want = h->ref[i];
             int bad;
             if (isnan(want)) {

@@ -63,6 +63,23 @@ TEST(gpu_dense_shapes_and_tails) {
     }
 }
 
+TEST(gpu_output_row_strides_and_n_tails) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    /* D rows n + pad apart: 16-byte aligned rows with N % 8 != 0 (vector stores with an element
+     * tail), unaligned rows (element stores), FP32 output and C; the pad must stay untouched */
+    static const int64_t cfg[][3] = {{37, 100, 4}, {70, 1004, 4}, {33, 200, 3}, {129, 92, 0}, {16, 4100, 0}};
+    for (unsigned i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        gemm_case c = base_case(HFP4_GROUPING_NONE, cfg[i][0], cfg[i][1], 256, 1, 170 + i);
+        c.d_pad = (int32_t)cfg[i][2];
+        c.d_dtype = i & 1 ? HFP4_DTYPE_FP32 : HFP4_DTYPE_BF16;
+        c.with_c = i >= 2;
+        check_case(&c, "dense, padded D rows");
+    }
+    gemm_case c = base_case(HFP4_GROUPING_MASKED, 5, 1004, 512, 4, 176);
+    c.d_pad = 4;
+    check_case(&c, "masked, padded D rows");
+}
+
 TEST(gpu_persistent_items_with_k_chunks_not_multiple_of_4) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* many work items per CTA and K/128 = 7 or 11: the producer warps' chunk split must stay in
