@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Compares builds of hfp4 in one device call (same GPU, same minutes, so small differences mean
+# something). Put the binaries to compare under build-alt/ as hfp4-<name> (and, to test them too,
+# hfp4_gpu_tests-<name>), build main as usual, carry both folders, and run:
+#   bash bench/ab_on_device.sh                 (logs under $OUT, default /tmp/hfp4-out)
+# Builds of other branches: `git worktree add ../wt <branch> && make -C ../wt BUILD=b b/hfp4`, then
+# copy ../wt/b/hfp4 to build-alt/hfp4-<branch>. Binaries whose names contain "no-" are diagnostic
+# builds with wrong results (bench/diag_bounds.sh on branch diag-bounds): they are timed, not tested.
+set -u
+OUT=${OUT:-/tmp/hfp4-out}
+ARGS=${ARGS:---only w13,w2,dense --tokens 32,4096,16384}
+MAIN=${BUILD:-build}
+mkdir -p "$OUT"
+for t in build-alt/hfp4_gpu_tests-*; do
+    [ -e "$t" ] || continue
+    name=${t#build-alt/hfp4_gpu_tests-}
+    timeout 300 "$t" --fork > "$OUT/gpu_tests_$name.log" 2>&1
+    echo "gpu tests $name: exit $? ($(tail -n 1 "$OUT/gpu_tests_$name.log"))"
+done
+for b in "$MAIN/hfp4" build-alt/hfp4-*; do
+    [ -e "$b" ] || continue
+    name=$(basename "$b")
+    echo "== $name"
+    timeout 150 "$b" bench $ARGS 2>&1 | tee "$OUT/bench_$name.txt" | grep -E "^fp8" | cut -c1-150
+done
