@@ -16,7 +16,7 @@ for t in build-alt/hfp4_gpu_tests-*; do
     [ -e "$t" ] || continue
     name=${t#build-alt/hfp4_gpu_tests-}
     envs=$(cat "build-alt/$name.env" 2>/dev/null)
-    timeout 300 env $envs "$t" --fork > "$OUT/gpu_tests_$name.log" 2>&1
+    timeout ${TEST_TIMEOUT:-150} env $envs "$t" --fork > "$OUT/gpu_tests_$name.log" 2>&1
     echo "gpu tests $name: exit $? ($(tail -n 1 "$OUT/gpu_tests_$name.log"))"
 done
 for b in "$MAIN/hfp4" build-alt/hfp4-*; do
