@@ -181,6 +181,20 @@ TEST(gpu_384_groups) {
     check_case(&c, "384 groups contiguous");
 }
 
+TEST(gpu_decode_tile_chunk_pairs) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    /* the 8-token tile takes folded chunks two at a time: odd chunk counts (K = 1408: 11 chunks),
+     * folded chunks next to per-32 ones (wide spreads), 1x32 activation scales, UE8M0 scales */
+    static const int64_t ks[] = {1408, 4096, 384, 128};
+    for (int v = 0; v < 8; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_MASKED, 3, 512, ks[v % 4], 5, 700 + v);
+        c.w_pow2 = v < 4 ? 1 : 2;
+        c.a_gran = v % 3 == 2 ? 32 : 128;
+        c.a_scale = v == 5 ? HFP4_DTYPE_UE8M0 : HFP4_DTYPE_FP32;
+        check_case(&c, "decode tile, chunk pairs");
+    }
+}
+
 TEST(gpu_unsupported_is_reported) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* plain FP4 B has no kernel: UNSUPPORTED, never a wrong answer */
