@@ -3,8 +3,8 @@
 # demo and the benchmark (table and JSON). Build here first (make && make ${BUILD:-build}/hfp4_gpu_tests),
 # carry build/, and run:   bash bench/run_on_device.sh        (logs go to $OUT, default /tmp/hfp4-out)
 # Options via env: BUILD=dir (default build), SKIP_TESTS=1, SKIP_PYTEST=1, SKIP_SANITIZER=1, SKIP_BENCH=1,
-# BENCH_JSON=1 (also write bench.json), BENCH_ARGS="--only w13", NCU=1 (profile a decode and a
-# prefill launch; reports in $OUT/ncu_*.ncu-rep), TILE64=1 (also test and time with the token tile
+# BENCH_JSON=1 (also write bench.json), BENCH_ARGS="--only w13", NCU=1 (profile decode and prefill
+# launches, NCU_TOKENS="1 32 4096"; reports, detail pages and stall CSVs in $OUT/ncu_*), TILE64=1 (also test and time with the token tile
 # capped at 64), DECODE1=1 (also test and time the one-CTA-per-SM variant of the 8-token decode tile).
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
@@ -56,12 +56,16 @@ if [ -z "${SKIP_BENCH:-}" ]; then
     fi
 fi
 if [ -n "${NCU:-}" ] && command -v ncu >/dev/null; then
-    # one decode (masked, T=32) and one prefill (contiguous, T=4096) launch of the w13 GEMM, with the
-    # clocks left alone; the first matching launch of each bench process is the warm-up call
-    for t in 32 4096; do
-        timeout 240 ncu --clock-control none --set full -k regex:fp8_fp4_gemm -c 1 \
+    # one decode (masked, T = 1 and 32) and one prefill (contiguous, T = 4096) launch of the w13 GEMM,
+    # clocks left alone; the first matching launch of each bench process is the warm-up call. The
+    # text pages are written here too (details, and per-SASS-line stall samples as CSV), so no
+    # second device call is needed to read the reports.
+    for t in ${NCU_TOKENS:-1 32 4096}; do
+        timeout 240 ncu --clock-control none --set full --import-source yes -k regex:fp8_fp4_gemm -c 1 \
             -o "$OUT/ncu_w13_T$t" ${BUILD:-build}/hfp4 bench --only w13 --tokens $t --iters 3 > "$OUT/ncu_T$t.log" 2>&1
         echo "ncu T=$t: exit $?"
+        ncu --import "$OUT/ncu_w13_T$t.ncu-rep" --page details > "$OUT/ncu_T$t.txt" 2>&1
+        ncu --import "$OUT/ncu_w13_T$t.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_src_T$t.csv" 2>&1
     done
 fi
 exit $rc
