@@ -193,6 +193,12 @@ TEST(gpu_decode_tile_chunk_pairs) {
         c.a_scale = v == 5 ? HFP4_DTYPE_UE8M0 : HFP4_DTYPE_FP32;
         check_case(&c, "decode tile, chunk pairs");
     }
+    /* many items per CTA (64 experts x 32 weight tiles): an odd chunk count carried across items */
+    for (int v = 0; v < 2; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_MASKED, 3, 4096, v ? 384 : 1408, 64, 710 + v);
+        c.w_pow2 = 2 - v;
+        check_case(&c, "decode tile, chunk pairs across items");
+    }
 }
 
 TEST(gpu_unsupported_is_reported) {
