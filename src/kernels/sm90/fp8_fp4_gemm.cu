@@ -19,6 +19,11 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     /* NOTE: set on every call: the attribute belongs to the current context (a cache would go
      * stale after cudaDeviceReset), and the call is cheap and legal during graph capture. */
     HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::SMEM_BYTES));
+    /* two CTAs per SM need the largest shared-memory carve-out (2 x 112 KB); it is a hint, and the
+     * default, but say so rather than rely on the driver's choice (review) */
+    if (MINB > 1)
+        HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                               cudaSharedmemCarveoutMaxShared));
     /* NOTE: the warpgroups' setmaxnreg split assumes the registers per thread the kernel was built
      * with; if a toolkit ever compiled it to fewer, the consumers' setmaxnreg.inc would wait forever
      * (a hang, not an error), so refuse instead. */
