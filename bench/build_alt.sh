@@ -3,11 +3,12 @@
 # (stripped, to fit the device call's 64 MiB carry limit), each from a git worktree under ../wt-*.
 #   bash bench/build_alt.sh [branch[:env] ...]     default: the list below
 # A ":VAR=value" suffix writes build-alt/<branch>.env, the environment ab_on_device.sh runs it with;
-# "-tests" after the branch name (e.g. decode-dual-tests) also builds hfp4_gpu_tests.
+# "-tests" after the branch name (e.g. decode-dual-tests) also builds hfp4_gpu_tests (decode-splitk's
+# run with the split forced: hfp4_gpu_tests-decode-splitk-forced).
 set -eu
 ROOT=$(git rev-parse --show-toplevel)
 cd "$ROOT"
-LIST=${*:-"ss-converter-tests:HFP4_SM90_SS=1 diag-bounds decode-dual-tests decode-3cta-tests:HFP4_SM90_DECODE_3CTA=1 decode-splitk:HFP4_SM90_SPLITK=1 decode-trim-tests epilogue-vector-tests gran32-multiacc-tests:HFP4_SM90_MAX_TOKEN_TILE=64"}
+LIST=${*:-"ss-converter-tests:HFP4_SM90_SS=1 diag-bounds decode-dual-tests decode-3cta-tests:HFP4_SM90_DECODE_3CTA=1 decode-splitk-tests:HFP4_SM90_SPLITK=1 decode-trim-tests epilogue-vector-tests gran32-multiacc-tests:HFP4_SM90_MAX_TOKEN_TILE=64"}
 mkdir -p build-alt
 for item in $LIST; do
     spec=${item%%:*}
@@ -24,7 +25,15 @@ for item in $LIST; do
     name=$branch
     [ "$branch" = diag-bounds ] && name=no-convert
     cp "$wt/b/hfp4" "build-alt/hfp4-$name"
-    [ "$branch" != "$spec" ] && cp "$wt/b/hfp4_gpu_tests" "build-alt/hfp4_gpu_tests-$name"
+    if [ "$branch" != "$spec" ]; then
+        tname=$name
+        if [ "$branch" = decode-splitk ]; then
+            # its tests run with the split forced in every cluster, so the hand-over slots rotate
+            tname=decode-splitk-forced
+            echo "HFP4_SM90_SPLITK=2" > build-alt/$tname.env
+        fi
+        cp "$wt/b/hfp4_gpu_tests" "build-alt/hfp4_gpu_tests-$tname"
+    fi
     [ -n "$env" ] && echo "$env" > "build-alt/$name.env"
     echo "built $name ${env:+($env)}"
 done
