@@ -34,6 +34,29 @@
 #include "wgmma_fp8_rs.cuh"
 #include "work_items.cuh"
 
+/* fin += acc x (row scale x activation scale): the thread's accumulators are rows (g, g+8) x token
+ * columns 8j + 2t4 + {0, 1}. Without ROW_SCALED, fin is kept in the row scales' units (s0, s1
+ * unused): one FFMA per accumulator. */
+template <int BT, bool ROW_SCALED>
+static __device__ __forceinline__ void promote(float *fin, const float *acc, float s0, float s1, const float *sa,
+                                               int t4) {
+#pragma unroll
+    for (int j = 0; j < BT / 8; j++) {
+        const float2 sa2 = *(const float2 *)(sa + 8 * j + 2 * t4);
+        if constexpr (ROW_SCALED) {
+            fin[4 * j + 0] += acc[4 * j + 0] * (s0 * sa2.x);
+            fin[4 * j + 1] += acc[4 * j + 1] * (s0 * sa2.y);
+            fin[4 * j + 2] += acc[4 * j + 2] * (s1 * sa2.x);
+            fin[4 * j + 3] += acc[4 * j + 3] * (s1 * sa2.y);
+        } else {
+            fin[4 * j + 0] += acc[4 * j + 0] * sa2.x;
+            fin[4 * j + 1] += acc[4 * j + 1] * sa2.y;
+            fin[4 * j + 2] += acc[4 * j + 2] * sa2.x;
+            fin[4 * j + 3] += acc[4 * j + 3] * sa2.y;
+        }
+    }
+}
+
 template <int BT, bool W_FP32, int MINB = 1>
 __global__ void __launch_bounds__(384, MINB)
     hfp4_sm90_fp8_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ hfp4_sm90_gemm_params p) {
@@ -120,7 +143,7 @@ __global__ void __launch_bounds__(384, MINB)
                         const int64_t kg = gran32 ? kc * 4 + j : kc;
                         const bool in = row < tile.valid_end && kg < p.a_k_groups;
                         const float *src = (const float *)p.a_scales;
-                        if (in) src += tile.a_group * p.a_scale_stride_group + row * p.a_scale_stride_mn + kg * p.a_scale_stride_k;
+                        if (in) src += a_scale_index(p, tile.a_group, row, kg);
                         cp_async_4_zfill(sa + j * BT + i, src, in);
                     }
                 }
@@ -260,25 +283,10 @@ __global__ void __launch_bounds__(384, MINB)
                         rb1 = row_scale_from_emax(em1);
                     }
                     if (__all_sync(0xFFFFFFFFu, em0 == eb0 && em1 == eb1)) {
-#pragma unroll
-                        for (int j = 0; j < BT / 8; j++) {
-                            const float2 sa2 = *(const float2 *)(sa + 8 * j + 2 * t4);
-                            fin[4 * j + 0] += acc[4 * j + 0] * sa2.x;
-                            fin[4 * j + 1] += acc[4 * j + 1] * sa2.y;
-                            fin[4 * j + 2] += acc[4 * j + 2] * sa2.x;
-                            fin[4 * j + 3] += acc[4 * j + 3] * sa2.y;
-                        }
+                        promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, t4);
                     } else {
                         if (eb0 != 0x100) to_absolute_units();
-                        const float rs0 = row_scale_from_emax(em0), rs1 = row_scale_from_emax(em1);
-#pragma unroll
-                        for (int j = 0; j < BT / 8; j++) {
-                            const float2 sa2 = *(const float2 *)(sa + 8 * j + 2 * t4);
-                            fin[4 * j + 0] += acc[4 * j + 0] * (rs0 * sa2.x);
-                            fin[4 * j + 1] += acc[4 * j + 1] * (rs0 * sa2.y);
-                            fin[4 * j + 2] += acc[4 * j + 2] * (rs1 * sa2.x);
-                            fin[4 * j + 3] += acc[4 * j + 3] * (rs1 * sa2.y);
-                        }
+                        promote<BT, true>(fin, acc, row_scale_from_emax(em0), row_scale_from_emax(em1), sa, t4);
                     }
                 } else {
                     if (eb0 != 0x100) to_absolute_units();
@@ -319,15 +327,7 @@ __global__ void __launch_bounds__(384, MINB)
                         wgmma_wait<0>();
 #pragma unroll
                         for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
-                        const float *sa_st = sa + (gran32 ? st * BT : 0);
-#pragma unroll
-                        for (int j = 0; j < BT / 8; j++) {
-                            const float2 sa2 = *(const float2 *)(sa_st + 8 * j + 2 * t4);
-                            fin[4 * j + 0] += acc[4 * j + 0] * (sw0 * sa2.x);
-                            fin[4 * j + 1] += acc[4 * j + 1] * (sw0 * sa2.y);
-                            fin[4 * j + 2] += acc[4 * j + 2] * (sw1 * sa2.x);
-                            fin[4 * j + 3] += acc[4 * j + 3] * (sw1 * sa2.y);
-                        }
+                        promote<BT, true>(fin, acc, sw0, sw1, sa + (gran32 ? st * BT : 0), t4);
                     }
                 }
             mbar_arrive(&empty[s]); /* after the last read of the stage: wgmma waited, scales used */
