@@ -283,6 +283,23 @@ typedef struct gemm_result {
     float ms;             /* one timed launch (not a benchmark)           */
 } gemm_result;
 
+/* Element `index` of the downloaded D (BF16 or FP32). */
+static double fx_output_at(const gemm_case *c, const void *out, int64_t index) {
+    return c->d_dtype == HFP4_DTYPE_FP32 ? (double)((const float *)out)[index]
+                                         : (double)hfp4_bf16_decode(((const uint16_t *)out)[index]);
+}
+
+/* Counts a bad element; the first one is kept for the report. */
+static void fx_note_bad(gemm_result *res, int64_t row, int64_t col, double got, double want) {
+    if (res->bad_elements == 0) {
+        res->first_bad_row = row;
+        res->first_bad_col = col;
+        res->first_bad_got = got;
+        res->first_bad_want = want;
+    }
+    res->bad_elements++;
+}
+
 /* Runs the case on the GPU (device buffers poisoned first) and checks every element. */
 static gemm_result fx_run(gemm_host *h) {
     gemm_result res;
@@ -434,22 +451,12 @@ static gemm_result fx_run(gemm_host *h) {
         double rms = cnt ? sqrt(sq / cnt) : 1.0;
         for (int64_t r = 0; r < rows; r++) /* the row padding must stay poisoned */
             for (int64_t j = c->n; j < ldd; j++) {
-                const double pad = c->d_dtype == HFP4_DTYPE_FP32 ? (double)((float *)out)[r * ldd + j]
-                                                                 : (double)hfp4_bf16_decode(((uint16_t *)out)[r * ldd + j]);
-                if (!isnan(pad)) {
-                    if (res.bad_elements == 0) {
-                        res.first_bad_row = r;
-                        res.first_bad_col = j;
-                        res.first_bad_got = pad;
-                        res.first_bad_want = NAN;
-                    }
-                    res.bad_elements++;
-                }
+                const double pad = fx_output_at(c, out, r * ldd + j);
+                if (!isnan(pad)) fx_note_bad(&res, r, j, pad, NAN);
             }
         for (int64_t i = 0; i < rows * c->n; i++) {
             const int64_t di = i / c->n * ldd + i % c->n;
-            double got = c->d_dtype == HFP4_DTYPE_FP32 ? (double)((float *)out)[di]
-                                                       : (double)hfp4_bf16_decode(((uint16_t *)out)[di]);
+            double got = fx_output_at(c, out, di);
             double want = h->ref[i];
             int bad;
             if (isnan(want)) {
@@ -468,13 +475,7 @@ static gemm_result fx_run(gemm_host *h) {
                 den += want * want;
             }
             if (bad) {
-                if (res.bad_elements == 0) {
-                    res.first_bad_row = i / c->n;
-                    res.first_bad_col = i % c->n;
-                    res.first_bad_got = got;
-                    res.first_bad_want = want;
-                }
-                res.bad_elements++;
+                fx_note_bad(&res, i / c->n, i % c->n, got, want);
             }
         }
         res.rel_frob = den > 0 ? sqrt(num / den) : sqrt(num);
