@@ -75,6 +75,10 @@ double bench_now(void);
 int bench_budget_ok(bench_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 double bench_median(double *v, int n); /* sorts v */
 void bench_row_clear(bench_row *r);
+/* us, TFLOP/s and TB/s of the row from flops and bytes, and the baseline's (base_us <= 0: none) from
+ * flops and base_bytes */
+void bench_row_rates(bench_row *r, double us, double flops, double bytes, const char *base_name, double base_us,
+                     double base_bytes);
 void bench_print_row(const bench_ctx *c, const bench_row *r);
 /* bytes / copy rate in microseconds; -1 when the copy rate is unknown */
 double bench_floor_us(const bench_ctx *c, double bytes);
@@ -102,6 +106,11 @@ typedef struct bench_routing {
 } bench_routing;
 int bench_route(int64_t tokens, int32_t experts, int32_t topk, bench_routing *r);
 void bench_routing_free(bench_routing *r);
+/* A cleared row of an FP8 x FP4 expert GEMM (or layer) timed at `us`: its shape and routing, TFLOP/s
+ * and TB/s from flops and bytes, and the baseline's (base_us <= 0: none) from flops and base_bytes. */
+void bench_row_experts(bench_row *row, const char *layout, const char *name, const bench_routing *r, int64_t n,
+                       int64_t k, int32_t groups, double us, double flops, double bytes, const char *base_name,
+                       double base_us, double base_bytes);
 
 /* Activations (FP8, FP32 scales 1/256), outputs (BF16) and layout of one grouped GEMM:
  * masked: A [E, m, k], D [E, m, n], layout = masked_m; contiguous: A [m, k], D [m, n], layout =

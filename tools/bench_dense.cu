@@ -54,13 +54,7 @@ static void dense_case(bench_ctx *c, const char *name, int64_t m, int64_t n, int
     r.k = k;
     r.groups = 1;
     r.experts_hit = 1;
-    r.us = us;
-    r.tflops = flops / us * 1e-6;
-    r.tbps = bytes / us * 1e-6;
-    r.base_name = base_name;
-    r.base_us = base_us;
-    r.base_tflops = base_us > 0 ? flops / base_us * 1e-6 : 0;
-    r.base_tbps = base_us > 0 ? ((double)n * k + (double)m * k + m * n * 2.0) / base_us * 1e-6 : 0;
+    bench_row_rates(&r, us, flops, bytes, base_name, base_us, (double)n * k + (double)m * k + m * n * 2.0);
     r.gran = gran;
     r.floor_us = bench_floor_us(c, bytes);
     if (with_floors) r.launch_us = bench_launch_floor_stream(c);
@@ -79,13 +73,7 @@ static void dense_case(bench_ctx *c, const char *name, int64_t m, int64_t n, int
             rb.k = k;
             rb.groups = 1;
             rb.experts_hit = 1;
-            rb.us = bf_us;
-            rb.tflops = flops / bf_us * 1e-6;
-            rb.tbps = (2.0 * n * k + 2.0 * m * k + 2.0 * m * n) / bf_us * 1e-6;
-            rb.base_name = "cublaslt_bf16";
-            rb.base_us = bf_us;
-            rb.base_tflops = flops / bf_us * 1e-6;
-            rb.base_tbps = 0;
+            bench_row_rates(&rb, bf_us, flops, 2.0 * n * k + 2.0 * m * k + 2.0 * m * n, "cublaslt_bf16", bf_us, 0);
             bench_print_row(c, &rb);
         }
     }

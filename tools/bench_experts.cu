@@ -32,23 +32,8 @@ static int expert_case(bench_ctx *c, const bench_expert_case *ec, const bench_we
     if (rc == 0) {
         const double flops = 2.0 * r->rows * ec->n * ec->k, bytes = bench_expert_bytes(r->hit, r->rows, ec->n, ec->k, gran);
         bench_row row;
-        bench_row_clear(&row);
-        row.op = "fp8_fp4";
-        row.layout = layout;
-        row.name = ec->name;
-        row.tokens = r->tokens;
-        row.m = r->rows;
-        row.n = ec->n;
-        row.k = ec->k;
-        row.groups = ec->experts;
-        row.experts_hit = (int32_t)r->hit;
-        row.us = us;
-        row.tflops = flops / us * 1e-6;
-        row.tbps = bytes / us * 1e-6;
-        row.base_name = base_name;
-        row.base_us = base_us;
-        row.base_tflops = base_us > 0 ? flops / base_us * 1e-6 : 0;
-        row.base_tbps = base_us > 0 ? bench_fp8_expert_bytes(r->hit, r->rows, ec->n, ec->k) / base_us * 1e-6 : 0;
+        bench_row_experts(&row, layout, ec->name, r, ec->n, ec->k, ec->experts, us, flops, bytes, base_name, base_us,
+                          bench_fp8_expert_bytes(r->hit, r->rows, ec->n, ec->k));
         row.gran = gran;
         row.floor_us = bench_floor_us(c, bytes);
         bench_print_row(c, &row);

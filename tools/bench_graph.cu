@@ -100,23 +100,8 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
             goto done;
         }
         bench_row row;
-        bench_row_clear(&row);
-        row.op = "fp8_fp4";
-        row.layout = layout;
-        row.name = gk->name;
-        row.tokens = r->tokens;
-        row.m = r->rows;
-        row.n = gk->n;
-        row.k = gk->k;
-        row.groups = m->experts;
-        row.experts_hit = (int32_t)r->hit;
-        row.us = us;
-        row.tflops = gk->flops / us * 1e-6;
-        row.tbps = gk->bytes / us * 1e-6;
-        row.base_name = gk->base_us > 0 ? "cublaslt_fp8_rowwise" : "unavailable";
-        row.base_us = gk->base_us;
-        row.base_tflops = gk->base_us > 0 ? gk->flops / gk->base_us * 1e-6 : 0;
-        row.base_tbps = gk->base_us > 0 ? gk->fp8_bytes / gk->base_us * 1e-6 : 0;
+        bench_row_experts(&row, layout, gk->name, r, gk->n, gk->k, m->experts, us, gk->flops, gk->bytes,
+                          gk->base_us > 0 ? "cublaslt_fp8_rowwise" : "unavailable", gk->base_us, gk->fp8_bytes);
         row.gran = c->gran;
         row.floor_us = bench_floor_us(c, gk->bytes);
         row.launch_us = bench_launch_floor_graph(c, gk->kernels);

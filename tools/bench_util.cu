@@ -60,6 +60,33 @@ void bench_row_clear(bench_row *r) {
     r->stream_us = -1;
 }
 
+void bench_row_experts(bench_row *row, const char *layout, const char *name, const bench_routing *r, int64_t n,
+                       int64_t k, int32_t groups, double us, double flops, double bytes, const char *base_name,
+                       double base_us, double base_bytes) {
+    bench_row_clear(row);
+    row->op = "fp8_fp4";
+    row->layout = layout;
+    row->name = name;
+    row->tokens = r->tokens;
+    row->m = r->rows;
+    row->n = n;
+    row->k = k;
+    row->groups = groups;
+    row->experts_hit = (int32_t)r->hit;
+    bench_row_rates(row, us, flops, bytes, base_name, base_us, base_bytes);
+}
+
+void bench_row_rates(bench_row *r, double us, double flops, double bytes, const char *base_name, double base_us,
+                     double base_bytes) {
+    r->us = us;
+    r->tflops = flops / us * 1e-6;
+    r->tbps = bytes / us * 1e-6;
+    r->base_name = base_name;
+    r->base_us = base_us;
+    r->base_tflops = base_us > 0 ? flops / base_us * 1e-6 : 0;
+    r->base_tbps = base_us > 0 ? base_bytes / base_us * 1e-6 : 0;
+}
+
 double bench_floor_us(const bench_ctx *c, double bytes) {
     return c->copy_gbps > 0 ? bytes / (c->copy_gbps * 1e3) : -1;
 }
