@@ -7,22 +7,24 @@
 # copy ../wt/b/hfp4 to build-alt/hfp4-<branch>. Binaries whose names contain "no-" are diagnostic
 # builds with wrong results (bench/diag_bounds.sh on branch diag-bounds): they are timed, not tested.
 # A file build-alt/<name>.env (e.g. "HFP4_SM90_SS=1") sets the environment of that build's runs.
+# ALT=dir takes the builds from another folder (to carry a subset under the 64 MiB limit).
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 ARGS=${ARGS:---only w13,w2,dense --tokens 32,4096,16384}
 MAIN=${BUILD:-build}
+ALT=${ALT:-build-alt}
 mkdir -p "$OUT"
-for t in build-alt/hfp4_gpu_tests-*; do
+for t in $ALT/hfp4_gpu_tests-*; do
     [ -e "$t" ] || continue
-    name=${t#build-alt/hfp4_gpu_tests-}
-    envs=$(cat "build-alt/$name.env" 2>/dev/null)
+    name=${t#"$ALT"/hfp4_gpu_tests-}
+    envs=$(cat "$ALT/$name.env" 2>/dev/null)
     timeout ${TEST_TIMEOUT:-150} env $envs "$t" --fork > "$OUT/gpu_tests_$name.log" 2>&1
     echo "gpu tests $name: exit $? ($(tail -n 1 "$OUT/gpu_tests_$name.log"))"
 done
-for b in "$MAIN/hfp4" build-alt/hfp4-*; do
+for b in "$MAIN/hfp4" $ALT/hfp4-*; do
     [ -e "$b" ] || continue
     name=$(basename "$b")
-    envs=$(cat "build-alt/${name#hfp4-}.env" 2>/dev/null)
+    envs=$(cat "$ALT/${name#hfp4-}.env" 2>/dev/null)
     echo "== $name $envs"
     timeout 150 env $envs "$b" bench $ARGS 2>&1 | tee "$OUT/bench_$name.txt" | grep -E "^fp8" | cut -c1-150
 done

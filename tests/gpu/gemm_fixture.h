@@ -465,10 +465,11 @@ static gemm_result fx_run(gemm_host *h) {
                 double diff = fabs(got - want);
                 /* The documented element bound (docs/TESTING.md): the output rounding (BF16: 2^-9
                  * relative, bounded by 4e-3) plus the FP8 tensor cores' accumulation inside each
-                 * 128-K chunk, which keeps ~13 bits relative to the magnitudes summed: 2^-12 of the
-                 * dot product's L1 magnitude sum_k |a_k w_k|, plus a 1e-6 rms floor. */
+                 * 128-K chunk, which keeps ~13 bits relative to the magnitudes summed, over the 4
+                 * chained k32 steps of a folded chunk: 2^-10 of the dot product's L1 magnitude
+                 * sum_k |a_k w_k| (2^-11.15 measured with FP32 output), plus a 1e-6 rms floor. */
                 double bound = (c->d_dtype == HFP4_DTYPE_BF16 ? 4.0e-3 : 1.0e-5) * fabs(want) +
-                               ldexp(h->ref_l1[i], -12) + 1.0e-6 * rms;
+                               ldexp(h->ref_l1[i], -10) + 1.0e-6 * rms;
                 bad = !(diff <= bound);
                 if (diff / bound > res.max_excess) res.max_excess = diff / bound;
                 num += diff * diff;
