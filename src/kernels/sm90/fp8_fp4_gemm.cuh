@@ -342,7 +342,25 @@ __global__ void __launch_bounds__(384, MINB)
     const int64_t dgroup = p.grouping == HFP4_K_MASKED ? tile.a_group : 0;
     if (!tile.compute) {
         /* all-padding tile (most tiles of a decode batch in the contiguous layout): zeros straight
-         * to D, without the transpose and its barriers */
+         * to D, without the transpose and its barriers; 16 bytes per store when rows are aligned */
+        if (p.d_vec) {
+            const int per16 = p.d_fp32 ? 4 : 8; /* outputs per 16-byte store */
+            for (int idx = tid; idx < BT * 64 / per16; idx += 128) {
+                const int64_t row = tile.m0 + idx / (64 / per16), n = wtile * 64 + (idx % (64 / per16)) * per16;
+                if (n >= p.n || row >= tile.zero_end) continue;
+                const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
+                if (n + per16 <= p.n) {
+                    if (p.d_fp32) *(float4 *)((float *)p.d + off) = make_float4(0.f, 0.f, 0.f, 0.f);
+                    else *(uint4 *)((__nv_bfloat16 *)p.d + off) = make_uint4(0u, 0u, 0u, 0u);
+                } else {
+                    for (int e = 0; e < per16 && n + e < p.n; e++) {
+                        if (p.d_fp32) ((float *)p.d)[off + e] = 0.0f;
+                        else ((__nv_bfloat16 *)p.d)[off + e] = __float2bfloat16_rn(0.0f);
+                    }
+                }
+            }
+            continue;
+        }
         for (int idx = tid; idx < BT * 64; idx += 128) {
             const int64_t row = tile.m0 + idx / 64, n = wtile * 64 + idx % 64;
             if (n >= p.n || row >= tile.zero_end) continue;
