@@ -34,6 +34,7 @@ typedef struct hfp4_sm90_gemm_params {
     void *d;
     const void *c;
     int32_t d_fp32;
+    int32_t d_vec;          /* D (and C) rows and groups 16-byte aligned: vector stores    */
     int64_t ldd, d_stride_group;
 } hfp4_sm90_gemm_params;
 
