@@ -57,6 +57,25 @@ static __device__ __forceinline__ void promote(float *fin, const float *acc, flo
     }
 }
 
+/* The 4 k32 steps' e4m3 register fragments of a folded chunk from this thread's two 16-byte words
+ * (q0, q1) and its rows' scale words (e0, e1: the relative exponent of each 32-group, sm90_layout.h):
+ * words of step st are (k 4t..4t+3, k 16+4t..16+4t+3) for rows (g, g+8). */
+static __device__ __forceinline__ void convert_folded_chunk(uint32_t (&a)[4][4], uint4 q0, uint4 q1, uint32_t e0,
+                                                            uint32_t e1) {
+    const uint32_t wlo[4] = {q0.x, q0.z, q1.x, q1.z};
+    const uint32_t whi[4] = {q0.y, q0.w, q1.y, q1.w};
+#pragma unroll
+    for (int st = 0; st < 4; st++) {
+        uint32_t lo0, hi0, lo1, hi1;
+        fp8_table((e0 >> (4 * st)) & 15, lo0, hi0);
+        fp8_table((e1 >> (4 * st)) & 15, lo1, hi1);
+        a[st][0] = fp4x4_row_lo_to_fp8(wlo[st], lo0, hi0);
+        a[st][1] = fp4x4_row_hi_to_fp8(wlo[st], lo1, hi1);
+        a[st][2] = fp4x4_row_lo_to_fp8(whi[st], lo0, hi0);
+        a[st][3] = fp4x4_row_hi_to_fp8(whi[st], lo1, hi1);
+    }
+}
+
 template <int BT, bool W_FP32, int MINB = 1>
 __global__ void __launch_bounds__(384, MINB)
     hfp4_sm90_fp8_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ hfp4_sm90_gemm_params p) {
@@ -223,7 +242,89 @@ __global__ void __launch_bounds__(384, MINB)
             rb0 = rb1 = 1.0f;
             eb0 = eb1 = 0x100;
         };
-        for (int32_t kc = 0; kc < (int32_t)chunks; kc++) {
+        /* Promotion of a folded chunk whose accumulator holds acc: fin's units are set by the
+         * tile's first chunk (em: the rows' e_max); a chunk with another e_max, in any lane of the
+         * warp, moves fin to absolute units and promotes with the row scales. */
+        auto promote_folded = [&](const float *acc, uint32_t em0, uint32_t em1, const float *sa, int32_t kc) {
+            if (kc == 0) {
+                eb0 = em0;
+                eb1 = em1;
+                rb0 = row_scale_from_emax(em0);
+                rb1 = row_scale_from_emax(em1);
+            }
+            if (__all_sync(0xFFFFFFFFu, em0 == eb0 && em1 == eb1)) {
+                promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, t4);
+            } else {
+                if (eb0 != 0x100) to_absolute_units();
+                promote<BT, true>(fin, acc, row_scale_from_emax(em0), row_scale_from_emax(em1), sa, t4);
+            }
+        };
+        /* NOTE: when every chunk of the item is folded (the common case: UE8M0 weight scales, 1x128
+         * activation scales), chunk kc + 1 is awaited, loaded and converted while chunk kc's wgmmas
+         * run, so the conversion hides behind the tensor cores instead of following them (ncu, w13
+         * T = 16384: 19 % of the consumers' stall samples were the wait for their own wgmmas). Two
+         * register sets of fragments, used alternately (the loop body is written twice). */
+        bool pipelined = false;
+        if constexpr (!W_FP32 && BT >= 64) {
+            if (!gran32) {
+                uint32_t per32 = 0;
+                for (int32_t c = lane; c < (int32_t)chunks; c += 32) per32 |= __ldg(modes + c);
+                pipelined = !__any_sync(0xFFFFFFFFu, per32 != 0);
+            }
+        }
+        if (pipelined) {
+            const int wg_off = warpgroup * cfg::W_WG_BYTES + tid * 16;
+            auto load_convert = [&](int stage, uint32_t (&dst)[4][4], uint32_t &em0, uint32_t &em1) {
+                const uint8_t *w_st = w_stages + stage * cfg::W_STAGE_BYTES + wg_off;
+                const uint4 q0 = *(const uint4 *)w_st;
+                const uint4 q1 = *(const uint4 *)(w_st + HFP4_SM90_PAIR_BYTES);
+                const uint32_t *ws_st = (const uint32_t *)(ws_stages + stage * cfg::WS_STAGE_BYTES + warpgroup * cfg::WS_WG_BYTES);
+                const uint32_t e0 = ws_st[r0], e1 = ws_st[r0 + 8];
+                convert_folded_chunk(dst, q0, q1, e0, e1);
+                em0 = (e0 >> 16) & 255;
+                em1 = (e1 >> 16) & 255;
+            };
+            auto step = [&](int32_t kc, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4], uint32_t emc0, uint32_t emc1,
+                            uint32_t &emn0, uint32_t &emn1) {
+                const uint64_t desc = smem_desc_k128_swizzle128(a_tiles + s * cfg::A_TILE_BYTES);
+                float acc[BT / 2];
+#pragma unroll
+                for (int st = 0; st < 4; st++)
+#pragma unroll
+                    for (int r = 0; r < 4; r++) reg_fence(cur[st][r]);
+                wgmma_fence();
+#pragma unroll
+                for (int st = 0; st < 4; st++) wgmma_fp8_rs<BT>(acc, cur[st], desc + 2 * st, st > 0);
+                wgmma_commit();
+                const int s1 = s + 1 == STAGES ? 0 : s + 1;
+                const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
+                if (kc + 1 < (int32_t)chunks) {
+                    mbar_wait(&full[s1], phase1);
+                    load_convert(s1, nxt, emn0, emn1);
+                }
+                wgmma_wait<0>();
+#pragma unroll
+                for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
+                /* the wgmmas read cur from registers until they complete: keep it live and unchanged */
+#pragma unroll
+                for (int st = 0; st < 4; st++)
+#pragma unroll
+                    for (int r = 0; r < 4; r++) reg_fence(cur[st][r]);
+                promote_folded(acc, emc0, emc1, a_scale_s + s * 4 * BT, kc);
+                mbar_arrive(&empty[s]); /* after the last read of the stage: wgmmas waited, scales used */
+                s = s1;
+                phase = phase1;
+            };
+            uint32_t fa[4][4], fb[4][4];
+            uint32_t ea0, ea1, eb0n = 0, eb1n = 0;
+            mbar_wait(&full[s], phase);
+            load_convert(s, fa, ea0, ea1);
+            for (int32_t kc = 0; kc < (int32_t)chunks; kc += 2) {
+                step(kc, fa, fb, ea0, ea1, eb0n, eb1n);
+                if (kc + 1 < (int32_t)chunks) step(kc + 1, fb, fa, eb0n, eb1n, ea0, ea1);
+            }
+        }
+        for (int32_t kc = 0; kc < (int32_t)chunks && !pipelined; kc++) {
             mbar_wait(&full[s], phase);
             const uint8_t *w_st = w_stages + s * cfg::W_STAGE_BYTES + warpgroup * cfg::W_WG_BYTES + tid * 16;
             const uint4 q0 = *(const uint4 *)w_st;
@@ -253,16 +354,7 @@ __global__ void __launch_bounds__(384, MINB)
                     /* folded chunk: the per-32 scales are inside the FP8 values, so the 4 k32 steps
                      * chain into one accumulator and one promotion per 128 K (DeepGEMM's cost) */
                     uint32_t a[4][4];
-#pragma unroll
-                    for (int st = 0; st < 4; st++) {
-                        uint32_t lo0, hi0, lo1, hi1;
-                        fp8_table((e0 >> (4 * st)) & 15, lo0, hi0);
-                        fp8_table((e1 >> (4 * st)) & 15, lo1, hi1);
-                        a[st][0] = fp4x4_row_lo_to_fp8(wlo[st], lo0, hi0);
-                        a[st][1] = fp4x4_row_hi_to_fp8(wlo[st], lo1, hi1);
-                        a[st][2] = fp4x4_row_lo_to_fp8(whi[st], lo0, hi0);
-                        a[st][3] = fp4x4_row_hi_to_fp8(whi[st], lo1, hi1);
-                    }
+                    convert_folded_chunk(a, q0, q1, e0, e1);
                     float acc[BT / 2];
 #pragma unroll
                     for (int st = 0; st < 4; st++)
@@ -275,19 +367,7 @@ __global__ void __launch_bounds__(384, MINB)
                     wgmma_wait<0>();
 #pragma unroll
                     for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
-                    const uint32_t em0 = (e0 >> 16) & 255, em1 = (e1 >> 16) & 255;
-                    if (kc == 0) { /* the tile's first chunk sets fin's units */
-                        eb0 = em0;
-                        eb1 = em1;
-                        rb0 = row_scale_from_emax(em0);
-                        rb1 = row_scale_from_emax(em1);
-                    }
-                    if (__all_sync(0xFFFFFFFFu, em0 == eb0 && em1 == eb1)) {
-                        promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, t4);
-                    } else {
-                        if (eb0 != 0x100) to_absolute_units();
-                        promote<BT, true>(fin, acc, row_scale_from_emax(em0), row_scale_from_emax(em1), sa, t4);
-                    }
+                    promote_folded(acc, (e0 >> 16) & 255, (e1 >> 16) & 255, sa, kc);
                 } else {
                     if (eb0 != 0x100) to_absolute_units();
                     /* per-32 chunk: one wgmma and one promotion per k32 step (exact for any scale) */
