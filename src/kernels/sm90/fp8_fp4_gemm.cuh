@@ -146,15 +146,21 @@ __global__ void __launch_bounds__(384, MINB)
             uint64_t *bar = &full[s];
             float *sa = a_scale_s + s * 4 * BT;
             constexpr int PER_LANE = (BT * 4 + 31) / 32;
+            /* only the lanes' rounds that hold scales: BT values per k-group (looping to PER_LANE
+             * made 4x too many rounds for 1x128 scales) */
+            const int rounds = (BT * nj + 31) / 32;
             if (p.a_scale_dtype == 1 /* FP32 */) {
                 /* NOTE: FP32 activation scales go by cp.async 4-byte copies that complete on the
                  * stage's barrier (arrive.noinc), so no producer lane ever waits for a load: with
                  * plain loads each producer warp had one chunk in flight, and four chunks of 8 KB
                  * per ~2 us load latency held decode to ~15 GB/s per SM. */
-                mbar_wait(&empty[s], phase ^ 1);
+                /* NOTE: a sleeping wait: the producer warps spun ~120 times per chunk on this barrier
+                 * (ncu, w13 T = 16384: 360 of the producer's 909 instructions per chunk), issue
+                 * slots the consumers on the same scheduler need */
+                mbar_wait_sleeping(&empty[s], phase ^ 1);
                 if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, &a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar);
 #pragma unroll 2
-                for (int t = 0; t < PER_LANE; t++) {
+                for (int t = 0; t < rounds; t++) {
                     const int idx = lane + 32 * t;
                     if (idx < BT * nj) {
                         const int i = idx % BT, j = idx / BT;
@@ -174,6 +180,7 @@ __global__ void __launch_bounds__(384, MINB)
                 constexpr int BATCH = PER_LANE < cfg::SCALE_BATCH ? PER_LANE : cfg::SCALE_BATCH;
 #pragma unroll
                 for (int b0 = 0; b0 < PER_LANE; b0 += BATCH) {
+                    if (b0 > 0 && b0 >= rounds) break;
                     float v[BATCH];
 #pragma unroll
                     for (int t = 0; t < BATCH; t++) {
@@ -186,7 +193,7 @@ __global__ void __launch_bounds__(384, MINB)
                             if (row < tile.valid_end && kg < p.a_k_groups) v[t] = load_a_scale(p, tile.a_group, row, kg);
                         }
                     }
-                    if (b0 == 0) mbar_wait(&empty[s], phase ^ 1);
+                    if (b0 == 0) mbar_wait_sleeping(&empty[s], phase ^ 1);
 #pragma unroll
                     for (int t = 0; t < BATCH; t++) {
                         const int idx = lane + 32 * (b0 + t);

@@ -43,6 +43,19 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
         : "memory");
 }
 
+/* mbar_wait for a warp whose spinning would take issue slots from the consumers on its scheduler:
+ * try_wait with a suspend-time hint, so the thread sleeps until the phase completes (or the hint,
+ * in ns, expires) instead of retrying. */
+static __device__ __forceinline__ void mbar_wait_sleeping(uint64_t *bar, uint32_t parity) {
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
+        "@!done bra WAIT_%=;\n}" ::"r"(smem_addr(bar)),
+        "r"(parity), "n"(1000000)
+        : "memory");
+}
+
 /* ---- TMA ------------------------------------------------------------------------------------ */
 
 /* 3D tiled bulk tensor load global -> shared, completing on `bar`. Coordinates are in elements,
