@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(384, MINB)
          * T = 16384: 19 % of the consumers' stall samples were the wait for their own wgmmas). Two
          * register sets of fragments, used alternately (the loop body is written twice). */
         bool pipelined = false;
-        if constexpr (!W_FP32 && BT >= 64) {
+        if constexpr (!W_FP32) {
             if (!gran32) {
                 uint32_t per32 = 0;
                 for (int32_t c = lane; c < (int32_t)chunks; c += 32) per32 |= __ldg(modes + c);
