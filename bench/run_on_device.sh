@@ -3,7 +3,7 @@
 # demo and the benchmark (table and JSON). Build here first (make && make ${BUILD:-build}/hfp4_gpu_tests),
 # carry build/, and run:   bash bench/run_on_device.sh        (logs go to $OUT, default /tmp/hfp4-out)
 # Options via env: BUILD=dir (default build), SKIP_TESTS=1, SKIP_PYTEST=1, SKIP_SANITIZER=1, SKIP_BENCH=1,
-# BENCH_JSON=1 (also write bench.json), BENCH_ARGS="--only w13", NCU=1 (profile decode and prefill
+# SANITIZER_FILTERS="gpu_grouped ..." (the compute-sanitizer set), BENCH_JSON=1 (also write bench.json; BENCH_JSON_ONLY=1 writes only it), BENCH_ARGS="--only w13", NCU=1 (profile decode and prefill
 # launches, NCU_TOKENS="1 32 4096"; reports, detail pages and stall CSVs in $OUT/ncu_*), TILE64=1 (also test and time with the token tile
 # capped at 64), DECODE1=1 (also test and time the one-CTA-per-SM variant of the 8-token decode tile).
 set -u
@@ -42,7 +42,7 @@ fi
 if [ -z "${SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
         # a representative set: every scale form and output, the grouped layouts, the V4 decode shapes
-        for f in gpu_dense_scale gpu_grouped gpu_deepseek_v4 gpu_persistent; do
+        for f in ${SANITIZER_FILTERS:-gpu_dense_scale gpu_grouped gpu_deepseek_v4 gpu_persistent}; do
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 ${BUILD:-build}/hfp4_gpu_tests --filter $f \
                 > "$OUT/sanitizer_${tool}_$f.log" 2>&1
             echo "compute-sanitizer $tool $f: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_${tool}_$f.log" | tail -n 1))"
@@ -50,8 +50,8 @@ if [ -z "${SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null; then
     done
 fi
 if [ -z "${SKIP_BENCH:-}" ]; then
-    timeout 300 ${BUILD:-build}/hfp4 bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt"
-    if [ -n "${BENCH_JSON:-}" ]; then
+    [ -n "${BENCH_JSON_ONLY:-}" ] || timeout 300 ${BUILD:-build}/hfp4 bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt"
+    if [ -n "${BENCH_JSON:-}${BENCH_JSON_ONLY:-}" ]; then
         timeout 300 ${BUILD:-build}/hfp4 bench --json ${BENCH_ARGS:-} > "$OUT/bench.json" 2> "$OUT/bench_json.err"
     fi
 fi
