@@ -287,41 +287,43 @@ __global__ void __launch_bounds__(384, MINB)
                      * 4 accumulators with one wait (the 1x32 activation scales transformers passes
                      * make every chunk take this path; one wait per step serialized it); the
                      * 128-token tile has no registers for 4 accumulators and waits per step. */
-                    uint32_t lo[4][2], hi[4][2];
-                    float sw[4][2];
-#pragma unroll
-                    for (int st = 0; st < 4; st++) {
+                    /* the tables and weight scales of k32 step st */
+                    auto step_scales = [&](int st, uint32_t(&lo)[2], uint32_t(&hi)[2], float(&sw)[2]) {
                         if constexpr (W_FP32) {
-                            fp8_table(6, lo[st][0], hi[st][0]);
-                            lo[st][1] = lo[st][0];
-                            hi[st][1] = hi[st][0];
-                            sw[st][0] = st == 0 ? f0.x : st == 1 ? f0.y : st == 2 ? f0.z : f0.w;
-                            sw[st][1] = st == 0 ? f1.x : st == 1 ? f1.y : st == 2 ? f1.z : f1.w;
+                            fp8_table(6, lo[0], hi[0]);
+                            lo[1] = lo[0];
+                            hi[1] = hi[0];
+                            sw[0] = st == 0 ? f0.x : st == 1 ? f0.y : st == 2 ? f0.z : f0.w;
+                            sw[1] = st == 0 ? f1.x : st == 1 ? f1.y : st == 2 ? f1.z : f1.w;
                         } else if (mode == 0) { /* folded words, per-32 activation scales */
-                            fp8_table((e0 >> (4 * st)) & 15, lo[st][0], hi[st][0]);
-                            fp8_table((e1 >> (4 * st)) & 15, lo[st][1], hi[st][1]);
-                            sw[st][0] = row_scale_from_emax((e0 >> 16) & 255);
-                            sw[st][1] = row_scale_from_emax((e1 >> 16) & 255);
+                            fp8_table((e0 >> (4 * st)) & 15, lo[0], hi[0]);
+                            fp8_table((e1 >> (4 * st)) & 15, lo[1], hi[1]);
+                            sw[0] = row_scale_from_emax((e0 >> 16) & 255);
+                            sw[1] = row_scale_from_emax((e1 >> 16) & 255);
                         } else {
-                            fp8_table(6, lo[st][0], hi[st][0]);
-                            lo[st][1] = lo[st][0];
-                            hi[st][1] = hi[st][0];
-                            sw[st][0] = ue8m0_to_float((e0 >> (8 * st)) & 0xFF);
-                            sw[st][1] = ue8m0_to_float((e1 >> (8 * st)) & 0xFF);
+                            fp8_table(6, lo[0], hi[0]);
+                            lo[1] = lo[0];
+                            hi[1] = hi[0];
+                            sw[0] = ue8m0_to_float((e0 >> (8 * st)) & 0xFF);
+                            sw[1] = ue8m0_to_float((e1 >> (8 * st)) & 0xFF);
                         }
-                    }
-                    auto promote_step = [&](const float *acc, int st) {
+                    };
+                    auto promote_step = [&](const float *acc, int st, const float(&sw)[2]) {
                         const float *sa_st = sa + (gran32 ? st * BT : 0);
 #pragma unroll
                         for (int j = 0; j < BT / 8; j++) {
                             const float2 sa2 = *(const float2 *)(sa_st + 8 * j + 2 * t4);
-                            fin[4 * j + 0] += acc[4 * j + 0] * (sw[st][0] * sa2.x);
-                            fin[4 * j + 1] += acc[4 * j + 1] * (sw[st][0] * sa2.y);
-                            fin[4 * j + 2] += acc[4 * j + 2] * (sw[st][1] * sa2.x);
-                            fin[4 * j + 3] += acc[4 * j + 3] * (sw[st][1] * sa2.y);
+                            fin[4 * j + 0] += acc[4 * j + 0] * (sw[0] * sa2.x);
+                            fin[4 * j + 1] += acc[4 * j + 1] * (sw[0] * sa2.y);
+                            fin[4 * j + 2] += acc[4 * j + 2] * (sw[1] * sa2.x);
+                            fin[4 * j + 3] += acc[4 * j + 3] * (sw[1] * sa2.y);
                         }
                     };
                     if constexpr (BT <= 64) {
+                        uint32_t lo[4][2], hi[4][2];
+                        float sw[4][2];
+#pragma unroll
+                        for (int st = 0; st < 4; st++) step_scales(st, lo[st], hi[st], sw[st]);
                         uint32_t a[4][4];
 #pragma unroll
                         for (int st = 0; st < 4; st++) {
@@ -344,16 +346,19 @@ __global__ void __launch_bounds__(384, MINB)
                         for (int st = 0; st < 4; st++) {
 #pragma unroll
                             for (int r = 0; r < BT / 2; r++) reg_fence(acc4[st][r]);
-                            promote_step(acc4[st], st);
+                            promote_step(acc4[st], st, sw[st]);
                         }
                     } else {
 #pragma unroll
                         for (int st = 0; st < 4; st++) {
+                            uint32_t lo[2], hi[2];
+                            float sw[2];
+                            step_scales(st, lo, hi, sw); /* per step: the 128-token tile has no room for 4 */
                             uint32_t a[4];
-                            a[0] = fp4x4_row_lo_to_fp8(wlo[st], lo[st][0], hi[st][0]);
-                            a[1] = fp4x4_row_hi_to_fp8(wlo[st], lo[st][1], hi[st][1]);
-                            a[2] = fp4x4_row_lo_to_fp8(whi[st], lo[st][0], hi[st][0]);
-                            a[3] = fp4x4_row_hi_to_fp8(whi[st], lo[st][1], hi[st][1]);
+                            a[0] = fp4x4_row_lo_to_fp8(wlo[st], lo[0], hi[0]);
+                            a[1] = fp4x4_row_hi_to_fp8(wlo[st], lo[1], hi[1]);
+                            a[2] = fp4x4_row_lo_to_fp8(whi[st], lo[0], hi[0]);
+                            a[3] = fp4x4_row_hi_to_fp8(whi[st], lo[1], hi[1]);
                             float acc[BT / 2];
 #pragma unroll
                             for (int r = 0; r < 4; r++) reg_fence(a[r]);
@@ -363,7 +368,7 @@ __global__ void __launch_bounds__(384, MINB)
                             wgmma_wait<0>();
 #pragma unroll
                             for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
-                            promote_step(acc, st);
+                            promote_step(acc, st, sw);
                         }
                     }
                 }
