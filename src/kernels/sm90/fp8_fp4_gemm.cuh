@@ -377,44 +377,83 @@ __global__ void __launch_bounds__(384, MINB)
                     promote_folded(acc, (e0 >> 16) & 255, (e1 >> 16) & 255, sa, kc);
                 } else {
                     if (eb0 != 0x100) to_absolute_units();
-                    /* per-32 chunk: one wgmma and one promotion per k32 step (exact for any scale) */
-#pragma unroll
-                    for (int st = 0; st < 4; st++) {
-                        uint32_t lo0, hi0, lo1, hi1;
-                        float sw0, sw1;
+                    /* per-32 chunk: one accumulator and one promotion per k32 step (exact for any
+                     * scale). NOTE: up to the 64-token tile the 4 steps' wgmmas go out together into
+                     * 4 accumulators with one wait (the 1x32 activation scales transformers passes
+                     * make every chunk take this path; one wait per step serialized it); the
+                     * 128-token tile has no registers for 4 accumulators and waits per step. */
+                    /* the tables and weight scales of k32 step st */
+                    auto step_scales = [&](int st, uint32_t(&lo)[2], uint32_t(&hi)[2], float(&sw)[2]) {
                         if constexpr (W_FP32) {
-                            fp8_table(6, lo0, hi0);
-                            lo1 = lo0;
-                            hi1 = hi0;
-                            sw0 = st == 0 ? f0.x : st == 1 ? f0.y : st == 2 ? f0.z : f0.w;
-                            sw1 = st == 0 ? f1.x : st == 1 ? f1.y : st == 2 ? f1.z : f1.w;
+                            fp8_table(6, lo[0], hi[0]);
+                            lo[1] = lo[0];
+                            hi[1] = hi[0];
+                            sw[0] = st == 0 ? f0.x : st == 1 ? f0.y : st == 2 ? f0.z : f0.w;
+                            sw[1] = st == 0 ? f1.x : st == 1 ? f1.y : st == 2 ? f1.z : f1.w;
                         } else if (mode == 0) { /* folded words, per-32 activation scales */
-                            fp8_table((e0 >> (4 * st)) & 15, lo0, hi0);
-                            fp8_table((e1 >> (4 * st)) & 15, lo1, hi1);
-                            sw0 = row_scale_from_emax((e0 >> 16) & 255);
-                            sw1 = row_scale_from_emax((e1 >> 16) & 255);
+                            fp8_table((e0 >> (4 * st)) & 15, lo[0], hi[0]);
+                            fp8_table((e1 >> (4 * st)) & 15, lo[1], hi[1]);
+                            sw[0] = row_scale_from_emax((e0 >> 16) & 255);
+                            sw[1] = row_scale_from_emax((e1 >> 16) & 255);
                         } else {
-                            fp8_table(6, lo0, hi0);
-                            lo1 = lo0;
-                            hi1 = hi0;
-                            sw0 = ue8m0_to_float((e0 >> (8 * st)) & 0xFF);
-                            sw1 = ue8m0_to_float((e1 >> (8 * st)) & 0xFF);
+                            fp8_table(6, lo[0], hi[0]);
+                            lo[1] = lo[0];
+                            hi[1] = hi[0];
+                            sw[0] = ue8m0_to_float((e0 >> (8 * st)) & 0xFF);
+                            sw[1] = ue8m0_to_float((e1 >> (8 * st)) & 0xFF);
                         }
-                        uint32_t a[4];
-                        a[0] = fp4x4_row_lo_to_fp8(wlo[st], lo0, hi0);
-                        a[1] = fp4x4_row_hi_to_fp8(wlo[st], lo1, hi1);
-                        a[2] = fp4x4_row_lo_to_fp8(whi[st], lo0, hi0);
-                        a[3] = fp4x4_row_hi_to_fp8(whi[st], lo1, hi1);
-                        float acc[BT / 2];
+                    };
+                    if constexpr (BT <= 64) {
+                        uint32_t lo[4][2], hi[4][2];
+                        float sw[4][2];
 #pragma unroll
-                        for (int r = 0; r < 4; r++) reg_fence(a[r]);
+                        for (int st = 0; st < 4; st++) step_scales(st, lo[st], hi[st], sw[st]);
+                        uint32_t a[4][4];
+#pragma unroll
+                        for (int st = 0; st < 4; st++) {
+                            a[st][0] = fp4x4_row_lo_to_fp8(wlo[st], lo[st][0], hi[st][0]);
+                            a[st][1] = fp4x4_row_hi_to_fp8(wlo[st], lo[st][1], hi[st][1]);
+                            a[st][2] = fp4x4_row_lo_to_fp8(whi[st], lo[st][0], hi[st][0]);
+                            a[st][3] = fp4x4_row_hi_to_fp8(whi[st], lo[st][1], hi[st][1]);
+                        }
+                        float acc4[4][BT / 2];
+#pragma unroll
+                        for (int st = 0; st < 4; st++)
+#pragma unroll
+                            for (int r = 0; r < 4; r++) reg_fence(a[st][r]);
                         wgmma_fence();
-                        wgmma_fp8_rs<BT>(acc, a, desc + 2 * st, 0);
+#pragma unroll
+                        for (int st = 0; st < 4; st++) wgmma_fp8_rs<BT>(acc4[st], a[st], desc + 2 * st, 0);
                         wgmma_commit();
                         wgmma_wait<0>();
 #pragma unroll
-                        for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
-                        promote<BT, true>(fin, acc, sw0, sw1, sa + (gran32 ? st * BT : 0), t4);
+                        for (int st = 0; st < 4; st++) {
+#pragma unroll
+                            for (int r = 0; r < BT / 2; r++) reg_fence(acc4[st][r]);
+                            promote<BT, true>(fin, acc4[st], sw[st][0], sw[st][1], sa + (gran32 ? st * BT : 0), t4);
+                        }
+                    } else {
+#pragma unroll
+                        for (int st = 0; st < 4; st++) {
+                            uint32_t lo[2], hi[2];
+                            float sw[2];
+                            step_scales(st, lo, hi, sw); /* per step: the 128-token tile has no room for 4 */
+                            uint32_t a[4];
+                            a[0] = fp4x4_row_lo_to_fp8(wlo[st], lo[0], hi[0]);
+                            a[1] = fp4x4_row_hi_to_fp8(wlo[st], lo[1], hi[1]);
+                            a[2] = fp4x4_row_lo_to_fp8(whi[st], lo[0], hi[0]);
+                            a[3] = fp4x4_row_hi_to_fp8(whi[st], lo[1], hi[1]);
+                            float acc[BT / 2];
+#pragma unroll
+                            for (int r = 0; r < 4; r++) reg_fence(a[r]);
+                            wgmma_fence();
+                            wgmma_fp8_rs<BT>(acc, a, desc + 2 * st, 0);
+                            wgmma_commit();
+                            wgmma_wait<0>();
+#pragma unroll
+                            for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
+                            promote<BT, true>(fin, acc, sw[0], sw[1], sa + (gran32 ? st * BT : 0), t4);
+                        }
                     }
                 }
             mbar_arrive(&empty[s]); /* after the last read of the stage: wgmma waited, scales used */
