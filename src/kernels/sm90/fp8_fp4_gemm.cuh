@@ -378,10 +378,11 @@ __global__ void __launch_bounds__(384, MINB)
                 } else {
                     if (eb0 != 0x100) to_absolute_units();
                     /* per-32 chunk: one accumulator and one promotion per k32 step (exact for any
-                     * scale). NOTE: up to the 64-token tile the 4 steps' wgmmas go out together into
-                     * 4 accumulators with one wait (the 1x32 activation scales transformers passes
-                     * make every chunk take this path; one wait per step serialized it); the
-                     * 128-token tile has no registers for 4 accumulators and waits per step. */
+                     * scale). NOTE: the steps' wgmmas go out NACC at a time into NACC accumulators
+                     * with one wait (the 1x32 activation scales transformers passes make every chunk
+                     * take this path; one wait per step serialized it): 4 up to the 32-token tile,
+                     * 2 at 64 tokens (4 spill there next to the look-ahead path's registers), 1 at
+                     * 128 tokens and in the two-CTA 8-token tile (no registers to spare). */
                     /* the tables and weight scales of k32 step st */
                     auto step_scales = [&](int st, uint32_t(&lo)[2], uint32_t(&hi)[2], float(&sw)[2]) {
                         if constexpr (W_FP32) {
@@ -403,56 +404,38 @@ __global__ void __launch_bounds__(384, MINB)
                             sw[1] = ue8m0_to_float((e1 >> (8 * st)) & 0xFF);
                         }
                     };
-                    if constexpr (BT <= 64) {
-                        uint32_t lo[4][2], hi[4][2];
-                        float sw[4][2];
+                    constexpr int NACC = (MINB == 2 || BT > 64) ? 1 : BT == 64 ? 2 : 4;
 #pragma unroll
-                        for (int st = 0; st < 4; st++) step_scales(st, lo[st], hi[st], sw[st]);
-                        uint32_t a[4][4];
+                    for (int st0 = 0; st0 < 4; st0 += NACC) {
+                        float sw[NACC][2];
+                        uint32_t a[NACC][4];
 #pragma unroll
-                        for (int st = 0; st < 4; st++) {
-                            a[st][0] = fp4x4_row_lo_to_fp8(wlo[st], lo[st][0], hi[st][0]);
-                            a[st][1] = fp4x4_row_hi_to_fp8(wlo[st], lo[st][1], hi[st][1]);
-                            a[st][2] = fp4x4_row_lo_to_fp8(whi[st], lo[st][0], hi[st][0]);
-                            a[st][3] = fp4x4_row_hi_to_fp8(whi[st], lo[st][1], hi[st][1]);
+                        for (int i = 0; i < NACC; i++) { /* a step's tables die with its conversion */
+                            const int st = st0 + i;
+                            uint32_t lo[2], hi[2];
+                            step_scales(st, lo, hi, sw[i]);
+                            a[i][0] = fp4x4_row_lo_to_fp8(wlo[st], lo[0], hi[0]);
+                            a[i][1] = fp4x4_row_hi_to_fp8(wlo[st], lo[1], hi[1]);
+                            a[i][2] = fp4x4_row_lo_to_fp8(whi[st], lo[0], hi[0]);
+                            a[i][3] = fp4x4_row_hi_to_fp8(whi[st], lo[1], hi[1]);
                         }
-                        float acc4[4][BT / 2];
+                        float acc[NACC][BT / 2];
 #pragma unroll
-                        for (int st = 0; st < 4; st++)
+                        for (int i = 0; i < NACC; i++)
 #pragma unroll
-                            for (int r = 0; r < 4; r++) reg_fence(a[st][r]);
+                            for (int r = 0; r < 4; r++) reg_fence(a[i][r]);
                         wgmma_fence();
 #pragma unroll
-                        for (int st = 0; st < 4; st++) wgmma_fp8_rs<BT>(acc4[st], a[st], desc + 2 * st, 0);
+                        for (int i = 0; i < NACC; i++) wgmma_fp8_rs<BT>(acc[i], a[i], desc + 2 * (st0 + i), 0);
                         wgmma_commit();
                         wgmma_wait<0>();
 #pragma unroll
-                        for (int st = 0; st < 4; st++) {
+                        for (int i = 0; i < NACC; i++) {
 #pragma unroll
-                            for (int r = 0; r < BT / 2; r++) reg_fence(acc4[st][r]);
-                            promote<BT, true>(fin, acc4[st], sw[st][0], sw[st][1], sa + (gran32 ? st * BT : 0), t4);
-                        }
-                    } else {
+                            for (int r = 0; r < 4; r++) reg_fence(a[i][r]); /* read by the wgmma until here */
 #pragma unroll
-                        for (int st = 0; st < 4; st++) {
-                            uint32_t lo[2], hi[2];
-                            float sw[2];
-                            step_scales(st, lo, hi, sw); /* per step: the 128-token tile has no room for 4 */
-                            uint32_t a[4];
-                            a[0] = fp4x4_row_lo_to_fp8(wlo[st], lo[0], hi[0]);
-                            a[1] = fp4x4_row_hi_to_fp8(wlo[st], lo[1], hi[1]);
-                            a[2] = fp4x4_row_lo_to_fp8(whi[st], lo[0], hi[0]);
-                            a[3] = fp4x4_row_hi_to_fp8(whi[st], lo[1], hi[1]);
-                            float acc[BT / 2];
-#pragma unroll
-                            for (int r = 0; r < 4; r++) reg_fence(a[r]);
-                            wgmma_fence();
-                            wgmma_fp8_rs<BT>(acc, a, desc + 2 * st, 0);
-                            wgmma_commit();
-                            wgmma_wait<0>();
-#pragma unroll
-                            for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
-                            promote<BT, true>(fin, acc, sw[0], sw[1], sa + (gran32 ? st * BT : 0), t4);
+                            for (int r = 0; r < BT / 2; r++) reg_fence(acc[i][r]);
+                            promote<BT, true>(fin, acc[i], sw[i][0], sw[i][1], sa + (gran32 ? (st0 + i) * BT : 0), t4);
                         }
                     }
                 }
