@@ -380,9 +380,9 @@ __global__ void __launch_bounds__(384, MINB)
                     /* per-32 chunk: one accumulator and one promotion per k32 step (exact for any
                      * scale). NOTE: the steps' wgmmas go out NACC at a time into NACC accumulators
                      * with one wait (the 1x32 activation scales transformers passes make every chunk
-                     * take this path; one wait per step serialized it): 4 up to the 32-token tile,
-                     * 2 at 64 tokens (4 spill there next to the look-ahead path's registers), 1 at
-                     * 128 tokens and in the two-CTA 8-token tile (no registers to spare). */
+                     * take this path; one wait per step serialized it): 4 up to the 32-token tile
+                     * (the two-CTA 8-token one included), 2 at 64 tokens (4 spill there next to the
+                     * look-ahead path's registers), 1 at 128 tokens (no registers to spare). */
                     /* the tables and weight scales of k32 step st */
                     auto step_scales = [&](int st, uint32_t(&lo)[2], uint32_t(&hi)[2], float(&sw)[2]) {
                         if constexpr (W_FP32) {
@@ -404,7 +404,7 @@ __global__ void __launch_bounds__(384, MINB)
                             sw[1] = ue8m0_to_float((e1 >> (8 * st)) & 0xFF);
                         }
                     };
-                    constexpr int NACC = (MINB == 2 || BT > 64) ? 1 : BT == 64 ? 2 : 4;
+                    constexpr int NACC = BT > 64 ? 1 : BT == 64 ? 2 : 4;
 #pragma unroll
                     for (int st0 = 0; st0 < 4; st0 += NACC) {
                         float sw[NACC][2];
