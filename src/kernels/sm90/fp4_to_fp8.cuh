@@ -1,7 +1,7 @@
 /*
  * fp4_to_fp8.cuh - exact FP4 (e2m1) -> FP8 (e4m3) conversion in registers for the SM90 kernels: a
  * prmt table lookup per 4 values of the pre-signed words of the repacked layout (sm90_layout.h),
- * with a folded chunk's relative exponent carried by the table.
+ * with a folded chunk's relative exponent carried by the table; and a folded chunk's fragments.
  */
 #pragma once
 #include <stdint.h>
@@ -23,4 +23,23 @@ static __device__ __forceinline__ uint32_t fp4x4_row_lo_to_fp8(uint32_t q, uint3
 /* Converts the 4 row-(g+8) values of a pre-signed word to 4 e4m3 bytes. */
 static __device__ __forceinline__ uint32_t fp4x4_row_hi_to_fp8(uint32_t q, uint32_t lo, uint32_t hi) {
     return prmt(lo, hi, (q >> 16) & 0x7777u) | ((q << 4) & 0x80808080u);
+}
+
+/* The 4 k32 steps' e4m3 register fragments of a folded chunk from this thread's two 16-byte words
+ * (q0, q1) and its rows' scale words (e0, e1: the relative exponent of each 32-group, sm90_layout.h):
+ * words of step st are (k 4t..4t+3, k 16+4t..16+4t+3) for rows (g, g+8). */
+static __device__ __forceinline__ void convert_folded_chunk(uint32_t (&a)[4][4], uint4 q0, uint4 q1, uint32_t e0,
+                                                            uint32_t e1) {
+    const uint32_t wlo[4] = {q0.x, q0.z, q1.x, q1.z};
+    const uint32_t whi[4] = {q0.y, q0.w, q1.y, q1.w};
+#pragma unroll
+    for (int st = 0; st < 4; st++) {
+        uint32_t lo0, hi0, lo1, hi1;
+        fp8_table((e0 >> (4 * st)) & 15, lo0, hi0);
+        fp8_table((e1 >> (4 * st)) & 15, lo1, hi1);
+        a[st][0] = fp4x4_row_lo_to_fp8(wlo[st], lo0, hi0);
+        a[st][1] = fp4x4_row_hi_to_fp8(wlo[st], lo1, hi1);
+        a[st][2] = fp4x4_row_lo_to_fp8(whi[st], lo0, hi0);
+        a[st][3] = fp4x4_row_hi_to_fp8(whi[st], lo1, hi1);
+    }
 }

@@ -1,8 +1,11 @@
 /*
  * tile_config.cuh - compile-time shape of one SM90 FP8 x FP4 CTA: pipeline stages, shared memory and
- * the setmaxnreg register split, per token tile (BT), weight-scale storage and CTAs per SM.
+ * the setmaxnreg register split, per token tile (BT), weight-scale storage and CTAs per SM; and the
+ * carve-up of the shared memory (offsets, sm90_smem).
  */
 #pragma once
+#include <stdint.h>
+
 #include "../../weights/sm90_layout.h"
 
 /* hfp4_grouping values, repeated here for device code */
@@ -47,4 +50,23 @@ struct sm90_tile_config {
     static constexpr int SCALE_BATCH = BT == 128 ? 2 : 4;
     static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS <= 3 * LAUNCH_REGS, "setmaxnreg.inc would wait forever");
     static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * STAGE_BYTES + OUT_BYTES + 2 * STAGES * 8;
+    /* the carve-up of the shared memory (sm90_smem, carved in the kernel): byte offsets from the
+     * 1024-aligned base, in this order */
+    static constexpr int A_TILES_OFF = 0;                                      /* 1024-aligned (128B swizzle)  */
+    static constexpr int W_STAGES_OFF = A_TILES_OFF + STAGES * A_TILE_BYTES;   /* 1024-aligned                  */
+    static constexpr int WS_STAGES_OFF = W_STAGES_OFF + STAGES * W_STAGE_BYTES;
+    static constexpr int A_SCALES_OFF = WS_STAGES_OFF + STAGES * WS_STAGE_BYTES;
+    static constexpr int OUT_OFF = A_SCALES_OFF + STAGES * AS_STAGE_BYTES;
+    static constexpr int FULL_OFF = OUT_OFF + OUT_BYTES;
+    static constexpr int EMPTY_OFF = FULL_OFF + STAGES * 8;
+    static_assert(1024 + EMPTY_OFF + STAGES * 8 == SMEM_BYTES, "the carve-up must fill SMEM_BYTES");
 };
+
+/* The CTA's shared memory as the kernel carves it (offsets above): activation tiles, weights,
+ * weight scales and activation scales of every stage, the epilogue's transpose buffers (one per
+ * consumer warpgroup), the full and empty barrier of every stage. */
+typedef struct sm90_smem {
+    uint8_t *a_tiles, *w_stages, *ws_stages;
+    float *a_scale_s, *out_s;
+    uint64_t *full, *empty;
+} sm90_smem;

@@ -1,0 +1,206 @@
+/*
+ * consumer.cuh - the two consumer warpgroups (WG0, WG1) of the SM90 FP8 x FP4 kernel: for every work
+ * item, each warpgroup converts its 64 weight rows of every 128-K chunk from FP4 to FP8 in registers
+ * (fp4_to_fp8.cuh), runs the wgmmas against the stage's activation tile, promotes the FP32 sums with
+ * the scales (promote.cuh), then stores its part of D (epilogue.cuh). An item whose chunks are all
+ * folded takes the look-ahead path (consumer_pipelined.cuh); any other goes one chunk at a time,
+ * each chunk folded or per-32.
+ */
+#pragma once
+#include <stdint.h>
+
+#include "consumer_pipelined.cuh"
+#include "epilogue.cuh"
+#include "fp4_to_fp8.cuh"
+#include "fp8_fp4_gemm_params.h"
+#include "promote.cuh"
+#include "ptx.cuh"
+#include "scales.cuh"
+#include "tile_config.cuh"
+#include "wgmma_fp8_rs.cuh"
+#include "work_items.cuh"
+
+/* the tables and weight scales of k32 step st of a per-32 chunk (mode: the chunk's mode byte; e0,
+ * e1 or f0, f1: the rows' weight-scale words) */
+template <bool W_FP32>
+static __device__ __forceinline__ void step_scales(int st, uint32_t mode, uint32_t e0, uint32_t e1, float4 f0,
+                                                   float4 f1, uint32_t (&lo)[2], uint32_t (&hi)[2], float (&sw)[2]) {
+    if constexpr (W_FP32) {
+        fp8_table(6, lo[0], hi[0]);
+        lo[1] = lo[0];
+        hi[1] = hi[0];
+        sw[0] = st == 0 ? f0.x : st == 1 ? f0.y : st == 2 ? f0.z : f0.w;
+        sw[1] = st == 0 ? f1.x : st == 1 ? f1.y : st == 2 ? f1.z : f1.w;
+    } else if (mode == 0) { /* folded words, per-32 activation scales */
+        fp8_table((e0 >> (4 * st)) & 15, lo[0], hi[0]);
+        fp8_table((e1 >> (4 * st)) & 15, lo[1], hi[1]);
+        sw[0] = row_scale_from_emax((e0 >> 16) & 255);
+        sw[1] = row_scale_from_emax((e1 >> 16) & 255);
+    } else {
+        fp8_table(6, lo[0], hi[0]);
+        lo[1] = lo[0];
+        hi[1] = hi[0];
+        sw[0] = ue8m0_to_float((e0 >> (8 * st)) & 0xFF);
+        sw[1] = ue8m0_to_float((e1 >> (8 * st)) & 0xFF);
+    }
+}
+
+/* ---- consumers: warpgroup `warpgroup` owns weight rows [64 * wtile, 64 * wtile + 64) ----
+ * p by value and pk, a pointer to the same kernel parameter, and chunks, gran32, warpgroup, tid,
+ * lane as the kernel computed them: see the NOTE at the kernel (fp8_fp4_gemm.cuh). */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params p, const hfp4_sm90_gemm_params *pk,
+                                                     const sm90_smem sm, int64_t chunks, bool gran32, int warpgroup,
+                                                     int tid, int lane) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    constexpr int STAGES = cfg::STAGES;
+    uint8_t *a_tiles = sm.a_tiles, *w_stages = sm.w_stages, *ws_stages = sm.ws_stages;
+    float *a_scale_s = sm.a_scale_s, *out_s = sm.out_s;
+    uint64_t *full = sm.full, *empty = sm.empty;
+    warpgroup_reg_alloc<cfg::CONSUMER_REGS>();
+    const int warp_in_wg = tid / 32, g8 = lane / 4, t4 = lane % 4;
+    /* chunks consumed so far, as (stage, phase) = (n % STAGES, (n / STAGES) & 1): the producer counts
+     * the same chunks; stepping them here avoids a 64-bit modulo per chunk */
+    int s = 0;
+    uint32_t phase = 0;
+    FOR_EACH_ITEM(BT, p, item, lay) {
+    sm90_tile tile;
+    if (!resolve_tile<BT>(p, item, lay, tile)) continue;
+    const int64_t wtile = tile.n_tile * 2 + warpgroup;
+    sm90_fin<BT> fin;
+#pragma unroll
+    for (int i = 0; i < BT / 2; i++) fin.v[i] = 0.0f;
+
+    if (tile.compute) {
+        const int r0 = warp_in_wg * 16 + g8; /* row within the 64-row tile; r1 = r0 + 8 */
+        /* chunk modes (0 folded, 1 per-32) from the repacked buffer, one byte per chunk of the
+         * tile, read a chunk ahead so the load is off the critical path */
+        const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + wtile) * chunks;
+        uint32_t mode_next = W_FP32 || BT == 128 ? 1u : __ldg(modes);
+        /* NOTE: fin is kept in units of the weight rows' scale 2^(e_max - 133) of the tile's first
+         * chunk (rb0, rb1), so a folded chunk with the same e_max (every chunk of a row whose
+         * 32-group scales fit in 11 binades: the repack gives such a row one base for the whole K)
+         * promotes with one FFMA per accumulator instead of FMUL + FFMA. The first chunk that
+         * differs, in any lane of the warp, converts fin to absolute units (a power-of-two
+         * multiply) and the item continues on the general promotion (promote.cuh).
+         * eb = 0x100: fin is in absolute units. */
+        float rb0 = 1.0f, rb1 = 1.0f;
+        uint32_t eb0 = 0x100, eb1 = 0x100;
+        /* the look-ahead path for an item whose chunks are all folded (consumer_pipelined.cuh).
+         * NOTE: both chunk loops stay in this function: moved into functions of their own (or the
+         * per-32 path alone), they were optimized before being inlined and the SASS of the tiles
+         * changed by up to ~170 instructions; the look-ahead loop's body as a function
+         * (pipelined_step) only reorders a few register moves. */
+        const bool pipelined = item_all_folded<W_FP32>(modes, chunks, gran32, lane);
+        if (pipelined) {
+            const int wg_off = warpgroup * cfg::W_WG_BYTES + tid * 16;
+            uint32_t fa[4][4], fb[4][4];
+            uint32_t ea0, ea1, eb0n = 0, eb1n = 0;
+            mbar_wait(&full[s], phase);
+            load_convert_folded<BT, W_FP32, MINB>(sm, s, wg_off, warpgroup, r0, fa, ea0, ea1);
+            for (int32_t kc = 0; kc < (int32_t)chunks; kc += 2) {
+                pipelined_step<BT, W_FP32, MINB>(sm, chunks, wg_off, warpgroup, r0, t4, kc, fa, fb, ea0, ea1, eb0n,
+                                                 eb1n, fin.v, rb0, rb1, eb0, eb1, s, phase);
+                if (kc + 1 < (int32_t)chunks)
+                    pipelined_step<BT, W_FP32, MINB>(sm, chunks, wg_off, warpgroup, r0, t4, kc + 1, fb, fa, eb0n, eb1n,
+                                                     ea0, ea1, fin.v, rb0, rb1, eb0, eb1, s, phase);
+            }
+        }
+        for (int32_t kc = 0; kc < (int32_t)chunks && !pipelined; kc++) {
+            mbar_wait(&full[s], phase);
+            const uint8_t *w_st = w_stages + s * cfg::W_STAGE_BYTES + warpgroup * cfg::W_WG_BYTES + tid * 16;
+            const uint4 q0 = *(const uint4 *)w_st;
+            const uint4 q1 = *(const uint4 *)(w_st + HFP4_SM90_PAIR_BYTES);
+            const uint8_t *ws_st = ws_stages + s * cfg::WS_STAGE_BYTES + warpgroup * cfg::WS_WG_BYTES;
+            float4 f0, f1;
+            uint32_t e0 = 0, e1 = 0;
+            if constexpr (W_FP32) {
+                f0 = ((const float4 *)ws_st)[r0];
+                f1 = ((const float4 *)ws_st)[r0 + 8];
+            } else {
+                e0 = ((const uint32_t *)ws_st)[r0];
+                e1 = ((const uint32_t *)ws_st)[r0 + 8];
+            }
+            uint32_t mode = mode_next;
+            if constexpr (BT == 128) {
+                mode = W_FP32 ? 1u : __ldg(modes + kc); /* no register to spare: read now (L1 hit after the first) */
+            } else if (!W_FP32 && kc + 1 < (int32_t)chunks) {
+                mode_next = __ldg(modes + kc + 1); /* a chunk ahead */
+            }
+            const uint64_t desc = smem_desc_k128_swizzle128(a_tiles + s * cfg::A_TILE_BYTES);
+            const float *sa = a_scale_s + s * 4 * BT;
+            /* words of step st: (k 4t..4t+3, k 16+4t..16+4t+3) for rows (g, g+8) */
+            const uint32_t wlo[4] = {q0.x, q0.z, q1.x, q1.z};
+            const uint32_t whi[4] = {q0.y, q0.w, q1.y, q1.w};
+            if (mode == 0 && !gran32) {
+                /* folded chunk: the per-32 scales are inside the FP8 values, so the 4 k32 steps
+                 * chain into one accumulator and one promotion per 128 K (DeepGEMM's cost) */
+                uint32_t a[4][4];
+                convert_folded_chunk(a, q0, q1, e0, e1);
+                float acc[BT / 2];
+                wgmma_fp8_rs_chunk<BT>(acc, a, desc);
+                wgmma_wait<0>();
+#pragma unroll
+                for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
+                promote_folded<BT>(fin.v, rb0, rb1, eb0, eb1, acc, (e0 >> 16) & 255, (e1 >> 16) & 255, sa, kc,
+                               t4);
+            } else {
+                if (eb0 != 0x100) to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
+                /* per-32 chunk: one accumulator and one promotion per k32 step (exact for any
+                 * scale). NOTE: the steps' wgmmas go out NACC at a time into NACC accumulators
+                 * with one wait (the 1x32 activation scales transformers passes make every chunk
+                 * take this path; one wait per step serialized it): 4 up to the 32-token tile
+                 * (the two-CTA 8-token one included), 2 at 64 tokens (4 spill there next to the
+                 * look-ahead path's registers), 1 at 128 tokens (no registers to spare). */
+                constexpr int NACC = BT > 64 ? 1 : BT == 64 ? 2 : 4;
+#pragma unroll
+                for (int st0 = 0; st0 < 4; st0 += NACC) {
+                    float sw[NACC][2];
+                    uint32_t a[NACC][4];
+#pragma unroll
+                    for (int i = 0; i < NACC; i++) { /* a step's tables die with its conversion */
+                        const int st = st0 + i;
+                        uint32_t lo[2], hi[2];
+                        step_scales<W_FP32>(st, mode, e0, e1, f0, f1, lo, hi, sw[i]);
+                        a[i][0] = fp4x4_row_lo_to_fp8(wlo[st], lo[0], hi[0]);
+                        a[i][1] = fp4x4_row_hi_to_fp8(wlo[st], lo[1], hi[1]);
+                        a[i][2] = fp4x4_row_lo_to_fp8(whi[st], lo[0], hi[0]);
+                        a[i][3] = fp4x4_row_hi_to_fp8(whi[st], lo[1], hi[1]);
+                    }
+                    float acc[NACC][BT / 2];
+#pragma unroll
+                    for (int i = 0; i < NACC; i++)
+#pragma unroll
+                        for (int r = 0; r < 4; r++) reg_fence(a[i][r]);
+                    wgmma_fence();
+#pragma unroll
+                    for (int i = 0; i < NACC; i++) wgmma_fp8_rs<BT>(acc[i], a[i], desc + 2 * (st0 + i), 0);
+                    wgmma_commit();
+                    wgmma_wait<0>();
+#pragma unroll
+                    for (int i = 0; i < NACC; i++) {
+#pragma unroll
+                        for (int r = 0; r < 4; r++) reg_fence(a[i][r]); /* read by the wgmma until here */
+#pragma unroll
+                        for (int r = 0; r < BT / 2; r++) reg_fence(acc[i][r]);
+                        promote<BT, true>(fin.v, acc[i], sw[i][0], sw[i][1], sa + (gran32 ? (st0 + i) * BT : 0), t4);
+                    }
+                }
+            }
+            mbar_arrive(&empty[s]); /* after the last read of the stage: wgmma waited, scales used */
+            if (++s == STAGES) {
+                s = 0;
+                phase ^= 1;
+            }
+        }
+        to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
+    }
+
+    const int64_t dgroup = p.grouping == HFP4_K_MASKED ? tile.a_group : 0;
+    if (!tile.compute) {
+        store_zero_tile<BT>(*pk, tile, wtile, dgroup, tid);
+        continue;
+    }
+    store_tile<BT, W_FP32, MINB>(*pk, tile, wtile, dgroup, fin, out_s, warpgroup, tid, lane);
+    }
+}

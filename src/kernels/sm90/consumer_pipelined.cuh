@@ -1,0 +1,88 @@
+/*
+ * consumer_pipelined.cuh - the pieces of the consumers' look-ahead path for an item whose chunks are
+ * all folded (UE8M0 weight scales, 1x128 activation scales): the decision (item_all_folded), one
+ * chunk's fragments (load_convert_folded) and one step of the loop (pipelined_step), which issues
+ * chunk kc's wgmmas and loads and converts chunk kc + 1 while they run. The loop itself is in
+ * run_consumers (consumer.cuh).
+ */
+#pragma once
+#include <stdint.h>
+
+#include "fp4_to_fp8.cuh"
+#include "promote.cuh"
+#include "ptx.cuh"
+#include "tile_config.cuh"
+#include "wgmma_fp8_rs.cuh"
+
+/* NOTE: when every chunk of the item is folded (the common case: UE8M0 weight scales, 1x128
+ * activation scales), chunk kc + 1 is awaited, loaded and converted while chunk kc's wgmmas
+ * run, so the conversion hides behind the tensor cores instead of following them (ncu, w13
+ * T = 16384: 19 % of the consumers' stall samples were the wait for their own wgmmas). Two
+ * register sets of fragments, used alternately (the loop body is written twice).
+ * Whether the item qualifies: its mode bytes (modes, one per chunk) all 0, in every lane of the
+ * warp. */
+template <bool W_FP32>
+static __device__ __forceinline__ bool item_all_folded(const uint8_t *modes, int64_t chunks, bool gran32, int lane) {
+    bool pipelined = false;
+    if constexpr (!W_FP32) {
+        if (!gran32) {
+            uint32_t per32 = 0;
+            for (int32_t c = lane; c < (int32_t)chunks; c += 32) per32 |= __ldg(modes + c);
+            pipelined = !__any_sync(0xFFFFFFFFu, per32 != 0);
+        }
+    }
+    return pipelined;
+}
+
+/* The folded chunk in stage `stage`: this thread's fragments of its 4 k32 steps (dst) and its rows'
+ * (r0, r0 + 8) e_max. wg_off: the thread's byte offset in a stage's weights. */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void load_convert_folded(const sm90_smem sm, int stage, int wg_off, int warpgroup,
+                                                           int r0, uint32_t (&dst)[4][4], uint32_t &em0,
+                                                           uint32_t &em1) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    const uint8_t *w_st = sm.w_stages + stage * cfg::W_STAGE_BYTES + wg_off;
+    const uint4 q0 = *(const uint4 *)w_st;
+    const uint4 q1 = *(const uint4 *)(w_st + HFP4_SM90_PAIR_BYTES);
+    const uint32_t *ws_st = (const uint32_t *)(sm.ws_stages + stage * cfg::WS_STAGE_BYTES + warpgroup * cfg::WS_WG_BYTES);
+    const uint32_t e0 = ws_st[r0], e1 = ws_st[r0 + 8];
+    convert_folded_chunk(dst, q0, q1, e0, e1);
+    em0 = (e0 >> 16) & 255;
+    em1 = (e1 >> 16) & 255;
+}
+
+/* Chunk kc, in stage s, whose fragments (cur) and e_max (emc0, emc1) are loaded: its wgmmas go
+ * out, chunk kc + 1 (if any) is awaited and loaded into nxt, emn0, emn1 while they run, then the
+ * promotion into fin (units rb, eb: promote_folded), the stage's release and (s, phase) stepped to
+ * the next stage. */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void pipelined_step(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
+                                                      int r0, int t4, int32_t kc, uint32_t (&cur)[4][4],
+                                                      uint32_t (&nxt)[4][4], uint32_t emc0, uint32_t emc1,
+                                                      uint32_t &emn0, uint32_t &emn1, float *fin, float &rb0,
+                                                      float &rb1, uint32_t &eb0, uint32_t &eb1, int &s,
+                                                      uint32_t &phase) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    constexpr int STAGES = cfg::STAGES;
+    const uint64_t desc = smem_desc_k128_swizzle128(sm.a_tiles + s * cfg::A_TILE_BYTES);
+    float acc[BT / 2];
+    wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
+    const int s1 = s + 1 == STAGES ? 0 : s + 1;
+    const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
+    if (kc + 1 < (int32_t)chunks) {
+        mbar_wait(&sm.full[s1], phase1);
+        load_convert_folded<BT, W_FP32, MINB>(sm, s1, wg_off, warpgroup, r0, nxt, emn0, emn1);
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
+    /* the wgmmas read cur from registers until they complete: keep it live and unchanged */
+#pragma unroll
+    for (int st = 0; st < 4; st++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) reg_fence(cur[st][r]);
+    promote_folded<BT>(fin, rb0, rb1, eb0, eb1, acc, emc0, emc1, sm.a_scale_s + s * 4 * BT, kc, t4);
+    mbar_arrive(&sm.empty[s]); /* after the last read of the stage: wgmmas waited, scales used */
+    s = s1;
+    phase = phase1;
+}

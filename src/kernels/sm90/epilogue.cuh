@@ -1,0 +1,174 @@
+/*
+ * epilogue.cuh - how a consumer warpgroup writes its 64 weight rows x BT tokens of D: zeros for an
+ * all-padding tile, otherwise a transpose through shared memory (the accumulators hold D^T) and
+ * stores coalesced along N (16 bytes per store when D's rows are aligned, else element by element),
+ * with C added and the padding rows of the contiguous layout zeroed.
+ */
+#pragma once
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include "fp8_fp4_gemm_params.h"
+#include "promote.cuh"
+#include "ptx.cuh"
+#include "tile_config.cuh"
+#include "work_items.cuh"
+
+/* The warpgroup's part of an all-padding tile: wtile its 64-row weight tile, dgroup the group of D.
+ * p, tile by value: see the NOTE at the kernel (fp8_fp4_gemm.cuh). */
+template <int BT>
+static __device__ __forceinline__ void store_zero_tile(const hfp4_sm90_gemm_params p, const sm90_tile tile,
+                                                       int64_t wtile, int64_t dgroup, int tid) {
+    /* all-padding tile (most tiles of a decode batch in the contiguous layout): zeros straight
+     * to D, without the transpose and its barriers; 16 bytes per store when rows are aligned */
+    if (p.d_vec) {
+        const int per16 = p.d_fp32 ? 4 : 8; /* outputs per 16-byte store */
+        for (int idx = tid; idx < BT * 64 / per16; idx += 128) {
+            const int64_t row = tile.m0 + idx / (64 / per16), n = wtile * 64 + (idx % (64 / per16)) * per16;
+            if (n >= p.n || row >= tile.zero_end) continue;
+            const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
+            if (n + per16 <= p.n) {
+                if (p.d_fp32) *(float4 *)((float *)p.d + off) = make_float4(0.f, 0.f, 0.f, 0.f);
+                else *(uint4 *)((__nv_bfloat16 *)p.d + off) = make_uint4(0u, 0u, 0u, 0u);
+            } else {
+                for (int e = 0; e < per16 && n + e < p.n; e++) {
+                    if (p.d_fp32) ((float *)p.d)[off + e] = 0.0f;
+                    else ((__nv_bfloat16 *)p.d)[off + e] = __float2bfloat16_rn(0.0f);
+                }
+            }
+        }
+        return;
+    }
+    for (int idx = tid; idx < BT * 64; idx += 128) {
+        const int64_t row = tile.m0 + idx / 64, n = wtile * 64 + idx % 64;
+        if (n >= p.n || row >= tile.zero_end) continue;
+        const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
+        if (p.d_fp32) ((float *)p.d)[off] = 0.0f;
+        else ((__nv_bfloat16 *)p.d)[off] = __float2bfloat16_rn(0.0f);
+    }
+}
+
+/* Whether token column c of the tile is a real row: bit c % 32 of real_mask[c / 32]. */
+template <int MASKS>
+static __device__ __forceinline__ bool column_is_real(const uint32_t (&real_mask)[MASKS], int c) {
+    uint32_t mask = real_mask[0];
+#pragma unroll
+    for (int q = 1; q < MASKS; q++)
+        if (c >= 32 * q) mask = real_mask[q];
+    return (mask >> (c & 31)) & 1u;
+}
+
+/* The warpgroup's 64 rows x BT tokens of a computed tile: fin the thread's sums in absolute units,
+ * out_s the CTA's transpose buffers (sm90_smem), the rest as for store_zero_tile. */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p, const sm90_tile tile, int64_t wtile,
+                                                  int64_t dgroup, const sm90_fin<BT> fin, float *out_s, int warpgroup,
+                                                  int tid, int lane) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    const int warp_in_wg = tid / 32, g8 = lane / 4, t4 = lane % 4;
+    /* ---- epilogue: transpose through shared memory, then coalesced stores along N ---- */
+    /* Which rows are real: below valid_end and, in the contiguous layout, with an expert id. One
+     * load per lane and 32 rows, issued before the transpose so the latency overlaps it; a ballot
+     * turns them into bit masks. (Reading the id per stored element made 32 dependent loads per
+     * thread and tile: ~8 % of the consumers' stall samples at T = 4096.) */
+    constexpr int MASKS = (BT + 31) / 32;
+    int32_t row_id[MASKS];
+#pragma unroll
+    for (int q = 0; q < MASKS; q++) {
+        const int c = 32 * q + lane;
+        const int64_t row = tile.m0 + c;
+        row_id[q] = -1;
+        if (c < BT && row < tile.valid_end) row_id[q] = p.grouping == HFP4_K_CONTIGUOUS ? p.layout[row] : 0;
+    }
+    float *os = out_s + warpgroup * BT * cfg::OUT_LD;
+    warpgroup_barrier<MINB == 2>(warpgroup); /* the previous tile's stores have read os */
+    {
+        const int r0 = warp_in_wg * 16 + g8;
+#pragma unroll
+        for (int j = 0; j < BT / 8; j++) {
+            const int c = 8 * j + 2 * t4;
+            os[c * cfg::OUT_LD + r0] = fin.v[4 * j + 0];
+            os[(c + 1) * cfg::OUT_LD + r0] = fin.v[4 * j + 1];
+            os[c * cfg::OUT_LD + r0 + 8] = fin.v[4 * j + 2];
+            os[(c + 1) * cfg::OUT_LD + r0 + 8] = fin.v[4 * j + 3];
+        }
+    }
+    uint32_t real_mask[MASKS];
+#pragma unroll
+    for (int q = 0; q < MASKS; q++) real_mask[q] = __ballot_sync(0xFFFFFFFFu, row_id[q] >= 0 && row_id[q] < p.num_groups);
+    warpgroup_barrier<MINB == 2>(warpgroup);
+    if (p.d_vec) {
+        /* 8 consecutive n per thread and pass (16-byte BF16 stores, 2 x 16 bytes for FP32): a
+         * warpgroup's 64 rows x BT tokens take BT / 16 passes instead of BT / 2 element stores.
+         * The host sets d_vec only when D (and C) rows and groups are 16-byte aligned. */
+        for (int idx = tid; idx < BT * 8; idx += 128) {
+            const int c = idx / 8, r8 = (idx % 8) * 8;
+            const int64_t row = tile.m0 + c;
+            const int64_t n = wtile * 64 + r8;
+            if (n >= p.n || row >= tile.zero_end) continue;
+            const bool real = column_is_real(real_mask, c);
+            const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
+            if (n + 8 > p.n) { /* the N tail: element by element */
+                for (int e = 0; e < 8 && n + e < p.n; e++) {
+                    float v = real ? os[c * cfg::OUT_LD + r8 + e] : 0.0f;
+                    if (p.d_fp32) {
+                        if (real && p.c) v += ((const float *)p.c)[off + e];
+                        ((float *)p.d)[off + e] = v;
+                    } else {
+                        if (real && p.c) v += __bfloat162float(((const __nv_bfloat16 *)p.c)[off + e]);
+                        ((__nv_bfloat16 *)p.d)[off + e] = __float2bfloat16_rn(v);
+                    }
+                }
+                continue;
+            }
+            float v[8];
+            const float4 lo = *(const float4 *)(os + c * cfg::OUT_LD + r8), hi = *(const float4 *)(os + c * cfg::OUT_LD + r8 + 4);
+            v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = real ? v[e] : 0.0f;
+            if (p.d_fp32) {
+                if (real && p.c) {
+                    const float4 c0 = *(const float4 *)((const float *)p.c + off), c1 = *(const float4 *)((const float *)p.c + off + 4);
+                    v[0] += c0.x, v[1] += c0.y, v[2] += c0.z, v[3] += c0.w, v[4] += c1.x, v[5] += c1.y, v[6] += c1.z, v[7] += c1.w;
+                }
+                *(float4 *)((float *)p.d + off) = make_float4(v[0], v[1], v[2], v[3]);
+                *(float4 *)((float *)p.d + off + 4) = make_float4(v[4], v[5], v[6], v[7]);
+            } else {
+                if (real && p.c) {
+                    const uint4 cw = *(const uint4 *)((const __nv_bfloat16 *)p.c + off);
+                    const uint32_t w[4] = {cw.x, cw.y, cw.z, cw.w};
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const float2 f = __bfloat1622float2(*(const __nv_bfloat162 *)&w[e]);
+                        v[2 * e] += f.x;
+                        v[2 * e + 1] += f.y;
+                    }
+                }
+                uint32_t w[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const __nv_bfloat162 b = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
+                    w[e] = *(const uint32_t *)&b;
+                }
+                *(uint4 *)((__nv_bfloat16 *)p.d + off) = make_uint4(w[0], w[1], w[2], w[3]);
+            }
+        }
+        return;
+    }
+    for (int idx = tid; idx < BT * 64; idx += 128) {
+        const int c = idx / 64, rr = idx % 64;
+        const int64_t row = tile.m0 + c;
+        const int64_t n = wtile * 64 + rr;
+        if (n >= p.n || row >= tile.zero_end) continue;
+        const bool real = column_is_real(real_mask, c);
+        const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
+        float v = real ? os[c * cfg::OUT_LD + rr] : 0.0f;
+        if (p.d_fp32) {
+            if (real && p.c) v += ((const float *)p.c)[off];
+            ((float *)p.d)[off] = v;
+        } else {
+            if (real && p.c) v += __bfloat162float(((const __nv_bfloat16 *)p.c)[off]);
+            ((__nv_bfloat16 *)p.d)[off] = __float2bfloat16_rn(v);
+        }
+    }
+}

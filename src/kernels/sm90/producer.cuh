@@ -1,0 +1,121 @@
+/*
+ * producer.cuh - the producer warpgroup (WG2) of the SM90 FP8 x FP4 kernel: for every work item of
+ * the CTA and every 128-K chunk, a producer warp waits for a free pipeline stage and fills it
+ * (activation tile by TMA and weights and weight scales by bulk copies, stage_copies.cuh; activation
+ * scales by cp.async, or loaded and converted for the UE8M0 forms).
+ */
+#pragma once
+#include <cuda.h>
+#include <stdint.h>
+
+#include "fp8_fp4_gemm_params.h"
+#include "ptx.cuh"
+#include "scales.cuh"
+#include "stage_copies.cuh"
+#include "tile_config.cuh"
+#include "work_items.cuh"
+
+/* ---- producer: activation tiles by TMA, weights and their scales by bulk copies,
+ * activation scales and chunk modes by plain loads ----
+ * p by value, and chunks, gran32, lane as the kernel computed them: see the NOTE at the kernel
+ * (fp8_fp4_gemm.cuh). */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params p, const CUtensorMap *a_map,
+                                                    const sm90_smem sm, int64_t chunks, bool gran32, int lane) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    constexpr int STAGES = cfg::STAGES;
+    uint8_t *a_tiles = sm.a_tiles, *w_stages = sm.w_stages, *ws_stages = sm.ws_stages;
+    float *a_scale_s = sm.a_scale_s;
+    uint64_t *full = sm.full, *empty = sm.empty;
+    /* NOTE: the producer needs few registers and hands the rest to the consumers. The split must
+     * sum to at most 3 x 168 = 504, the registers the CTA is launched with: with 80 + 2 x 216
+     * the consumers' setmaxnreg.inc waited forever (a hang seen on the H200). The 128-token
+     * tile needs 88 in the producer (its 16 scale values per lane; ptxas spills at 80) and fits
+     * its consumers in 208. */
+    warpgroup_reg_dealloc<cfg::PRODUCER_REGS>();
+    /* NOTE: the four producer warps take chunks round-robin. Each chunk costs the producer one
+     * global-load round trip for the activation scales before its stage can be published; one
+     * warp alone made that latency the pace of the whole CTA (~1300 cycles per chunk). */
+    const int pwarp = threadIdx.x / 32 - 8;
+    if (pwarp == 0 && lane == 0) tma_prefetch_descriptor(a_map);
+    const int nj = gran32 ? 4 : 1;
+    int64_t iter = 0; /* chunks published so far: stage = iter % STAGES, as the consumers count */
+    FOR_EACH_ITEM(BT, p, item, lay) {
+    sm90_tile tile;
+    if (!resolve_tile<BT>(p, item, lay, tile) || !tile.compute) continue;
+    const int64_t wt0 = tile.n_tile * 2; /* the CTA's first 64-row weight tile */
+    const uint8_t *w_src = p.w + (int64_t)tile.expert * p.w_group_bytes + wt0 * p.w_pairs * HFP4_SM90_PAIR_BYTES;
+    const uint8_t *ws_src = (const uint8_t *)p.w_scales +
+                            ((int64_t)tile.expert * p.w_scale_group_elems + wt0 * chunks * 64) * (W_FP32 ? 16 : 4);
+    /* Producer warp w publishes the chunks whose *global* index (iter + kc) is w mod 4, so
+     * each warp steps by exactly 4 chunks, across work items too. With STAGES >= 4 the chunk
+     * two rounds back on the stage it waits for is then always released, which is what makes
+     * the parity wait unambiguous (a per-item split let a warp jump 7 chunks and pass a wait
+     * two phases early when chunks % 4 != 0, e.g. K = 896 with the 64-token tile). */
+    for (int64_t kc = ((pwarp - iter % 4) % 4 + 4) % 4; kc < chunks; kc += 4) {
+        const int s = (int)((iter + kc) % STAGES);
+        const uint32_t phase = (uint32_t)(((iter + kc) / STAGES) & 1);
+        uint64_t *bar = &full[s];
+        float *sa = a_scale_s + s * 4 * BT;
+        constexpr int PER_LANE = (BT * 4 + 31) / 32;
+        /* only the lanes' rounds that hold scales: BT values per k-group (looping to PER_LANE
+         * made 4x too many rounds for 1x128 scales) */
+        const int rounds = (BT * nj + 31) / 32;
+        if (p.a_scale_dtype == 1 /* FP32 */) {
+            /* NOTE: FP32 activation scales go by cp.async 4-byte copies that complete on the
+             * stage's barrier (arrive.noinc), so no producer lane ever waits for a load: with
+             * plain loads each producer warp had one chunk in flight, and four chunks of 8 KB
+             * per ~2 us load latency held decode to ~15 GB/s per SM. */
+            /* NOTE: a sleeping wait: the producer warps spun ~120 times per chunk on this barrier
+             * (ncu, w13 T = 16384: 360 of the producer's 909 instructions per chunk), issue
+             * slots the consumers on the same scheduler need */
+            mbar_wait_sleeping(&empty[s], phase ^ 1);
+            if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar);
+#pragma unroll 2
+            for (int t = 0; t < rounds; t++) {
+                const int idx = lane + 32 * t;
+                if (idx < BT * nj) {
+                    const int i = idx % BT, j = idx / BT;
+                    const int64_t row = tile.m0 + i;
+                    const int64_t kg = gran32 ? kc * 4 + j : kc;
+                    const bool in = row < tile.valid_end && kg < p.a_k_groups;
+                    const float *src = (const float *)p.a_scales;
+                    if (in) src += a_scale_index(p, tile.a_group, row, kg);
+                    cp_async_4_zfill(sa + j * BT + i, src, in);
+                }
+            }
+            cp_async_mbar_arrive_noinc(bar);
+        } else {
+            /* UE8M0 forms need converting: load first (independent of the stage), then wait for
+             * the stage, convert and store; a few values per lane at a time keep the producer
+             * within its register budget */
+            constexpr int BATCH = PER_LANE < cfg::SCALE_BATCH ? PER_LANE : cfg::SCALE_BATCH;
+#pragma unroll
+            for (int b0 = 0; b0 < PER_LANE; b0 += BATCH) {
+                if (b0 > 0 && b0 >= rounds) break;
+                float v[BATCH];
+#pragma unroll
+                for (int t = 0; t < BATCH; t++) {
+                    const int idx = lane + 32 * (b0 + t);
+                    v[t] = 0.0f;
+                    if (idx < BT * nj) {
+                        const int i = idx % BT, j = idx / BT;
+                        const int64_t row = tile.m0 + i;
+                        const int64_t kg = gran32 ? kc * 4 + j : kc;
+                        if (row < tile.valid_end && kg < p.a_k_groups) v[t] = load_a_scale(p, tile.a_group, row, kg);
+                    }
+                }
+                if (b0 == 0) mbar_wait_sleeping(&empty[s], phase ^ 1);
+#pragma unroll
+                for (int t = 0; t < BATCH; t++) {
+                    const int idx = lane + 32 * (b0 + t);
+                    if (idx < BT * nj) sa[(idx / BT) * BT + idx % BT] = v[t];
+                }
+            }
+            if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar);
+            mbar_arrive(bar);
+        }
+    }
+    iter += chunks;
+    }
+}

@@ -1,0 +1,82 @@
+/*
+ * promote.cuh - how a consumer thread adds a wgmma accumulator to its FP32 sums of the tile (fin,
+ * BT / 2 floats: rows (g, g+8) x token columns 8j + 2t4 + {0, 1}) with the weight-row and activation
+ * scales, and the units fin is kept in while an item's chunks are folded. The state (fin and its
+ * units) lives in run_consumers; these functions take it by pointer and reference.
+ */
+#pragma once
+#include <stdint.h>
+
+#include "scales.cuh"
+
+/* A consumer thread's FP32 sums of its tile (fin): rows (g, g+8) x token columns 8j + 2t4 + {0, 1}.
+ * A struct so that store_tile can take it by value. NOTE: through a pointer, the compiler numbered
+ * fin's registers differently and the 128-token tile's SASS changed (split of the kernel into
+ * files, see fp8_fp4_gemm.cuh). */
+template <int BT>
+struct sm90_fin {
+    float v[BT / 2];
+};
+
+/* fin += acc x (row scale x activation scale): the thread's accumulators are rows (g, g+8) x token
+ * columns 8j + 2t4 + {0, 1}. Without ROW_SCALED, fin is kept in the row scales' units (s0, s1
+ * unused): one FFMA per accumulator. */
+template <int BT, bool ROW_SCALED>
+static __device__ __forceinline__ void promote(float *fin, const float *acc, float s0, float s1, const float *sa,
+                                               int t4) {
+#pragma unroll
+    for (int j = 0; j < BT / 8; j++) {
+        const float2 sa2 = *(const float2 *)(sa + 8 * j + 2 * t4);
+        if constexpr (ROW_SCALED) {
+            fin[4 * j + 0] += acc[4 * j + 0] * (s0 * sa2.x);
+            fin[4 * j + 1] += acc[4 * j + 1] * (s0 * sa2.y);
+            fin[4 * j + 2] += acc[4 * j + 2] * (s1 * sa2.x);
+            fin[4 * j + 3] += acc[4 * j + 3] * (s1 * sa2.y);
+        } else {
+            fin[4 * j + 0] += acc[4 * j + 0] * sa2.x;
+            fin[4 * j + 1] += acc[4 * j + 1] * sa2.y;
+            fin[4 * j + 2] += acc[4 * j + 2] * sa2.x;
+            fin[4 * j + 3] += acc[4 * j + 3] * sa2.y;
+        }
+    }
+}
+
+/* Moves fin to absolute units. fin's units while an item's chunks are folded (see the NOTE in
+ * run_consumers, consumer.cuh): (rb0, rb1) the rows' (g, g+8) scales 2^(e_max - 133) fin is kept
+ * in, (eb0, eb1) their e_max; eb = 0x100: fin is in absolute units (rb = 1). NOTE: four references
+ * rather than one struct: a struct changed the order of the compiler's phi registers (and the
+ * SASS) in the look-ahead path. */
+template <int BT>
+static __device__ __forceinline__ void to_absolute_units(float *fin, float &rb0, float &rb1, uint32_t &eb0,
+                                                         uint32_t &eb1) {
+#pragma unroll
+    for (int j = 0; j < BT / 8; j++) {
+        fin[4 * j + 0] *= rb0;
+        fin[4 * j + 1] *= rb0;
+        fin[4 * j + 2] *= rb1;
+        fin[4 * j + 3] *= rb1;
+    }
+    rb0 = rb1 = 1.0f;
+    eb0 = eb1 = 0x100;
+}
+
+/* Promotion of a folded chunk whose accumulator holds acc: fin's units are set by the
+ * tile's first chunk (em: the rows' e_max); a chunk with another e_max, in any lane of the
+ * warp, moves fin to absolute units and promotes with the row scales. */
+template <int BT>
+static __device__ __forceinline__ void promote_folded(float *fin, float &rb0, float &rb1, uint32_t &eb0, uint32_t &eb1,
+                                                      const float *acc, uint32_t em0, uint32_t em1, const float *sa,
+                                                      int32_t kc, int t4) {
+    if (kc == 0) {
+        eb0 = em0;
+        eb1 = em1;
+        rb0 = row_scale_from_emax(em0);
+        rb1 = row_scale_from_emax(em1);
+    }
+    if (__all_sync(0xFFFFFFFFu, em0 == eb0 && em1 == eb1)) {
+        promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, t4);
+    } else {
+        if (eb0 != 0x100) to_absolute_units<BT>(fin, rb0, rb1, eb0, eb1);
+        promote<BT, true>(fin, acc, row_scale_from_emax(em0), row_scale_from_emax(em1), sa, t4);
+    }
+}
