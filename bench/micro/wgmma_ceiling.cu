@@ -19,30 +19,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "sm90/fp4_to_fp8.cuh"
-#include "sm90/ptx.cuh"
-#include "sm90/wgmma_fp8_rs.cuh"
+#include "sm90/fp8_fp4_gemm.cuh" /* convert_folded_chunk, the wgmma and PTX wrappers */
 
 #define BT 128
 #define CHUNKS 2048
 
 /* the B tile (BT tokens x 128 K of e4m3, 128B-swizzled rows) and BT activation scales */
 #define SMEM_BYTES (1024 + BT * 128 + BT * 4)
-
-static __device__ __forceinline__ void convert(uint32_t (&a)[4][4], uint4 q0, uint4 q1, uint32_t e0, uint32_t e1) {
-    const uint32_t wlo[4] = {q0.x, q0.z, q1.x, q1.z};
-    const uint32_t whi[4] = {q0.y, q0.w, q1.y, q1.w};
-#pragma unroll
-    for (int st = 0; st < 4; st++) {
-        uint32_t lo0, hi0, lo1, hi1;
-        fp8_table((e0 >> (4 * st)) & 15, lo0, hi0);
-        fp8_table((e1 >> (4 * st)) & 15, lo1, hi1);
-        a[st][0] = fp4x4_row_lo_to_fp8(wlo[st], lo0, hi0);
-        a[st][1] = fp4x4_row_hi_to_fp8(wlo[st], lo1, hi1);
-        a[st][2] = fp4x4_row_lo_to_fp8(whi[st], lo0, hi0);
-        a[st][3] = fp4x4_row_hi_to_fp8(whi[st], lo1, hi1);
-    }
-}
 
 template <int V>
 __global__ void __launch_bounds__(256, 1) ceiling_kernel(const uint4 *wsrc, float *out) {
@@ -62,13 +45,13 @@ __global__ void __launch_bounds__(256, 1) ceiling_kernel(const uint4 *wsrc, floa
 #pragma unroll
     for (int i = 0; i < BT / 2; i++) fin[i] = 0.0f;
     uint32_t a[4][4], b[4][4];
-    convert(a, q0, q1, e0, e1);
+    convert_folded_chunk(a, q0, q1, e0, e1);
     float acc[BT / 2];
     /* one chunk on fragments cur; with V == 4 the next chunk's fragments are converted into nxt
      * while the wgmmas run (two named register sets, as the kernel's look-ahead: copying one set
      * into the other makes ptxas serialize the wgmmas) */
     auto chunk = [&](int kc, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
-        if (V == 3) convert(cur, make_uint4(q0.x ^ kc, q0.y, q0.z, q0.w), q1, e0, e1); /* in series */
+        if (V == 3) convert_folded_chunk(cur, make_uint4(q0.x ^ kc, q0.y, q0.z, q0.w), q1, e0, e1); /* in series */
 #pragma unroll
         for (int st = 0; st < 4; st++)
 #pragma unroll
@@ -78,7 +61,7 @@ __global__ void __launch_bounds__(256, 1) ceiling_kernel(const uint4 *wsrc, floa
         for (int st = 0; st < 4; st++)
             wgmma_fp8_rs<BT>(acc, cur[st], desc + 2 * st, V == 0 ? (kc > 0 || st > 0) : st > 0);
         wgmma_commit();
-        if (V == 4) convert(nxt, make_uint4(q0.x ^ kc, q0.y, q0.z, q0.w), q1, e0, e1); /* overlapped */
+        if (V == 4) convert_folded_chunk(nxt, make_uint4(q0.x ^ kc, q0.y, q0.z, q0.w), q1, e0, e1); /* overlapped */
         if (V >= 1) {
             wgmma_wait<0>();
 #pragma unroll
