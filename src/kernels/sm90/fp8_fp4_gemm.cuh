@@ -373,6 +373,10 @@ __global__ void __launch_bounds__(384, MINB)
                     wgmma_commit();
                     wgmma_wait<0>();
 #pragma unroll
+                    for (int st = 0; st < 4; st++)
+#pragma unroll
+                        for (int r = 0; r < 4; r++) reg_fence(a[st][r]); /* read by the wgmmas until here */
+#pragma unroll
                     for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
                     promote_folded(acc, (e0 >> 16) & 255, (e1 >> 16) & 255, sa, kc);
                 } else {
