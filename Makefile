@@ -96,6 +96,11 @@ gpu-test: $(if $(HAVE_NVCC),$(BUILD)/hfp4_gpu_tests,)
 demo: $(BUILD)/hfp4
 	$(BUILD)/hfp4 demo
 
+# microbenchmarks of the kernels' building blocks (GPU-only diagnostics, not part of the library)
+$(BUILD)/wgmma_ceiling: bench/micro/wgmma_ceiling.cu $(wildcard src/kernels/sm90/*.cuh)
+	@mkdir -p $(BUILD)
+	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
+
 bench: $(BUILD)/hfp4
 	$(BUILD)/hfp4 bench $(BENCH_ARGS)
 

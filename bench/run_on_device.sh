@@ -5,7 +5,8 @@
 # Options via env: BUILD=dir (default build), SKIP_TESTS=1, SKIP_PYTEST=1, SKIP_SANITIZER=1, SKIP_BENCH=1,
 # SANITIZER_FILTERS="gpu_grouped ..." (the compute-sanitizer set), BENCH_JSON=1 (also write bench.json; BENCH_JSON_ONLY=1 writes only it), BENCH_ARGS="--only w13", NCU=1 (profile decode and prefill
 # launches, NCU_TOKENS="1 32 4096"; reports, detail pages and stall CSVs in $OUT/ncu_*), TILE64=1 (also test and time with the token tile
-# capped at 64), DECODE1=1 (also test and time the one-CTA-per-SM variant of the 8-token decode tile).
+# capped at 64), DECODE1=1 (also test and time the one-CTA-per-SM variant of the 8-token decode tile),
+# MICRO=1 (run ${BUILD}/wgmma_ceiling: make BUILD=... BUILD/wgmma_ceiling, and carry it).
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
@@ -54,6 +55,10 @@ if [ -z "${SKIP_BENCH:-}" ]; then
     if [ -n "${BENCH_JSON:-}${BENCH_JSON_ONLY:-}" ]; then
         timeout 300 ${BUILD:-build}/hfp4 bench --json ${BENCH_ARGS:-} > "$OUT/bench.json" 2> "$OUT/bench_json.err"
     fi
+fi
+if [ -n "${MICRO:-}" ] && [ -x "${BUILD:-build}/wgmma_ceiling" ]; then
+    # the consumer loop's skeleton without memory traffic (bench/micro/wgmma_ceiling.cu)
+    timeout 60 ${BUILD:-build}/wgmma_ceiling 2>&1 | tee "$OUT/wgmma_ceiling.txt"
 fi
 if [ -n "${NCU:-}" ] && command -v ncu >/dev/null; then
     # one decode (masked, T = 1 and 32) and one prefill (contiguous, T = 4096) launch of the w13 GEMM,

@@ -7,7 +7,8 @@
  *             and contiguous layouts, each GEMM launched on its own
  *   dense     FP8 x FP4 8192^3 (and cuBLASLt BF16)
  *   sf        scale-factor layout transforms
- *   gran      V4-Flash w13 prefill T = 4096 with activation scales per 1x32 and per 1x128
+ *   gran      V4-Flash w13 at T = 32 (masked), 4096 and 16384 (contiguous) with activation scales
+ *             per 1x32 (what transformers passes) and per 1x128
  *   launch    launch floors: an empty kernel launched on a stream and as graphs of 1 and 2 kernels
  *   graph     V4-Flash: one MoE layer's w13 + w2 as CUDA-graph replays, decode T (bench_graph.cu)
  *   gemv      dense M = 1: 4096x4096 and 32768x1024, with the copy-rate and launch floors
@@ -167,7 +168,7 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
     static const int64_t tok_full[] = {1, 8, 32, 64, 256, 4096, 16384}, tok_quick[] = {1, 32, 4096};
     static const int64_t dec_full[] = {1, 8, 32, 64, 128}, dec_quick[] = {1, 32};
     static const int64_t pro_full[] = {1, 8, 32, 64, 128, 4096, 16384}, pro_quick[] = {1, 32, 4096};
-    static const int64_t gran_tok[] = {4096};
+    static const int64_t gran_tok[] = {32, 4096, 16384}; /* decode (masked) and prefill */
     const int64_t *tl = ntok_arg ? tok_arg : quick ? tok_quick : tok_full;
     const int nt = ntok_arg ? ntok_arg : quick ? 3 : 7;
     const int64_t *dl = ntok_arg ? tok_arg : quick ? dec_quick : dec_full;
@@ -179,16 +180,19 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
     static const bench_moe_model tp8 = {"v4f-tp8", 256, 6, 512, 4096, 4096, 256};
     static const bench_moe_model pro = {"v4p", 384, 6, 6144, 7168, 7168, 3072};
 
-    /* gran: the w13 section times the other granularity at T = 4096 on its own routing when it
-     * runs that T; otherwise the gran section runs that one case with both granularities */
-    const int w13_covers_gran = selected(only, "w13") && has_tokens(tl, nt, 4096);
+    /* gran: the w13 section times the other granularity on its own routing at the gran section's
+     * T that it runs; the gran section runs the rest with both granularities */
+    int64_t gran_rest[3];
+    int n_gran_rest = 0;
+    for (int i = 0; i < 3; i++)
+        if (!(selected(only, "w13") && has_tokens(tl, nt, gran_tok[i]))) gran_rest[n_gran_rest++] = gran_tok[i];
     if (selected(only, "w13")) {
         bench_expert_case ec = {"v4f-w13", flash.experts, flash.topk, flash.n13, flash.k13, tl, nt,
-                                selected(only, "gran") ? 4096 : 0};
+                                gran_tok, selected(only, "gran") ? 3 : 0};
         bench_experts(&c, &ec);
     }
     if (selected(only, "w2")) {
-        bench_expert_case ec = {"v4f-w2", flash.experts, flash.topk, flash.n2, flash.k2, tl, nt, 0};
+        bench_expert_case ec = {"v4f-w2", flash.experts, flash.topk, flash.n2, flash.k2, tl, nt, NULL, 0};
         bench_experts(&c, &ec);
     }
     if (selected(only, "dense")) bench_dense(&c, 8192, 8192, 8192);
@@ -196,8 +200,9 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
         bench_sf_layout(&c, "v4f-w13", 256, 4096, 128);            /* V4-Flash w13 expert scales */
         if (!quick) bench_sf_layout(&c, "v4p-w2", 384, 7168, 96); /* V4-Pro w2 expert scales */
     }
-    if (selected(only, "gran") && !w13_covers_gran) {
-        bench_expert_case ec = {"v4f-w13", flash.experts, flash.topk, flash.n13, flash.k13, gran_tok, 1, 4096};
+    if (selected(only, "gran") && n_gran_rest > 0) {
+        bench_expert_case ec = {"v4f-w13", flash.experts, flash.topk, flash.n13, flash.k13, gran_rest, n_gran_rest,
+                                gran_rest, n_gran_rest};
         bench_experts(&c, &ec);
     }
     if (selected(only, "launch")) bench_launch_floors(&c);
@@ -207,8 +212,8 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
         bench_gemv(&c, 32768, 1024); /* V4-Flash q_b_proj shape */
     }
     if (selected(only, "tp")) {
-        bench_expert_case e13 = {"v4f-tp8-w13", tp8.experts, tp8.topk, tp8.n13, tp8.k13, dl, nd, 0};
-        bench_expert_case e2 = {"v4f-tp8-w2", tp8.experts, tp8.topk, tp8.n2, tp8.k2, dl, nd, 0};
+        bench_expert_case e13 = {"v4f-tp8-w13", tp8.experts, tp8.topk, tp8.n13, tp8.k13, dl, nd, NULL, 0};
+        bench_expert_case e2 = {"v4f-tp8-w2", tp8.experts, tp8.topk, tp8.n2, tp8.k2, dl, nd, NULL, 0};
         bench_experts(&c, &e13);
         bench_experts(&c, &e2);
         bench_layer_graphs(&c, &tp8, dl, nd);
@@ -216,8 +221,8 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
     if (selected(only, "pro")) {
         /* weights: w13 9.0 GB, w2 4.5 GB (FP4 + scales); made one GEMM at a time here, and two copies
          * of both (27 GB, plus 9 GB while making one) for the graphs, when they fit */
-        bench_expert_case e13 = {"v4p-w13", pro.experts, pro.topk, pro.n13, pro.k13, pl, np, 0};
-        bench_expert_case e2 = {"v4p-w2", pro.experts, pro.topk, pro.n2, pro.k2, pl, np, 0};
+        bench_expert_case e13 = {"v4p-w13", pro.experts, pro.topk, pro.n13, pro.k13, pl, np, NULL, 0};
+        bench_expert_case e2 = {"v4p-w2", pro.experts, pro.topk, pro.n2, pro.k2, pl, np, NULL, 0};
         bench_experts(&c, &e13);
         bench_experts(&c, &e2);
         bench_layer_graphs(&c, &pro, pl, np);

@@ -165,7 +165,10 @@ typedef struct bench_expert_case {
     int64_t n, k;
     const int64_t *tokens;
     int ntok;
-    int64_t alt_gran_tokens; /* at this T the contiguous case is also timed with the other gran_k; 0: never */
+    /* at these T the case is also timed with the other gran_k (masked up to T = 256, contiguous
+     * above); none: n_alt_gran = 0 */
+    const int64_t *alt_gran_tokens;
+    int n_alt_gran;
 } bench_expert_case;
 void bench_experts(bench_ctx *c, const bench_expert_case *ec);
 

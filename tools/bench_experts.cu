@@ -75,8 +75,10 @@ void bench_experts(bench_ctx *c, const bench_expert_case *ec) {
         if (expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS, c->gran, base_name, base_us) != 0) c->failed++;
         /* the other activation-scale granularity on the same routing and weights (1x32 is what
          * transformers passes; 1x128 is DeepGEMM's SM90 recipe) */
-        if (ec->alt_gran_tokens == T &&
-            expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS, c->gran == 128 ? 32 : 128, base_name, base_us) != 0)
+        int alt = 0;
+        for (int a = 0; a < ec->n_alt_gran; a++) alt |= ec->alt_gran_tokens[a] == T;
+        if (alt && expert_case(c, ec, &w, &r, T <= 256 ? HFP4_GROUPING_MASKED : HFP4_GROUPING_CONTIGUOUS,
+                               c->gran == 128 ? 32 : 128, base_name, base_us) != 0)
             c->failed++;
         bench_routing_free(&r);
     }

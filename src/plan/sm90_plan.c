@@ -97,7 +97,8 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     {
         /* 16-byte stores of 8 outputs need every row (and group) of D and C to start 16-byte aligned */
         const int64_t esz = k->d_fp32 ? 4 : 2, per16 = 16 / esz;
-        const int rows_ok = p->d.ld % per16 == 0 && (p->grouping != HFP4_GROUPING_MASKED || p->d.stride_group % per16 == 0);
+        const int rows_ok = p->d.ld % per16 == 0 && (p->grouping != HFP4_GROUPING_MASKED || p->num_groups == 1 ||
+                                                     p->d.stride_group % per16 == 0); /* one group: no group stride */
         const int base_ok = ((uintptr_t)p->d.data) % 16 == 0 && ((uintptr_t)p->d.c) % 16 == 0;
         k->d_vec = rows_ok && base_ok;
     }
