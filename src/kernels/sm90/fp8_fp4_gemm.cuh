@@ -295,14 +295,7 @@ __global__ void __launch_bounds__(384, MINB)
                             uint32_t &emn0, uint32_t &emn1) {
                 const uint64_t desc = smem_desc_k128_swizzle128(a_tiles + s * cfg::A_TILE_BYTES);
                 float acc[BT / 2];
-#pragma unroll
-                for (int st = 0; st < 4; st++)
-#pragma unroll
-                    for (int r = 0; r < 4; r++) reg_fence(cur[st][r]);
-                wgmma_fence();
-#pragma unroll
-                for (int st = 0; st < 4; st++) wgmma_fp8_rs<BT>(acc, cur[st], desc + 2 * st, st > 0);
-                wgmma_commit();
+                wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
                 const int s1 = s + 1 == STAGES ? 0 : s + 1;
                 const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
                 if (kc + 1 < (int32_t)chunks) {
@@ -363,14 +356,7 @@ __global__ void __launch_bounds__(384, MINB)
                     uint32_t a[4][4];
                     convert_folded_chunk(a, q0, q1, e0, e1);
                     float acc[BT / 2];
-#pragma unroll
-                    for (int st = 0; st < 4; st++)
-#pragma unroll
-                        for (int r = 0; r < 4; r++) reg_fence(a[st][r]);
-                    wgmma_fence();
-#pragma unroll
-                    for (int st = 0; st < 4; st++) wgmma_fp8_rs<BT>(acc, a[st], desc + 2 * st, st > 0);
-                    wgmma_commit();
+                    wgmma_fp8_rs_chunk<BT>(acc, a, desc);
                     wgmma_wait<0>();
 #pragma unroll
                     for (int st = 0; st < 4; st++)

@@ -4,10 +4,13 @@
  * A (64 x 32 FP8) comes from four 32-bit registers per thread (the weights, converted in registers),
  * B (N x 32 FP8, K-major) from a shared-memory descriptor (the activation tile), D is FP32 in
  * registers (N/2 per thread). scale_d = 0 overwrites D, 1 accumulates. The operand lists are long
- * and regular, so each wrapper spells them out; nothing else lives here.
+ * and regular, so each wrapper spells them out; besides them only the 4 chained k32 steps of a
+ * 128-K chunk (wgmma_fp8_rs_chunk) live here.
  */
 #pragma once
 #include <stdint.h>
+
+#include "ptx.cuh"
 static __device__ __forceinline__ void wgmma_m64n8k32_fp8_rs(float *d, const uint32_t *a, uint64_t desc_b, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
@@ -61,4 +64,20 @@ static __device__ __forceinline__ void wgmma_fp8_rs(float *d, const uint32_t *a,
     else if constexpr (N == 32) wgmma_m64n32k32_fp8_rs(d, a, desc_b, scale_d);
     else if constexpr (N == 64) wgmma_m64n64k32_fp8_rs(d, a, desc_b, scale_d);
     else if constexpr (N == 128) wgmma_m64n128k32_fp8_rs(d, a, desc_b, scale_d);
+}
+
+/* The 4 k32 steps of a 128-K chunk chained into one accumulator: fragments a[st] (fenced, so the
+ * conversion that made them is not moved past the wgmmas), B at desc + 2 st (32 bytes of K a step in
+ * the 128B-swizzled tile), issued and committed as one group; the caller waits (wgmma_wait) and must
+ * keep a unchanged until then. */
+template <int N>
+static __device__ __forceinline__ void wgmma_fp8_rs_chunk(float *d, uint32_t (&a)[4][4], uint64_t desc_b) {
+#pragma unroll
+    for (int st = 0; st < 4; st++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) reg_fence(a[st][r]);
+    wgmma_fence();
+#pragma unroll
+    for (int st = 0; st < 4; st++) wgmma_fp8_rs<N>(d, a[st], desc_b + 2 * st, st > 0);
+    wgmma_commit();
 }
