@@ -101,6 +101,10 @@ $(BUILD)/wgmma_ceiling: bench/micro/wgmma_ceiling.cu $(wildcard src/kernels/sm90
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
+$(BUILD)/consumer_structures: bench/micro/consumer_structures.cu $(wildcard src/kernels/sm90/*.cuh)
+	@mkdir -p $(BUILD)
+	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
+
 bench: $(BUILD)/hfp4
 	$(BUILD)/hfp4 bench $(BENCH_ARGS)
 

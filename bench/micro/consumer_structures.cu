@@ -1,0 +1,218 @@
+/*
+ * consumer_structures.cu - which consumer structure can take the SM90 FP8 x FP4 kernel to FP8 speed?
+ *
+ * The kernel's consumer code runs at ~600-700 TFLOP/s even with no memory traffic at all (diagnostic
+ * builds, bench/RESULTS.md v5): ~275 instructions per warp per 128-K chunk at ~0.2 IPC per warp,
+ * with two consumer warps per scheduler, while the chunk's wgmmas take 256 cycles. This benchmark
+ * runs the consumer loop with its real per-chunk work -- shared-memory loads of the repacked weights
+ * and scale words from rotating stages, the folded conversion, the activation-scale loads, the
+ * promotion -- but no producer traffic (the stages are filled once), for several structures:
+ *
+ *   NWG        consumer warpgroups per CTA (64 weight rows each; BT = 128 tokens): 2 (the kernel), 3, 4
+ *   RESCALE    0: fin += acc x scale after every chunk (the kernel: fin and acc, 128 registers)
+ *              1: the running sum stays in the accumulator, which is multiplied by the ratio of
+ *                 consecutive scales before each chunk's wgmmas (64 FMUL instead of 64 FFMA and no
+ *                 fin: 64 registers freed, which is what lets 3-4 warpgroups fit)
+ *   LOOKAHEAD  chunk k+1 loaded and converted while chunk k's wgmmas run (two fragment sets)
+ *   SA128      activation scales read as float4 from a per-thread permuted copy (8 LDS.128 per
+ *              chunk) instead of float2 (16 LDS.64)
+ * One producer warpgroup is present (it only gives back registers, as the kernel's would), so the
+ * register split is the real one. Results are garbage; only the time means something.
+ *
+ * Build (here):  make BUILD=build-dev build-dev/consumer_structures
+ * Run (device):  build-dev/consumer_structures        (a few seconds)
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sm90/fp8_fp4_gemm.cuh" /* convert_folded_chunk, promote, the wgmma and PTX wrappers */
+
+#define BT 128
+#define STAGES 4
+#define CHUNKS 1024
+#define A_TILE (BT * 128)
+#define W_WG 4096 /* 64 rows x 128 K of FP4 */
+#define WS_WG 256 /* 64 rows x one scale word */
+
+template <int NWG>
+struct micro_layout {
+    static constexpr int STAGE = A_TILE + NWG * W_WG + NWG * WS_WG + BT * 4;
+    static constexpr int SMEM = 1024 + STAGES * STAGE;
+    static constexpr int THREADS = 128 * (NWG + 1);
+    /* setmaxnreg split: launch registers = 65536 / THREADS rounded down to 8; the producer keeps
+     * 24; the consumers take what it frees (see tile_config.cuh: more would hang) */
+    static constexpr int LAUNCH = (65536 / THREADS) & ~7;
+    static constexpr int PRODUCER = 24;
+    static constexpr int CONSUMER_RAW = LAUNCH + (LAUNCH - PRODUCER) / NWG;
+    static constexpr int CONSUMER = (CONSUMER_RAW > 240 ? 240 : CONSUMER_RAW) & ~7;
+};
+
+/* acc *= r (the ratio for the next chunk) per token column: rows (g, g+8) x columns 8j + 2t4 + {0,1} */
+template <bool SA128>
+static __device__ __forceinline__ void scale_pass(float *acc, float *fin, const float *sa, int t4, bool rescale) {
+    if constexpr (SA128) {
+        const float4 *s4 = (const float4 *)(sa + t4 * (BT / 4));
+#pragma unroll
+        for (int jj = 0; jj < BT / 16; jj++) {
+            const float4 v = s4[jj];
+            const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int j = 2 * jj + h;
+                if (rescale) {
+                    acc[4 * j + 0] *= x[2 * h];
+                    acc[4 * j + 1] *= x[2 * h + 1];
+                    acc[4 * j + 2] *= x[2 * h];
+                    acc[4 * j + 3] *= x[2 * h + 1];
+                } else {
+                    fin[4 * j + 0] += acc[4 * j + 0] * x[2 * h];
+                    fin[4 * j + 1] += acc[4 * j + 1] * x[2 * h + 1];
+                    fin[4 * j + 2] += acc[4 * j + 2] * x[2 * h];
+                    fin[4 * j + 3] += acc[4 * j + 3] * x[2 * h + 1];
+                }
+            }
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < BT / 8; j++) {
+            const float2 s2 = *(const float2 *)(sa + 8 * j + 2 * t4);
+            if (rescale) {
+                acc[4 * j + 0] *= s2.x;
+                acc[4 * j + 1] *= s2.y;
+                acc[4 * j + 2] *= s2.x;
+                acc[4 * j + 3] *= s2.y;
+            } else {
+                fin[4 * j + 0] += acc[4 * j + 0] * s2.x;
+                fin[4 * j + 1] += acc[4 * j + 1] * s2.y;
+                fin[4 * j + 2] += acc[4 * j + 2] * s2.x;
+                fin[4 * j + 3] += acc[4 * j + 3] * s2.y;
+            }
+        }
+    }
+}
+
+template <int NWG>
+static __device__ __forceinline__ void load_convert(const uint8_t *smem, int s, int wg, int tid, int r0,
+                                                    uint32_t (&dst)[4][4]) {
+    typedef micro_layout<NWG> L;
+    const uint8_t *st = smem + s * L::STAGE;
+    const uint8_t *w = st + A_TILE + wg * W_WG + tid * 16;
+    const uint4 q0 = *(const uint4 *)w;
+    const uint4 q1 = *(const uint4 *)(w + 2048);
+    const uint32_t *ws = (const uint32_t *)(st + A_TILE + NWG * W_WG + wg * WS_WG);
+    convert_folded_chunk(dst, q0, q1, ws[r0], ws[r0 + 8]);
+}
+
+template <int NWG, bool RESCALE, bool LOOKAHEAD, bool SA128>
+__global__ void __launch_bounds__(128 * (NWG + 1), 1) structure_kernel(float *out) {
+    typedef micro_layout<NWG> L;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+    /* stages filled once: small normal e4m3 activations, FP4 codes, fold words with offsets 1..12,
+     * scales near 1 */
+    for (int s = 0; s < STAGES; s++) {
+        uint8_t *st = smem + s * L::STAGE;
+        for (int i = threadIdx.x; i < A_TILE / 4; i += blockDim.x)
+            ((uint32_t *)st)[i] = 0x38383838u ^ ((i * 0x9E3779B1u >> 5) & 0x07070707u);
+        for (int i = threadIdx.x; i < NWG * W_WG / 4; i += blockDim.x)
+            ((uint32_t *)(st + A_TILE))[i] = (i + s) * 0x9E3779B1u;
+        for (int i = threadIdx.x; i < NWG * WS_WG / 4; i += blockDim.x)
+            ((uint32_t *)(st + A_TILE + NWG * W_WG))[i] = 0x00860000u | (0x1111u * (1 + (i + s) % 12));
+        for (int i = threadIdx.x; i < BT; i += blockDim.x)
+            ((float *)(st + A_TILE + NWG * (W_WG + WS_WG)))[i] = 1.0f + ((i + s) % 7) * 0x1p-12f;
+    }
+    __syncthreads();
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, lane = threadIdx.x % 32;
+    if (wg == NWG) {
+        warpgroup_reg_dealloc<L::PRODUCER>();
+        return;
+    }
+    warpgroup_reg_alloc<L::CONSUMER>();
+    const int t4 = lane % 4, r0 = (tid / 32) * 16 + lane / 4;
+    float acc[BT / 2];
+    float fin[RESCALE ? 1 : BT / 2];
+#pragma unroll
+    for (int i = 0; i < (RESCALE ? 1 : BT / 2); i++) fin[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < BT / 2; i++) acc[i] = 0.0f;
+    uint32_t fa[4][4], fb[4][4];
+    auto sa_of = [&](int s) { return (const float *)(smem + s * L::STAGE + A_TILE + NWG * (W_WG + WS_WG)); };
+    auto desc_of = [&](int s) { return smem_desc_k128_swizzle128(smem + s * L::STAGE); };
+    /* one chunk: cur holds its fragments (look-ahead) or is converted here; nxt gets chunk kc+1 */
+    auto chunk = [&](int kc, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
+        const int s = kc % STAGES, s1 = (kc + 1) % STAGES;
+        if (!LOOKAHEAD) load_convert<NWG>(smem, s, wg, tid, r0, cur);
+#pragma unroll
+        for (int st = 0; st < 4; st++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) reg_fence(cur[st][r]);
+        wgmma_fence();
+#pragma unroll
+        for (int st = 0; st < 4; st++)
+            wgmma_fp8_rs<BT>(acc, cur[st], desc_of(s) + 2 * st, RESCALE ? 1 : st > 0);
+        wgmma_commit();
+        if (LOOKAHEAD) load_convert<NWG>(smem, s1, wg, tid, r0, nxt);
+        wgmma_wait<0>();
+#pragma unroll
+        for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
+#pragma unroll
+        for (int st = 0; st < 4; st++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) reg_fence(cur[st][r]);
+        /* fin += acc x scale(kc), or acc *= scale(kc+1) / scale(kc) (a stored ratio) */
+        scale_pass<SA128>(acc, fin, sa_of(RESCALE ? s1 : s), t4, RESCALE);
+    };
+    if (LOOKAHEAD) load_convert<NWG>(smem, 0, wg, tid, r0, fa);
+    for (int kc = 0; kc < CHUNKS; kc += 2) {
+        chunk(kc, fa, fb);
+        chunk(kc + 1, fb, fa);
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < BT / 2; i++) sum += RESCALE ? acc[i] : fin[i];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = sum; /* keeps everything live */
+}
+
+template <int NWG, bool RESCALE, bool LOOKAHEAD, bool SA128>
+static void run(const char *name, int sms, float *out) {
+    typedef micro_layout<NWG> L;
+    cudaFuncSetAttribute(structure_kernel<NWG, RESCALE, LOOKAHEAD, SA128>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
+    structure_kernel<NWG, RESCALE, LOOKAHEAD, SA128><<<sms, L::THREADS, L::SMEM>>>(out); /* warm-up */
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    const int reps = 5;
+    cudaEventRecord(e0);
+    for (int r = 0; r < reps; r++) structure_kernel<NWG, RESCALE, LOOKAHEAD, SA128><<<sms, L::THREADS, L::SMEM>>>(out);
+    cudaEventRecord(e1);
+    const cudaError_t err = cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    const double flop = (double)sms * NWG * 64.0 * BT * 128.0 * 2.0 * CHUNKS * reps;
+    printf("%-44s NWG=%d regs %3d/%3d  %7.1f TFLOP/s%s%s\n", name, NWG, L::PRODUCER, L::CONSUMER,
+           err == cudaSuccess ? flop / (ms * 1e-3) / 1e12 : 0.0, err == cudaSuccess ? "" : "  ERROR ",
+           err == cudaSuccess ? "" : cudaGetErrorString(err));
+}
+
+int main(void) {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms == 0) {
+        fprintf(stderr, "consumer_structures: no CUDA device\n");
+        return 1;
+    }
+    float *out;
+    cudaMalloc(&out, (size_t)sms * 640 * sizeof(float));
+    printf("# BT=%d, %d chunks of 128 K per CTA, %d CTAs, stages in shared memory filled once\n", BT, CHUNKS, sms);
+    run<2, false, true, false>("fin + acc, look-ahead (the kernel today)", sms, out);
+    run<2, false, true, true>("fin + acc, look-ahead, scales LDS.128", sms, out);
+    run<2, true, true, false>("rescaled acc, look-ahead", sms, out);
+    run<3, true, true, false>("rescaled acc, look-ahead", sms, out);
+    run<3, true, true, true>("rescaled acc, look-ahead, scales LDS.128", sms, out);
+    run<3, true, false, true>("rescaled acc, no look-ahead, LDS.128", sms, out);
+    run<4, true, false, false>("rescaled acc, no look-ahead", sms, out);
+    run<4, true, false, true>("rescaled acc, no look-ahead, scales LDS.128", sms, out);
+    cudaFree(out);
+    return 0;
+}
