@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1) structure_kernel(float *ou
         wgmma_fence();
 #pragma unroll
         for (int st = 0; st < 4; st++)
-            wgmma_fp8_rs<BT>(acc, cur[st], desc_of(s) + 2 * st, RESCALE ? 1 : st > 0);
+            wgmma_fp8_rs<BT>(acc, cur[st], desc_advance_k32(desc_of(s), st), RESCALE ? 1 : st > 0);
         wgmma_commit();
         if (LOOKAHEAD) load_convert<NWG>(smem, s1, wg, tid, r0, nxt);
         wgmma_wait<0>();

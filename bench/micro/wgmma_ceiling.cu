@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(256, 1) ceiling_kernel(const uint4 *wsrc, floa
     for (int i = threadIdx.x; i < BT; i += blockDim.x) sa[i] = 1.0f + i * 0x1p-10f;
     __syncthreads();
     const int t4 = threadIdx.x % 4;
-    const uint64_t desc = smem_desc_k128_swizzle128(b_tile);
+    const sm90_desc desc = smem_desc_k128_swizzle128(b_tile);
     /* the thread's FP4 words and scale words (from global once: the compiler cannot fold them) */
     const uint4 q0 = wsrc[threadIdx.x % 128], q1 = wsrc[128 + threadIdx.x % 128];
     const uint32_t e0 = 0x00860666u, e1 = 0x00860606u;
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(256, 1) ceiling_kernel(const uint4 *wsrc, floa
         wgmma_fence();
 #pragma unroll
         for (int st = 0; st < 4; st++)
-            wgmma_fp8_rs<BT>(acc, cur[st], desc + 2 * st, V == 0 ? (kc > 0 || st > 0) : st > 0);
+            wgmma_fp8_rs<BT>(acc, cur[st], desc_advance_k32(desc, st), V == 0 ? (kc > 0 || st > 0) : st > 0);
         wgmma_commit();
         if (V == 4) convert_folded_chunk(nxt, make_uint4(q0.x ^ kc, q0.y, q0.z, q0.w), q1, e0, e1); /* overlapped */
         if (V >= 1) {

@@ -64,7 +64,7 @@ static __device__ __forceinline__ void pipelined_step(const sm90_smem sm, int64_
                                                       uint32_t &phase) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
-    const uint64_t desc = smem_desc_k128_swizzle128(sm.a_tiles + s * cfg::A_TILE_BYTES);
+    const sm90_desc desc = smem_desc_k128_swizzle128(sm.a_tiles + s * cfg::A_TILE_BYTES);
     float acc[BT / 2];
     wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
     const int s1 = s + 1 == STAGES ? 0 : s + 1;
@@ -85,4 +85,23 @@ static __device__ __forceinline__ void pipelined_step(const sm90_smem sm, int64_
     mbar_arrive(&sm.empty[s]); /* after the last read of the stage: wgmmas waited, scales used */
     s = s1;
     phase = phase1;
+}
+
+/* The look-ahead loop of an all-folded item (pipelined_step): fin and its units (rb, eb), and the
+ * consumers' stage counter (s, phase). */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
+                                                      int r0, int t4, float *fin, float &rb0, float &rb1,
+                                                      uint32_t &eb0, uint32_t &eb1, int &s, uint32_t &phase) {
+    uint32_t fa[4][4], fb[4][4];
+    uint32_t ea0, ea1, eb0n = 0, eb1n = 0;
+    mbar_wait(&sm.full[s], phase);
+    load_convert_folded<BT, W_FP32, MINB>(sm, s, wg_off, warpgroup, r0, fa, ea0, ea1);
+    for (int32_t kc = 0; kc < (int32_t)chunks; kc += 2) {
+        pipelined_step<BT, W_FP32, MINB>(sm, chunks, wg_off, warpgroup, r0, t4, kc, fa, fb, ea0, ea1, eb0n, eb1n, fin,
+                                         rb0, rb1, eb0, eb1, s, phase);
+        if (kc + 1 < (int32_t)chunks)
+            pipelined_step<BT, W_FP32, MINB>(sm, chunks, wg_off, warpgroup, r0, t4, kc + 1, fb, fa, eb0n, eb1n, ea0,
+                                             ea1, fin, rb0, rb1, eb0, eb1, s, phase);
+    }
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "fp8_fp4_gemm_params.h"
+#include "promote.cuh"
 #include "ptx.cuh"
 #include "scales.cuh"
 #include "stage_copies.cuh"
@@ -39,6 +40,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     const int pwarp = threadIdx.x / 32 - 8;
     if (pwarp == 0 && lane == 0) tma_prefetch_descriptor(a_map);
     const int nj = gran32 ? 4 : 1;
+    const int lane_slot = a_scale_slot<BT>(lane & 15); /* where this lane's activation scales go */
     int64_t iter = 0; /* chunks published so far: stage = iter % STAGES, as the consumers count */
     FOR_EACH_ITEM(BT, p, item, lay) {
     sm90_tile tile;
@@ -81,7 +83,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                     const bool in = row < tile.valid_end && kg < p.a_k_groups;
                     const float *src = (const float *)p.a_scales;
                     if (in) src += a_scale_index(p, tile.a_group, row, kg);
-                    cp_async_4_zfill(sa + j * BT + i, src, in);
+                    cp_async_4_zfill(sa + j * BT + a_scale_slot_of_lane<BT>(i, lane_slot), src, in);
                 }
             }
             cp_async_mbar_arrive_noinc(bar);
@@ -109,7 +111,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
 #pragma unroll
                 for (int t = 0; t < BATCH; t++) {
                     const int idx = lane + 32 * (b0 + t);
-                    if (idx < BT * nj) sa[(idx / BT) * BT + idx % BT] = v[t];
+                    if (idx < BT * nj) sa[(idx / BT) * BT + a_scale_slot_of_lane<BT>(idx % BT, lane_slot)] = v[t];
                 }
             }
             if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar);

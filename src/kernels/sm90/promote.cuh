@@ -18,25 +18,59 @@ struct sm90_fin {
     float v[BT / 2];
 };
 
+/* Where the producer stores token column c's activation scale among a stage's BT values of one
+ * k-group (sa). From 16 tokens up, the four columns a consumer thread promotes with, per 16
+ * columns ({16jj + 8h + 2t4 + e}: h, e in {0, 1}), sit together, so promote reads its scales with
+ * BT / 16 conflict-free 16-byte loads (the 4 t4 lanes read 64 consecutive bytes) instead of BT / 8
+ * 8-byte ones. The 8-token tile keeps the identity, and so does the 128-token one: there the wider
+ * loads (or merely the permuted addresses) made ptxas spill the consumers' item-loop registers,
+ * which are at their 208 limit. */
+template <int BT>
+static __device__ __forceinline__ int a_scale_slot(int c) {
+    if constexpr (BT < 16 || BT == 128) return c;
+    else return (c & ~15) | ((c & 7) >> 1) << 2 | ((c >> 3) & 1) << 1 | (c & 1);
+}
+
+/* a_scale_slot<BT>(c) for a column c equal to `lane` modulo 16 (the producer's c = (lane + 32t) % BT),
+ * given lane_slot = a_scale_slot<BT>(lane & 15): the slot only permutes c's low 4 bits, so this is
+ * one instruction (the full form cost the producer registers it does not have at BT = 128) */
+template <int BT>
+static __device__ __forceinline__ int a_scale_slot_of_lane(int c, int lane_slot) {
+    if constexpr (BT < 16 || BT == 128) return c;
+    else return (c & ~15) | lane_slot;
+}
+
 /* fin += acc x (row scale x activation scale): the thread's accumulators are rows (g, g+8) x token
  * columns 8j + 2t4 + {0, 1}. Without ROW_SCALED, fin is kept in the row scales' units (s0, s1
  * unused): one FFMA per accumulator. */
 template <int BT, bool ROW_SCALED>
+static __device__ __forceinline__ void promote_columns(float *fin, const float *acc, float s0, float s1, float2 sa2,
+                                                       int j) {
+    if constexpr (ROW_SCALED) {
+        fin[4 * j + 0] += acc[4 * j + 0] * (s0 * sa2.x);
+        fin[4 * j + 1] += acc[4 * j + 1] * (s0 * sa2.y);
+        fin[4 * j + 2] += acc[4 * j + 2] * (s1 * sa2.x);
+        fin[4 * j + 3] += acc[4 * j + 3] * (s1 * sa2.y);
+    } else {
+        fin[4 * j + 0] += acc[4 * j + 0] * sa2.x;
+        fin[4 * j + 1] += acc[4 * j + 1] * sa2.y;
+        fin[4 * j + 2] += acc[4 * j + 2] * sa2.x;
+        fin[4 * j + 3] += acc[4 * j + 3] * sa2.y;
+    }
+}
+template <int BT, bool ROW_SCALED>
 static __device__ __forceinline__ void promote(float *fin, const float *acc, float s0, float s1, const float *sa,
                                                int t4) {
+    if constexpr (BT < 16 || BT == 128) {
 #pragma unroll
-    for (int j = 0; j < BT / 8; j++) {
-        const float2 sa2 = *(const float2 *)(sa + 8 * j + 2 * t4);
-        if constexpr (ROW_SCALED) {
-            fin[4 * j + 0] += acc[4 * j + 0] * (s0 * sa2.x);
-            fin[4 * j + 1] += acc[4 * j + 1] * (s0 * sa2.y);
-            fin[4 * j + 2] += acc[4 * j + 2] * (s1 * sa2.x);
-            fin[4 * j + 3] += acc[4 * j + 3] * (s1 * sa2.y);
-        } else {
-            fin[4 * j + 0] += acc[4 * j + 0] * sa2.x;
-            fin[4 * j + 1] += acc[4 * j + 1] * sa2.y;
-            fin[4 * j + 2] += acc[4 * j + 2] * sa2.x;
-            fin[4 * j + 3] += acc[4 * j + 3] * sa2.y;
+        for (int j = 0; j < BT / 8; j++)
+            promote_columns<BT, ROW_SCALED>(fin, acc, s0, s1, *(const float2 *)(sa + 8 * j + 2 * t4), j);
+    } else {
+#pragma unroll
+        for (int jj = 0; jj < BT / 16; jj++) { /* one 16-byte load for the columns of j = 2jj, 2jj + 1 */
+            const float4 q = *(const float4 *)(sa + 16 * jj + 4 * t4);
+            promote_columns<BT, ROW_SCALED>(fin, acc, s0, s1, make_float2(q.x, q.y), 2 * jj);
+            promote_columns<BT, ROW_SCALED>(fin, acc, s0, s1, make_float2(q.z, q.w), 2 * jj + 1);
         }
     }
 }

@@ -128,15 +128,26 @@ static __device__ __forceinline__ void reg_fence(uint32_t &r) { asm volatile("" 
 /* Shared-memory matrix descriptor for a K-major operand whose rows are 128 bytes, written by TMA
  * with 128-byte swizzle: 8-row core groups are 1024 bytes apart (SBO), LBO is unused for swizzled
  * K-major layouts, layout type 1 = 128B swizzle. The tile must start 1024-byte aligned; advancing
- * K by 32 bytes adds 2 to the encoded start address. */
-static __device__ __forceinline__ uint64_t smem_desc_k128_swizzle128(const void *tile) {
-    uint64_t addr = smem_addr(tile);
-    uint64_t desc = 0;
-    desc |= (addr & 0x3FFFF) >> 4;          /* start address, 14 bits   */
-    desc |= (uint64_t)1 << 16;              /* leading byte offset (unused) */
-    desc |= (uint64_t)(1024 >> 4) << 32;    /* stride byte offset        */
-    desc |= (uint64_t)1 << 62;              /* 128-byte swizzle          */
-    return desc;
+ * K by 32 bytes adds 2 to the encoded start address.
+ * NOTE: kept as two 32-bit halves. The high half (SBO, swizzle) is a constant, and the start
+ * address (14 bits of addr >> 4, < 2^14 for any shared-memory address) never carries into it, so
+ * a step along K or to the next stage is one 32-bit add. As one 64-bit value, every wgmma's
+ * descriptor cost a 64-bit add and two register moves to the uniform datapath (~25 instructions per
+ * 128-K chunk in the 128-token tile's loop). */
+typedef struct sm90_desc {
+    uint32_t lo, hi;
+} sm90_desc;
+#define SM90_DESC_HI_K128_SWIZZLE128 ((1024u >> 4) | (1u << 30))
+static __device__ __forceinline__ sm90_desc smem_desc_k128_swizzle128(const void *tile) {
+    sm90_desc d;
+    d.lo = ((smem_addr(tile) & 0x3FFFFu) >> 4) | (1u << 16); /* start address; LBO = 1 (unused) */
+    d.hi = SM90_DESC_HI_K128_SWIZZLE128;                      /* SBO 1024 bytes; 128-byte swizzle */
+    return d;
+}
+/* the descriptor `k32` steps of 32 bytes further along K */
+static __device__ __forceinline__ sm90_desc desc_advance_k32(sm90_desc d, int k32) {
+    d.lo += 2u * (uint32_t)k32;
+    return d;
 }
 
 /* ---- register reallocation between warpgroups (setmaxnreg) ---------------------------------- */
