@@ -1,9 +1,9 @@
 /*
  * consumer_pipelined.cuh - the pieces of the consumers' look-ahead path for an item whose chunks are
  * all folded (UE8M0 weight scales, 1x128 activation scales): the decision (item_all_folded), one
- * chunk's fragments (load_convert_folded) and one step of the loop (pipelined_step), which issues
- * chunk kc's wgmmas and loads and converts chunk kc + 1 while they run. The loop itself is in
- * run_consumers (consumer.cuh).
+ * chunk's fragments (load_convert_folded), one step of the loop (pipelined_step), which issues
+ * chunk kc's wgmmas and loads and converts chunk kc + 1 while they run, and the loop itself
+ * (pipelined_item), which run_consumers (consumer.cuh) calls.
  */
 #pragma once
 #include <stdint.h>

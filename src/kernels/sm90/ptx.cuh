@@ -131,7 +131,7 @@ static __device__ __forceinline__ void reg_fence(uint32_t &r) { asm volatile("" 
  * K by 32 bytes adds 2 to the encoded start address.
  * NOTE: kept as two 32-bit halves. The high half (SBO, swizzle) is a constant, and the start
  * address (14 bits of addr >> 4, < 2^14 for any shared-memory address) never carries into it, so
- * a step along K or to the next stage is one 32-bit add. As one 64-bit value, every wgmma's
+ * a step along K is one 32-bit add. As one 64-bit value, every wgmma's
  * descriptor cost a 64-bit add and two register moves to the uniform datapath (~25 instructions per
  * 128-K chunk in the 128-token tile's loop). */
 typedef struct sm90_desc {
