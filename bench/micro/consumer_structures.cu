@@ -146,23 +146,10 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1) structure_kernel(float *ou
     auto chunk = [&](int kc, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
         const int s = kc % STAGES, s1 = (kc + 1) % STAGES;
         if (!LOOKAHEAD) load_convert<NWG>(smem, s, wg, tid, r0, cur);
-#pragma unroll
-        for (int st = 0; st < 4; st++)
-#pragma unroll
-            for (int r = 0; r < 4; r++) reg_fence(cur[st][r]);
-        wgmma_fence();
-#pragma unroll
-        for (int st = 0; st < 4; st++)
-            wgmma_fp8_rs<BT>(acc, cur[st], desc_advance_k32(desc_of(s), st), RESCALE ? 1 : st > 0);
-        wgmma_commit();
+        wgmma_fp8_rs_chunk<BT>(acc, cur, desc_of(s), RESCALE);
         if (LOOKAHEAD) load_convert<NWG>(smem, s1, wg, tid, r0, nxt);
         wgmma_wait<0>();
-#pragma unroll
-        for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
-#pragma unroll
-        for (int st = 0; st < 4; st++)
-#pragma unroll
-            for (int r = 0; r < 4; r++) reg_fence(cur[st][r]);
+        wgmma_chunk_waited<BT>(acc, cur);
         /* fin += acc x scale(kc), or acc *= scale(kc+1) / scale(kc) (a stored ratio) */
         scale_pass<SA128>(acc, fin, sa_of(RESCALE ? s1 : s), t4, RESCALE);
     };
@@ -229,14 +216,9 @@ __global__ void __launch_bounds__(384, 1) quarters_kernel(float *out) {
             wgmma_fp8_rs_chunk<64>(acc, cur, dq);
             if (LOOKAHEAD && q == 0) load_convert2((kc + 1) % STAGES, nxt);
             wgmma_wait<0>();
-#pragma unroll
-            for (int r = 0; r < 32; r++) reg_fence(acc[r]);
+            wgmma_chunk_waited<64>(acc, cur);
             promote<64, false>(fin + 32 * q, acc, 1.0f, 1.0f, sa + 64 * q, t4);
         }
-#pragma unroll
-        for (int st = 0; st < 4; st++)
-#pragma unroll
-            for (int r = 0; r < 4; r++) reg_fence(cur[st][r]);
     };
     if (LOOKAHEAD) load_convert2(0, fa);
     for (int kc = 0; kc < CHUNKS; kc += 2) {

@@ -52,24 +52,11 @@ __global__ void __launch_bounds__(256, 1) ceiling_kernel(const uint4 *wsrc, floa
      * into the other makes ptxas serialize the wgmmas) */
     auto chunk = [&](int kc, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
         if (V == 3) convert_folded_chunk(cur, make_uint4(q0.x ^ kc, q0.y, q0.z, q0.w), q1, e0, e1); /* in series */
-#pragma unroll
-        for (int st = 0; st < 4; st++)
-#pragma unroll
-            for (int r = 0; r < 4; r++) reg_fence(cur[st][r]);
-        wgmma_fence();
-#pragma unroll
-        for (int st = 0; st < 4; st++)
-            wgmma_fp8_rs<BT>(acc, cur[st], desc_advance_k32(desc, st), V == 0 ? (kc > 0 || st > 0) : st > 0);
-        wgmma_commit();
+        wgmma_fp8_rs_chunk<BT>(acc, cur, desc, V == 0 && kc > 0);
         if (V == 4) convert_folded_chunk(nxt, make_uint4(q0.x ^ kc, q0.y, q0.z, q0.w), q1, e0, e1); /* overlapped */
         if (V >= 1) {
             wgmma_wait<0>();
-#pragma unroll
-            for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
-#pragma unroll
-            for (int st = 0; st < 4; st++)
-#pragma unroll
-                for (int r = 0; r < 4; r++) reg_fence(cur[st][r]);
+            wgmma_chunk_waited<BT>(acc, cur);
         }
         if (V >= 2) {
 #pragma unroll

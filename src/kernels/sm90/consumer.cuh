@@ -129,12 +129,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                 float acc[BT / 2];
                 wgmma_fp8_rs_chunk<BT>(acc, a, desc);
                 wgmma_wait<0>();
-#pragma unroll
-                for (int st = 0; st < 4; st++)
-#pragma unroll
-                    for (int r = 0; r < 4; r++) reg_fence(a[st][r]); /* read by the wgmmas until here */
-#pragma unroll
-                for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
+                wgmma_chunk_waited<BT>(acc, a); /* a is read by the wgmmas until here */
                 promote_folded<BT>(fin.v, rb0, rb1, eb0, eb1, acc, (e0 >> 16) & 255, (e1 >> 16) & 255, sa, kc,
                                t4);
             } else {

@@ -74,13 +74,7 @@ static __device__ __forceinline__ void pipelined_step(const sm90_smem sm, int64_
         load_convert_folded<BT, W_FP32, MINB>(sm, s1, wg_off, warpgroup, r0, nxt, emn0, emn1);
     }
     wgmma_wait<0>();
-#pragma unroll
-    for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
-    /* the wgmmas read cur from registers until they complete: keep it live and unchanged */
-#pragma unroll
-    for (int st = 0; st < 4; st++)
-#pragma unroll
-        for (int r = 0; r < 4; r++) reg_fence(cur[st][r]);
+    wgmma_chunk_waited<BT>(acc, cur); /* the wgmmas read cur from registers until here */
     promote_folded<BT>(fin, rb0, rb1, eb0, eb1, acc, emc0, emc1, sm.a_scale_s + s * 4 * BT, kc, t4);
     mbar_arrive(&sm.empty[s]); /* after the last read of the stage: wgmmas waited, scales used */
     s = s1;

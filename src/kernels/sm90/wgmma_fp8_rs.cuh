@@ -69,15 +69,28 @@ static __device__ __forceinline__ void wgmma_fp8_rs(float *d, const uint32_t *a,
 /* The 4 k32 steps of a 128-K chunk chained into one accumulator: fragments a[st] (fenced, so the
  * conversion that made them is not moved past the wgmmas), B at desc advanced st k32 steps (32 bytes in
  * the 128B-swizzled tile), issued and committed as one group; the caller waits (wgmma_wait) and must
- * keep a unchanged until then. */
+ * keep a unchanged until then (wgmma_chunk_waited). accumulate: the first step adds to d too. */
 template <int N>
-static __device__ __forceinline__ void wgmma_fp8_rs_chunk(float *d, uint32_t (&a)[4][4], sm90_desc desc_b) {
+static __device__ __forceinline__ void wgmma_fp8_rs_chunk(float *d, uint32_t (&a)[4][4], sm90_desc desc_b,
+                                                          int accumulate = 0) {
 #pragma unroll
     for (int st = 0; st < 4; st++)
 #pragma unroll
         for (int r = 0; r < 4; r++) reg_fence(a[st][r]);
     wgmma_fence();
 #pragma unroll
-    for (int st = 0; st < 4; st++) wgmma_fp8_rs<N>(d, a[st], desc_advance_k32(desc_b, st), st > 0);
+    for (int st = 0; st < 4; st++) wgmma_fp8_rs<N>(d, a[st], desc_advance_k32(desc_b, st), st > 0 || accumulate);
     wgmma_commit();
+}
+
+/* After wgmma_wait for a chunk issued by wgmma_fp8_rs_chunk: d is final from here on and a may be
+ * reused; the fences keep the compiler from reading d or overwriting a any earlier. */
+template <int N>
+static __device__ __forceinline__ void wgmma_chunk_waited(float *d, uint32_t (&a)[4][4]) {
+#pragma unroll
+    for (int r = 0; r < N / 2; r++) reg_fence(d[r]);
+#pragma unroll
+    for (int st = 0; st < 4; st++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) reg_fence(a[st][r]);
 }
