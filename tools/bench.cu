@@ -71,12 +71,14 @@ static int usage_error(const char *arg) {
     fprintf(stderr,
             "hfp4 bench: bad option '%s'\n"
             "usage: hfp4 bench [--json] [--quick] [--iters N] [--replays N] [--tokens T1,T2,...] [--gran 32|128]\n"
-            "                  [--seconds-budget S] [--only SECTION[,SECTION...]]\n"
+            "                  [--sf-layout k|mn] [--seconds-budget S] [--only SECTION[,SECTION...]]\n"
             "  sections: w13 w2 dense sf gran launch graph gemv tp pro (default: all)\n"
             "  --iters N           stream-launched cases: median of N launches (3..1000, default 20)\n"
             "  --replays N         graph cases: median of N replays (10..10000, default 200)\n"
             "  --tokens list       token counts of every expert section (graphs use those <= 256)\n"
             "  --gran G            activation scale gran_k of every FP8 x FP4 case (default 128)\n"
+            "  --sf-layout L       FP32 activation scales K-major (k, default) or MN-major (mn: DeepGEMM's\n"
+            "                      TMA-aligned layout, where a group's rows are a multiple of 4)\n"
             "  --seconds-budget S  cases that would start after S seconds are skipped and listed\n",
             arg);
     return 2;
@@ -104,6 +106,13 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
                 fprintf(stderr, "hfp4 bench: --gran %s: must be 32 or 128\n", argv[i]);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--sf-layout") && i + 1 < argc) {
+            ++i;
+            if (strcmp(argv[i], "k") && strcmp(argv[i], "mn")) {
+                fprintf(stderr, "hfp4 bench: --sf-layout %s: must be k or mn\n", argv[i]);
+                return 2;
+            }
+            bench_a_scales_mn_major = !strcmp(argv[i], "mn");
         } else if (!strcmp(argv[i], "--seconds-budget") && i + 1 < argc) {
             c.budget_s = strtod(argv[++i], &end);
             if (end == argv[i] || *end || !(c.budget_s > 0) || !isfinite(c.budget_s)) {

@@ -125,6 +125,9 @@ int bench_acts_alloc(bench_acts *x, hfp4_grouping g, const bench_routing *r, int
 void bench_acts_free(bench_acts *x);
 /* The grouped problem on x and weights b, with the expected_m hint from the routing. */
 void bench_expert_problem(hfp4_gemm_problem *p, const bench_acts *x, const bench_routing *r, const hfp4_matrix *b);
+/* --sf-layout mn: FP32 activation scales MN-major (DeepGEMM's TMA-aligned layout) where the rows
+ * of a group are a multiple of 4, else K-major (the default) */
+extern int bench_a_scales_mn_major;
 void bench_fill_problem(hfp4_gemm_problem *p, hfp4_grouping g, int64_t m, int64_t n, int64_t k, int32_t groups, int gran,
                         void *a, void *a_sf, void *d, void *layout, const hfp4_matrix *b, int64_t expected_m);
 /* Bytes that must move for an expert GEMM: FP4 weights + UE8M0 scales of the experts hit, FP8

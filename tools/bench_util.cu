@@ -331,6 +331,8 @@ void bench_acts_free(bench_acts *x) {
     x->a = x->sf = x->d = x->layout = NULL;
 }
 
+int bench_a_scales_mn_major = 0;
+
 void bench_fill_problem(hfp4_gemm_problem *p, hfp4_grouping g, int64_t m, int64_t n, int64_t k, int32_t groups, int gran,
                         void *a, void *a_sf, void *d, void *layout, const hfp4_matrix *b, int64_t expected_m) {
     memset(p, 0, sizeof *p);
@@ -355,6 +357,10 @@ void bench_fill_problem(hfp4_gemm_problem *p, hfp4_grouping g, int64_t m, int64_
     p->a.scales.stride_mn = sfk;
     p->a.scales.stride_k = 1;
     p->a.scales.stride_group = g == HFP4_GROUPING_MASKED ? m * sfk : 0;
+    if (bench_a_scales_mn_major && m % 4 == 0) { /* the same buffer read as [sfk][m] per group */
+        p->a.scales.stride_mn = 1;
+        p->a.scales.stride_k = m;
+    }
     p->b = *b;
     p->d.data = d;
     p->d.dtype = HFP4_DTYPE_BF16;

@@ -31,6 +31,9 @@ typedef struct gemm_case {
     int32_t extra_rows;   /* psum: rows of A and D after the last group (must stay untouched) */
     int32_t d_pad;        /* D and C rows are n + d_pad elements apart; the pad must stay untouched */
     int64_t expected_m;   /* hfp4_gemm_problem.expected_m (0: none), which picks the token tile */
+    int a_mn_major;       /* FP32 activation scales MN-major (DeepGEMM's TMA-aligned layout: stride_mn 1,
+                             stride_k = rows rounded up to 4) instead of K-major; 2: the same one float
+                             past a 16-byte boundary (the kernels' block copies must not apply) */
     uint64_t seed;
 } gemm_case;
 
@@ -363,9 +366,27 @@ static gemm_result fx_run(gemm_host *h) {
     cudaMalloc(&d_wpack, wbytes);
     cudaMalloc(&d_d, dbytes);
     cudaMemcpy(d_a, h->a, rows * c->k, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_sf, c->a_scale == HFP4_DTYPE_FP32 ? (const void *)h->a_sf
-                     : c->a_scale == HFP4_DTYPE_UE8M0 ? (const void *)h->a_sf_bytes : (const void *)h->a_sf_packed,
-               sf_bytes, cudaMemcpyHostToDevice);
+    /* MN-major FP32 activation scales: per group (masked) or for all rows, [sf_k][ld_mn] */
+    const int mn_major = c->a_mn_major && c->a_scale == HFP4_DTYPE_FP32;
+    const int64_t mn_rows = c->grouping == HFP4_GROUPING_MASKED ? c->m : rows;
+    const int64_t mn_groups = c->grouping == HFP4_GROUPING_MASKED ? c->groups : 1;
+    const int64_t mn_ld = (mn_rows + 3) & ~(int64_t)3, mn_off = c->a_mn_major == 2 ? 1 : 0;
+    if (mn_major) {
+        cudaFree(d_sf);
+        sf_bytes = 4 * (size_t)(mn_off + mn_groups * h->sf_k * mn_ld);
+        cudaMalloc(&d_sf, sf_bytes);
+        float *t = (float *)calloc(sf_bytes / 4, 4);
+        for (int64_t g = 0; g < mn_groups; g++)
+            for (int64_t r = 0; r < mn_rows; r++)
+                for (int64_t j = 0; j < h->sf_k; j++)
+                    t[mn_off + (g * h->sf_k + j) * mn_ld + r] = h->a_sf[(g * mn_rows + r) * h->sf_k + j];
+        cudaMemcpy(d_sf, t, sf_bytes, cudaMemcpyHostToDevice);
+        free(t);
+    } else {
+        cudaMemcpy(d_sf, c->a_scale == HFP4_DTYPE_FP32 ? (const void *)h->a_sf
+                         : c->a_scale == HFP4_DTYPE_UE8M0 ? (const void *)h->a_sf_bytes : (const void *)h->a_sf_packed,
+                   sf_bytes, cudaMemcpyHostToDevice);
+    }
     cudaMemcpy(d_w_src, h->w, c->groups * c->n * c->k / 2, cudaMemcpyHostToDevice);
     cudaMemcpy(d_w_sf, h->w_sf, sizeof(float) * c->groups * c->n * (c->k / 32), cudaMemcpyHostToDevice);
     cudaMemset(d_d, 0xFF, dbytes); /* poison: NaN in both BF16 and FP32 */
@@ -434,6 +455,12 @@ static gemm_result fx_run(gemm_host *h) {
     p.a.scales.stride_mn = c->a_scale == HFP4_DTYPE_UE8M0_PACKED ? words : h->sf_k;
     p.a.scales.stride_k = 1;
     p.a.scales.stride_group = c->grouping == HFP4_GROUPING_MASKED ? c->m * p.a.scales.stride_mn : 0;
+    if (mn_major) {
+        p.a.scales.data = (float *)d_sf + mn_off;
+        p.a.scales.stride_mn = 1;
+        p.a.scales.stride_k = mn_ld;
+        p.a.scales.stride_group = c->grouping == HFP4_GROUPING_MASKED ? h->sf_k * mn_ld : 0;
+    }
     p.b = b;
     p.b.data = d_wpack;
     p.b.scales.data = d_wpack + ((const uint8_t *)b.scales.data - wpack);

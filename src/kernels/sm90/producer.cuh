@@ -72,18 +72,57 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
              * (ncu, w13 T = 16384: 360 of the producer's 909 instructions per chunk), issue
              * slots the consumers on the same scheduler need */
             mbar_wait_sleeping(&empty[s], phase ^ 1);
+            /* NOTE: when the tile's scales of each k-group are one aligned block (MN-major scales,
+             * DeepGEMM's layout; every row of the tile computed; stored in token order, which
+             * the 128-token tile uses), they go as one bulk copy per k-group: per-lane
+             * 4-byte copies cost the producer ~180 instructions of 64-bit index arithmetic per
+             * 128-token chunk (ncu, w13 T = 16384) on the schedulers the consumers share. */
+            const float *sa_src = (const float *)p.a_scales + a_scale_index(p, tile.a_group, tile.m0, gran32 ? kc * 4 : kc);
+            const bool one_block = BT == 128 && p.a_scale_stride_mn == 1 &&
+                                   tile.m0 + BT <= tile.valid_end && (gran32 ? kc * 4 + 3 : kc) < p.a_k_groups &&
+                                   ((uintptr_t)sa_src & 15) == 0 && (!gran32 || (p.a_scale_stride_k & 3) == 0);
+            if (one_block) {
+                if (lane == 0) {
+                    issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src,
+                                                         ws_src, bar, nj * BT * 4);
+                    for (int j = 0; j < nj; j++) bulk_load(sa + j * BT, sa_src + j * p.a_scale_stride_k, BT * 4, bar);
+                }
+                mbar_arrive(bar);
+                continue;
+            }
             if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar);
-#pragma unroll 2
-            for (int t = 0; t < rounds; t++) {
-                const int idx = lane + 32 * t;
-                if (idx < BT * nj) {
-                    const int i = idx % BT, j = idx / BT;
-                    const int64_t row = tile.m0 + i;
+            if constexpr (BT == 128) {
+                /* the 128-token tile: a lane's rows are m0 + lane + 32u (u < 4) in every
+                 * k-group j: its addresses step by constants from one base (the general index
+                 * below costs three 64-bit multiplies per value; at 64 tokens and below the
+                 * base and step cost the producer registers it does not have) */
+                constexpr int U = BT / 32;
+                const float *lane_src = (const float *)p.a_scales + a_scale_index(p, tile.a_group, tile.m0 + lane, 0);
+                const int64_t step_u = 32 * p.a_scale_stride_mn;
+#pragma unroll 1
+                for (int j = 0; j < nj; j++) {
                     const int64_t kg = gran32 ? kc * 4 + j : kc;
-                    const bool in = row < tile.valid_end && kg < p.a_k_groups;
-                    const float *src = (const float *)p.a_scales;
-                    if (in) src += a_scale_index(p, tile.a_group, row, kg);
-                    cp_async_4_zfill(sa + j * BT + a_scale_slot_of_lane<BT>(i, lane_slot), src, in);
+                    const float *src_j = lane_src + kg * p.a_scale_stride_k;
+                    const bool kin = kg < p.a_k_groups;
+#pragma unroll
+                    for (int u = 0; u < U; u++) {
+                        const bool in = kin && tile.m0 + lane + 32 * u < tile.valid_end;
+                        cp_async_4_zfill(sa + j * BT + a_scale_slot_of_lane<BT>(lane + 32 * u, lane_slot), in ? src_j + u * step_u : (const float *)p.a_scales, in);
+                    }
+                }
+            } else {
+#pragma unroll 2
+                for (int t = 0; t < rounds; t++) {
+                    const int idx = lane + 32 * t;
+                    if (idx < BT * nj) {
+                        const int i = idx % BT, j = idx / BT;
+                        const int64_t row = tile.m0 + i;
+                        const int64_t kg = gran32 ? kc * 4 + j : kc;
+                        const bool in = row < tile.valid_end && kg < p.a_k_groups;
+                        const float *src = (const float *)p.a_scales;
+                        if (in) src += a_scale_index(p, tile.a_group, row, kg);
+                        cp_async_4_zfill(sa + j * BT + a_scale_slot_of_lane<BT>(i, lane_slot), src, in);
+                    }
                 }
             }
             cp_async_mbar_arrive_noinc(bar);

@@ -13,14 +13,16 @@
 
 /* Lane 0 of the producer warp that owns chunk kc of `tile`: announces the stage's TMA bytes (one
  * arrival) and issues the activation tile (TMA) and both warpgroups' weights and weight scales
- * (bulk copies, evict-first when each weight tile is read once). */
+ * (bulk copies, evict-first when each weight tile is read once). extra_tx: bytes of further bulk
+ * copies the caller issues on the same barrier (the activation scales, when they are one block). */
 template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ void issue_stage_copies(const hfp4_sm90_gemm_params &p, const CUtensorMap *a_map,
                                                           const sm90_tile &tile, int64_t kc, int s, uint8_t *a_tiles,
                                                           uint8_t *w_stages, uint8_t *ws_stages, const uint8_t *w_src,
-                                                          const uint8_t *ws_src, uint64_t *bar) {
+                                                          const uint8_t *ws_src, uint64_t *bar,
+                                                          uint32_t extra_tx = 0) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
-    mbar_arrive_expect_tx(bar, cfg::A_TILE_BYTES + cfg::W_STAGE_BYTES + cfg::WS_STAGE_BYTES);
+    mbar_arrive_expect_tx(bar, cfg::A_TILE_BYTES + cfg::W_STAGE_BYTES + cfg::WS_STAGE_BYTES + extra_tx);
     tma_load_3d(a_tiles + s * cfg::A_TILE_BYTES, a_map, bar, (int32_t)(kc * 128), tile.m0, tile.a_group);
     uint8_t *w_dst = w_stages + s * cfg::W_STAGE_BYTES, *ws_dst = ws_stages + s * cfg::WS_STAGE_BYTES;
 #pragma unroll
