@@ -271,7 +271,7 @@ HFP4_API hfp4_status hfp4_check_problem(const hfp4_gemm_problem *problem, int de
 
 /* Layout version of HFP4_DTYPE_FP4_E2M1_SM90 buffers (docs/FORMATS.md, "SM90 repacked weights").
  * A buffer's geometry is fully determined by (num_groups, n, k, scale dtype). */
-#define HFP4_SM90_WEIGHTS_VERSION 2
+#define HFP4_SM90_WEIGHTS_VERSION 3 /* 3: chunk-mode bit 1 (one base per row for all of K) */
 
 /* hfp4_sm90_weights_size: bytes of the repacked buffer for G groups of [n, k] FP4 weights whose
  * scales are stored as `scale_dtype` (HFP4_DTYPE_UE8M0: one byte per 32-group, exact for

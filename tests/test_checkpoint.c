@@ -382,7 +382,7 @@ static int64_t repack_folded(const expert *x) {
         folded = 0;
         for (int64_t g = 0; g < x->groups; g++)
             for (int64_t t = 0; t < (x->n + 63) / 64; t++)
-                for (int64_t c = 0; c < geo.chunks; c++) folded += buf[geo.mode_offset + (g * geo.tiles + t) * geo.chunks + c] == 0;
+                for (int64_t c = 0; c < geo.chunks; c++) folded += (buf[geo.mode_offset + (g * geo.tiles + t) * geo.chunks + c] & HFP4_SM90_MODE_PER32) == 0;
     }
     free(buf);
     return folded;

@@ -74,7 +74,7 @@ static int64_t roundtrip(const plain_weights *p, hfp4_dtype sdt, int64_t *fast_c
                 }
         *fast_chunks = 0;
         *all_chunks = (int64_t)p->groups * geo.tiles * geo.chunks;
-        for (int64_t i = 0; i < *all_chunks; i++) *fast_chunks += buf[geo.mode_offset + i] == 0;
+        for (int64_t i = 0; i < *all_chunks; i++) *fast_chunks += (buf[geo.mode_offset + i] & HFP4_SM90_MODE_PER32) == 0;
     }
     free(buf);
     return bad;

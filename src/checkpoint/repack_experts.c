@@ -140,7 +140,7 @@ hfp4_status hfp4__repack_experts_to_file(hfp4__st_file *file, const hfp4__fp4_ex
             for (int64_t t = 0; t < real_tiles; t++)
                 for (int64_t c = 0; c < one.chunks; c++) {
                     res.chunk_tiles++;
-                    res.folded += tmp[one.mode_offset + t * one.chunks + c] == 0;
+                    res.folded += (tmp[one.mode_offset + t * one.chunks + c] & HFP4_SM90_MODE_PER32) == 0;
                 }
         }
     }

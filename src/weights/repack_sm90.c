@@ -138,7 +138,7 @@ static void repack_tile(void *arg, int64_t index) {
     }
     /* each row's base exponent for the whole K: its largest non-zero group's, if every non-zero
      * group is within HFP4_SM90_FOLD_SPAN binades of it, else -1 (per-chunk bases) */
-    int row_base[64];
+    int row_base[64], one_base = 1; /* one_base: every row keeps one e_max over all of K */
     for (int64_t r = 0; r < 64; r++) {
         int lo = 256, hi = -1;
         for (int64_t jj = 0; r < rows && !geo->scale_fp32 && jj < groups32; jj++) {
@@ -150,6 +150,7 @@ static void repack_tile(void *arg, int64_t index) {
             if (ej > hi) hi = ej;
         }
         row_base[r] = hi >= 0 && hi - lo <= HFP4_SM90_FOLD_SPAN ? hi : -1;
+        if (row_base[r] < 0 && hi >= 0) one_base = 0; /* an all-zero row keeps 127 in every chunk */
     }
     for (int64_t c = 0; c < geo->chunks; c++) {
         if (geo->scale_fp32) {
@@ -183,7 +184,7 @@ static void repack_tile(void *arg, int64_t index) {
             for (int j = 0; j < 4; j++)
                 if (nonzero[r][j] && emax[r] - e[r][j] > HFP4_SM90_FOLD_SPAN) fast = 0;
         }
-        mdst[c] = fast ? 0 : 1;
+        mdst[c] = fast ? (one_base ? HFP4_SM90_MODE_ONE_BASE : 0) : HFP4_SM90_MODE_PER32;
         for (int64_t r = 0; r < 64; r++) {
             uint32_t word = 0;
             if (fast) {
@@ -271,7 +272,7 @@ double hfp4__sm90_weight_value(const hfp4_matrix *b, const hfp4_sm90_geometry *g
     /* the modes follow the scales (hfp4__sm90_describe keeps the whole buffer reachable from data) */
     const uint8_t *modes = (const uint8_t *)b->data + geo->mode_offset;
     uint8_t mode = modes[(group * geo->tiles + n / 64) * geo->chunks + j / 4];
-    if (mode == 1) return v * (double)hfp4_ue8m0_decode((uint8_t)(sw >> (8 * (j % 4))));
+    if (mode & HFP4_SM90_MODE_PER32) return v * (double)hfp4_ue8m0_decode((uint8_t)(sw >> (8 * (j % 4))));
     int o = (int)((sw >> (4 * (j % 4))) & 15), emax = (int)((sw >> 16) & 255);
     return v * ldexp(1.0, o - 12) * (double)hfp4_ue8m0_decode((uint8_t)emax);
 }

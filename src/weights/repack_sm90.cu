@@ -112,7 +112,7 @@ __global__ void hfp4_sm90_repack_scales_kernel(const __grid_constant__ repack_ar
         const int64_t tile = tidx % a.geo.tiles;
         const int64_t g = tidx / a.geo.tiles;
         uint8_t *sdst = a.dst + a.geo.scale_offset + g * a.geo.scale_bytes_per_group;
-        int row_base[2];
+        int row_base[2], one_base = 1; /* every row of the tile keeps one e_max over all of K */
         for (int h = 0; h < 2; h++) {
             const int64_t row = tile * 64 + lane + 32 * h;
             int lo = 256, hi = -1, nan = 0;
@@ -124,7 +124,9 @@ __global__ void hfp4_sm90_repack_scales_kernel(const __grid_constant__ repack_ar
                 hi = ej > hi ? ej : hi;
             }
             row_base[h] = !nan && hi >= 0 && hi - lo <= HFP4_SM90_FOLD_SPAN ? hi : -1;
+            one_base &= row_base[h] >= 0 || hi < 0; /* an all-zero row keeps 127 in every chunk */
         }
+        one_base = __all_sync(0xFFFFFFFFu, one_base);
         for (int64_t chunk = 0; chunk < a.geo.chunks; chunk++) {
             const int64_t idx = tidx * a.geo.chunks + chunk; /* (group, tile, chunk) */
             uint32_t e[2][4], nz[2][4];
@@ -160,7 +162,8 @@ __global__ void hfp4_sm90_repack_scales_kernel(const __grid_constant__ repack_ar
                 }
                 *(uint32_t *)(sdst + ((tile * a.geo.chunks + chunk) * 64 + lane + 32 * h) * 4) = word;
             }
-            if (lane == 0) a.dst[a.geo.mode_offset + idx] = fast ? 0 : 1;
+            if (lane == 0)
+                a.dst[a.geo.mode_offset + idx] = fast ? (one_base ? HFP4_SM90_MODE_ONE_BASE : 0) : HFP4_SM90_MODE_PER32;
         }
     }
 }

@@ -29,8 +29,11 @@
  *            per-32 chunk (mode 1): byte j = the UE8M0 exponent of group 4*chunk+j.
  *   scales (FP32):  [G][tiles][chunks][64 rows][4] float, element j = scale of group 4*chunk+j
  *            (every chunk is per-32).
- *   modes: [G][tiles][chunks] uint8: 0 = fast (every row's non-zero groups within 11 binades of
- *            the row's largest), 1 = per-32 (scale applied after every k32 step: exact, slower).
+ *   modes: [G][tiles][chunks] uint8: bit 0 clear = fast (every row's non-zero groups within 11
+ *            binades of the row's largest), set = per-32 (scale applied after every k32 step: exact,
+ *            slower); bit 1 (with bit 0 clear, in every chunk of the tile or in none) = every row of
+ *            the tile keeps one e_max for all of K, so the kernels promote every chunk with one FFMA
+ *            per accumulator without checking (version 3).
  * N_pad = align(N, 128), K_pad = align(K, 128). Padding rows, padding K and padding groups hold
  * code 0 and scale byte 127 (1.0) / off 12, so they contribute exact zeros.
  */
@@ -45,6 +48,8 @@
 #define HFP4_SM90_K_CHUNK 128     /* K per pipeline stage and per packed scale word       */
 #define HFP4_SM90_PAIR_BYTES 2048 /* one (64 rows x 64 K) tile: 128 threads x 16 bytes    */
 #define HFP4_SM90_FOLD_SPAN 11    /* largest e_max - e_j folded exactly into e4m3 (off >= 1) */
+#define HFP4_SM90_MODE_PER32 1    /* chunk-mode bit 0: per-32 scales                      */
+#define HFP4_SM90_MODE_ONE_BASE 2 /* chunk-mode bit 1: one e_max per row over all of K     */
 
 typedef struct hfp4_sm90_geometry {
     int64_t groups, n, k;      /* logical                                     */

@@ -31,7 +31,7 @@ static __device__ __forceinline__ void step_scales(int st, uint32_t mode, uint32
         hi[1] = hi[0];
         sw[0] = st == 0 ? f0.x : st == 1 ? f0.y : st == 2 ? f0.z : f0.w;
         sw[1] = st == 0 ? f1.x : st == 1 ? f1.y : st == 2 ? f1.z : f1.w;
-    } else if (mode == 0) { /* folded words, per-32 activation scales */
+    } else if ((mode & HFP4_SM90_MODE_PER32) == 0) { /* folded words, per-32 activation scales */
         fp8_table((e0 >> (4 * st)) & 15, lo[0], hi[0]);
         fp8_table((e1 >> (4 * st)) & 15, lo[1], hi[1]);
         sw[0] = row_scale_from_emax((e0 >> 16) & 255);
@@ -73,7 +73,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
 
     if (tile.compute) {
         const int r0 = warp_in_wg * 16 + g8; /* row within the 64-row tile; r1 = r0 + 8 */
-        /* chunk modes (0 folded, 1 per-32) from the repacked buffer, one byte per chunk of the
+        /* chunk modes (bit 0 clear: folded, set: per-32; sm90_layout.h) from the repacked buffer, one byte per chunk of the
          * tile, read a chunk ahead so the load is off the critical path */
         const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + wtile) * chunks;
         uint32_t mode_next = W_FP32 || BT == 128 ? 1u : __ldg(modes);
@@ -91,10 +91,14 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
          * (with or without the look-ahead loop), it was optimized before being inlined and the SASS
          * of the tiles changed by up to ~170 instructions. The look-ahead loop as a function
          * (pipelined_item) changes the instruction count of each tile by < 1 %. */
-        const bool pipelined = item_all_folded<W_FP32>(modes, chunks, gran32, lane);
-        if (pipelined)
-            pipelined_item<BT, W_FP32, MINB>(sm, chunks, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4,
-                                             fin.v, rb0, rb1, eb0, eb1, s, phase);
+        bool one_base = false;
+        const bool pipelined = item_all_folded<W_FP32>(modes, chunks, gran32, lane, one_base);
+        if (pipelined && one_base)
+            pipelined_item<BT, W_FP32, MINB, true>(sm, chunks, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0,
+                                                   t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
+        else if (pipelined)
+            pipelined_item<BT, W_FP32, MINB, false>(sm, chunks, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0,
+                                                    t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
         for (int32_t kc = 0; kc < (int32_t)chunks && !pipelined; kc++) {
             mbar_wait(&full[s], phase);
             const uint8_t *w_st = w_stages + s * cfg::W_STAGE_BYTES + warpgroup * cfg::W_WG_BYTES + tid * 16;
@@ -121,7 +125,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
             /* words of step st: (k 4t..4t+3, k 16+4t..16+4t+3) for rows (g, g+8) */
             const uint32_t wlo[4] = {q0.x, q0.z, q1.x, q1.z};
             const uint32_t whi[4] = {q0.y, q0.w, q1.y, q1.w};
-            if (mode == 0 && !gran32) {
+            if ((mode & HFP4_SM90_MODE_PER32) == 0 && !gran32) {
                 /* folded chunk: the per-32 scales are inside the FP8 values, so the 4 k32 steps
                  * chain into one accumulator and one promotion per 128 K (DeepGEMM's cost) */
                 uint32_t a[4][4];

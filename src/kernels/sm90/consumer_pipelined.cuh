@@ -19,16 +19,24 @@
  * run, so the conversion hides behind the tensor cores instead of following them (ncu, w13
  * T = 16384: 19 % of the consumers' stall samples were the wait for their own wgmmas). Two
  * register sets of fragments, used alternately (the loop body is written twice).
- * Whether the item qualifies: its mode bytes (modes, one per chunk) all 0, in every lane of the
- * warp. */
+ * Whether the item qualifies: none of its mode bytes (modes, one per chunk) per-32, in every lane
+ * of the warp; one_base: the repack marked its tile as one base per row over all of K (mode bit 1),
+ * so the steps promote without the folded-units check (ONE_BASE below). */
 template <bool W_FP32>
-static __device__ __forceinline__ bool item_all_folded(const uint8_t *modes, int64_t chunks, bool gran32, int lane) {
+static __device__ __forceinline__ bool item_all_folded(const uint8_t *modes, int64_t chunks, bool gran32, int lane,
+                                                       bool &one_base) {
     bool pipelined = false;
+    one_base = false;
     if constexpr (!W_FP32) {
         if (!gran32) {
-            uint32_t per32 = 0;
-            for (int32_t c = lane; c < (int32_t)chunks; c += 32) per32 |= __ldg(modes + c);
-            pipelined = !__any_sync(0xFFFFFFFFu, per32 != 0);
+            uint32_t any = 0, all = 0xFFu;
+            for (int32_t c = lane; c < (int32_t)chunks; c += 32) {
+                const uint32_t m = __ldg(modes + c);
+                any |= m;
+                all &= m;
+            }
+            pipelined = !__any_sync(0xFFFFFFFFu, (any & HFP4_SM90_MODE_PER32) != 0);
+            one_base = pipelined && __all_sync(0xFFFFFFFFu, (all & HFP4_SM90_MODE_ONE_BASE) != 0);
         }
     }
     return pipelined;
@@ -55,7 +63,12 @@ static __device__ __forceinline__ void load_convert_folded(const sm90_smem sm, i
  * out, chunk kc + 1 (if any) is awaited and loaded into nxt, emn0, emn1 while they run, then the
  * promotion into fin (units rb, eb: promote_folded), the stage's release and (s, phase) stepped to
  * the next stage. */
-template <int BT, bool W_FP32, int MINB>
+/* ONE_BASE: the item's rows keep chunk 0's e_max throughout (mode bit 1): fin stays in those units
+ * and every chunk promotes with one FFMA per accumulator, no vote. NOTE: the vote and its branch
+ * cost ~8 % of prefill (timing-only build without them, H200: w13 T = 16384 552 -> 592, dense
+ * 684 -> 740 TFLOP/s): they split the step into basic blocks, so the promotion's scale loads could
+ * not be scheduled before the wgmma wait. */
+template <int BT, bool W_FP32, int MINB, bool ONE_BASE>
 static __device__ __forceinline__ void pipelined_step(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
                                                       int r0, int t4, int32_t kc, uint32_t (&cur)[4][4],
                                                       uint32_t (&nxt)[4][4], uint32_t emc0, uint32_t emc1,
@@ -75,7 +88,8 @@ static __device__ __forceinline__ void pipelined_step(const sm90_smem sm, int64_
     }
     wgmma_wait<0>();
     wgmma_chunk_waited<BT>(acc, cur); /* the wgmmas read cur from registers until here */
-    promote_folded<BT>(fin, rb0, rb1, eb0, eb1, acc, emc0, emc1, sm.a_scale_s + s * 4 * BT, kc, t4);
+    if constexpr (ONE_BASE) promote<BT, false>(fin, acc, 1.0f, 1.0f, sm.a_scale_s + s * 4 * BT, t4);
+    else promote_folded<BT>(fin, rb0, rb1, eb0, eb1, acc, emc0, emc1, sm.a_scale_s + s * 4 * BT, kc, t4);
     mbar_arrive(&sm.empty[s]); /* after the last read of the stage: wgmmas waited, scales used */
     s = s1;
     phase = phase1;
@@ -83,7 +97,7 @@ static __device__ __forceinline__ void pipelined_step(const sm90_smem sm, int64_
 
 /* The look-ahead loop of an all-folded item (pipelined_step): fin and its units (rb, eb), and the
  * consumers' stage counter (s, phase). */
-template <int BT, bool W_FP32, int MINB>
+template <int BT, bool W_FP32, int MINB, bool ONE_BASE>
 static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
                                                       int r0, int t4, float *fin, float &rb0, float &rb1,
                                                       uint32_t &eb0, uint32_t &eb1, int &s, uint32_t &phase) {
@@ -91,11 +105,17 @@ static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_
     uint32_t ea0, ea1, eb0n = 0, eb1n = 0;
     mbar_wait(&sm.full[s], phase);
     load_convert_folded<BT, W_FP32, MINB>(sm, s, wg_off, warpgroup, r0, fa, ea0, ea1);
+    if constexpr (ONE_BASE) { /* fin in the units of chunk 0's row bases, for the whole item */
+        eb0 = ea0;
+        eb1 = ea1;
+        rb0 = row_scale_from_emax(ea0);
+        rb1 = row_scale_from_emax(ea1);
+    }
     for (int32_t kc = 0; kc < (int32_t)chunks; kc += 2) {
-        pipelined_step<BT, W_FP32, MINB>(sm, chunks, wg_off, warpgroup, r0, t4, kc, fa, fb, ea0, ea1, eb0n, eb1n, fin,
+        pipelined_step<BT, W_FP32, MINB, ONE_BASE>(sm, chunks, wg_off, warpgroup, r0, t4, kc, fa, fb, ea0, ea1, eb0n, eb1n, fin,
                                          rb0, rb1, eb0, eb1, s, phase);
         if (kc + 1 < (int32_t)chunks)
-            pipelined_step<BT, W_FP32, MINB>(sm, chunks, wg_off, warpgroup, r0, t4, kc + 1, fb, fa, eb0n, eb1n, ea0,
+            pipelined_step<BT, W_FP32, MINB, ONE_BASE>(sm, chunks, wg_off, warpgroup, r0, t4, kc + 1, fb, fa, eb0n, eb1n, ea0,
                                              ea1, fin, rb0, rb1, eb0, eb1, s, phase);
     }
 }
