@@ -14,40 +14,43 @@
 #include "tile_config.cuh"
 #include "wgmma_fp8_rs.cuh"
 
-/* NOTE: when every chunk of the item is folded (the common case: UE8M0 weight scales, 1x128
- * activation scales), chunk kc + 1 is awaited, loaded and converted while chunk kc's wgmmas
- * run, so the conversion hides behind the tensor cores instead of following them (ncu, w13
- * T = 16384: 19 % of the consumers' stall samples were the wait for their own wgmmas). Two
- * register sets of fragments, used alternately (the loop body is written twice).
- * Whether the item qualifies: none of its mode bytes (modes, one per chunk) per-32, in every lane
- * of the warp; one_base: the repack marked its tile as one base per row over all of K (mode bit 1),
- * so the steps promote without the folded-units check (ONE_BASE below). */
+/* NOTE: when every chunk of the item is folded and the repack marked the tile as one base per row
+ * over all of K (mode bit 1, sm90_layout.h: the common case with UE8M0 weight scales and 1x128
+ * activation scales), chunk kc + 1 is awaited, loaded and converted while chunk kc's wgmmas run,
+ * so the conversion hides behind the tensor cores instead of following them (ncu, w13 T = 16384:
+ * 19 % of the consumers' stall samples were the wait for their own wgmmas), and every chunk
+ * promotes with one FFMA per accumulator in the units of the rows' one base. Two register sets of
+ * fragments, used alternately (the loop body is written twice).
+ * NOTE: only one-base items take this loop; other folded items take the chunk-by-chunk loop with
+ * the folded-units vote (consumer.cuh). A vote in this loop cost ~8 % of prefill: it splits the
+ * step into basic blocks, so the promotion's scale loads cannot be scheduled before the wgmma wait
+ * (timing-only build without it, H200: w13 T = 16384 552 -> 592, dense 684 -> 740 TFLOP/s); and
+ * a second copy of the loop with the vote, for items without one base, cost ~3 % of w13 T = 16384
+ * even unused (code size). Items without one base are rare (a row whose non-zero 32-group scales
+ * span more than 11 binades).
+ * Whether the item qualifies: every mode byte (modes, one per chunk) one-base and not per-32, in
+ * every lane of the warp. */
 template <bool W_FP32>
-static __device__ __forceinline__ bool item_all_folded(const uint8_t *modes, int64_t chunks, bool gran32, int lane,
-                                                       bool &one_base) {
+static __device__ __forceinline__ bool item_one_base(const uint8_t *modes, int64_t chunks, bool gran32, int lane) {
     bool pipelined = false;
-    one_base = false;
     if constexpr (!W_FP32) {
         if (!gran32) {
-            uint32_t any = 0, all = 0xFFu;
+            uint32_t all = HFP4_SM90_MODE_ONE_BASE;
             for (int32_t c = lane; c < (int32_t)chunks; c += 32) {
                 const uint32_t m = __ldg(modes + c);
-                any |= m;
-                all &= m;
+                if ((m & (HFP4_SM90_MODE_PER32 | HFP4_SM90_MODE_ONE_BASE)) != HFP4_SM90_MODE_ONE_BASE) all = 0;
             }
-            pipelined = !__any_sync(0xFFFFFFFFu, (any & HFP4_SM90_MODE_PER32) != 0);
-            one_base = pipelined && __all_sync(0xFFFFFFFFu, (all & HFP4_SM90_MODE_ONE_BASE) != 0);
+            pipelined = __all_sync(0xFFFFFFFFu, all != 0);
         }
     }
     return pipelined;
 }
 
-/* The folded chunk in stage `stage`: this thread's fragments of its 4 k32 steps (dst) and its rows'
- * (r0, r0 + 8) e_max. wg_off: the thread's byte offset in a stage's weights. */
+/* The folded chunk in stage `stage`: this thread's fragments of its 4 k32 steps (dst); its rows'
+ * (r0, r0 + 8) e_max if asked (em). wg_off: the thread's byte offset in a stage's weights. */
 template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ void load_convert_folded(const sm90_smem sm, int stage, int wg_off, int warpgroup,
-                                                           int r0, uint32_t (&dst)[4][4], uint32_t &em0,
-                                                           uint32_t &em1) {
+                                                           int r0, uint32_t (&dst)[4][4], uint32_t *em = nullptr) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     const uint8_t *w_st = sm.w_stages + stage * cfg::W_STAGE_BYTES + wg_off;
     const uint4 q0 = *(const uint4 *)w_st;
@@ -55,26 +58,19 @@ static __device__ __forceinline__ void load_convert_folded(const sm90_smem sm, i
     const uint32_t *ws_st = (const uint32_t *)(sm.ws_stages + stage * cfg::WS_STAGE_BYTES + warpgroup * cfg::WS_WG_BYTES);
     const uint32_t e0 = ws_st[r0], e1 = ws_st[r0 + 8];
     convert_folded_chunk(dst, q0, q1, e0, e1);
-    em0 = (e0 >> 16) & 255;
-    em1 = (e1 >> 16) & 255;
+    if (em) {
+        em[0] = (e0 >> 16) & 255;
+        em[1] = (e1 >> 16) & 255;
+    }
 }
 
-/* Chunk kc, in stage s, whose fragments (cur) and e_max (emc0, emc1) are loaded: its wgmmas go
- * out, chunk kc + 1 (if any) is awaited and loaded into nxt, emn0, emn1 while they run, then the
- * promotion into fin (units rb, eb: promote_folded), the stage's release and (s, phase) stepped to
- * the next stage. */
-/* ONE_BASE: the item's rows keep chunk 0's e_max throughout (mode bit 1): fin stays in those units
- * and every chunk promotes with one FFMA per accumulator, no vote. NOTE: the vote and its branch
- * cost ~8 % of prefill (timing-only build without them, H200: w13 T = 16384 552 -> 592, dense
- * 684 -> 740 TFLOP/s): they split the step into basic blocks, so the promotion's scale loads could
- * not be scheduled before the wgmma wait. */
-template <int BT, bool W_FP32, int MINB, bool ONE_BASE>
+/* Chunk kc, in stage s, whose fragments (cur) are loaded: its wgmmas go out, chunk kc + 1 (if
+ * any) is awaited and loaded into nxt while they run, then the promotion into fin (one FFMA per
+ * accumulator), the stage's release and (s, phase) stepped to the next stage. */
+template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ void pipelined_step(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
                                                       int r0, int t4, int32_t kc, uint32_t (&cur)[4][4],
-                                                      uint32_t (&nxt)[4][4], uint32_t emc0, uint32_t emc1,
-                                                      uint32_t &emn0, uint32_t &emn1, float *fin, float &rb0,
-                                                      float &rb1, uint32_t &eb0, uint32_t &eb1, int &s,
-                                                      uint32_t &phase) {
+                                                      uint32_t (&nxt)[4][4], float *fin, int &s, uint32_t &phase) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
     const sm90_desc desc = smem_desc_k128_swizzle128(sm.a_tiles + s * cfg::A_TILE_BYTES);
@@ -84,38 +80,32 @@ static __device__ __forceinline__ void pipelined_step(const sm90_smem sm, int64_
     const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
     if (kc + 1 < (int32_t)chunks) {
         mbar_wait(&sm.full[s1], phase1);
-        load_convert_folded<BT, W_FP32, MINB>(sm, s1, wg_off, warpgroup, r0, nxt, emn0, emn1);
+        load_convert_folded<BT, W_FP32, MINB>(sm, s1, wg_off, warpgroup, r0, nxt);
     }
     wgmma_wait<0>();
     wgmma_chunk_waited<BT>(acc, cur); /* the wgmmas read cur from registers until here */
-    if constexpr (ONE_BASE) promote<BT, false>(fin, acc, 1.0f, 1.0f, sm.a_scale_s + s * 4 * BT, t4);
-    else promote_folded<BT>(fin, rb0, rb1, eb0, eb1, acc, emc0, emc1, sm.a_scale_s + s * 4 * BT, kc, t4);
+    promote<BT, false>(fin, acc, 1.0f, 1.0f, sm.a_scale_s + s * 4 * BT, t4);
     mbar_arrive(&sm.empty[s]); /* after the last read of the stage: wgmmas waited, scales used */
     s = s1;
     phase = phase1;
 }
 
-/* The look-ahead loop of an all-folded item (pipelined_step): fin and its units (rb, eb), and the
- * consumers' stage counter (s, phase). */
-template <int BT, bool W_FP32, int MINB, bool ONE_BASE>
+/* The look-ahead loop of a one-base item (pipelined_step): fin, kept in the units of chunk 0's
+ * row bases (rb, eb: see promote_folded), and the consumers' stage counter (s, phase). */
+template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
                                                       int r0, int t4, float *fin, float &rb0, float &rb1,
                                                       uint32_t &eb0, uint32_t &eb1, int &s, uint32_t &phase) {
-    uint32_t fa[4][4], fb[4][4];
-    uint32_t ea0, ea1, eb0n = 0, eb1n = 0;
+    uint32_t fa[4][4], fb[4][4], em[2];
     mbar_wait(&sm.full[s], phase);
-    load_convert_folded<BT, W_FP32, MINB>(sm, s, wg_off, warpgroup, r0, fa, ea0, ea1);
-    if constexpr (ONE_BASE) { /* fin in the units of chunk 0's row bases, for the whole item */
-        eb0 = ea0;
-        eb1 = ea1;
-        rb0 = row_scale_from_emax(ea0);
-        rb1 = row_scale_from_emax(ea1);
-    }
+    load_convert_folded<BT, W_FP32, MINB>(sm, s, wg_off, warpgroup, r0, fa, em);
+    eb0 = em[0];
+    eb1 = em[1];
+    rb0 = row_scale_from_emax(em[0]);
+    rb1 = row_scale_from_emax(em[1]);
     for (int32_t kc = 0; kc < (int32_t)chunks; kc += 2) {
-        pipelined_step<BT, W_FP32, MINB, ONE_BASE>(sm, chunks, wg_off, warpgroup, r0, t4, kc, fa, fb, ea0, ea1, eb0n, eb1n, fin,
-                                         rb0, rb1, eb0, eb1, s, phase);
+        pipelined_step<BT, W_FP32, MINB>(sm, chunks, wg_off, warpgroup, r0, t4, kc, fa, fb, fin, s, phase);
         if (kc + 1 < (int32_t)chunks)
-            pipelined_step<BT, W_FP32, MINB, ONE_BASE>(sm, chunks, wg_off, warpgroup, r0, t4, kc + 1, fb, fa, eb0n, eb1n, ea0,
-                                             ea1, fin, rb0, rb1, eb0, eb1, s, phase);
+            pipelined_step<BT, W_FP32, MINB>(sm, chunks, wg_off, warpgroup, r0, t4, kc + 1, fb, fa, fin, s, phase);
     }
 }
