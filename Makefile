@@ -105,6 +105,10 @@ $(BUILD)/consumer_structures: bench/micro/consumer_structures.cu $(wildcard src/
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
+$(BUILD)/ss_swap: bench/micro/ss_swap.cu $(wildcard src/kernels/sm90/*.cuh)
+	@mkdir -p $(BUILD)
+	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
+
 bench: $(BUILD)/hfp4
 	$(BUILD)/hfp4 bench $(BENCH_ARGS)
 

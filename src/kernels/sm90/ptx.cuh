@@ -159,6 +159,11 @@ static __device__ __forceinline__ sm90_desc smem_desc_k128_swizzle128(const void
     d.hi = SM90_DESC_HI_K128_SWIZZLE128;                      /* SBO 1024 bytes; 128-byte swizzle */
     return d;
 }
+/* the descriptor `rows` 128-byte rows further (a multiple of 8: whole swizzle atoms) */
+static __device__ __forceinline__ sm90_desc desc_advance_rows(sm90_desc d, int rows) {
+    d.lo += (uint32_t)rows * (128u >> 4);
+    return d;
+}
 /* the descriptor `k32` steps of 32 bytes further along K */
 static __device__ __forceinline__ sm90_desc desc_advance_k32(sm90_desc d, int k32) {
     d.lo += 2u * (uint32_t)k32;
