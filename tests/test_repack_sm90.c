@@ -114,6 +114,68 @@ TEST(repack_sm90_zero_groups_do_not_block_folding) {
     free(p.sf);
 }
 
+/* Repacks p (UE8M0 storage) and checks the one-base bit of every tile (layout v3): set exactly in
+ * the tiles expected (want_one_base(tile)), only on folded chunks, and then every row keeps one
+ * e_max in all chunks. */
+static void check_one_base(const plain_weights *p, int (*want_one_base)(int64_t group, int64_t tile)) {
+    size_t bytes = 0;
+    CHECK_STATUS(hfp4_sm90_weights_size(p->groups, p->n, p->k, HFP4_DTYPE_UE8M0, &bytes), HFP4_OK);
+    uint8_t *buf = malloc(bytes);
+    hfp4_matrix out;
+    CHECK_STATUS(hfp4_ref_repack_sm90(&p->m, p->groups, HFP4_DTYPE_UE8M0, buf, bytes, &out), HFP4_OK);
+    hfp4_sm90_geometry geo;
+    hfp4__sm90_geometry_of(&out, p->groups, &geo);
+    for (int64_t g = 0; g < p->groups; g++)
+        for (int64_t t = 0; t < geo.tiles; t++) {
+            const uint8_t *modes = buf + geo.mode_offset + (g * geo.tiles + t) * geo.chunks;
+            const int want = want_one_base(g, t);
+            for (int64_t c = 0; c < geo.chunks; c++) {
+                CHECK_MSG(((modes[c] & HFP4_SM90_MODE_ONE_BASE) != 0) == want, "group %lld tile %lld chunk %lld: mode %d",
+                          (long long)g, (long long)t, (long long)c, modes[c]);
+                CHECK_MSG(!(modes[c] & HFP4_SM90_MODE_ONE_BASE) || !(modes[c] & HFP4_SM90_MODE_PER32),
+                          "one-base on a per-32 chunk");
+            }
+            if (!want) continue;
+            const uint32_t *words = (const uint32_t *)(buf + geo.scale_offset + g * geo.scale_bytes_per_group);
+            for (int64_t r = 0; r < 64; r++) {
+                const uint32_t e0 = (words[hfp4_sm90_scale_index(&geo, t * 64 + r, 0)] >> 16) & 255;
+                for (int64_t c = 1; c < geo.chunks; c++)
+                    CHECK_MSG(((words[hfp4_sm90_scale_index(&geo, t * 64 + r, c * 4)] >> 16) & 255) == e0,
+                              "tile %lld row %lld: e_max changes at chunk %lld", (long long)t, (long long)r, (long long)c);
+            }
+        }
+    free(buf);
+}
+
+static int all_tiles(int64_t group, int64_t tile) { return (void)group, (void)tile, 1; }
+static int only_empty_tiles(int64_t group, int64_t tile) { return (void)group, tile * 64 >= 130; } /* rows past N: zeros */
+static int all_but_tile_one(int64_t group, int64_t tile) { return (void)group, tile != 1; }
+
+TEST(repack_sm90_one_base_tiles) {
+    /* every row within 10 binades over all of K (8 chunks): every tile one-base; 130 rows: tile 2
+     * holds 2 rows, tile 3 only rows past N (N_pad = 256), which are zeros */
+    plain_weights p;
+    make_plain(&p, 2, 130, 1024, -12, -2, 1, 11);
+    check_one_base(&p, all_tiles);
+    /* an all-zero row keeps the tile one-base */
+    memset(p.codes + 7 * 512, 0, 512);
+    check_one_base(&p, all_tiles);
+    /* each chunk within 3 binades but the row drifts 3 binades per chunk (21 over K): every chunk
+     * folds, no row keeps one base: only the empty tile is one-base */
+    for (int64_t g = 0; g < 2; g++)
+        for (int64_t n = 0; n < 130; n++)
+            for (int64_t j = 0; j < 32; j++) p.sf[(g * 130 + n) * 32 + j] = ldexpf(1.0f, -30 + 3 * (int)(j / 4) + (int)(j % 3));
+    check_one_base(&p, only_empty_tiles);
+    /* one drifting row in tile 1 only (rows 64..127): every tile but 1 one-base */
+    for (int64_t g = 0; g < 2; g++)
+        for (int64_t n = 0; n < 130; n++)
+            for (int64_t j = 0; j < 32; j++)
+                p.sf[(g * 130 + n) * 32 + j] = ldexpf(1.0f, n == 70 ? -30 + 3 * (int)(j / 4) : -8 + (int)(j % 5));
+    check_one_base(&p, all_but_tile_one);
+    free(p.codes);
+    free(p.sf);
+}
+
 TEST(repack_sm90_roundtrip_fp32_scales) {
     plain_weights p;
     make_plain(&p, 2, 70, 96, -8, 3, 0, 4); /* arbitrary FP32 scales */

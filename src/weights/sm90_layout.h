@@ -1,6 +1,6 @@
 /*
  * sm90_layout.h - geometry of HFP4_DTYPE_FP4_E2M1_SM90, the repacked FP4 weight layout that hfp4's
- * SM90 kernels load (version HFP4_SM90_WEIGHTS_VERSION = 2). Shared by the CPU repack, the GPU
+ * SM90 kernels load (version HFP4_SM90_WEIGHTS_VERSION = 3). Shared by the CPU repack, the GPU
  * repack, the reference decoder and the kernels, so it is plain C usable from CUDA.
  *
  * Why this layout: the kernels compute D^T = W * A^T with the weights as the register operand (A)
@@ -23,15 +23,15 @@
  *            step s in {0,1} (K base kb = 64*pair + 32*s): word 2s at K offset kb+4t, word 2s+1 at
  *            kb+16+4t, each as above.
  *   scales (UE8M0): [G][tiles][K_pad/128 chunks][64 rows] uint32:
- *            fast chunk (mode 0): bits 4j..4j+3 = off_j in 1..12, bits 16..23 = e_max, so that the
+ *            fast chunk (mode bit 0 clear): bits 4j..4j+3 = off_j in 1..12, bits 16..23 = e_max, so that the
  *            weight is fp4 x 2^(off_j - 6) (exact in e4m3) times 2^(e_max - 133). Groups whose 32
  *            codes are all zero do not count toward e_max and get off = 12.
- *            per-32 chunk (mode 1): byte j = the UE8M0 exponent of group 4*chunk+j.
+ *            per-32 chunk (mode bit 0 set): byte j = the UE8M0 exponent of group 4*chunk+j.
  *   scales (FP32):  [G][tiles][chunks][64 rows][4] float, element j = scale of group 4*chunk+j
  *            (every chunk is per-32).
  *   modes: [G][tiles][chunks] uint8: bit 0 clear = fast (every row's non-zero groups within 11
  *            binades of the row's largest), set = per-32 (scale applied after every k32 step: exact,
- *            slower); bit 1 (with bit 0 clear, in every chunk of the tile or in none) = every row of
+ *            slower); bit 1 (only with bit 0 clear; on every folded chunk of the tile or on none) = every row of
  *            the tile keeps one e_max for all of K, so the kernels promote every chunk with one FFMA
  *            per accumulator without checking (version 3).
  * N_pad = align(N, 128), K_pad = align(K, 128). Padding rows, padding K and padding groups hold

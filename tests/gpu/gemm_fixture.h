@@ -33,7 +33,8 @@ typedef struct gemm_case {
     int64_t expected_m;   /* hfp4_gemm_problem.expected_m (0: none), which picks the token tile */
     int a_mn_major;       /* FP32 activation scales MN-major (DeepGEMM's TMA-aligned layout: stride_mn 1,
                              stride_k = rows rounded up to 4) instead of K-major; 2: the same one float
-                             past a 16-byte boundary (the kernels' block copies must not apply) */
+                             past a 16-byte boundary (the kernels' block copies must not apply); 3:
+                             stride_k = rows, not rounded (k-group blocks aligned only now and then) */
     uint64_t seed;
 } gemm_case;
 
@@ -370,7 +371,7 @@ static gemm_result fx_run(gemm_host *h) {
     const int mn_major = c->a_mn_major && c->a_scale == HFP4_DTYPE_FP32;
     const int64_t mn_rows = c->grouping == HFP4_GROUPING_MASKED ? c->m : rows;
     const int64_t mn_groups = c->grouping == HFP4_GROUPING_MASKED ? c->groups : 1;
-    const int64_t mn_ld = (mn_rows + 3) & ~(int64_t)3, mn_off = c->a_mn_major == 2 ? 1 : 0;
+    const int64_t mn_ld = c->a_mn_major == 3 ? mn_rows : (mn_rows + 3) & ~(int64_t)3, mn_off = c->a_mn_major == 2 ? 1 : 0;
     if (mn_major) {
         cudaFree(d_sf);
         sf_bytes = 4 * (size_t)(mn_off + mn_groups * h->sf_k * mn_ld);

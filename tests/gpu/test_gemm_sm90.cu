@@ -112,16 +112,18 @@ TEST(gpu_mn_major_activation_scales) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* DeepGEMM's MN-major FP32 activation scales: the 128-token tile copies a full tile's scales
      * of a k-group as one block; partial tiles, padding rows, K not a multiple of 128 (1x32's last
-     * chunk) and a misaligned base take the per-value copies. Every layout, both granularities. */
-    for (int v = 0; v < 8; v++) {
-        const hfp4_grouping g = v < 3 ? HFP4_GROUPING_NONE : v < 6 ? HFP4_GROUPING_CONTIGUOUS : HFP4_GROUPING_MASKED;
+     * chunk), a misaligned base and an unaligned k-group stride take the per-value copies. Every
+     * layout, both granularities. */
+    for (int v = 0; v < 10; v++) {
+        const hfp4_grouping g = v < 3 || v >= 8 ? HFP4_GROUPING_NONE : v < 6 ? HFP4_GROUPING_CONTIGUOUS : HFP4_GROUPING_MASKED;
         gemm_case c = base_case(g, g == HFP4_GROUPING_NONE ? 300 : g == HFP4_GROUPING_CONTIGUOUS ? 1500 : 260, 256,
                                 v == 1 || v == 4 ? 1056 : 1024, g == HFP4_GROUPING_NONE ? 1 : g == HFP4_GROUPING_CONTIGUOUS ? 5 : 3,
                                 270 + v);
         c.a_gran = v & 1 ? 32 : 128;
-        c.a_mn_major = v == 2 || v == 5 ? 2 : 1;
+        c.a_mn_major = v == 2 || v == 5 ? 2 : v >= 8 ? 3 : 1;
+        if (v >= 8) c.m = 301; /* stride_k 301: the k-group blocks are 16-byte aligned every 4th chunk */
         if (g == HFP4_GROUPING_MASKED) c.expected_m = 200;
-        check_case(&c, c.a_mn_major == 2 ? "MN-major scales, misaligned" : "MN-major scales");
+        check_case(&c, c.a_mn_major == 2 ? "MN-major scales, misaligned" : c.a_mn_major == 3 ? "MN-major scales, ld = m" : "MN-major scales");
     }
 }
 

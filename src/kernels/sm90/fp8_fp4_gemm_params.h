@@ -28,7 +28,7 @@ typedef struct hfp4_sm90_gemm_params {
     int64_t w_scale_group_elems; /* entries per group: one uint32 (UE8M0) or float4 (FP32) per row and 128-K chunk */
     int64_t w_pairs, w_chunks;   /* K_pad / 64, K_pad / 128                                   */
     int64_t w_tiles;             /* N_pad / 64                                                */
-    const uint8_t *w_modes;      /* [G][tiles][chunks]: 0 = folded (chained), 1 = per-32 scales */
+    const uint8_t *w_modes;      /* [G][tiles][chunks]: bit 0 per-32 scales (else folded), bit 1 one-base tile */
     int32_t w_evict_first;       /* 1: each weight tile is read by one token tile: stream it past L2 */
     /* output */
     void *d;
