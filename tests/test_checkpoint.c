@@ -368,8 +368,9 @@ typedef struct want_stats {
     int exp_min, exp_max;
 } want_stats;
 
-/* Chunk-tiles stored folded by hfp4_ref_repack_sm90 over the tiles with a real row. */
-static int64_t repack_folded(const expert *x) {
+/* Chunk-tiles stored folded by hfp4_ref_repack_sm90 over the tiles with a real row; with
+ * one_base, the tiles it marks one-base (chunk-mode bit 1) instead. */
+static int64_t repack_count(const expert *x, int one_base) {
     hfp4_matrix m = expert_matrix(x), out;
     hfp4_dtype sdt;
     size_t bytes;
@@ -382,7 +383,11 @@ static int64_t repack_folded(const expert *x) {
         folded = 0;
         for (int64_t g = 0; g < x->groups; g++)
             for (int64_t t = 0; t < (x->n + 63) / 64; t++)
-                for (int64_t c = 0; c < geo.chunks; c++) folded += (buf[geo.mode_offset + (g * geo.tiles + t) * geo.chunks + c] & HFP4_SM90_MODE_PER32) == 0;
+                for (int64_t c = 0; c < geo.chunks; c++) {
+                    const uint8_t mode = buf[geo.mode_offset + (g * geo.tiles + t) * geo.chunks + c];
+                    if (one_base) folded += c == 0 && (mode & HFP4_SM90_MODE_ONE_BASE) != 0;
+                    else folded += (mode & HFP4_SM90_MODE_PER32) == 0;
+                }
     }
     free(buf);
     return folded;
@@ -423,8 +428,12 @@ TEST(checkpoint_fold_statistics) {
                   (long long)s.zero_groups, (long long)s.non_pow2_scales, s.exp_min, s.exp_max);
         CHECK_EQ_I64(s.matrices, mem[i]->groups);
         /* the same rule as the repack: its chunk modes agree */
-        CHECK_MSG(repack_folded(mem[i]) == want[i].folded, "%s: repack folds %lld chunk-tiles, want %lld", want[i].name,
-                  (long long)repack_folded(mem[i]), (long long)want[i].folded);
+        CHECK_MSG(repack_count(mem[i], 0) == want[i].folded, "%s: repack folds %lld chunk-tiles, want %lld", want[i].name,
+                  (long long)repack_count(mem[i], 0), (long long)want[i].folded);
+        /* and the one-base tiles (layout v3): the stats' rule equals the repack's mode bit */
+        CHECK_MSG(repack_count(mem[i], 1) == hfp4__fold_stats_one_base(&s), "%s: repack marks %lld tiles one-base, stats %lld",
+                  want[i].name, (long long)repack_count(mem[i], 1), (long long)hfp4__fold_stats_one_base(&s));
+        CHECK(s.tiles == s.matrices * ((mem[i]->n + 63) / 64));
     }
     /* E's exponent rule alone would fold its chunk; FP32 storage does not */
     hfp4__fold_stats s;

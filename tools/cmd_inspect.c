@@ -68,7 +68,9 @@ static kind describe(const hfp4__fp4_expert *e, char *buf, size_t cap) {
 
 static void print_stats(const char *label, const hfp4__fold_stats *s) {
     int64_t folded = hfp4__fold_stats_folded(s);
-    printf("%s: %.1f %% of 128-K chunks fold (fast path), ", label, s->chunk_tiles ? 100.0 * folded / s->chunk_tiles : 0.0);
+    printf("%s: %.1f %% of 128-K chunks fold (fast path), %.1f %% of tiles one-base, ", label,
+           s->chunk_tiles ? 100.0 * folded / s->chunk_tiles : 0.0,
+           s->tiles ? 100.0 * hfp4__fold_stats_one_base(s) / s->tiles : 0.0);
     if (s->exp_min <= s->exp_max) printf("exponents %d..%d\n", s->exp_min, s->exp_max);
     else printf("no non-zero 32-group\n");
 }
@@ -168,6 +170,7 @@ int hfp4_cmd_inspect(int argc, char **argv) {
         /* FP32 storage is decided per tensor: sum what each tensor will store, not the exponent rule */
         hfp4__fold_stats stored = s;
         stored.folded_if_ue8m0 = hfp4__fold_stats_folded(&s);
+        stored.one_base_if_ue8m0 = hfp4__fold_stats_one_base(&s);
         stored.non_pow2_scales = 0;
         hfp4__fold_stats_merge(&total, &stored);
         hfp4__fold_stats_merge(&by_kind[k], &stored);

@@ -92,9 +92,11 @@ int hfp4_cmd_repack(int argc, char **argv) {
         printf(" -> %s: G %d, N %lld, K %lld, %s scales, SM90 layout v%u, %llu bytes + %d-byte header\n", out,
                (int)h->groups, (long long)h->n, (long long)h->k, hfp4_dtype_name(h->scale_dtype), h->layout_version,
                (unsigned long long)h->bytes, HFP4__SM90_CONTAINER_HEADER_BYTES);
-        printf("%.1f %% of 128-K chunks fold (fast path): %lld of %lld chunk-tiles\n",
+        printf("%.1f %% of 128-K chunks fold (fast path): %lld of %lld chunk-tiles; %.1f %% of tiles one-base "
+               "(look-ahead path): %lld of %lld\n",
                res.chunk_tiles ? 100.0 * res.folded / res.chunk_tiles : 0.0, (long long)res.folded,
-               (long long)res.chunk_tiles);
+               (long long)res.chunk_tiles, res.tiles ? 100.0 * res.one_base / res.tiles : 0.0, (long long)res.one_base,
+               (long long)res.tiles);
     }
     if (parts != &single) free(parts);
     hfp4__st_close(f);

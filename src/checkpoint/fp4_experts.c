@@ -133,6 +133,8 @@ void hfp4__fold_stats_merge(hfp4__fold_stats *into, const hfp4__fold_stats *from
     into->matrices += from->matrices;
     into->chunk_tiles += from->chunk_tiles;
     into->folded_if_ue8m0 += from->folded_if_ue8m0;
+    into->tiles += from->tiles;
+    into->one_base_if_ue8m0 += from->one_base_if_ue8m0;
     into->k_groups += from->k_groups;
     into->zero_groups += from->zero_groups;
     into->non_pow2_scales += from->non_pow2_scales;
@@ -141,6 +143,7 @@ void hfp4__fold_stats_merge(hfp4__fold_stats *into, const hfp4__fold_stats *from
 }
 
 int64_t hfp4__fold_stats_folded(const hfp4__fold_stats *s) { return s->non_pow2_scales ? 0 : s->folded_if_ue8m0; }
+int64_t hfp4__fold_stats_one_base(const hfp4__fold_stats *s) { return s->non_pow2_scales ? 0 : s->one_base_if_ue8m0; }
 
 /* Exponent byte of scale (g, r, j), checked as the repack checks it; *pow2 = 0 for an FP32 scale
  * that is not a power of two (its exponent field is returned). */
@@ -199,6 +202,22 @@ hfp4_status hfp4__fold_stats_add(hfp4__fold_stats *s, const hfp4_matrix *w, int3
         for (int64_t tile = 0; tile < tiles; tile++) {
             int64_t r0 = tile * HFP4_SM90_ROW_TILE;
             int64_t r1 = r0 + HFP4_SM90_ROW_TILE < w->rows ? r0 + HFP4_SM90_ROW_TILE : w->rows;
+            /* one-base: each row's non-zero groups within the fold span over all of K (the repack's
+             * row base); the counts below come from the chunk loop */
+            int one_base = 1;
+            for (int64_t r = r0; r < r1 && one_base; r++) {
+                int lo = 256, hi = -1;
+                for (int64_t jj = 0; jj < kg; jj++) {
+                    if (!group_nonzero(w, g, r, jj)) continue;
+                    int ej, pow2;
+                    HFP4_TRY(scale_exponent(w, groups, g, r, jj, &ej, &pow2));
+                    if (ej < lo) lo = ej;
+                    if (ej > hi) hi = ej;
+                }
+                if (hi >= 0 && hi - lo > HFP4_SM90_FOLD_SPAN) one_base = 0;
+            }
+            t.tiles++;
+            t.one_base_if_ue8m0 += one_base;
             for (int64_t c = 0; c < chunks; c++) {
                 int fold = 1;
                 for (int64_t r = r0; r < r1; r++) {

@@ -55,13 +55,17 @@ hfp4_status hfp4__fp4_expert_load(hfp4__st_file *file, const hfp4__fp4_expert *e
 /* Fold statistics, by the SM90 repack's rule (docs/FORMATS.md, "SM90 repacked weights"): a 128-K
  * chunk of a 64-row tile folds (fast path) when in each of its rows the 32-groups that hold a
  * non-zero code have UE8M0 exponents within HFP4_SM90_FOLD_SPAN of the row's largest; groups whose
- * 32 codes are all +-0 do not count. Tiles are counted only where they hold a real row (the
- * repack's all-padding tiles are left out). Scales stored as FP32 (any FP32 scale that is not a
+ * 32 codes are all +-0 do not count. A tile is one-base when that holds for each of its rows over
+ * all of K (every chunk then folds, and the kernels take their look-ahead path). Tiles are counted
+ * only where they hold a real row (the repack's all-padding tiles are left out). Scales stored as FP32 (any FP32 scale that is not a
  * power of two puts the whole tensor there) never fold. */
 typedef struct hfp4__fold_stats {
     int64_t matrices;        /* groups (experts) seen                                        */
     int64_t chunk_tiles;     /* (matrix, 64-row tile, 128-K chunk) triples                   */
     int64_t folded_if_ue8m0; /* of those, the ones whose exponents fold                      */
+    int64_t tiles;           /* (matrix, 64-row tile) pairs, counting tiles with a real row    */
+    int64_t one_base_if_ue8m0; /* of those, one-base tiles: every row's non-zero groups within
+                                HFP4_SM90_FOLD_SPAN over all of K (the kernels' look-ahead path) */
     int64_t k_groups;        /* 32-element groups (rows x K/32)                               */
     int64_t zero_groups;     /* of those, all 32 codes +-0                                     */
     int64_t non_pow2_scales; /* FP32 scales that are not a power of two                        */
@@ -73,6 +77,8 @@ void hfp4__fold_stats_init(hfp4__fold_stats *s);
 void hfp4__fold_stats_merge(hfp4__fold_stats *into, const hfp4__fold_stats *from);
 /* Chunk-tiles that fold as the repack will store them: 0 when any scale forces FP32 storage. */
 int64_t hfp4__fold_stats_folded(const hfp4__fold_stats *s);
+/* Tiles the repack will mark one-base (chunk-mode bit 1): 0 when any scale forces FP32 storage. */
+int64_t hfp4__fold_stats_one_base(const hfp4__fold_stats *s);
 
 /* Adds the statistics of `w` (host FP4_E2M1 [groups, N, K], scales UE8M0 or FP32 with (1, 32)).
  * INVALID_ARGUMENT for a bad descriptor or a scale the repack would reject (UE8M0 255 = NaN; FP32

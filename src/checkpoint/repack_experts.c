@@ -137,11 +137,14 @@ hfp4_status hfp4__repack_experts_to_file(hfp4__st_file *file, const hfp4__fp4_ex
             st = write_all(out, tmp, (size_t)one.weight_bytes, out_path);
             memcpy(scales + g_all * geo.scale_bytes_per_group, tmp + one.scale_offset, (size_t)one.scale_bytes_per_group);
             memcpy(modes + g_all * modes_per_group, tmp + one.mode_offset, (size_t)modes_per_group);
-            for (int64_t t = 0; t < real_tiles; t++)
+            for (int64_t t = 0; t < real_tiles; t++) {
+                res.tiles++;
+                res.one_base += (tmp[one.mode_offset + t * one.chunks] & HFP4_SM90_MODE_ONE_BASE) != 0;
                 for (int64_t c = 0; c < one.chunks; c++) {
                     res.chunk_tiles++;
                     res.folded += (tmp[one.mode_offset + t * one.chunks + c] & HFP4_SM90_MODE_PER32) == 0;
                 }
+            }
         }
     }
     if (st == HFP4_OK) st = write_zeros(out, geo.scale_offset - geo.weight_bytes, out_path);

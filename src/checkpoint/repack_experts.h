@@ -25,7 +25,9 @@ extern "C" {
 typedef struct hfp4__repack_result {
     hfp4__sm90_container header; /* what was written                                        */
     int64_t chunk_tiles;         /* (group, 64-row tile with a real row, 128-K chunk) triples  */
-    int64_t folded;              /* of those, stored folded (mode 0): the fast path            */
+    int64_t folded;              /* of those, stored folded (mode bit 0 clear)                 */
+    int64_t tiles;               /* (group, 64-row tile with a real row) pairs                 */
+    int64_t one_base;            /* of those, one-base (mode bit 1): the look-ahead path       */
 } hfp4__repack_result;
 
 /* Repacks parts[0..count) (each contributing all its groups, in order; all with the same N, K) into
