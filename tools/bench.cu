@@ -71,7 +71,8 @@ static int usage_error(const char *arg) {
     fprintf(stderr,
             "hfp4 bench: bad option '%s'\n"
             "usage: hfp4 bench [--json] [--quick] [--iters N] [--replays N] [--tokens T1,T2,...] [--gran 32|128]\n"
-            "                  [--sf-layout k|mn] [--seconds-budget S] [--only SECTION[,SECTION...]]\n"
+            "                  [--sf-layout k|mn] [--w-scales narrow|drift] [--seconds-budget S]\n"
+            "                  [--only SECTION[,SECTION...]]\n"
             "  sections: w13 w2 dense sf gran launch graph gemv tp pro (default: all)\n"
             "  --iters N           stream-launched cases: median of N launches (3..1000, default 20)\n"
             "  --replays N         graph cases: median of N replays (10..10000, default 200)\n"
@@ -79,6 +80,8 @@ static int usage_error(const char *arg) {
             "  --gran G            activation scale gran_k of every FP8 x FP4 case (default 128)\n"
             "  --sf-layout L       FP32 activation scales K-major (k, default) or MN-major (mn: DeepGEMM's\n"
             "                      TMA-aligned layout, where a group's rows are a multiple of 4)\n"
+            "  --w-scales S        expert weight scales: narrow (default: exponents 118..123, every tile\n"
+            "                      one-base) or drift (row bases climb over K: the chunk-by-chunk path)\n"
             "  --seconds-budget S  cases that would start after S seconds are skipped and listed\n",
             arg);
     return 2;
@@ -113,6 +116,13 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
                 return 2;
             }
             bench_a_scales_mn_major = !strcmp(argv[i], "mn");
+        } else if (!strcmp(argv[i], "--w-scales") && i + 1 < argc) {
+            ++i;
+            if (strcmp(argv[i], "drift") && strcmp(argv[i], "narrow")) {
+                fprintf(stderr, "hfp4 bench: --w-scales %s: must be narrow or drift\n", argv[i]);
+                return 2;
+            }
+            bench_w_scales_drift = !strcmp(argv[i], "drift");
         } else if (!strcmp(argv[i], "--seconds-budget") && i + 1 < argc) {
             c.budget_s = strtod(argv[++i], &end);
             if (end == argv[i] || *end || !(c.budget_s > 0) || !isfinite(c.budget_s)) {

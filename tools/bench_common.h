@@ -128,6 +128,9 @@ void bench_expert_problem(hfp4_gemm_problem *p, const bench_acts *x, const bench
 /* --sf-layout mn: FP32 activation scales MN-major (DeepGEMM's TMA-aligned layout) where the rows
  * of a group are a multiple of 4, else K-major (the default) */
 extern int bench_a_scales_mn_major;
+/* --w-scales drift: expert weight scales whose row base climbs over K (bench_util.cu), so no tile is
+ * one-base and the kernels go chunk by chunk; default: exponents 118..123 (every tile one-base) */
+extern int bench_w_scales_drift;
 void bench_fill_problem(hfp4_gemm_problem *p, hfp4_grouping g, int64_t m, int64_t n, int64_t k, int32_t groups, int gran,
                         void *a, void *a_sf, void *d, void *layout, const hfp4_matrix *b, int64_t expected_m);
 /* Bytes that must move for an expert GEMM: FP4 weights + UE8M0 scales of the experts hit, FP8

@@ -125,7 +125,7 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
 
 /* ---- device fills ---- */
 
-enum { FILL_BYTES = 0, FILL_FP8 = 1, FILL_UE8M0 = 2 };
+enum { FILL_BYTES = 0, FILL_FP8 = 1, FILL_UE8M0 = 2, FILL_UE8M0_DRIFT = 3 };
 
 __device__ __forceinline__ uint64_t bench_mix64(uint64_t x) { /* splitmix64's finalizer */
     x += 0x9E3779B97F4A7C15ull;
@@ -135,7 +135,10 @@ __device__ __forceinline__ uint64_t bench_mix64(uint64_t x) { /* splitmix64's fi
 }
 
 /* p must be 8-byte aligned (every caller passes a cudaMalloc base). */
-__global__ void bench_fill_kernel(uint8_t *p, size_t bytes, uint64_t seed, int mode) {
+/* FILL_UE8M0_DRIFT: byte i is the exponent of 32-group i % period of its row; it climbs 3 binades per
+ * 128-K chunk (24 over a row, then wraps) with 0..2 of noise, so every chunk folds but no row keeps one
+ * base over K: every tile takes the kernels' chunk-by-chunk path instead of the look-ahead loop. */
+__global__ void bench_fill_kernel(uint8_t *p, size_t bytes, uint64_t seed, int mode, int64_t period) {
     const size_t words = (bytes + 7) / 8;
     for (size_t w = blockIdx.x * (size_t)blockDim.x + threadIdx.x; w < words; w += (size_t)gridDim.x * blockDim.x) {
         const uint64_t h = bench_mix64(seed + w);
@@ -144,6 +147,10 @@ __global__ void bench_fill_kernel(uint8_t *p, size_t bytes, uint64_t seed, int m
             uint8_t v = (uint8_t)(h >> (8 * j));
             if (mode == FILL_FP8 && (v & 0x7F) == 0x7F) v = 0x3C; /* e4m3fn NaN -> 1.5 */
             if (mode == FILL_UE8M0) v = (uint8_t)(118 + v % 6);    /* 2^-9 .. 2^-4 */
+            if (mode == FILL_UE8M0_DRIFT) {
+                const int64_t grp = (int64_t)((w * 8 + (size_t)j) % (size_t)period);
+                v = (uint8_t)(106 + (3 * (grp / 4)) % 24 + v % 3); /* 2^-21 .. 2^4 */
+            }
             out |= (uint64_t)v << (8 * j);
         }
         if (w * 8 + 8 <= bytes) {
@@ -164,15 +171,19 @@ static unsigned fill_blocks(size_t items) {
     return (unsigned)(b < 1 ? 1 : b > 8192 ? 8192 : b);
 }
 
-static int fill_mode(void *dev, size_t bytes, int mode) {
+static int fill_mode_period(void *dev, size_t bytes, int mode, int64_t period) {
     if (bytes == 0) return 0;
     if ((uintptr_t)dev % 8 != 0) {
         fprintf(stderr, "bench: internal: fill of %p needs an 8-byte aligned pointer\n", dev);
         return -1;
     }
-    bench_fill_kernel<<<fill_blocks((bytes + 7) / 8), 256>>>((uint8_t *)dev, bytes, bench_rng(), mode);
+    bench_fill_kernel<<<fill_blocks((bytes + 7) / 8), 256>>>((uint8_t *)dev, bytes, bench_rng(), mode, period);
     return BENCH_CUDA(cudaGetLastError()) && BENCH_CUDA(cudaDeviceSynchronize()) ? 0 : -1;
 }
+
+static int fill_mode(void *dev, size_t bytes, int mode) { return fill_mode_period(dev, bytes, mode, 1); }
+
+int bench_w_scales_drift = 0;
 
 int bench_fill_random(void *dev, size_t bytes, int fp8) { return fill_mode(dev, bytes, fp8 ? FILL_FP8 : FILL_BYTES); }
 
@@ -205,7 +216,9 @@ int bench_make_weights(int32_t experts, int64_t n, int64_t k, bench_weights *out
     if (!BENCH_CUDA(cudaMalloc(&src, plain)) || !BENCH_CUDA(cudaMalloc(&sf, nsf)) ||
         !BENCH_CUDA(cudaMalloc(&out->w, out->w_bytes)))
         goto done;
-    if (fill_mode(src, plain, FILL_BYTES) != 0 || fill_mode(sf, nsf, FILL_UE8M0) != 0) goto done;
+    if (fill_mode(src, plain, FILL_BYTES) != 0 ||
+        fill_mode_period(sf, nsf, bench_w_scales_drift ? FILL_UE8M0_DRIFT : FILL_UE8M0, k / 32) != 0)
+        goto done;
     memset(&w, 0, sizeof w);
     w.data = src;
     w.dtype = HFP4_DTYPE_FP4_E2M1;
