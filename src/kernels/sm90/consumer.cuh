@@ -91,10 +91,15 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
          * (with or without the look-ahead loop), it was optimized before being inlined and the SASS
          * of the tiles changed by up to ~170 instructions. The look-ahead loop as a function
          * (pipelined_item) changes the instruction count of each tile by < 1 %. */
-        const bool pipelined = item_one_base<W_FP32>(modes, chunks, gran32, lane);
-        if (pipelined)
-            pipelined_item<BT, W_FP32, MINB>(sm, chunks, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4,
-                                             fin.v, rb0, rb1, eb0, eb1, s, phase);
+        bool all_folded = false;
+        const bool one_base = item_one_base<W_FP32>(modes, chunks, gran32, lane, all_folded);
+        if (one_base)
+            pipelined_item<BT, W_FP32, MINB, false>(sm, chunks, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0,
+                                                    t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
+        else if (all_folded)
+            pipelined_item<BT, W_FP32, MINB, true>(sm, chunks, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0,
+                                                   t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
+        const bool pipelined = all_folded;
         for (int32_t kc = 0; kc < (int32_t)chunks && !pipelined; kc++) {
             mbar_wait(&full[s], phase);
             const uint8_t *w_st = w_stages + s * cfg::W_STAGE_BYTES + warpgroup * cfg::W_WG_BYTES + tid * 16;

@@ -31,16 +31,20 @@
  * Whether the item qualifies: every mode byte (modes, one per chunk) one-base and not per-32, in
  * every lane of the warp. */
 template <bool W_FP32>
-static __device__ __forceinline__ bool item_one_base(const uint8_t *modes, int64_t chunks, bool gran32, int lane) {
+static __device__ __forceinline__ bool item_one_base(const uint8_t *modes, int64_t chunks, bool gran32, int lane,
+                                                     bool &all_folded) {
     bool pipelined = false;
+    all_folded = false;
     if constexpr (!W_FP32) {
         if (!gran32) {
-            uint32_t all = HFP4_SM90_MODE_ONE_BASE;
+            uint32_t any = 0, all = HFP4_SM90_MODE_ONE_BASE;
             for (int32_t c = lane; c < (int32_t)chunks; c += 32) {
                 const uint32_t m = __ldg(modes + c);
-                if ((m & (HFP4_SM90_MODE_PER32 | HFP4_SM90_MODE_ONE_BASE)) != HFP4_SM90_MODE_ONE_BASE) all = 0;
+                any |= m;
+                all &= m;
             }
-            pipelined = __all_sync(0xFFFFFFFFu, all != 0);
+            all_folded = !__any_sync(0xFFFFFFFFu, (any & HFP4_SM90_MODE_PER32) != 0);
+            pipelined = all_folded && __all_sync(0xFFFFFFFFu, (all & HFP4_SM90_MODE_ONE_BASE) != 0);
         }
     }
     return pipelined;
@@ -65,12 +69,16 @@ static __device__ __forceinline__ void load_convert_folded(const sm90_smem sm, i
 }
 
 /* Chunk kc, in stage s, whose fragments (cur) are loaded: its wgmmas go out, chunk kc + 1 (if
- * any) is awaited and loaded into nxt while they run, then the promotion into fin (one FFMA per
- * accumulator), the stage's release and (s, phase) stepped to the next stage. */
-template <int BT, bool W_FP32, int MINB>
+ * any) is awaited and loaded into nxt while they run, then the promotion into fin, the stage's
+ * release and (s, phase) stepped to the next stage. ROW_SCALED (a folded item that is not one-base):
+ * fin is in absolute units and each chunk promotes with its rows' scales (emc: chunk kc's e_max,
+ * emn: chunk kc + 1's, loaded here), FMUL + FFMA per accumulator but no vote and no branch; else one
+ * FFMA per accumulator in the units of the rows' one base. */
+template <int BT, bool W_FP32, int MINB, bool ROW_SCALED>
 static __device__ __forceinline__ void pipelined_step(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
                                                       int r0, int t4, int32_t kc, uint32_t (&cur)[4][4],
-                                                      uint32_t (&nxt)[4][4], float *fin, int &s, uint32_t &phase) {
+                                                      uint32_t (&nxt)[4][4], const uint32_t (&emc)[2],
+                                                      uint32_t (&emn)[2], float *fin, int &s, uint32_t &phase) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
     const sm90_desc desc = smem_desc_k128_swizzle128(sm.a_tiles + s * cfg::A_TILE_BYTES);
@@ -80,32 +88,39 @@ static __device__ __forceinline__ void pipelined_step(const sm90_smem sm, int64_
     const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
     if (kc + 1 < (int32_t)chunks) {
         mbar_wait(&sm.full[s1], phase1);
-        load_convert_folded<BT, W_FP32, MINB>(sm, s1, wg_off, warpgroup, r0, nxt);
+        load_convert_folded<BT, W_FP32, MINB>(sm, s1, wg_off, warpgroup, r0, nxt, ROW_SCALED ? emn : nullptr);
     }
     wgmma_wait<0>();
     wgmma_chunk_waited<BT>(acc, cur); /* the wgmmas read cur from registers until here */
-    promote<BT, false>(fin, acc, 1.0f, 1.0f, sm.a_scale_s + s * 4 * BT, t4);
+    if constexpr (ROW_SCALED)
+        promote<BT, true>(fin, acc, row_scale_from_emax(emc[0]), row_scale_from_emax(emc[1]), sm.a_scale_s + s * 4 * BT, t4);
+    else promote<BT, false>(fin, acc, 1.0f, 1.0f, sm.a_scale_s + s * 4 * BT, t4);
     mbar_arrive(&sm.empty[s]); /* after the last read of the stage: wgmmas waited, scales used */
     s = s1;
     phase = phase1;
 }
 
-/* The look-ahead loop of a one-base item (pipelined_step): fin, kept in the units of chunk 0's
- * row bases (rb, eb: see promote_folded), and the consumers' stage counter (s, phase). */
-template <int BT, bool W_FP32, int MINB>
+/* The look-ahead loop of an all-folded item (pipelined_step): fin, kept in the units of chunk 0's
+ * row bases for a one-base item (rb, eb: see promote_folded) or in absolute units (ROW_SCALED), and
+ * the consumers' stage counter (s, phase). */
+template <int BT, bool W_FP32, int MINB, bool ROW_SCALED>
 static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
                                                       int r0, int t4, float *fin, float &rb0, float &rb1,
                                                       uint32_t &eb0, uint32_t &eb1, int &s, uint32_t &phase) {
-    uint32_t fa[4][4], fb[4][4], em[2];
+    uint32_t fa[4][4], fb[4][4], ea[2], ebn[2] = {0, 0};
     mbar_wait(&sm.full[s], phase);
-    load_convert_folded<BT, W_FP32, MINB>(sm, s, wg_off, warpgroup, r0, fa, em);
-    eb0 = em[0];
-    eb1 = em[1];
-    rb0 = row_scale_from_emax(em[0]);
-    rb1 = row_scale_from_emax(em[1]);
+    load_convert_folded<BT, W_FP32, MINB>(sm, s, wg_off, warpgroup, r0, fa, ea);
+    if constexpr (!ROW_SCALED) {
+        eb0 = ea[0];
+        eb1 = ea[1];
+        rb0 = row_scale_from_emax(ea[0]);
+        rb1 = row_scale_from_emax(ea[1]);
+    }
     for (int32_t kc = 0; kc < (int32_t)chunks; kc += 2) {
-        pipelined_step<BT, W_FP32, MINB>(sm, chunks, wg_off, warpgroup, r0, t4, kc, fa, fb, fin, s, phase);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED>(sm, chunks, wg_off, warpgroup, r0, t4, kc, fa, fb, ea, ebn, fin, s,
+                                                     phase);
         if (kc + 1 < (int32_t)chunks)
-            pipelined_step<BT, W_FP32, MINB>(sm, chunks, wg_off, warpgroup, r0, t4, kc + 1, fb, fa, fin, s, phase);
+            pipelined_step<BT, W_FP32, MINB, ROW_SCALED>(sm, chunks, wg_off, warpgroup, r0, t4, kc + 1, fb, fa, ebn, ea,
+                                                         fin, s, phase);
     }
 }
