@@ -99,15 +99,15 @@ demo: $(BUILD)/hfp4
 	$(BUILD)/hfp4 demo
 
 # microbenchmarks of the kernels' building blocks (GPU-only diagnostics, not part of the library)
-$(BUILD)/wgmma_ceiling: bench/micro/wgmma_ceiling.cu $(wildcard src/kernels/sm90/*.cuh)
+$(BUILD)/wgmma_ceiling: bench/micro/wgmma_ceiling.cu bench/micro/micro_timing.cuh $(wildcard src/kernels/sm90/*.cuh)
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
-$(BUILD)/consumer_structures: bench/micro/consumer_structures.cu $(wildcard src/kernels/sm90/*.cuh)
+$(BUILD)/consumer_structures: bench/micro/consumer_structures.cu bench/micro/micro_timing.cuh $(wildcard src/kernels/sm90/*.cuh)
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
-$(BUILD)/ss_swap: bench/micro/ss_swap.cu $(wildcard src/kernels/sm90/*.cuh)
+$(BUILD)/ss_swap: bench/micro/ss_swap.cu bench/micro/micro_timing.cuh $(wildcard src/kernels/sm90/*.cuh)
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
