@@ -50,7 +50,9 @@ all: $(BUILD)/libhfp4.a $(BUILD)/libhfp4.so $(BUILD)/hfp4
 help:
 	@sed -n '1,12p' Makefile
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h tests/*.h tools/*.h)
+# (src/*/*/*.h: the kernels' parameter block, src/kernels/sm90/fp8_fp4_gemm_params.h, is shared with
+# the C planner: without it an edit there left the planner's object stale)
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h src/*/*/*.h tests/*.h tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -c $< -o $@
 
@@ -97,15 +99,15 @@ demo: $(BUILD)/hfp4
 	$(BUILD)/hfp4 demo
 
 # microbenchmarks of the kernels' building blocks (GPU-only diagnostics, not part of the library)
-$(BUILD)/wgmma_ceiling: bench/micro/wgmma_ceiling.cu $(wildcard src/kernels/sm90/*.cuh)
+$(BUILD)/wgmma_ceiling: bench/micro/wgmma_ceiling.cu bench/micro/micro_timing.cuh $(wildcard src/kernels/sm90/*.cuh)
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
-$(BUILD)/consumer_structures: bench/micro/consumer_structures.cu $(wildcard src/kernels/sm90/*.cuh)
+$(BUILD)/consumer_structures: bench/micro/consumer_structures.cu bench/micro/micro_timing.cuh $(wildcard src/kernels/sm90/*.cuh)
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
-$(BUILD)/ss_swap: bench/micro/ss_swap.cu $(wildcard src/kernels/sm90/*.cuh)
+$(BUILD)/ss_swap: bench/micro/ss_swap.cu bench/micro/micro_timing.cuh $(wildcard src/kernels/sm90/*.cuh)
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 

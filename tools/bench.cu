@@ -67,6 +67,16 @@ static int has_tokens(const int64_t *list, int n, int64_t t) {
     return 0;
 }
 
+/* An option with two values: *flag = 0 for `off`, 1 for `on`; -1 (with a message) for anything else. */
+static int two_way_option(const char *opt, const char *val, const char *off, const char *on, int *flag) {
+    if (strcmp(val, off) && strcmp(val, on)) {
+        fprintf(stderr, "hfp4 bench: %s %s: must be %s or %s\n", opt, val, off, on);
+        return -1;
+    }
+    *flag = !strcmp(val, on);
+    return 0;
+}
+
 static int usage_error(const char *arg) {
     fprintf(stderr,
             "hfp4 bench: bad option '%s'\n"
@@ -110,19 +120,9 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
                 return 2;
             }
         } else if (!strcmp(argv[i], "--sf-layout") && i + 1 < argc) {
-            ++i;
-            if (strcmp(argv[i], "k") && strcmp(argv[i], "mn")) {
-                fprintf(stderr, "hfp4 bench: --sf-layout %s: must be k or mn\n", argv[i]);
-                return 2;
-            }
-            bench_a_scales_mn_major = !strcmp(argv[i], "mn");
+            if (two_way_option("--sf-layout", argv[++i], "k", "mn", &bench_a_scales_mn_major) != 0) return 2;
         } else if (!strcmp(argv[i], "--w-scales") && i + 1 < argc) {
-            ++i;
-            if (strcmp(argv[i], "drift") && strcmp(argv[i], "narrow")) {
-                fprintf(stderr, "hfp4 bench: --w-scales %s: must be narrow or drift\n", argv[i]);
-                return 2;
-            }
-            bench_w_scales_drift = !strcmp(argv[i], "drift");
+            if (two_way_option("--w-scales", argv[++i], "narrow", "drift", &bench_w_scales_drift) != 0) return 2;
         } else if (!strcmp(argv[i], "--seconds-budget") && i + 1 < argc) {
             c.budget_s = strtod(argv[++i], &end);
             if (end == argv[i] || *end || !(c.budget_s > 0) || !isfinite(c.budget_s)) {

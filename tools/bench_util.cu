@@ -105,6 +105,9 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         if (r->launch_us >= 0) printf(", \"launch_us\": %.2f", r->launch_us);
         if (r->stream_us >= 0) printf(", \"stream_us\": %.2f", r->stream_us);
         if (r->flush) printf(", \"flush\": \"%s\"", r->flush);
+        /* the non-default data options, so a row says what it timed */
+        if (bench_a_scales_mn_major) printf(", \"a_scales\": \"mn\"");
+        if (bench_w_scales_drift) printf(", \"w_scales\": \"drift\"");
         printf("}\n");
     } else {
         /* the columns of the first version, then the added figures */
@@ -117,6 +120,8 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         if (r->stream_us >= 0) printf("  stream %.1f us", r->stream_us);
         if (r->gran && r->gran != 128) printf("  gran_k %d", r->gran);
         if (r->flush) printf("  [%s]", r->flush);
+        if (bench_a_scales_mn_major) printf("  [a scales mn]");
+        if (bench_w_scales_drift) printf("  [w scales drift]");
         printf("\n");
         if (r->tokens >= 0) printf("%*s(T = %lld)\n", 29, "", (long long)r->tokens);
     }

@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "micro_timing.cuh"
 #include "sm90/fp8_fp4_gemm.cuh" /* convert_folded_chunk, promote, the wgmma and PTX wrappers */
 
 #define BT 128
@@ -231,23 +232,34 @@ __global__ void __launch_bounds__(384, 1) quarters_kernel(float *out) {
     out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
 }
 
+/* what the launch functions need (micro_time_ms passes it through) */
+typedef struct micro_args {
+    int sms;
+    float *out;
+} micro_args;
+
+template <bool LOOKAHEAD>
+static void launch_quarters(void *arg) {
+    const micro_args *x = (const micro_args *)arg;
+    quarters_kernel<LOOKAHEAD><<<x->sms, 384, SMEM2>>>(x->out);
+}
+
 template <bool LOOKAHEAD>
 static void run_quarters(const char *name, int sms, float *out) {
     cudaFuncSetAttribute(quarters_kernel<LOOKAHEAD>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM2);
-    quarters_kernel<LOOKAHEAD><<<sms, 384, SMEM2>>>(out);
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    const int reps = 5;
-    cudaEventRecord(e0);
-    for (int r = 0; r < reps; r++) quarters_kernel<LOOKAHEAD><<<sms, 384, SMEM2>>>(out);
-    cudaEventRecord(e1);
-    const cudaError_t err = cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    const double flop = (double)sms * 2 * 64.0 * BT2 * 128.0 * 2.0 * CHUNKS * reps;
+    micro_args args = {sms, out};
+    cudaError_t err;
+    const float ms = micro_time_ms(launch_quarters<LOOKAHEAD>, &args, &err);
+    const double flop = (double)sms * 2 * 64.0 * BT2 * 128.0 * 2.0 * CHUNKS * MICRO_REPS;
     printf("%-44s NWG=2 BT=256  %7.1f TFLOP/s%s%s\n", name, err == cudaSuccess ? flop / (ms * 1e-3) / 1e12 : 0.0,
            err == cudaSuccess ? "" : "  ERROR ", err == cudaSuccess ? "" : cudaGetErrorString(err));
+}
+
+template <int NWG, bool RESCALE, bool LOOKAHEAD, bool SA128>
+static void launch_structure(void *arg) {
+    typedef micro_layout<NWG> L;
+    const micro_args *x = (const micro_args *)arg;
+    structure_kernel<NWG, RESCALE, LOOKAHEAD, SA128><<<x->sms, L::THREADS, L::SMEM>>>(x->out);
 }
 
 template <int NWG, bool RESCALE, bool LOOKAHEAD, bool SA128>
@@ -255,18 +267,10 @@ static void run(const char *name, int sms, float *out) {
     typedef micro_layout<NWG> L;
     cudaFuncSetAttribute(structure_kernel<NWG, RESCALE, LOOKAHEAD, SA128>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
-    structure_kernel<NWG, RESCALE, LOOKAHEAD, SA128><<<sms, L::THREADS, L::SMEM>>>(out); /* warm-up */
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    const int reps = 5;
-    cudaEventRecord(e0);
-    for (int r = 0; r < reps; r++) structure_kernel<NWG, RESCALE, LOOKAHEAD, SA128><<<sms, L::THREADS, L::SMEM>>>(out);
-    cudaEventRecord(e1);
-    const cudaError_t err = cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    const double flop = (double)sms * NWG * 64.0 * BT * 128.0 * 2.0 * CHUNKS * reps;
+    micro_args args = {sms, out};
+    cudaError_t err;
+    const float ms = micro_time_ms(launch_structure<NWG, RESCALE, LOOKAHEAD, SA128>, &args, &err);
+    const double flop = (double)sms * NWG * 64.0 * BT * 128.0 * 2.0 * CHUNKS * MICRO_REPS;
     printf("%-44s NWG=%d regs %3d/%3d  %7.1f TFLOP/s%s%s\n", name, NWG, L::PRODUCER, L::CONSUMER,
            err == cudaSuccess ? flop / (ms * 1e-3) / 1e12 : 0.0, err == cudaSuccess ? "" : "  ERROR ",
            err == cudaSuccess ? "" : cudaGetErrorString(err));

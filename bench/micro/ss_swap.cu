@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "micro_timing.cuh"
 #include "sm90/fp8_fp4_gemm.cuh" /* convert_folded_chunk, descriptors, mbarriers, setmaxnreg */
 
 #define STAGES 4       /* activation / FP4 stages, filled once */
@@ -199,26 +200,30 @@ static __device__ __forceinline__ void consume(const uint8_t *smem, const uint8_
     out[blockIdx.x * blockDim.x + threadIdx.x] = sum; /* keeps everything live */
 }
 
+typedef struct swap_args {
+    int sms;
+    float *out;
+} swap_args;
+
+template <int NCONV, int MODE>
+static void launch_swap(void *arg) {
+    typedef swap_layout<NCONV> L;
+    const swap_args *x = (const swap_args *)arg;
+    swap_kernel<NCONV, MODE><<<x->sms, L::THREADS, L::SMEM>>>(x->out);
+}
+
 template <int NCONV, int MODE>
 static void run(const char *name, float *out, int sms) {
     typedef swap_layout<NCONV> L;
     cudaFuncSetAttribute(swap_kernel<NCONV, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM);
-    swap_kernel<NCONV, MODE><<<sms, L::THREADS, L::SMEM>>>(out); /* warm-up */
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    cudaEventRecord(e0);
-    const int reps = 5;
-    for (int r = 0; r < reps; r++) swap_kernel<NCONV, MODE><<<sms, L::THREADS, L::SMEM>>>(out);
-    cudaEventRecord(e1);
-    cudaError_t err = cudaEventSynchronize(e1);
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, e0, e1);
-    const double chunks = (double)sms * CHUNKS * reps;
+    swap_args args = {sms, out};
+    cudaError_t err;
+    const float ms = micro_time_ms(launch_swap<NCONV, MODE>, &args, &err);
+    const double chunks = (double)sms * CHUNKS * MICRO_REPS;
     const double flop = chunks * 2.0 * 128 * 128 * 128; /* one chunk: 128 tokens x 128 rows x 128 K */
     printf("%-44s %s  %8.1f TFLOP/s-equivalent  %6.1f ns/chunk/SM  (%d threads, consumers %d regs)\n", name,
            err == cudaSuccess ? "ok " : cudaGetErrorString(err), flop / (ms * 1e-3) / 1e12,
-           ms * 1e6 / (CHUNKS * reps), L::THREADS, L::CONSUMER);
+           ms * 1e6 / (CHUNKS * MICRO_REPS), L::THREADS, L::CONSUMER);
 }
 
 int main(void) {

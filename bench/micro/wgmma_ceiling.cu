@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "micro_timing.cuh"
 #include "sm90/fp8_fp4_gemm.cuh" /* convert_folded_chunk, the wgmma and PTX wrappers */
 
 #define BT 128
@@ -81,21 +82,25 @@ __global__ void __launch_bounds__(256, 1) ceiling_kernel(const uint4 *wsrc, floa
     out[blockIdx.x * blockDim.x + threadIdx.x] = sum; /* keeps everything live */
 }
 
+typedef struct ceiling_args {
+    int sms;
+    const uint4 *w;
+    float *out;
+} ceiling_args;
+
+template <int V>
+static void launch_ceiling(void *arg) {
+    const ceiling_args *x = (const ceiling_args *)arg;
+    ceiling_kernel<V><<<x->sms, 256, SMEM_BYTES>>>(x->w, x->out);
+}
+
 template <int V>
 static double run(int sms, const uint4 *w, float *out) {
     cudaFuncSetAttribute(ceiling_kernel<V>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
-    ceiling_kernel<V><<<sms, 256, SMEM_BYTES>>>(w, out); /* warm-up */
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    cudaEventRecord(e0);
-    const int reps = 5;
-    for (int r = 0; r < reps; r++) ceiling_kernel<V><<<sms, 256, SMEM_BYTES>>>(w, out);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    const double flop = (double)sms * 2 /* warpgroups */ * 64.0 * BT * 128.0 * 2.0 * CHUNKS * reps;
+    ceiling_args args = {sms, w, out};
+    cudaError_t err; /* main checks the device afterwards */
+    const float ms = micro_time_ms(launch_ceiling<V>, &args, &err);
+    const double flop = (double)sms * 2 /* warpgroups */ * 64.0 * BT * 128.0 * 2.0 * CHUNKS * MICRO_REPS;
     return flop / (ms * 1e-3) / 1e12;
 }
 

@@ -202,22 +202,9 @@ hfp4_status hfp4__fold_stats_add(hfp4__fold_stats *s, const hfp4_matrix *w, int3
         for (int64_t tile = 0; tile < tiles; tile++) {
             int64_t r0 = tile * HFP4_SM90_ROW_TILE;
             int64_t r1 = r0 + HFP4_SM90_ROW_TILE < w->rows ? r0 + HFP4_SM90_ROW_TILE : w->rows;
-            /* one-base: each row's non-zero groups within the fold span over all of K (the repack's
-             * row base); the counts below come from the chunk loop */
-            int one_base = 1;
-            for (int64_t r = r0; r < r1 && one_base; r++) {
-                int lo = 256, hi = -1;
-                for (int64_t jj = 0; jj < kg; jj++) {
-                    if (!group_nonzero(w, g, r, jj)) continue;
-                    int ej, pow2;
-                    HFP4_TRY(scale_exponent(w, groups, g, r, jj, &ej, &pow2));
-                    if (ej < lo) lo = ej;
-                    if (ej > hi) hi = ej;
-                }
-                if (hi >= 0 && hi - lo > HFP4_SM90_FOLD_SPAN) one_base = 0;
-            }
-            t.tiles++;
-            t.one_base_if_ue8m0 += one_base;
+            /* each row's exponent range over all of K, for the one-base rule (the repack's row base) */
+            int row_lo[HFP4_SM90_ROW_TILE], row_hi[HFP4_SM90_ROW_TILE];
+            for (int i = 0; i < HFP4_SM90_ROW_TILE; i++) row_lo[i] = 256, row_hi[i] = -1;
             for (int64_t c = 0; c < chunks; c++) {
                 int fold = 1;
                 for (int64_t r = r0; r < r1; r++) {
@@ -238,6 +225,8 @@ hfp4_status hfp4__fold_stats_add(hfp4__fold_stats *s, const hfp4_matrix *w, int3
                         if (e[j] > emax) emax = e[j];
                         if (e[j] < t.exp_min) t.exp_min = e[j];
                         if (e[j] > t.exp_max) t.exp_max = e[j];
+                        if (e[j] < row_lo[r - r0]) row_lo[r - r0] = e[j];
+                        if (e[j] > row_hi[r - r0]) row_hi[r - r0] = e[j];
                     }
                     for (int j = 0; j < 4; j++)
                         if (nz[j] && emax - e[j] > HFP4_SM90_FOLD_SPAN) fold = 0;
@@ -245,6 +234,11 @@ hfp4_status hfp4__fold_stats_add(hfp4__fold_stats *s, const hfp4_matrix *w, int3
                 t.chunk_tiles++;
                 t.folded_if_ue8m0 += fold;
             }
+            int one_base = 1; /* every row within the fold span over K, or all zero */
+            for (int64_t r = r0; r < r1; r++)
+                if (row_hi[r - r0] >= 0 && row_hi[r - r0] - row_lo[r - r0] > HFP4_SM90_FOLD_SPAN) one_base = 0;
+            t.tiles++;
+            t.one_base_if_ue8m0 += one_base;
         }
     }
     hfp4__fold_stats_merge(s, &t);

@@ -1,0 +1,28 @@
+/*
+ * micro_timing.cuh - how the micro-benchmarks time a kernel: one warm-up launch, then MICRO_REPS
+ * launches between two events. launch(arg) issues one launch; the caller sets the kernel's
+ * shared-memory attribute and turns milliseconds into its own figures.
+ */
+#pragma once
+#include <cuda_runtime.h>
+
+#define MICRO_REPS 5
+
+typedef void (*micro_launch)(void *arg);
+
+/* Milliseconds of MICRO_REPS launches; *err: the launches' first error (cudaSuccess if none). */
+static float micro_time_ms(micro_launch launch, void *arg, cudaError_t *err) {
+    launch(arg); /* warm-up */
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaEventRecord(e0);
+    for (int r = 0; r < MICRO_REPS; r++) launch(arg);
+    cudaEventRecord(e1);
+    *err = cudaEventSynchronize(e1);
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return ms;
+}
