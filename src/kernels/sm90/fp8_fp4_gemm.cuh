@@ -70,6 +70,7 @@ __global__ void __launch_bounds__(384, MINB)
     sm.ws_stages = smem + cfg::WS_STAGES_OFF;
     sm.a_scale_s = (float *)(smem + cfg::A_SCALES_OFF);
     sm.out_s = (float *)(smem + cfg::OUT_OFF);
+    sm.live_prefix = (int32_t *)(smem + cfg::PREFIX_OFF);
     sm.full = (uint64_t *)(smem + cfg::FULL_OFF);
     sm.empty = (uint64_t *)(smem + cfg::EMPTY_OFF);
 
@@ -86,6 +87,8 @@ __global__ void __launch_bounds__(384, MINB)
         }
         mbar_fence_init();
     }
+    if constexpr (cfg::BALANCE)
+        if (p.balanced && threadIdx.x / 32 == 1) build_live_prefix<BT>(p, sm.live_prefix, lane);
     __syncthreads();
 
     const int64_t chunks = p.w_chunks;

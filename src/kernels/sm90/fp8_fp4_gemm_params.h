@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#define HFP4_SM90_BALANCE_MAX_GROUPS 512 /* groups whose live-item prefix fits the kernels' shared memory */
+
 typedef struct hfp4_sm90_gemm_params {
     /* problem */
     int32_t grouping;       /* hfp4_grouping                                              */
@@ -14,6 +16,8 @@ typedef struct hfp4_sm90_gemm_params {
     int32_t m_alignment;
     int32_t num_groups;
     int64_t tiles_n, tiles_m, tiles_total; /* work items: tiles_n x tiles_m x (groups or 1)      */
+    int32_t balanced;       /* masked layout, <= HFP4_SM90_BALANCE_MAX_GROUPS groups, token tile <= 64:
+                               the CTAs share the *live* items evenly (work_items.cuh)          */
     int64_t m, n, k;
     /* activation scales (A data itself goes through the TMA descriptor) */
     const void *a_scales;

@@ -41,25 +41,86 @@ static __device__ __forceinline__ bool work_item_live(const hfp4_sm90_gemm_param
     return m0 < min((int64_t)probe, p.m);
 }
 
-/* A CTA's work items (blockIdx.x, + gridDim.x, ...) in batches of 32: each lane of the warp probes
- * one item's layout value (one load round trip per 32 items instead of one per item) and decides
- * whether the item is live (work_item_live); the warp then takes the live ones in order, skipping the
- * rest at no cost.
+/* The masked layout's live items per group, as an exclusive prefix in shared memory (prefix[g] =
+ * live items of groups < g; prefix[groups] = all), built by one warp at the kernel's start when
+ * p.balanced. A group's live items are its token tiles below masked_m (clamped to p.m, as
+ * resolve_tile does) times the weight tiles. */
+template <int BT>
+static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_params &p, int32_t *prefix, int lane) {
+    int32_t run = 0;
+    for (int32_t g0 = 0; g0 < p.num_groups; g0 += 32) {
+        const int32_t g = g0 + lane;
+        int32_t cnt = 0;
+        if (g < p.num_groups) {
+            const int64_t rows = min((int64_t)p.layout[g], p.m);
+            if (rows > 0) cnt = (int32_t)min((rows + BT - 1) / BT, p.tiles_m) * (int32_t)p.tiles_n;
+        }
+        int32_t incl = cnt;
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+            const int32_t v = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+            if (lane >= d) incl += v;
+        }
+        if (g < p.num_groups) prefix[g] = run + incl - cnt;
+        run += __shfl_sync(0xFFFFFFFFu, incl, 31);
+    }
+    if (lane == 0) prefix[p.num_groups] = run;
+}
+
+/* A CTA's walk over its work items. Either every G-th item (G = gridDim.x), in batches of 32: each
+ * lane of the warp probes one item's layout value (one load round trip per 32 items instead of one
+ * per item) and decides whether the item is live (work_item_live); the warp then takes the live
+ * ones in order, skipping the rest at no cost. Or, when p.balanced, every G-th *live* item, ranked
+ * through the live prefix (build_live_prefix).
  * NOTE: walking every item one by one (with the integer divisions of its resolution) cost ~40 % of
  * all instructions of a V4-Flash decode launch at T = 1 (8192 items, 192 routed; ncu). The ballot
  * does those divisions once per 32 items, in parallel.
  * Every lane of the warp must run the loop; producer and consumers walk the same items. */
-#define FOR_EACH_ITEM(BT, p, item, lay)                                                                         \
-    for (int32_t item##_base = blockIdx.x; item##_base < (int32_t)(p).tiles_total; item##_base += 32 * gridDim.x) \
-        /* (64-bit so that the mask's bit 31 steps without signed overflow) */                                   \
-        for (int64_t item##_own = item##_base + (int32_t)(threadIdx.x % 32 * gridDim.x),                        \
-                     item##_probe = item##_own < (p).tiles_total ? probe_layout<BT>((p), (int32_t)item##_own) : 0, \
-                     item##_live = __ballot_sync(0xFFFFFFFFu, item##_own < (p).tiles_total &&                     \
-                                                                  work_item_live<BT>((p), (int32_t)item##_own, (int32_t)item##_probe)); \
-             item##_live != 0; item##_live &= item##_live - 1)                                                  \
-            if (const int32_t item##_j = __ffs((int)(uint32_t)item##_live) - 1; true)                            \
-                if (const int32_t item = item##_base + item##_j * (int32_t)gridDim.x; true)                      \
-                    if (const int32_t lay = __shfl_sync(0xFFFFFFFFu, (int32_t)item##_probe, item##_j); true)
+struct sm90_walk {
+    int32_t next;      /* ballot walk: first item of the next batch; balanced: the next live rank */
+    int32_t batch;     /* ballot walk: first item of the current batch                          */
+    int32_t probe;     /* this lane's probe value in the current batch                          */
+    uint32_t live;     /* the current batch's live lanes still to visit                          */
+    int32_t item, lay; /* the item handed out, and its probe_layout value                      */
+};
+
+template <int BT>
+static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p, const int32_t *prefix, sm90_walk &w) {
+    const int32_t G = (int32_t)gridDim.x;
+    if (BT <= 64 && p.balanced) { /* (tile_config.cuh BALANCE: the decode tiles only) */
+        if (w.next >= prefix[p.num_groups]) return false;
+        int32_t lo = 0, hi = p.num_groups - 1; /* the last group whose prefix is <= the rank */
+        while (lo < hi) {
+            const int32_t mid = (lo + hi + 1) / 2;
+            if (prefix[mid] <= w.next) lo = mid;
+            else hi = mid - 1;
+        }
+        const int32_t within = w.next - prefix[lo], tiles_n = (int32_t)p.tiles_n;
+        const int32_t m = within / tiles_n;
+        w.item = (lo * (int32_t)p.tiles_m + m) * tiles_n + (within - m * tiles_n);
+        w.lay = p.layout[lo];
+        w.next += G;
+        return true;
+    }
+    while (w.live == 0) {
+        if (w.next >= (int32_t)p.tiles_total) return false;
+        /* (64-bit so that the last lanes' items do not overflow) */
+        const int64_t own = w.next + (int64_t)(threadIdx.x % 32) * G;
+        w.probe = own < p.tiles_total ? probe_layout<BT>(p, (int32_t)own) : 0;
+        w.live = __ballot_sync(0xFFFFFFFFu, own < p.tiles_total && work_item_live<BT>(p, (int32_t)own, w.probe));
+        w.batch = w.next;
+        w.next += 32 * G;
+    }
+    const int32_t j = __ffs((int)w.live) - 1;
+    w.live &= w.live - 1;
+    w.item = w.batch + j * G;
+    w.lay = __shfl_sync(0xFFFFFFFFu, w.probe, j);
+    return true;
+}
+
+#define FOR_EACH_ITEM(BT, p, prefix, item, lay)                                                               \
+    for (sm90_walk item##_w = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0}; walk_next<BT>((p), (prefix), item##_w);) \
+        if (const int32_t item = item##_w.item, lay = item##_w.lay; true)
 
 /* Work item -> (weight tile pair, token tile, group); false when the item has nothing to write.
  * `lay` is probe_layout's value for the item. Items run n-tile fastest, so the CTAs resident at one
