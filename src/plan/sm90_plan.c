@@ -76,8 +76,15 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
      * through a prefix of the groups' live items that the kernel builds in shared memory.
      * HFP4_SM90_BALANCE=0 turns it off, for comparison. */
     const char *bal = getenv("HFP4_SM90_BALANCE");
-    k->balanced = p->grouping == HFP4_GROUPING_MASKED && p->num_groups <= HFP4_SM90_BALANCE_MAX_GROUPS &&
-                  plan->block_tokens <= 64 && !(bal && !strcmp(bal, "0"));
+    /* The contiguous layout (expert ids) likewise: its token tiles that compute are spread as
+     * unevenly, and most decode tiles are padding, each once an item of its own that only wrote
+     * zeros; balanced, the CTAs share the computing items and then zero the padding tiles in one
+     * pass of vector stores. */
+    k->balanced = 0;
+    if (plan->block_tokens <= 64 && !(bal && !strcmp(bal, "0"))) {
+        if (p->grouping == HFP4_GROUPING_MASKED && p->num_groups <= HFP4_SM90_BALANCE_MAX_GROUPS) k->balanced = 1;
+        if (p->grouping == HFP4_GROUPING_CONTIGUOUS && plan->grid_y <= HFP4_SM90_BALANCE_MAX_TILES) k->balanced = 2;
+    }
     k->m = p->m;
     k->n = p->n;
     k->k = p->k;

@@ -191,4 +191,6 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     }
     store_tile<BT, W_FP32, MINB>(*pk, tile, wtile, dgroup, fin, out_s, warpgroup, tid, lane);
     }
+    if constexpr (cfg::BALANCE)
+        if (p.balanced == 2) zero_padding_tiles<BT>(*pk, sm.live_prefix, warpgroup * 128 + tid);
 }

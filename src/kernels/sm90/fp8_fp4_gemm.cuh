@@ -87,8 +87,15 @@ __global__ void __launch_bounds__(384, MINB)
         }
         mbar_fence_init();
     }
-    if constexpr (cfg::BALANCE)
-        if (p.balanced && threadIdx.x / 32 == 1) build_live_prefix<BT>(p, sm.live_prefix, lane);
+    if constexpr (cfg::BALANCE) {
+        if (p.balanced == 2) { /* the contiguous layout's computing tiles: all threads, then one warp */
+            build_compute_mask<BT>(p, sm.live_prefix, threadIdx.x, blockDim.x);
+            __syncthreads();
+            if (threadIdx.x / 32 == 1) build_mask_prefix(p, sm.live_prefix, lane);
+        } else if (p.balanced == 1 && threadIdx.x / 32 == 1) {
+            build_live_prefix<BT>(p, sm.live_prefix, lane);
+        }
+    }
     __syncthreads();
 
     const int64_t chunks = p.w_chunks;

@@ -41,6 +41,8 @@ struct sm90_tile_config {
     /* the masked layout's live-item prefix (work_items.cuh), for the decode tiles */
     static constexpr bool BALANCE = BT <= 64;
     static constexpr int PREFIX_BYTES = BALANCE ? (4 * (HFP4_SM90_BALANCE_MAX_GROUPS + 1) + 15) / 16 * 16 : 0;
+    static_assert(2 * (HFP4_SM90_BALANCE_MAX_TILES / 32) + 1 <= HFP4_SM90_BALANCE_MAX_GROUPS + 1,
+                  "the contiguous layout's tile bitmask and word prefix share the masked prefix's space");
     static constexpr int FIT = (SMEM_LIMIT - 1024 - OUT_BYTES - PREFIX_BYTES - 2 * MAX_STAGES * 8) / STAGE_BYTES;
     static constexpr int STAGES = FIT < MAX_STAGES ? FIT : MAX_STAGES;
     static_assert(STAGES >= 4, "the producer warps' parity waits need at least 4 stages");

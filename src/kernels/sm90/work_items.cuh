@@ -67,6 +67,63 @@ static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_pa
     if (lane == 0) prefix[p.num_groups] = run;
 }
 
+/* The contiguous layout's computing token tiles (expert id of the tile's first row in [0, groups):
+ * a tile starting in padding is all padding, segments being aligned to a multiple of the tile), as a
+ * bitmask of words w < W = ceil(tiles_m / 32) at space[w], and the exclusive prefix of the words'
+ * popcounts at space[W + w] (space[2W] = all), when p.balanced == 2. The mask is built by the whole
+ * CTA (nthreads threads, tid), the prefix by one warp after a barrier. */
+template <int BT>
+static __device__ __forceinline__ void build_compute_mask(const hfp4_sm90_gemm_params &p, int32_t *space, int tid,
+                                                          int nthreads) {
+    const int32_t tiles_m = (int32_t)p.tiles_m, W = (tiles_m + 31) / 32;
+    for (int32_t w = tid; w < W; w += nthreads) {
+        uint32_t bits = 0;
+        for (int b = 0; b < 32; b++) {
+            const int32_t t = 32 * w + b;
+            if (t >= tiles_m) break;
+            const int32_t id = p.layout[(int64_t)t * BT];
+            if (id >= 0 && id < p.num_groups) bits |= 1u << b;
+        }
+        space[w] = (int32_t)bits;
+    }
+}
+static __device__ __forceinline__ void build_mask_prefix(const hfp4_sm90_gemm_params &p, int32_t *space, int lane) {
+    const int32_t W = ((int32_t)p.tiles_m + 31) / 32;
+    int32_t run = 0;
+    for (int32_t w0 = 0; w0 < W; w0 += 32) {
+        const int32_t w = w0 + lane;
+        const int32_t cnt = w < W ? __popc((uint32_t)space[w]) : 0;
+        int32_t incl = cnt;
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+            const int32_t v = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+            if (lane >= d) incl += v;
+        }
+        if (w < W) space[W + w] = run + incl - cnt;
+        run += __shfl_sync(0xFFFFFFFFu, incl, 31);
+    }
+    if (lane == 0) space[2 * W] = run;
+}
+
+/* The index of the k-th (from 0) set bit of `bits` (k < popcount). */
+static __device__ __forceinline__ int32_t nth_set_bit(uint32_t bits, int32_t k) {
+    for (int32_t i = 0; i < k; i++) bits &= bits - 1;
+    return __ffs((int)bits) - 1;
+}
+
+/* The largest index i in [0, n) with prefix[i] <= r (prefix non-decreasing, prefix[0] <= r): the
+ * entry whose range holds rank r (an empty entry's successor starts at the same rank, so the
+ * largest such index is never empty). */
+static __device__ __forceinline__ int32_t rank_owner(const int32_t *prefix, int32_t n, int32_t r) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const int32_t mid = (lo + hi + 1) / 2;
+        if (prefix[mid] <= r) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
 /* A CTA's walk over its work items. Either every G-th item (G = gridDim.x), in batches of 32: each
  * lane of the warp probes one item's layout value (one load round trip per 32 items instead of one
  * per item) and decides whether the item is live (work_item_live); the warp then takes the live
@@ -87,18 +144,24 @@ struct sm90_walk {
 template <int BT>
 static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p, const int32_t *prefix, sm90_walk &w) {
     const int32_t G = (int32_t)gridDim.x;
-    if (BT <= 64 && p.balanced) { /* (tile_config.cuh BALANCE: the decode tiles only) */
+    if (BT <= 64 && p.balanced == 1) { /* (tile_config.cuh BALANCE: the decode tiles only) */
         if (w.next >= prefix[p.num_groups]) return false;
-        int32_t lo = 0, hi = p.num_groups - 1; /* the last group whose prefix is <= the rank */
-        while (lo < hi) {
-            const int32_t mid = (lo + hi + 1) / 2;
-            if (prefix[mid] <= w.next) lo = mid;
-            else hi = mid - 1;
-        }
-        const int32_t within = w.next - prefix[lo], tiles_n = (int32_t)p.tiles_n;
+        const int32_t g = rank_owner(prefix, p.num_groups, w.next);
+        const int32_t within = w.next - prefix[g], tiles_n = (int32_t)p.tiles_n;
         const int32_t m = within / tiles_n;
-        w.item = (lo * (int32_t)p.tiles_m + m) * tiles_n + (within - m * tiles_n);
-        w.lay = p.layout[lo];
+        w.item = (g * (int32_t)p.tiles_m + m) * tiles_n + (within - m * tiles_n);
+        w.lay = p.layout[g];
+        w.next += G;
+        return true;
+    }
+    if (BT <= 64 && p.balanced == 2) { /* computing items only: padding tiles, zero_padding_tiles */
+        const int32_t W = ((int32_t)p.tiles_m + 31) / 32, tiles_n = (int32_t)p.tiles_n;
+        if (w.next >= prefix[2 * W] * tiles_n) return false;
+        const int32_t q = w.next / tiles_n, n = w.next - q * tiles_n; /* q: the tile's rank */
+        const int32_t wi = rank_owner(prefix + W, W, q);
+        const int32_t t = 32 * wi + nth_set_bit((uint32_t)prefix[wi], q - prefix[W + wi]);
+        w.item = t * tiles_n + n;
+        w.lay = p.layout[(int64_t)t * BT];
         w.next += G;
         return true;
     }
