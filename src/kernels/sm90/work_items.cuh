@@ -71,20 +71,26 @@ static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_pa
  * a tile starting in padding is all padding, segments being aligned to a multiple of the tile), as a
  * bitmask of words w < W = ceil(tiles_m / 32) at space[w], and the exclusive prefix of the words'
  * popcounts at space[W + w] (space[2W] = all), when p.balanced == 2. The mask is built by the whole
- * CTA (nthreads threads, tid), the prefix by one warp after a barrier. */
+ * CTA (nthreads threads, tid; every warp runs the loop), the prefix by one warp after a barrier. */
 template <int BT>
 static __device__ __forceinline__ void build_compute_mask(const hfp4_sm90_gemm_params &p, int32_t *space, int tid,
                                                           int nthreads) {
-    const int32_t tiles_m = (int32_t)p.tiles_m, W = (tiles_m + 31) / 32;
-    for (int32_t w = tid; w < W; w += nthreads) {
-        uint32_t bits = 0;
-        for (int b = 0; b < 32; b++) {
-            const int32_t t = 32 * w + b;
-            if (t >= tiles_m) break;
-            const int32_t id = p.layout[(int64_t)t * BT];
-            if (id >= 0 && id < p.num_groups) bits |= 1u << b;
+    /* a warp per word: lane b loads tile 32 w + b's first id, a ballot makes the word; 4 words per
+     * warp at a time, so 4 loads per lane are in flight (one CTA's start-up cost) */
+    const int32_t tiles_m = (int32_t)p.tiles_m, W = (tiles_m + 31) / 32, warps = nthreads / 32;
+    const int warp = tid / 32, lane = tid % 32;
+    for (int32_t w0 = warp; w0 < W; w0 += 4 * warps) {
+        int32_t id[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int32_t t = 32 * (w0 + u * warps) + lane;
+            id[u] = w0 + u * warps < W && t < tiles_m ? p.layout[(int64_t)t * BT] : -1;
         }
-        space[w] = (int32_t)bits;
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const uint32_t bits = __ballot_sync(0xFFFFFFFFu, id[u] >= 0 && id[u] < p.num_groups);
+            if (lane == 0 && w0 + u * warps < W) space[w0 + u * warps] = (int32_t)bits;
+        }
     }
 }
 static __device__ __forceinline__ void build_mask_prefix(const hfp4_sm90_gemm_params &p, int32_t *space, int lane) {
