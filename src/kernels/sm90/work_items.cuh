@@ -47,12 +47,21 @@ static __device__ __forceinline__ bool work_item_live(const hfp4_sm90_gemm_param
  * resolve_tile does) times the weight tiles. */
 template <int BT>
 static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_params &p, int32_t *prefix, int lane) {
+    /* every load first (up to 16 per lane), then the scans: one load round trip of start-up, not
+     * one per 32 groups */
+    constexpr int PER_LANE = HFP4_SM90_BALANCE_MAX_GROUPS / 32;
+    int32_t masked[PER_LANE];
+#pragma unroll
+    for (int i = 0; i < PER_LANE; i++) masked[i] = 32 * i + lane < p.num_groups ? p.layout[32 * i + lane] : 0;
     int32_t run = 0;
-    for (int32_t g0 = 0; g0 < p.num_groups; g0 += 32) {
+#pragma unroll
+    for (int i = 0; i < PER_LANE; i++) {
+        const int32_t g0 = 32 * i;
+        if (g0 >= p.num_groups) break;
         const int32_t g = g0 + lane;
         int32_t cnt = 0;
         if (g < p.num_groups) {
-            const int64_t rows = min((int64_t)p.layout[g], p.m);
+            const int64_t rows = min((int64_t)masked[i], p.m);
             if (rows > 0) cnt = (int32_t)min((rows + BT - 1) / BT, p.tiles_m) * (int32_t)p.tiles_n;
         }
         int32_t incl = cnt;
