@@ -7,7 +7,9 @@
 
 #include <stdint.h>
 
-#define HFP4_SM90_BALANCE_MAX_GROUPS 512 /* groups whose live-item prefix fits the kernels' shared memory */
+#define HFP4_SM90_BALANCE_MAX_GROUPS 384 /* groups whose live-item prefix fits the kernels' shared memory
+                                           (V4-Pro's 384 experts; more would cost the 8-token tile a
+                                           pipeline stage) */
 
 typedef struct hfp4_sm90_gemm_params {
     /* problem */
