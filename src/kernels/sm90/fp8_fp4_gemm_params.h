@@ -7,8 +7,10 @@
 
 #include <stdint.h>
 
-#define HFP4_SM90_BALANCE_MAX_GROUPS 512 /* groups whose live-item prefix fits the kernels' shared memory */
-#define HFP4_SM90_BALANCE_MAX_TILES 8192 /* token tiles whose bitmask + word prefix fit the same space */
+#define HFP4_SM90_BALANCE_MAX_GROUPS 384 /* groups whose live-item prefix fits the kernels' shared memory
+                                           (V4-Pro's 384 experts; more would cost the 8-token tile a
+                                           pipeline stage) */
+#define HFP4_SM90_BALANCE_MAX_TILES 6144 /* token tiles whose bitmask + word prefix fit the same space */
 
 typedef struct hfp4_sm90_gemm_params {
     /* problem */
