@@ -50,7 +50,9 @@ all: $(BUILD)/libhfp4.a $(BUILD)/libhfp4.so $(BUILD)/hfp4
 help:
 	@sed -n '1,12p' Makefile
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h tests/*.h tools/*.h)
+# (src/*/*/*.h: the kernels' parameter block, src/kernels/sm90/fp8_fp4_gemm_params.h, is shared with
+# the C planner: without it an edit there left the planner's object stale)
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h src/*/*/*.h tests/*.h tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -c $< -o $@
 

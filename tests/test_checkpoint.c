@@ -622,6 +622,17 @@ TEST(checkpoint_container_rejects_malformed) {
     CHECK_STATUS(hfp4__sm90_container_load(p, &got, &payload, &b), HFP4_OK);
     free(payload);
     CHECK(got.groups == 2 && got.n == 100 && got.k == 160 && got.bytes == h.bytes);
+    /* a layout version 2 file (before the one-base bit) still loads: its bytes are valid v3 bytes */
+    {
+        unsigned char saved = file[12];
+        file[12] = 2;
+        CHECK(write_bytes(p, file, total) == 0);
+        CHECK_STATUS(hfp4__sm90_container_load(p, &got, &payload, &b), HFP4_OK);
+        free(payload);
+        payload = NULL;
+        CHECK(got.layout_version == 2);
+        file[12] = saved;
+    }
 
     struct {
         int offset;

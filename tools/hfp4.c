@@ -20,12 +20,13 @@ static int usage(FILE *f) {
             "usage: hfp4 <command> [options]\n"
             "  demo            checked DeepSeek-V4-shaped FP4 expert GEMMs (timed on a Hopper GPU)\n"
             "  bench [--json] [--iters N] [--quick] [--tokens T1,T2..] [--gran 32|128] [--replays N]\n"
-            "        [--seconds-budget S] [--only w13,w2,dense,sf,gran,launch,graph,gemv,tp,pro]\n"
+            "        [--sf-layout k|mn] [--w-scales narrow|drift] [--seconds-budget S]\n"
+            "        [--only w13,w2,dense,sf,gran,launch,graph,gemv,tp,pro]\n"
             "                  speed vs cuBLASLt FP8/BF16 and the copy rate, same run (Hopper GPU)\n"
             "  verify          GPU kernels vs the CPU reference (Hopper GPU)\n"
             "  info            library version and GPU\n"
             "  inspect FILE.safetensors [--tensor NAME]\n"
-            "                  tensors, and how much of each FP4 expert weight runs on the fast path\n"
+            "                  tensors, and how much of each FP4 expert weight runs on the fast paths\n"
             "  repack IN.safetensors OUT.bin (--tensor NAME | --groups-from PATTERN)\n"
             "                  FP4 expert weights into the SM90 layout (HFP4SM90 file, docs/CHECKPOINTS.md)\n");
     return f == stderr ? 2 : 0;

@@ -51,9 +51,12 @@ hfp4_status hfp4__sm90_container_decode(const char *path, const unsigned char in
     uint32_t cv = (uint32_t)get_le(in + 8, 4), lv = (uint32_t)get_le(in + 12, 4);
     HFP4_CHECK_ARG(cv == HFP4__SM90_CONTAINER_VERSION, "HFP4SM90 container '%s': container version %u, this build reads %u",
                    path, cv, HFP4__SM90_CONTAINER_VERSION);
-    HFP4_CHECK_ARG(lv == HFP4_SM90_WEIGHTS_VERSION,
-                   "HFP4SM90 container '%s': SM90 layout version %u, this build's kernels use version %d (repack again)", path,
-                   lv, HFP4_SM90_WEIGHTS_VERSION);
+    /* NOTE: version 2 buffers are valid version 3 buffers without the one-base bit of the chunk
+     * modes (docs/FORMATS.md): they run, on the chunk-by-chunk path; repacking brings them the
+     * look-ahead loop */
+    HFP4_CHECK_ARG(lv == HFP4_SM90_WEIGHTS_VERSION || lv == 2,
+                   "HFP4SM90 container '%s': SM90 layout version %u, this build reads versions 2 and %d (repack again)",
+                   path, lv, HFP4_SM90_WEIGHTS_VERSION);
     uint64_t g = get_le(in + 16, 4), sd = get_le(in + 20, 4);
     int64_t n = (int64_t)get_le(in + 24, 8), k = (int64_t)get_le(in + 32, 8);
     uint64_t bytes = get_le(in + 40, 8);
@@ -85,6 +88,7 @@ hfp4_status hfp4__sm90_container_decode(const char *path, const unsigned char in
     HFP4_CHECK_ARG(file_bytes == HFP4__SM90_CONTAINER_HEADER_BYTES + bytes,
                    "HFP4SM90 container '%s': the file is %llu bytes, but header + payload are %llu (truncated or padded)", path,
                    (unsigned long long)file_bytes, (unsigned long long)(HFP4__SM90_CONTAINER_HEADER_BYTES + bytes));
+    want.layout_version = lv; /* 2 or 3: as the file says */
     *h = want;
     return HFP4_OK;
 }
