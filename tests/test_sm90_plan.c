@@ -93,6 +93,55 @@ TEST(sm90_plan_vector_stores_need_aligned_rows) {
     CHECK_EQ_I64(planned_d_vec(&p), 1);
 }
 
+/* A grouped problem (masked: G groups of m rows; contiguous: m rows over G experts) on the fake
+ * buffers: the plan reads no device memory. */
+static hfp4_gemm_problem grouped_problem(hfp4_grouping g, int64_t m, int32_t groups, int64_t expected_m) {
+    hfp4_gemm_problem p = valid_problem(m, 256, 256);
+    p.grouping = g;
+    p.num_groups = groups;
+    p.layout = (const int32_t *)fake;
+    p.expected_m = expected_m;
+    hfp4_sm90_geometry geo = hfp4_sm90_geometry_make(groups, 256, 256, 0);
+    hfp4__sm90_describe(&geo, fake, &p.b);
+    if (g == HFP4_GROUPING_MASKED) {
+        p.a.stride_group = m * 256;
+        p.a.scales.stride_group = m * 2;
+        p.d.stride_group = m * 256;
+    }
+    return p;
+}
+
+TEST(sm90_plan_balances_the_decode_walk) {
+    unsetenv("HFP4_SM90_BALANCE");
+    hfp4_sm90_plan plan;
+    /* masked decode (8-token tile): balanced by live item, up to HFP4_SM90_BALANCE_MAX_GROUPS */
+    hfp4_gemm_problem p = grouped_problem(HFP4_GROUPING_MASKED, 16, 256, 1);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 8);
+    CHECK_EQ_I64(plan.params.balanced, 1);
+    p = grouped_problem(HFP4_GROUPING_MASKED, 16, HFP4_SM90_BALANCE_MAX_GROUPS + 1, 1);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.params.balanced, 0); /* too many groups for the shared-memory prefix */
+    p = grouped_problem(HFP4_GROUPING_MASKED, 4096, 4, 1000);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 128);
+    CHECK_EQ_I64(plan.params.balanced, 0); /* prefill tiles keep the strided walk */
+    /* contiguous decode: balanced by computing tile, up to HFP4_SM90_BALANCE_MAX_TILES tiles */
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 2);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 8);
+    CHECK_EQ_I64(plan.params.balanced, 2);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 8 * (HFP4_SM90_BALANCE_MAX_TILES + 1), 8, 2);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.params.balanced, 0);
+    /* the comparison switch */
+    setenv("HFP4_SM90_BALANCE", "0", 1);
+    p = grouped_problem(HFP4_GROUPING_MASKED, 16, 256, 1);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.params.balanced, 0);
+    unsetenv("HFP4_SM90_BALANCE");
+}
+
 TEST(sm90_plan_unsupported_requests_name_the_reason) {
     hfp4_gemm_problem p = valid_problem(8, 128, 128);
     hfp4_sm90_plan plan;

@@ -69,6 +69,22 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     HFP4_REQUIRE(k->tiles_total < ((int64_t)1 << 30), "%s: %lld work items (m = %lld, n = %lld, groups = %d) exceed 2^30",
                  fn, (long long)k->tiles_total, (long long)p->m, (long long)p->n, (int)p->num_groups);
     k->num_groups = p->num_groups;
+    /* NOTE: with the masked layout most items of a decode batch are dead (rows past masked_m), and
+     * CTA c walking items c, c + G, ... gets the live ones unevenly: with 46 of 256 experts routed
+     * (V4-Flash T = 8) each CTA's stride meets ~5.6 live items on average but the busiest ~11, and
+     * the launch lasts as long as the busiest. Balanced, each CTA takes every G-th live item, ranked
+     * through a prefix of the groups' live items that the kernel builds in shared memory.
+     * HFP4_SM90_BALANCE=0 turns it off, for comparison. */
+    const char *bal = getenv("HFP4_SM90_BALANCE");
+    /* The contiguous layout (expert ids) likewise: its token tiles that compute are spread as
+     * unevenly, and most decode tiles are padding, each once an item of its own that only wrote
+     * zeros; balanced, the CTAs share the computing items and then zero the padding tiles in one
+     * pass of vector stores. */
+    k->balanced = 0;
+    if (plan->block_tokens <= 64 && !(bal && !strcmp(bal, "0"))) {
+        if (p->grouping == HFP4_GROUPING_MASKED && p->num_groups <= HFP4_SM90_BALANCE_MAX_GROUPS) k->balanced = 1;
+        if (p->grouping == HFP4_GROUPING_CONTIGUOUS && plan->grid_y <= HFP4_SM90_BALANCE_MAX_TILES) k->balanced = 2;
+    }
     k->m = p->m;
     k->n = p->n;
     k->k = p->k;

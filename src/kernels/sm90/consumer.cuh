@@ -63,7 +63,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
      * the same chunks; stepping them here avoids a 64-bit modulo per chunk */
     int s = 0;
     uint32_t phase = 0;
-    FOR_EACH_ITEM(BT, p, item, lay) {
+    FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay) {
     sm90_tile tile;
     if (!resolve_tile<BT>(p, item, lay, tile)) continue;
     const int64_t wtile = tile.n_tile * 2 + warpgroup;
@@ -196,4 +196,6 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     }
     store_tile<BT, W_FP32, MINB>(*pk, tile, wtile, dgroup, fin, out_s, warpgroup, tid, lane);
     }
+    if constexpr (cfg::BALANCE)
+        if (p.balanced == 2) zero_padding_tiles<BT>(*pk, sm.live_prefix, warpgroup * 128 + tid);
 }

@@ -172,3 +172,51 @@ static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p,
         }
     }
 }
+
+/* The contiguous layout's padding tiles when p.balanced == 2 (work_items.cuh: build_compute_mask):
+ * the walk hands out only computing items, so the consumers (ctid: 0..255 over both warpgroups)
+ * zero the padding tiles' rows of D here, a warp per row and 16-byte stores where D's rows allow
+ * (p.d_vec), instead of an item, a walk step and an epilogue per padding tile. */
+template <int BT>
+static __device__ __forceinline__ void zero_padding_tiles(const hfp4_sm90_gemm_params &p, const int32_t *space,
+                                                          int ctid) {
+    const int32_t tiles_m = (int32_t)p.tiles_m, W = (tiles_m + 31) / 32;
+    const int64_t rows = (int64_t)(tiles_m - space[2 * W]) * BT;
+    const int warp = ctid / 32, lane = ctid % 32;
+    for (int64_t rr = (int64_t)blockIdx.x * 8 + warp; rr < rows; rr += (int64_t)gridDim.x * 8) {
+        const int32_t z = (int32_t)(rr / BT), r = (int32_t)(rr % BT);
+        /* the z-th padding tile: words before wi hold 32 wi - prefix[wi] of them */
+        int32_t lo = 0, hi = W - 1;
+        while (lo < hi) {
+            const int32_t mid = (lo + hi + 1) / 2;
+            if (32 * mid - space[W + mid] <= z) lo = mid;
+            else hi = mid - 1;
+        }
+        const int32_t in_word = tiles_m - 32 * lo;
+        const uint32_t valid = in_word >= 32 ? 0xFFFFFFFFu : (1u << in_word) - 1u;
+        const int32_t t = 32 * lo + nth_set_bit(~(uint32_t)space[lo] & valid, z - (32 * lo - space[W + lo]));
+        const int64_t row = (int64_t)t * BT + r;
+        if (row >= p.m) continue;
+        const int64_t off = row * p.ldd;
+        if (p.d_vec) {
+            const int per16 = p.d_fp32 ? 4 : 8;
+            for (int64_t c = (int64_t)lane * per16; c < p.n; c += 32 * per16) {
+                if (c + per16 <= p.n) {
+                    if (p.d_fp32) *(float4 *)((float *)p.d + off + c) = make_float4(0.f, 0.f, 0.f, 0.f);
+                    else *(uint4 *)((__nv_bfloat16 *)p.d + off + c) = make_uint4(0u, 0u, 0u, 0u);
+                } else {
+                    for (int64_t e = c; e < p.n; e++) {
+                        if (p.d_fp32) ((float *)p.d)[off + e] = 0.0f;
+                        else ((__nv_bfloat16 *)p.d)[off + e] = __float2bfloat16_rn(0.0f);
+                    }
+                }
+            }
+        } else {
+            for (int64_t c = lane; c < p.n; c += 32) {
+                if (p.d_fp32) ((float *)p.d)[off + c] = 0.0f;
+                else ((__nv_bfloat16 *)p.d)[off + c] = __float2bfloat16_rn(0.0f);
+            }
+        }
+    }
+}
+

@@ -70,6 +70,7 @@ __global__ void __launch_bounds__(384, MINB)
     sm.ws_stages = smem + cfg::WS_STAGES_OFF;
     sm.a_scale_s = (float *)(smem + cfg::A_SCALES_OFF);
     sm.out_s = (float *)(smem + cfg::OUT_OFF);
+    sm.live_prefix = (int32_t *)(smem + cfg::PREFIX_OFF);
     sm.full = (uint64_t *)(smem + cfg::FULL_OFF);
     sm.empty = (uint64_t *)(smem + cfg::EMPTY_OFF);
 
@@ -85,6 +86,15 @@ __global__ void __launch_bounds__(384, MINB)
             mbar_init(&sm.empty[s], 256);
         }
         mbar_fence_init();
+    }
+    if constexpr (cfg::BALANCE) {
+        if (p.balanced == 2) { /* the contiguous layout's computing tiles: all threads, then one warp */
+            build_compute_mask<BT>(p, sm.live_prefix, threadIdx.x, blockDim.x);
+            __syncthreads();
+            if (threadIdx.x / 32 == 1) build_mask_prefix(p, sm.live_prefix, lane);
+        } else if (p.balanced == 1 && threadIdx.x / 32 == 1) {
+            build_live_prefix<BT>(p, sm.live_prefix, lane);
+        }
     }
     __syncthreads();
 

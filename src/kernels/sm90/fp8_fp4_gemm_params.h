@@ -7,6 +7,11 @@
 
 #include <stdint.h>
 
+#define HFP4_SM90_BALANCE_MAX_GROUPS 384 /* groups whose live-item prefix fits the kernels' shared memory
+                                           (V4-Pro's 384 experts; more would cost the 8-token tile a
+                                           pipeline stage) */
+#define HFP4_SM90_BALANCE_MAX_TILES 6144 /* token tiles whose bitmask + word prefix fit the same space */
+
 typedef struct hfp4_sm90_gemm_params {
     /* problem */
     int32_t grouping;       /* hfp4_grouping                                              */
@@ -14,6 +19,10 @@ typedef struct hfp4_sm90_gemm_params {
     int32_t m_alignment;
     int32_t num_groups;
     int64_t tiles_n, tiles_m, tiles_total; /* work items: tiles_n x tiles_m x (groups or 1)      */
+    int32_t balanced;       /* token tile <= 64, the CTAs share the items that compute evenly
+                               (work_items.cuh): 1 masked (<= HFP4_SM90_BALANCE_MAX_GROUPS groups),
+                               2 contiguous with expert ids (<= HFP4_SM90_BALANCE_MAX_TILES token
+                               tiles; padding tiles are zeroed apart, zero_padding_tiles)       */
     int64_t m, n, k;
     /* activation scales (A data itself goes through the TMA descriptor) */
     const void *a_scales;

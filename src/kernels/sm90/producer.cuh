@@ -42,7 +42,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     const int nj = gran32 ? 4 : 1;
     const int lane_slot = a_scale_slot<BT>(lane & 15); /* where this lane's activation scales go */
     int64_t iter = 0; /* chunks published so far: stage = iter % STAGES, as the consumers count */
-    FOR_EACH_ITEM(BT, p, item, lay) {
+    FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay) {
     sm90_tile tile;
     if (!resolve_tile<BT>(p, item, lay, tile) || !tile.compute) continue;
     const int64_t wt0 = tile.n_tile * 2; /* the CTA's first 64-row weight tile */

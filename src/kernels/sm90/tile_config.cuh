@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "../../weights/sm90_layout.h"
+#include "fp8_fp4_gemm_params.h"
 
 /* hfp4_grouping values, repeated here for device code */
 #define HFP4_K_DENSE 0
@@ -37,7 +38,12 @@ struct sm90_tile_config {
     static constexpr int OUT_BYTES = 2 * BT * OUT_LD * 4;
     static constexpr int MAX_STAGES = 12;
     static constexpr int SMEM_LIMIT = MINB == 1 ? 232448 : 113 * 1024;   /* opt-in per block on SM90      */
-    static constexpr int FIT = (SMEM_LIMIT - 1024 - OUT_BYTES - 2 * MAX_STAGES * 8) / STAGE_BYTES;
+    /* the masked layout's live-item prefix (work_items.cuh), for the decode tiles */
+    static constexpr bool BALANCE = BT <= 64;
+    static constexpr int PREFIX_BYTES = BALANCE ? (4 * (HFP4_SM90_BALANCE_MAX_GROUPS + 1) + 15) / 16 * 16 : 0;
+    static_assert(2 * (HFP4_SM90_BALANCE_MAX_TILES / 32) + 1 <= HFP4_SM90_BALANCE_MAX_GROUPS + 1,
+                  "the contiguous layout's tile bitmask and word prefix share the masked prefix's space");
+    static constexpr int FIT = (SMEM_LIMIT - 1024 - OUT_BYTES - PREFIX_BYTES - 2 * MAX_STAGES * 8) / STAGE_BYTES;
     static constexpr int STAGES = FIT < MAX_STAGES ? FIT : MAX_STAGES;
     static_assert(STAGES >= 4, "the producer warps' parity waits need at least 4 stages");
     /* setmaxnreg split; PRODUCER + 2 x CONSUMER must stay <= 3 x the registers per thread the CTA is
@@ -49,7 +55,7 @@ struct sm90_tile_config {
      * 2 at a time keep its producer within 88 registers) */
     static constexpr int SCALE_BATCH = BT == 128 ? 2 : 4;
     static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS <= 3 * LAUNCH_REGS, "setmaxnreg.inc would wait forever");
-    static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * STAGE_BYTES + OUT_BYTES + 2 * STAGES * 8;
+    static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * STAGE_BYTES + OUT_BYTES + PREFIX_BYTES + 2 * STAGES * 8;
     /* the carve-up of the shared memory (sm90_smem, carved in the kernel): byte offsets from the
      * 1024-aligned base, in this order */
     static constexpr int A_TILES_OFF = 0;                                      /* 1024-aligned (128B swizzle)  */
@@ -57,7 +63,8 @@ struct sm90_tile_config {
     static constexpr int WS_STAGES_OFF = W_STAGES_OFF + STAGES * W_STAGE_BYTES;
     static constexpr int A_SCALES_OFF = WS_STAGES_OFF + STAGES * WS_STAGE_BYTES;
     static constexpr int OUT_OFF = A_SCALES_OFF + STAGES * AS_STAGE_BYTES;
-    static constexpr int FULL_OFF = OUT_OFF + OUT_BYTES;
+    static constexpr int PREFIX_OFF = OUT_OFF + OUT_BYTES;
+    static constexpr int FULL_OFF = PREFIX_OFF + PREFIX_BYTES;
     static constexpr int EMPTY_OFF = FULL_OFF + STAGES * 8;
     static_assert(1024 + EMPTY_OFF + STAGES * 8 == SMEM_BYTES, "the carve-up must fill SMEM_BYTES");
 };
@@ -68,5 +75,6 @@ struct sm90_tile_config {
 typedef struct sm90_smem {
     uint8_t *a_tiles, *w_stages, *ws_stages;
     float *a_scale_s, *out_s;
+    int32_t *live_prefix; /* [groups + 1] when params.balanced (work_items.cuh) */
     uint64_t *full, *empty;
 } sm90_smem;

@@ -41,25 +41,164 @@ static __device__ __forceinline__ bool work_item_live(const hfp4_sm90_gemm_param
     return m0 < min((int64_t)probe, p.m);
 }
 
-/* A CTA's work items (blockIdx.x, + gridDim.x, ...) in batches of 32: each lane of the warp probes
- * one item's layout value (one load round trip per 32 items instead of one per item) and decides
- * whether the item is live (work_item_live); the warp then takes the live ones in order, skipping the
- * rest at no cost.
+/* The masked layout's live items per group, as an exclusive prefix in shared memory (prefix[g] =
+ * live items of groups < g; prefix[groups] = all), built by one warp at the kernel's start when
+ * p.balanced. A group's live items are its token tiles below masked_m (clamped to p.m, as
+ * resolve_tile does) times the weight tiles. */
+template <int BT>
+static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_params &p, int32_t *prefix, int lane) {
+    /* every load first (up to 16 per lane), then the scans: one load round trip of start-up, not
+     * one per 32 groups */
+    constexpr int PER_LANE = HFP4_SM90_BALANCE_MAX_GROUPS / 32;
+    int32_t masked[PER_LANE];
+#pragma unroll
+    for (int i = 0; i < PER_LANE; i++) masked[i] = 32 * i + lane < p.num_groups ? p.layout[32 * i + lane] : 0;
+    int32_t run = 0;
+#pragma unroll
+    for (int i = 0; i < PER_LANE; i++) {
+        const int32_t g0 = 32 * i;
+        if (g0 >= p.num_groups) break;
+        const int32_t g = g0 + lane;
+        int32_t cnt = 0;
+        if (g < p.num_groups) {
+            const int64_t rows = min((int64_t)masked[i], p.m);
+            if (rows > 0) cnt = (int32_t)min((rows + BT - 1) / BT, p.tiles_m) * (int32_t)p.tiles_n;
+        }
+        int32_t incl = cnt;
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+            const int32_t v = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+            if (lane >= d) incl += v;
+        }
+        if (g < p.num_groups) prefix[g] = run + incl - cnt;
+        run += __shfl_sync(0xFFFFFFFFu, incl, 31);
+    }
+    if (lane == 0) prefix[p.num_groups] = run;
+}
+
+/* The contiguous layout's computing token tiles (expert id of the tile's first row in [0, groups):
+ * a tile starting in padding is all padding, segments being aligned to a multiple of the tile), as a
+ * bitmask of words w < W = ceil(tiles_m / 32) at space[w], and the exclusive prefix of the words'
+ * popcounts at space[W + w] (space[2W] = all), when p.balanced == 2. The mask is built by the whole
+ * CTA (nthreads threads, tid; every warp runs the loop), the prefix by one warp after a barrier. */
+template <int BT>
+static __device__ __forceinline__ void build_compute_mask(const hfp4_sm90_gemm_params &p, int32_t *space, int tid,
+                                                          int nthreads) {
+    /* a warp per word: lane b loads tile 32 w + b's first id, a ballot makes the word; 4 words per
+     * warp at a time, so 4 loads per lane are in flight (one CTA's start-up cost) */
+    const int32_t tiles_m = (int32_t)p.tiles_m, W = (tiles_m + 31) / 32, warps = nthreads / 32;
+    const int warp = tid / 32, lane = tid % 32;
+    for (int32_t w0 = warp; w0 < W; w0 += 4 * warps) {
+        int32_t id[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int32_t t = 32 * (w0 + u * warps) + lane;
+            id[u] = w0 + u * warps < W && t < tiles_m ? p.layout[(int64_t)t * BT] : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const uint32_t bits = __ballot_sync(0xFFFFFFFFu, id[u] >= 0 && id[u] < p.num_groups);
+            if (lane == 0 && w0 + u * warps < W) space[w0 + u * warps] = (int32_t)bits;
+        }
+    }
+}
+static __device__ __forceinline__ void build_mask_prefix(const hfp4_sm90_gemm_params &p, int32_t *space, int lane) {
+    const int32_t W = ((int32_t)p.tiles_m + 31) / 32;
+    int32_t run = 0;
+    for (int32_t w0 = 0; w0 < W; w0 += 32) {
+        const int32_t w = w0 + lane;
+        const int32_t cnt = w < W ? __popc((uint32_t)space[w]) : 0;
+        int32_t incl = cnt;
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+            const int32_t v = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+            if (lane >= d) incl += v;
+        }
+        if (w < W) space[W + w] = run + incl - cnt;
+        run += __shfl_sync(0xFFFFFFFFu, incl, 31);
+    }
+    if (lane == 0) space[2 * W] = run;
+}
+
+/* The index of the k-th (from 0) set bit of `bits` (k < popcount). */
+static __device__ __forceinline__ int32_t nth_set_bit(uint32_t bits, int32_t k) {
+    for (int32_t i = 0; i < k; i++) bits &= bits - 1;
+    return __ffs((int)bits) - 1;
+}
+
+/* The largest index i in [0, n) with prefix[i] <= r (prefix non-decreasing, prefix[0] <= r): the
+ * entry whose range holds rank r (an empty entry's successor starts at the same rank, so the
+ * largest such index is never empty). */
+static __device__ __forceinline__ int32_t rank_owner(const int32_t *prefix, int32_t n, int32_t r) {
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const int32_t mid = (lo + hi + 1) / 2;
+        if (prefix[mid] <= r) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* A CTA's walk over its work items. Either every G-th item (G = gridDim.x), in batches of 32: each
+ * lane of the warp probes one item's layout value (one load round trip per 32 items instead of one
+ * per item) and decides whether the item is live (work_item_live); the warp then takes the live
+ * ones in order, skipping the rest at no cost. Or, when p.balanced, every G-th *live* item, ranked
+ * through the live prefix (build_live_prefix).
  * NOTE: walking every item one by one (with the integer divisions of its resolution) cost ~40 % of
  * all instructions of a V4-Flash decode launch at T = 1 (8192 items, 192 routed; ncu). The ballot
  * does those divisions once per 32 items, in parallel.
  * Every lane of the warp must run the loop; producer and consumers walk the same items. */
-#define FOR_EACH_ITEM(BT, p, item, lay)                                                                         \
-    for (int32_t item##_base = blockIdx.x; item##_base < (int32_t)(p).tiles_total; item##_base += 32 * gridDim.x) \
-        /* (64-bit so that the mask's bit 31 steps without signed overflow) */                                   \
-        for (int64_t item##_own = item##_base + (int32_t)(threadIdx.x % 32 * gridDim.x),                        \
-                     item##_probe = item##_own < (p).tiles_total ? probe_layout<BT>((p), (int32_t)item##_own) : 0, \
-                     item##_live = __ballot_sync(0xFFFFFFFFu, item##_own < (p).tiles_total &&                     \
-                                                                  work_item_live<BT>((p), (int32_t)item##_own, (int32_t)item##_probe)); \
-             item##_live != 0; item##_live &= item##_live - 1)                                                  \
-            if (const int32_t item##_j = __ffs((int)(uint32_t)item##_live) - 1; true)                            \
-                if (const int32_t item = item##_base + item##_j * (int32_t)gridDim.x; true)                      \
-                    if (const int32_t lay = __shfl_sync(0xFFFFFFFFu, (int32_t)item##_probe, item##_j); true)
+struct sm90_walk {
+    int32_t next;      /* ballot walk: first item of the next batch; balanced: the next live rank */
+    int32_t batch;     /* ballot walk: first item of the current batch                          */
+    int32_t probe;     /* this lane's probe value in the current batch                          */
+    uint32_t live;     /* the current batch's live lanes still to visit                          */
+    int32_t item, lay; /* the item handed out, and its probe_layout value                      */
+};
+
+template <int BT>
+static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p, const int32_t *prefix, sm90_walk &w) {
+    const int32_t G = (int32_t)gridDim.x;
+    if (BT <= 64 && p.balanced == 1) { /* (tile_config.cuh BALANCE: the decode tiles only) */
+        if (w.next >= prefix[p.num_groups]) return false;
+        const int32_t g = rank_owner(prefix, p.num_groups, w.next);
+        const int32_t within = w.next - prefix[g], tiles_n = (int32_t)p.tiles_n;
+        const int32_t m = within / tiles_n;
+        w.item = (g * (int32_t)p.tiles_m + m) * tiles_n + (within - m * tiles_n);
+        w.lay = p.layout[g];
+        w.next += G;
+        return true;
+    }
+    if (BT <= 64 && p.balanced == 2) { /* computing items only: padding tiles, zero_padding_tiles */
+        const int32_t W = ((int32_t)p.tiles_m + 31) / 32, tiles_n = (int32_t)p.tiles_n;
+        if (w.next >= prefix[2 * W] * tiles_n) return false;
+        const int32_t q = w.next / tiles_n, n = w.next - q * tiles_n; /* q: the tile's rank */
+        const int32_t wi = rank_owner(prefix + W, W, q);
+        const int32_t t = 32 * wi + nth_set_bit((uint32_t)prefix[wi], q - prefix[W + wi]);
+        w.item = t * tiles_n + n;
+        w.lay = p.layout[(int64_t)t * BT];
+        w.next += G;
+        return true;
+    }
+    while (w.live == 0) {
+        if (w.next >= (int32_t)p.tiles_total) return false;
+        /* (64-bit so that the last lanes' items do not overflow) */
+        const int64_t own = w.next + (int64_t)(threadIdx.x % 32) * G;
+        w.probe = own < p.tiles_total ? probe_layout<BT>(p, (int32_t)own) : 0;
+        w.live = __ballot_sync(0xFFFFFFFFu, own < p.tiles_total && work_item_live<BT>(p, (int32_t)own, w.probe));
+        w.batch = w.next;
+        w.next += 32 * G;
+    }
+    const int32_t j = __ffs((int)w.live) - 1;
+    w.live &= w.live - 1;
+    w.item = w.batch + j * G;
+    w.lay = __shfl_sync(0xFFFFFFFFu, w.probe, j);
+    return true;
+}
+
+#define FOR_EACH_ITEM(BT, p, prefix, item, lay)                                                               \
+    for (sm90_walk item##_w = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0}; walk_next<BT>((p), (prefix), item##_w);) \
+        if (const int32_t item = item##_w.item, lay = item##_w.lay; true)
 
 /* Work item -> (weight tile pair, token tile, group); false when the item has nothing to write.
  * `lay` is probe_layout's value for the item. Items run n-tile fastest, so the CTAs resident at one
