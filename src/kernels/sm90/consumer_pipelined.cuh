@@ -50,17 +50,51 @@ static __device__ __forceinline__ bool item_one_base(const uint8_t *modes, int64
     return pipelined;
 }
 
-/* The folded chunk in stage `stage`: this thread's fragments of its 4 k32 steps (dst); its rows'
- * (r0, r0 + 8) e_max if asked (em). wg_off: the thread's byte offset in a stage's weights. */
+/* A consumer thread's shared-window addresses of what the look-ahead loop reads, for stage 0: stage s
+ * is at base + s x the region's stage stride (one IMAD each), set once per item.
+ * NOTE: from the generic pointers of sm90_smem the loop recomputed the shared window's base
+ * (S2R SR_CgaCtaId, LEA, masks: ~10 instructions) for the descriptor, the barriers and the loads
+ * at every chunk, on the issue slots that bound the consumers. */
+typedef struct sm90_lookahead_addrs {
+    uint32_t desc_lo; /* the activation tile's wgmma descriptor, low word */
+    uint32_t w;       /* this thread's 16-byte weight words (the second is HFP4_SM90_PAIR_BYTES on) */
+    uint32_t ws;      /* its row r0's scale word (row r0 + 8's is 32 bytes on) */
+    uint32_t full;    /* the stage's full barrier (the empty one is STAGES x 8 bytes on) */
+    uint32_t as;      /* the stage's activation scales, at this thread's first pair (promote's t4 offset) */
+} sm90_lookahead_addrs;
+
+/* NOTE: the addresses pass through an opaque move, so the compiler keeps them in registers: it
+ * rematerialized them from the shared window's base at every chunk instead (S2R SR_CgaCtaId, LEA,
+ * masks), and t4 from SR_TID. */
+static __device__ __forceinline__ uint32_t opaque(uint32_t v) {
+    asm volatile("mov.b32 %0, %0;" : "+r"(v));
+    return v;
+}
+
 template <int BT, bool W_FP32, int MINB>
-static __device__ __forceinline__ void load_convert_folded(const sm90_smem sm, int stage, int wg_off, int warpgroup,
-                                                           int r0, uint32_t (&dst)[4][4], uint32_t *em = nullptr) {
+static __device__ __forceinline__ sm90_lookahead_addrs lookahead_addrs(const sm90_smem sm, int wg_off, int warpgroup,
+                                                                       int r0, int t4) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
-    const uint8_t *w_st = sm.w_stages + stage * cfg::W_STAGE_BYTES + wg_off;
-    const uint4 q0 = *(const uint4 *)w_st;
-    const uint4 q1 = *(const uint4 *)(w_st + HFP4_SM90_PAIR_BYTES);
-    const uint32_t *ws_st = (const uint32_t *)(sm.ws_stages + stage * cfg::WS_STAGE_BYTES + warpgroup * cfg::WS_WG_BYTES);
-    const uint32_t e0 = ws_st[r0], e1 = ws_st[r0 + 8];
+    sm90_lookahead_addrs a;
+    a.desc_lo = opaque(smem_desc_lo_k128(smem_addr(sm.a_tiles)));
+    a.w = opaque(smem_addr(sm.w_stages) + wg_off);
+    a.ws = opaque(smem_addr(sm.ws_stages) + warpgroup * cfg::WS_WG_BYTES + r0 * 4);
+    a.full = opaque(smem_addr(sm.full));
+    a.as = opaque(smem_addr(sm.a_scale_s) + a_scale_t4_offset<BT>(t4) * 4);
+    return a;
+}
+
+/* The folded chunk in stage `stage`: this thread's fragments of its 4 k32 steps (dst); its rows'
+ * (r0, r0 + 8) e_max if asked (em). */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void load_convert_folded(const sm90_lookahead_addrs &ad, int stage,
+                                                           uint32_t (&dst)[4][4], uint32_t *em = nullptr) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    const uint32_t w_st = ad.w + stage * cfg::W_STAGE_BYTES;
+    const uint4 q0 = *(const uint4 *)smem_ptr(w_st);
+    const uint4 q1 = *(const uint4 *)smem_ptr(w_st + HFP4_SM90_PAIR_BYTES);
+    const uint32_t ws_st = ad.ws + stage * cfg::WS_STAGE_BYTES;
+    const uint32_t e0 = *(const uint32_t *)smem_ptr(ws_st), e1 = *(const uint32_t *)smem_ptr(ws_st + 32);
     convert_folded_chunk(dst, q0, q1, e0, e1);
     if (em) {
         em[0] = (e0 >> 16) & 255;
@@ -75,27 +109,30 @@ static __device__ __forceinline__ void load_convert_folded(const sm90_smem sm, i
  * emn: chunk kc + 1's, loaded here), FMUL + FFMA per accumulator but no vote and no branch; else one
  * FFMA per accumulator in the units of the rows' one base. */
 template <int BT, bool W_FP32, int MINB, bool ROW_SCALED>
-static __device__ __forceinline__ void pipelined_step(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
-                                                      int r0, int t4, int32_t kc, uint32_t (&cur)[4][4],
-                                                      uint32_t (&nxt)[4][4], const uint32_t (&emc)[2],
-                                                      uint32_t (&emn)[2], float *fin, int &s, uint32_t &phase) {
+static __device__ __forceinline__ void pipelined_step(const sm90_lookahead_addrs &ad, int64_t chunks, int t4,
+                                                      int32_t kc, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4],
+                                                      const uint32_t (&emc)[2], uint32_t (&emn)[2], float *fin, int &s,
+                                                      uint32_t &phase) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
-    const sm90_desc desc = smem_desc_k128_swizzle128(sm.a_tiles + s * cfg::A_TILE_BYTES);
+    sm90_desc desc;
+    desc.lo = ad.desc_lo + s * (cfg::A_TILE_BYTES >> 4);
+    desc.hi = SM90_DESC_HI_K128_SWIZZLE128;
     float acc[BT / 2];
     wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
     const int s1 = s + 1 == STAGES ? 0 : s + 1;
     const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
     if (kc + 1 < (int32_t)chunks) {
-        mbar_wait(&sm.full[s1], phase1);
-        load_convert_folded<BT, W_FP32, MINB>(sm, s1, wg_off, warpgroup, r0, nxt, ROW_SCALED ? emn : nullptr);
+        mbar_wait_sa(ad.full + s1 * 8, phase1);
+        load_convert_folded<BT, W_FP32, MINB>(ad, s1, nxt, ROW_SCALED ? emn : nullptr);
     }
     wgmma_wait<0>();
     wgmma_chunk_waited<BT>(acc, cur); /* the wgmmas read cur from registers until here */
+    const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
     if constexpr (ROW_SCALED)
-        promote<BT, true>(fin, acc, row_scale_from_emax(emc[0]), row_scale_from_emax(emc[1]), sm.a_scale_s + s * 4 * BT, t4);
-    else promote<BT, false>(fin, acc, 1.0f, 1.0f, sm.a_scale_s + s * 4 * BT, t4);
-    mbar_arrive(&sm.empty[s]); /* after the last read of the stage: wgmmas waited, scales used */
+        promote<BT, true>(fin, acc, row_scale_from_emax(emc[0]), row_scale_from_emax(emc[1]), sa, 0);
+    else promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, 0); /* t4's offset is in ad.as */
+    mbar_arrive_sa(ad.full + (STAGES + s) * 8); /* the empty barrier, after the last read of the stage: wgmmas waited, scales used */
     s = s1;
     phase = phase1;
 }
@@ -108,8 +145,9 @@ static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_
                                                       int r0, int t4, float *fin, float &rb0, float &rb1,
                                                       uint32_t &eb0, uint32_t &eb1, int &s, uint32_t &phase) {
     uint32_t fa[4][4], fb[4][4], ea[2], ebn[2] = {0, 0};
-    mbar_wait(&sm.full[s], phase);
-    load_convert_folded<BT, W_FP32, MINB>(sm, s, wg_off, warpgroup, r0, fa, ea);
+    const sm90_lookahead_addrs ad = lookahead_addrs<BT, W_FP32, MINB>(sm, wg_off, warpgroup, r0, t4);
+    mbar_wait_sa(ad.full + s * 8, phase);
+    load_convert_folded<BT, W_FP32, MINB>(ad, s, fa, ea);
     if constexpr (!ROW_SCALED) {
         eb0 = ea[0];
         eb1 = ea[1];
@@ -117,10 +155,8 @@ static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_
         rb1 = row_scale_from_emax(ea[1]);
     }
     for (int32_t kc = 0; kc < (int32_t)chunks; kc += 2) {
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED>(sm, chunks, wg_off, warpgroup, r0, t4, kc, fa, fb, ea, ebn, fin, s,
-                                                     phase);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED>(ad, chunks, t4, kc, fa, fb, ea, ebn, fin, s, phase);
         if (kc + 1 < (int32_t)chunks)
-            pipelined_step<BT, W_FP32, MINB, ROW_SCALED>(sm, chunks, wg_off, warpgroup, r0, t4, kc + 1, fb, fa, ebn, ea,
-                                                         fin, s, phase);
+            pipelined_step<BT, W_FP32, MINB, ROW_SCALED>(ad, chunks, t4, kc + 1, fb, fa, ebn, ea, fin, s, phase);
     }
 }

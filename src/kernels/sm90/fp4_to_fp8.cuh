@@ -25,6 +25,15 @@ static __device__ __forceinline__ uint32_t fp4x4_row_hi_to_fp8(uint32_t q, uint3
     return prmt(lo, hi, (q >> 16) & 0x7777u) | ((q << 4) & 0x80808080u);
 }
 
+/* Both rows of a pre-signed word at once: one mask of the 8 magnitudes serves the two prmt selectors
+ * (row g+8's in the high half), one instruction fewer per word than the two one-row forms. */
+static __device__ __forceinline__ void fp4x8_rows_to_fp8(uint32_t q, uint32_t lo0, uint32_t hi0, uint32_t lo1,
+                                                         uint32_t hi1, uint32_t &row_g, uint32_t &row_g8) {
+    const uint32_t mag = q & 0x77777777u;
+    row_g = prmt(lo0, hi0, mag) | (q & 0x80808080u);
+    row_g8 = prmt(lo1, hi1, mag >> 16) | ((q << 4) & 0x80808080u);
+}
+
 /* The 4 k32 steps' e4m3 register fragments of a folded chunk from this thread's two 16-byte words
  * (q0, q1) and its rows' scale words (e0, e1: the relative exponent of each 32-group, sm90_layout.h):
  * words of step st are (k 4t..4t+3, k 16+4t..16+4t+3) for rows (g, g+8). */
@@ -37,9 +46,7 @@ static __device__ __forceinline__ void convert_folded_chunk(uint32_t (&a)[4][4],
         uint32_t lo0, hi0, lo1, hi1;
         fp8_table((e0 >> (4 * st)) & 15, lo0, hi0);
         fp8_table((e1 >> (4 * st)) & 15, lo1, hi1);
-        a[st][0] = fp4x4_row_lo_to_fp8(wlo[st], lo0, hi0);
-        a[st][1] = fp4x4_row_hi_to_fp8(wlo[st], lo1, hi1);
-        a[st][2] = fp4x4_row_lo_to_fp8(whi[st], lo0, hi0);
-        a[st][3] = fp4x4_row_hi_to_fp8(whi[st], lo1, hi1);
+        fp4x8_rows_to_fp8(wlo[st], lo0, hi0, lo1, hi1, a[st][0], a[st][1]);
+        fp4x8_rows_to_fp8(whi[st], lo0, hi0, lo1, hi1, a[st][2], a[st][3]);
     }
 }

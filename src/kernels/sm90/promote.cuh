@@ -40,6 +40,12 @@ static __device__ __forceinline__ int a_scale_slot_of_lane(int c, int lane_slot)
     else return (c & ~15) | lane_slot;
 }
 
+/* The float offset of a thread's first activation scale in promote's reads (t4: lane % 4) */
+template <int BT>
+static __device__ __forceinline__ int a_scale_t4_offset(int t4) {
+    return BT < 16 || BT == 128 ? 2 * t4 : 4 * t4;
+}
+
 /* fin += acc x (row scale x activation scale): the thread's accumulators are rows (g, g+8) x token
  * columns 8j + 2t4 + {0, 1}. Without ROW_SCALED, fin is kept in the row scales' units (s0, s1
  * unused): one FFMA per accumulator. */
@@ -64,11 +70,11 @@ static __device__ __forceinline__ void promote(float *fin, const float *acc, flo
     if constexpr (BT < 16 || BT == 128) {
 #pragma unroll
         for (int j = 0; j < BT / 8; j++)
-            promote_columns<ROW_SCALED>(fin, acc, s0, s1, *(const float2 *)(sa + 8 * j + 2 * t4), j);
+            promote_columns<ROW_SCALED>(fin, acc, s0, s1, *(const float2 *)(sa + 8 * j + a_scale_t4_offset<BT>(t4)), j);
     } else {
 #pragma unroll
         for (int jj = 0; jj < BT / 16; jj++) { /* one 16-byte load for the columns of j = 2jj, 2jj + 1 */
-            const float4 q = *(const float4 *)(sa + 16 * jj + 4 * t4);
+            const float4 q = *(const float4 *)(sa + 16 * jj + a_scale_t4_offset<BT>(t4));
             promote_columns<ROW_SCALED>(fin, acc, s0, s1, make_float2(q.x, q.y), 2 * jj);
             promote_columns<ROW_SCALED>(fin, acc, s0, s1, make_float2(q.z, q.w), 2 * jj + 1);
         }

@@ -21,8 +21,17 @@ static __device__ __forceinline__ void mbar_fence_init(void) {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
+/* A shared-memory address (the 32-bit shared window) as a pointer: loads through it stay LDS with
+ * the 32-bit address, with no generic-to-shared arithmetic. */
+static __device__ __forceinline__ const void *smem_ptr(uint32_t sa) {
+    return __cvta_shared_to_generic(sa);
+}
+
+static __device__ __forceinline__ void mbar_arrive_sa(uint32_t bar) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(bar) : "memory");
+}
 static __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
-    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(smem_addr(bar)) : "memory");
+    mbar_arrive_sa(smem_addr(bar));
 }
 
 /* One arrival that also announces `bytes` of TMA traffic the phase must wait for. */
@@ -32,15 +41,18 @@ static __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint
                  : "memory");
 }
 
-/* Blocks until the phase with the given parity has completed. */
-static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+/* Blocks until the phase with the given parity has completed (bar: its shared-window address). */
+static __device__ __forceinline__ void mbar_wait_sa(uint32_t bar, uint32_t parity) {
     asm volatile(
         "{\n.reg .pred done;\n"
         "WAIT_%=:\n"
         "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra WAIT_%=;\n}" ::"r"(smem_addr(bar)),
+        "@!done bra WAIT_%=;\n}" ::"r"(bar),
         "r"(parity)
         : "memory");
+}
+static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+    mbar_wait_sa(smem_addr(bar), parity);
 }
 
 /* One test of the phase with the given parity: true once it has completed (try_wait may suspend
@@ -158,6 +170,11 @@ static __device__ __forceinline__ sm90_desc smem_desc_k128_swizzle128(const void
     d.lo = ((smem_addr(tile) & 0x3FFFFu) >> 4) | (1u << 16); /* start address; LBO = 1 (unused) */
     d.hi = SM90_DESC_HI_K128_SWIZZLE128;                      /* SBO 1024 bytes; 128-byte swizzle */
     return d;
+}
+/* the same from the tile's shared-window address, 1024-aligned (the 128-byte swizzle's atom), as the
+ * look-ahead loop keeps it (consumer_pipelined.cuh): below 2^18 bytes, so no mask */
+static __device__ __forceinline__ uint32_t smem_desc_lo_k128(uint32_t tile_sa) {
+    return (tile_sa >> 4) | (1u << 16);
 }
 /* the descriptor `rows` 128-byte rows further (a multiple of 8: whole swizzle atoms) */
 static __device__ __forceinline__ sm90_desc desc_advance_rows(sm90_desc d, int rows) {
