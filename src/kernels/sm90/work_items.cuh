@@ -126,17 +126,22 @@ static __device__ __forceinline__ int32_t nth_set_bit(uint32_t bits, int32_t k) 
     return __ffs((int)bits) - 1;
 }
 
-/* The largest index i in [0, n) with prefix[i] <= r (prefix non-decreasing, prefix[0] <= r): the
- * entry whose range holds rank r (an empty entry's successor starts at the same rank, so the
- * largest such index is never empty). */
-static __device__ __forceinline__ int32_t rank_owner(const int32_t *prefix, int32_t n, int32_t r) {
-    int32_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        const int32_t mid = (lo + hi + 1) / 2;
-        if (prefix[mid] <= r) lo = mid;
-        else hi = mid - 1;
+/* The largest index i in [0, n) with prefix[i] <= r (the entry whose range holds rank r: an empty
+ * entry's successor starts at the same rank, so the largest such index is never empty), for the
+ * balanced walks, from a hint h with prefix[h] <= r (the owner of the CTA's
+ * previous rank, or 0), by the whole warp: lane i tests entry h + 1 + i, and the entries at or
+ * below r are the low lanes of the ballot (prefix non-decreasing). A CTA's ranks advance by the
+ * grid size, a few entries at a time, so this is one shared load, a ballot and a popcount where the
+ * binary search was log2(n) dependent loads per item (ncu, w13 masked T = 32: ~3 % of the
+ * consumers' time; more for items of few chunks). All 32 lanes call it together. */
+static __device__ __forceinline__ int32_t rank_owner_from(const int32_t *prefix, int32_t n, int32_t r, int32_t h) {
+    const int32_t lane = (int32_t)(threadIdx.x % 32);
+    for (;;) {
+        const int32_t i = h + 1 + lane;
+        const int32_t c = __popc(__ballot_sync(0xFFFFFFFFu, i < n && prefix[i] <= r));
+        h += c;
+        if (c < 32) return h;
     }
-    return lo;
 }
 
 /* A CTA's walk over its work items. Either every G-th item (G = gridDim.x), in batches of 32: each
@@ -150,7 +155,7 @@ static __device__ __forceinline__ int32_t rank_owner(const int32_t *prefix, int3
  * Every lane of the warp must run the loop; producer and consumers walk the same items. */
 struct sm90_walk {
     int32_t next;      /* ballot walk: first item of the next batch; balanced: the next live rank */
-    int32_t batch;     /* ballot walk: first item of the current batch                          */
+    int32_t batch;     /* ballot walk: first item of the current batch; balanced: the owner hint */
     int32_t probe;     /* this lane's probe value in the current batch                          */
     uint32_t live;     /* the current batch's live lanes still to visit                          */
     int32_t item, lay; /* the item handed out, and its probe_layout value                      */
@@ -161,7 +166,8 @@ static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p,
     const int32_t G = (int32_t)gridDim.x;
     if (BT <= 64 && p.balanced == 1) { /* (tile_config.cuh BALANCE: the decode tiles only) */
         if (w.next >= prefix[p.num_groups]) return false;
-        const int32_t g = rank_owner(prefix, p.num_groups, w.next);
+        const int32_t g = rank_owner_from(prefix, p.num_groups, w.next, w.batch);
+        w.batch = g;
         const int32_t within = w.next - prefix[g], tiles_n = (int32_t)p.tiles_n;
         const int32_t m = within / tiles_n;
         w.item = (g * (int32_t)p.tiles_m + m) * tiles_n + (within - m * tiles_n);
@@ -173,7 +179,8 @@ static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p,
         const int32_t W = ((int32_t)p.tiles_m + 31) / 32, tiles_n = (int32_t)p.tiles_n;
         if (w.next >= prefix[2 * W] * tiles_n) return false;
         const int32_t q = w.next / tiles_n, n = w.next - q * tiles_n; /* q: the tile's rank */
-        const int32_t wi = rank_owner(prefix + W, W, q);
+        const int32_t wi = rank_owner_from(prefix + W, W, q, w.batch);
+        w.batch = wi;
         const int32_t t = 32 * wi + nth_set_bit((uint32_t)prefix[wi], q - prefix[W + wi]);
         w.item = t * tiles_n + n;
         w.lay = p.layout[(int64_t)t * BT];
