@@ -3,8 +3,9 @@
  * item, each warpgroup converts its 64 weight rows of every 128-K chunk from FP4 to FP8 in registers
  * (fp4_to_fp8.cuh), runs the wgmmas against the stage's activation tile, promotes the FP32 sums with
  * the scales (promote.cuh), then stores its part of D (epilogue.cuh). An item whose chunks are all
- * folded with one base per row over K (the repack's mode bit 1) takes the look-ahead path
- * (consumer_pipelined.cuh); any other goes one chunk at a time, each chunk folded or per-32.
+ * folded (UE8M0 weight scales, 1x128 activation scales) takes the look-ahead path
+ * (consumer_pipelined.cuh), in the rows' one base when the repack's mode bit 1 says so, else with
+ * row scales; any other goes one chunk at a time, each chunk folded or per-32.
  */
 #pragma once
 #include <stdint.h>
@@ -86,19 +87,21 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
          * eb = 0x100: fin is in absolute units. */
         float rb0 = 1.0f, rb1 = 1.0f;
         uint32_t eb0 = 0x100, eb1 = 0x100;
-        /* the look-ahead path for a one-base item (consumer_pipelined.cuh: item_one_base).
+        /* the look-ahead path for an all-folded item (consumer_pipelined.cuh: item_one_base).
          * NOTE: the general chunk loop stays in this function: moved into a function of its own
          * (with or without the look-ahead loop), it was optimized before being inlined and the SASS
          * of the tiles changed by up to ~170 instructions. The look-ahead loop as a function
          * (pipelined_item) changes the instruction count of each tile by < 1 %. */
         bool all_folded = false;
         const bool one_base = item_one_base<W_FP32>(modes, chunks, gran32, lane, all_folded);
-        if (one_base)
-            pipelined_item<BT, W_FP32, MINB, false>(sm, chunks, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0,
-                                                    t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
-        else if (all_folded)
-            pipelined_item<BT, W_FP32, MINB, true>(sm, chunks, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0,
-                                                   t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
+        if constexpr (!W_FP32) { /* (FP32 weight scales: never all folded) */
+            if (one_base)
+                pipelined_item<BT, W_FP32, MINB, false>(sm, chunks, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
+                                                        r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
+            else if (all_folded)
+                pipelined_item<BT, W_FP32, MINB, true>(sm, chunks, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
+                                                       r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
+        }
         const bool pipelined = all_folded;
         for (int32_t kc = 0; kc < (int32_t)chunks && !pipelined; kc++) {
             mbar_wait(&full[s], phase);

@@ -1,9 +1,10 @@
 /*
  * consumer_pipelined.cuh - the pieces of the consumers' look-ahead path for an item whose chunks are
- * all folded (UE8M0 weight scales, 1x128 activation scales): the decision (item_all_folded), one
- * chunk's fragments (load_convert_folded), one step of the loop (pipelined_step), which issues
- * chunk kc's wgmmas and loads and converts chunk kc + 1 while they run, and the loop itself
- * (pipelined_item), which run_consumers (consumer.cuh) calls.
+ * all folded (UE8M0 weight scales, 1x128 activation scales): the decision (item_one_base), the
+ * loop's shared-memory addresses (lookahead_addrs), one chunk's fragments (load_convert_folded),
+ * one step of the loop (pipelined_step), which issues chunk kc's wgmmas and loads and converts
+ * chunk kc + 1 while they run, and the loop itself (pipelined_item), which run_consumers
+ * (consumer.cuh) calls.
  */
 #pragma once
 #include <stdint.h>
@@ -21,15 +22,16 @@
  * 19 % of the consumers' stall samples were the wait for their own wgmmas), and every chunk
  * promotes with one FFMA per accumulator in the units of the rows' one base. Two register sets of
  * fragments, used alternately (the loop body is written twice).
- * NOTE: only one-base items take this loop; other folded items take the chunk-by-chunk loop with
- * the folded-units vote (consumer.cuh). A vote in this loop cost ~8 % of prefill: it splits the
- * step into basic blocks, so the promotion's scale loads cannot be scheduled before the wgmma wait
- * (timing-only build without it, H200: w13 T = 16384 552 -> 592, dense 684 -> 740 TFLOP/s); and
- * a second copy of the loop with the vote, for items without one base, cost ~3 % of w13 T = 16384
- * even unused (code size). Items without one base are rare (a row whose non-zero 32-group scales
- * span more than 11 binades).
- * Whether the item qualifies: every mode byte (modes, one per chunk) one-base and not per-32, in
- * every lane of the warp. */
+ * NOTE: the other all-folded items (a row whose non-zero 32-group scales span more than 11 binades
+ * over K: rare) take a second copy of the loop, ROW_SCALED, which promotes every chunk with its
+ * rows' scales (FMUL + FFMA) and fin in absolute units, with no vote: a vote in this loop cost ~8 %
+ * of prefill (it split the step into basic blocks, so the promotion's scale loads could not be
+ * scheduled before the wgmma wait; timing-only build without it, H200: w13 T = 16384 552 -> 592,
+ * dense 684 -> 740 TFLOP/s). The ROW_SCALED copy measured +19 % on decode and +5 % on prefill for
+ * such items (`bench --w-scales drift`) and no loss for one-base ones. Items with a per-32 chunk,
+ * 1x32 activation scales or FP32 weight scales go chunk by chunk (consumer.cuh).
+ * The decision: one_base when every mode byte (modes, one per chunk) is one-base and not per-32,
+ * all_folded when none is per-32, in every lane of the warp. */
 template <bool W_FP32>
 static __device__ __forceinline__ bool item_one_base(const uint8_t *modes, int64_t chunks, bool gran32, int lane,
                                                      bool &all_folded) {
@@ -75,6 +77,7 @@ template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ sm90_lookahead_addrs lookahead_addrs(const sm90_smem sm, int wg_off, int warpgroup,
                                                                        int r0, int t4) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    static_assert(!W_FP32, "the look-ahead loop reads UE8M0 scale words (4 bytes a row)");
     sm90_lookahead_addrs a;
     a.desc_lo = opaque(smem_desc_lo_k128(smem_addr(sm.a_tiles)));
     a.w = opaque(smem_addr(sm.w_stages) + wg_off);

@@ -38,7 +38,8 @@ struct sm90_tile_config {
     static constexpr int OUT_BYTES = 2 * BT * OUT_LD * 4;
     static constexpr int MAX_STAGES = 12;
     static constexpr int SMEM_LIMIT = MINB == 1 ? 232448 : 113 * 1024;   /* opt-in per block on SM90      */
-    /* the masked layout's live-item prefix (work_items.cuh), for the decode tiles */
+    /* the balanced walk's shared space (work_items.cuh), for the decode tiles: the masked layout's
+     * live-item prefix [groups + 1], or the contiguous layout's tile bitmask and word prefix [2W + 1] */
     static constexpr bool BALANCE = BT <= 64;
     static constexpr int PREFIX_BYTES = BALANCE ? (4 * (HFP4_SM90_BALANCE_MAX_GROUPS + 1) + 15) / 16 * 16 : 0;
     static_assert(2 * (HFP4_SM90_BALANCE_MAX_TILES / 32) + 1 <= HFP4_SM90_BALANCE_MAX_GROUPS + 1,
@@ -67,6 +68,9 @@ struct sm90_tile_config {
     static constexpr int FULL_OFF = PREFIX_OFF + PREFIX_BYTES;
     static constexpr int EMPTY_OFF = FULL_OFF + STAGES * 8;
     static_assert(1024 + EMPTY_OFF + STAGES * 8 == SMEM_BYTES, "the carve-up must fill SMEM_BYTES");
+    /* the look-ahead loop's descriptors take the shared-window address unmasked (smem_desc_lo_k128):
+     * the window's 1 KB reserve, static shared memory and the carve-up must stay below 2^18 */
+    static_assert(SMEM_BYTES + 2048 <= (1 << 18), "shared addresses beyond the descriptor's 18 bits");
 };
 
 /* The CTA's shared memory as the kernel carves it (offsets above): activation tiles, weights,
@@ -75,6 +79,6 @@ struct sm90_tile_config {
 typedef struct sm90_smem {
     uint8_t *a_tiles, *w_stages, *ws_stages;
     float *a_scale_s, *out_s;
-    int32_t *live_prefix; /* [groups + 1] when params.balanced (work_items.cuh) */
+    int32_t *live_prefix; /* the balanced walk's prefix (masked) or bitmask + prefix (contiguous) */
     uint64_t *full, *empty;
 } sm90_smem;

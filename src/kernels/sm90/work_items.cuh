@@ -1,7 +1,8 @@
 /*
  * work_items.cuh - how a persistent CTA walks its work items: item -> (128-row weight tile, token
  * tile, group) for the dense, contiguous, psum and masked layouts, probing the device-side layout
- * data 32 items per load.
+ * data 32 items per load; at the decode tiles, the balanced walks by rank over a prefix of the live
+ * (masked) or computing (contiguous) items built in shared memory.
  */
 #pragma once
 #include <stdint.h>
@@ -43,11 +44,11 @@ static __device__ __forceinline__ bool work_item_live(const hfp4_sm90_gemm_param
 
 /* The masked layout's live items per group, as an exclusive prefix in shared memory (prefix[g] =
  * live items of groups < g; prefix[groups] = all), built by one warp at the kernel's start when
- * p.balanced. A group's live items are its token tiles below masked_m (clamped to p.m, as
+ * p.balanced == 1. A group's live items are its token tiles below masked_m (clamped to p.m, as
  * resolve_tile does) times the weight tiles. */
 template <int BT>
 static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_params &p, int32_t *prefix, int lane) {
-    /* every load first (up to 16 per lane), then the scans: one load round trip of start-up, not
+    /* every load first (up to 12 per lane), then the scans: one load round trip of start-up, not
      * one per 32 groups */
     constexpr int PER_LANE = HFP4_SM90_BALANCE_MAX_GROUPS / 32;
     int32_t masked[PER_LANE];
@@ -147,8 +148,9 @@ static __device__ __forceinline__ int32_t rank_owner_from(const int32_t *prefix,
 /* A CTA's walk over its work items. Either every G-th item (G = gridDim.x), in batches of 32: each
  * lane of the warp probes one item's layout value (one load round trip per 32 items instead of one
  * per item) and decides whether the item is live (work_item_live); the warp then takes the live
- * ones in order, skipping the rest at no cost. Or, when p.balanced, every G-th *live* item, ranked
- * through the live prefix (build_live_prefix).
+ * ones in order, skipping the rest at no cost. Or, when p.balanced (1: masked, 2: contiguous with
+ * ids), every G-th live or computing item by rank, through build_live_prefix's prefix or
+ * build_compute_mask's bitmask and word prefix.
  * NOTE: walking every item one by one (with the integer divisions of its resolution) cost ~40 % of
  * all instructions of a V4-Flash decode launch at T = 1 (8192 items, 192 routed; ncu). The ballot
  * does those divisions once per 32 items, in parallel.
