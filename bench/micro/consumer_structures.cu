@@ -277,11 +277,8 @@ static void run(const char *name, int sms, float *out) {
 }
 
 int main(void) {
-    int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms == 0) {
-        fprintf(stderr, "consumer_structures: no CUDA device\n");
-        return 1;
-    }
+    const int sms = micro_sm_count("consumer_structures");
+    if (sms == 0) return 1;
     float *out;
     cudaMalloc(&out, (size_t)sms * 640 * sizeof(float));
     printf("# BT=%d, %d chunks of 128 K per CTA, %d CTAs, stages in shared memory filled once\n", BT, CHUNKS, sms);

@@ -5,8 +5,19 @@
  */
 #pragma once
 #include <cuda_runtime.h>
+#include <stdio.h>
 
 #define MICRO_REPS 5
+
+/* The device's SM count, or 0 after a message naming the benchmark when there is no CUDA device. */
+static int micro_sm_count(const char *name) {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms == 0) {
+        fprintf(stderr, "%s: no CUDA device\n", name);
+        return 0;
+    }
+    return sms;
+}
 
 typedef void (*micro_launch)(void *arg);
 

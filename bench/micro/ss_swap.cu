@@ -227,8 +227,8 @@ static void run(const char *name, float *out, int sms) {
 }
 
 int main(void) {
-    int sms = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    const int sms = micro_sm_count("ss_swap");
+    if (sms == 0) return 1;
     float *out = NULL;
     cudaMalloc(&out, (size_t)sms * 1024 * sizeof(float));
     run<1, 0>("consumers only (SS, tokens as A, 2-scalar promote)", out, sms);

@@ -105,11 +105,8 @@ static double run(int sms, const uint4 *w, float *out) {
 }
 
 int main(void) {
-    int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms == 0) {
-        fprintf(stderr, "wgmma_ceiling: no CUDA device\n");
-        return 1;
-    }
+    const int sms = micro_sm_count("wgmma_ceiling");
+    if (sms == 0) return 1;
     uint4 *w;
     float *out;
     cudaMalloc(&w, 256 * sizeof(uint4));

@@ -158,10 +158,8 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                         const int st = st0 + i;
                         uint32_t lo[2], hi[2];
                         step_scales<W_FP32>(st, mode, e0, e1, f0, f1, lo, hi, sw[i]);
-                        a[i][0] = fp4x4_row_lo_to_fp8(wlo[st], lo[0], hi[0]);
-                        a[i][1] = fp4x4_row_hi_to_fp8(wlo[st], lo[1], hi[1]);
-                        a[i][2] = fp4x4_row_lo_to_fp8(whi[st], lo[0], hi[0]);
-                        a[i][3] = fp4x4_row_hi_to_fp8(whi[st], lo[1], hi[1]);
+                        fp4x8_rows_to_fp8(wlo[st], lo[0], hi[0], lo[1], hi[1], a[i][0], a[i][1]);
+                        fp4x8_rows_to_fp8(whi[st], lo[0], hi[0], lo[1], hi[1], a[i][2], a[i][3]);
                     }
                     float acc[NACC][BT / 2];
 #pragma unroll

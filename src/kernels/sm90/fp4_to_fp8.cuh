@@ -16,17 +16,9 @@ static __device__ __forceinline__ void fp8_table(uint32_t off, uint32_t &lo, uin
     hi = off * 0x08080808u + 0x1C181410u;
 }
 
-/* Converts the 4 row-g values of a pre-signed word (sm90_layout.h) to 4 e4m3 bytes. */
-static __device__ __forceinline__ uint32_t fp4x4_row_lo_to_fp8(uint32_t q, uint32_t lo, uint32_t hi) {
-    return prmt(lo, hi, q & 0x7777u) | (q & 0x80808080u);
-}
-/* Converts the 4 row-(g+8) values of a pre-signed word to 4 e4m3 bytes. */
-static __device__ __forceinline__ uint32_t fp4x4_row_hi_to_fp8(uint32_t q, uint32_t lo, uint32_t hi) {
-    return prmt(lo, hi, (q >> 16) & 0x7777u) | ((q << 4) & 0x80808080u);
-}
-
-/* Both rows of a pre-signed word at once: one mask of the 8 magnitudes serves the two prmt selectors
- * (row g+8's in the high half), one instruction fewer per word than the two one-row forms. */
+/* The 4 row-g and the 4 row-(g+8) values of a pre-signed word (sm90_layout.h) as 4 e4m3 bytes each,
+ * through the rows' tables: one mask of the 8 magnitudes serves both prmt selectors (row g+8's in
+ * the high half; prmt reads only a selector's low 16 bits), and each row's signs are or-ed in. */
 static __device__ __forceinline__ void fp4x8_rows_to_fp8(uint32_t q, uint32_t lo0, uint32_t hi0, uint32_t lo1,
                                                          uint32_t hi1, uint32_t &row_g, uint32_t &row_g8) {
     const uint32_t mag = q & 0x77777777u;

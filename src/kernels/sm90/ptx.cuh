@@ -152,6 +152,12 @@ static __device__ __forceinline__ void wgmma_wait(void) {
 static __device__ __forceinline__ void reg_fence(float &r) { asm volatile("" : "+f"(r)::"memory"); }
 static __device__ __forceinline__ void reg_fence(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
 
+/* A K-major, 128B-swizzled tile's descriptor low word from its shared-window address, 1024-aligned
+ * (the swizzle's atom) and below 2^18 (tile_config.cuh asserts it for the carve-up), as the
+ * look-ahead loop keeps it (consumer_pipelined.cuh) */
+static __device__ __forceinline__ uint32_t smem_desc_lo_k128(uint32_t tile_sa) {
+    return (tile_sa >> 4) | (1u << 16);
+}
 /* Shared-memory matrix descriptor for a K-major operand whose rows are 128 bytes, written by TMA
  * with 128-byte swizzle: 8-row core groups are 1024 bytes apart (SBO), LBO is unused for swizzled
  * K-major layouts, layout type 1 = 128B swizzle. The tile must start 1024-byte aligned; advancing
@@ -167,14 +173,9 @@ typedef struct sm90_desc {
 #define SM90_DESC_HI_K128_SWIZZLE128 ((1024u >> 4) | (1u << 30))
 static __device__ __forceinline__ sm90_desc smem_desc_k128_swizzle128(const void *tile) {
     sm90_desc d;
-    d.lo = ((smem_addr(tile) & 0x3FFFFu) >> 4) | (1u << 16); /* start address; LBO = 1 (unused) */
+    d.lo = smem_desc_lo_k128(smem_addr(tile) & 0x3FFFFu); /* start address; LBO = 1 (unused) */
     d.hi = SM90_DESC_HI_K128_SWIZZLE128;                      /* SBO 1024 bytes; 128-byte swizzle */
     return d;
-}
-/* the same from the tile's shared-window address, 1024-aligned (the 128-byte swizzle's atom), as the
- * look-ahead loop keeps it (consumer_pipelined.cuh): below 2^18 bytes, so no mask */
-static __device__ __forceinline__ uint32_t smem_desc_lo_k128(uint32_t tile_sa) {
-    return (tile_sa >> 4) | (1u << 16);
 }
 /* the descriptor `rows` 128-byte rows further (a multiple of 8: whole swizzle atoms) */
 static __device__ __forceinline__ sm90_desc desc_advance_rows(sm90_desc d, int rows) {
