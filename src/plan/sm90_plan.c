@@ -118,6 +118,14 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
         const int base_ok = ((uintptr_t)p->d.data) % 16 == 0 && ((uintptr_t)p->d.c) % 16 == 0;
         k->d_vec = rows_ok && base_ok;
     }
+    /* NOTE: the 128-token tile stores D by TMA (the consumers write the tile once to shared memory
+     * and go on; their global-store loop was ~8 % of prefill: V4-Flash w13 T = 16384 574 -> 629
+     * TFLOP/s with no epilogue at all, H200). BF16 without C: FP32 output and C keep the vector
+     * stores. HFP4_SM90_TMA_STORE=0 turns it off, for comparison. */
+    {
+        const char *env = getenv("HFP4_SM90_TMA_STORE");
+        k->d_tma = plan->block_tokens == 128 && k->d_vec && !k->d_fp32 && p->d.c == NULL && !(env && !strcmp(env, "0"));
+    }
 
     plan->a_dims[0] = p->k;
     plan->a_dims[1] = p->m;

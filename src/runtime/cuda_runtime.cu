@@ -69,24 +69,37 @@ static hfp4_status get_encode_tiled(const char *fn, encode_tiled_fn *out) {
     return HFP4_OK;
 }
 
-hfp4_status hfp4__make_tensor_map_u8_3d(const char *fn, CUtensorMap *map, const void *base, const int64_t dims[3],
-                                        const int64_t strides[2], const uint32_t box[3]) {
+/* A 3D tensor map of 1-byte (bf16 = 0) or BF16 (bf16 = 1) elements with the 128-byte swizzle;
+ * what: the operand's name in the error message. */
+static hfp4_status make_tensor_map_3d(const char *fn, CUtensorMap *map, const void *base, int bf16, const char *what,
+                                      const int64_t dims[3], const int64_t strides[2], const uint32_t box[3]) {
     encode_tiled_fn encode = NULL;
     HFP4_TRY(get_encode_tiled(fn, &encode));
     cuuint64_t gdim[3] = {(cuuint64_t)dims[0], (cuuint64_t)dims[1], (cuuint64_t)dims[2]};
     cuuint64_t gstride[2] = {(cuuint64_t)strides[0], (cuuint64_t)strides[1]};
     cuuint32_t bdim[3] = {box[0], box[1], box[2]};
     cuuint32_t estride[3] = {1, 1, 1};
-    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, (void *)base, gdim, gstride, bdim, estride,
+    CUresult r = encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, (void *)base,
+                        gdim, gstride, bdim, estride,
                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
         return hfp4__fail(HFP4_ERR_UNSUPPORTED,
-                          "%s: cuTensorMapEncodeTiled rejected A (dims %lld x %lld x %lld, strides %lld, %lld bytes): "
+                          "%s: cuTensorMapEncodeTiled rejected %s (dims %lld x %lld x %lld, strides %lld, %lld bytes): "
                           "CUresult %d",
-                          fn, (long long)dims[0], (long long)dims[1], (long long)dims[2], (long long)strides[0],
+                          fn, what, (long long)dims[0], (long long)dims[1], (long long)dims[2], (long long)strides[0],
                           (long long)strides[1], (int)r);
     return HFP4_OK;
+}
+
+hfp4_status hfp4__make_tensor_map_u8_3d(const char *fn, CUtensorMap *map, const void *base, const int64_t dims[3],
+                                        const int64_t strides[2], const uint32_t box[3]) {
+    return make_tensor_map_3d(fn, map, base, 0, "A", dims, strides, box);
+}
+
+hfp4_status hfp4__make_tensor_map_bf16_3d(const char *fn, CUtensorMap *map, const void *base, const int64_t dims[3],
+                                          const int64_t strides[2], const uint32_t box[3]) {
+    return make_tensor_map_3d(fn, map, base, 1, "D", dims, strides, box);
 }
 
 extern "C" hfp4_status hfp4_device_query(int device, hfp4_device_info *info) {

@@ -36,5 +36,8 @@ hfp4_status hfp4__require_sm90(const char *fn, hfp4_current_device *out);
 /* Encodes a 3D uint8 tiled tensor map (128-byte swizzle, zero fill out of bounds). */
 hfp4_status hfp4__make_tensor_map_u8_3d(const char *fn, CUtensorMap *map, const void *base, const int64_t dims[3],
                                         const int64_t strides[2], const uint32_t box[3]);
+/* The same for BF16 elements (D's TMA stores); strides in bytes. */
+hfp4_status hfp4__make_tensor_map_bf16_3d(const char *fn, CUtensorMap *map, const void *base, const int64_t dims[3],
+                                          const int64_t strides[2], const uint32_t box[3]);
 
 #endif

@@ -51,7 +51,7 @@ static __device__ __forceinline__ void step_scales(int st, uint32_t mode, uint32
  * lane as the kernel computed them: see the NOTE at the kernel (fp8_fp4_gemm.cuh). */
 template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params p, const hfp4_sm90_gemm_params *pk,
-                                                     const sm90_smem sm, int64_t chunks, bool gran32, int warpgroup,
+                                                     const CUtensorMap *d_map, const sm90_smem sm, int64_t chunks, bool gran32, int warpgroup,
                                                      int tid, int lane) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
@@ -195,8 +195,9 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         store_zero_tile<BT>(*pk, tile, wtile, dgroup, tid);
         continue;
     }
-    store_tile<BT, W_FP32, MINB>(*pk, tile, wtile, dgroup, fin, out_s, warpgroup, tid, lane);
+    store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, warpgroup, tid, lane);
     }
     if constexpr (cfg::BALANCE)
         if (p.balanced == 2) zero_padding_tiles<BT>(*pk, sm.live_prefix, warpgroup * 128 + tid);
+    if (BT == 128 && p.d_tma && tid == 0) bulk_wait_all(); /* the last TMA stores, before the CTA's end */
 }

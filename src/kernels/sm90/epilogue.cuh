@@ -6,6 +6,7 @@
  * the contiguous layout, the padding tiles' rows zeroed in one pass (zero_padding_tiles).
  */
 #pragma once
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
 
@@ -59,12 +60,53 @@ static __device__ __forceinline__ bool column_is_real(const uint32_t (&real_mask
     return (mask >> (c & 31)) & 1u;
 }
 
+/* The byte offset of D's element (token c, weight row r of the warpgroup's 64) in a TMA store's
+ * staging buffer: rows of 64 BF16 (128 bytes), 16-byte chunks XOR-ed with the row's index within
+ * its 8-row atom (the 128-byte swizzle of the map, hfp4_gemm). */
+static __device__ __forceinline__ uint32_t staging_offset(int c, int r) {
+    return (uint32_t)(c * 128 + ((((r >> 3) ^ c) & 7) << 4) + (r & 7) * 2);
+}
+
+/* The 128-token tile's TMA store (p.d_tma): the thread's sums as BF16 into the warpgroup's staging
+ * buffer (zeros for rows that are not real), then one thread stores the 64 x 128 box. The caller
+ * has waited for the previous store's reads of the buffer. */
+template <int MINB>
+static __device__ __forceinline__ void store_tile_tma(const CUtensorMap *d_map, const sm90_tile &tile, int64_t wtile,
+                                                      int64_t dgroup, const sm90_fin<128> &fin, uint32_t staging,
+                                                      const uint32_t (&real_mask)[4], int warpgroup, int tid,
+                                                      int lane) {
+    const int r0 = (tid / 32) * 16 + lane / 4, t4 = lane % 4;
+    const bool all_real = (real_mask[0] & real_mask[1] & real_mask[2] & real_mask[3]) == 0xFFFFFFFFu;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const int c = 8 * j + 2 * t4;
+        float v0 = fin.v[4 * j + 0], v1 = fin.v[4 * j + 1], v2 = fin.v[4 * j + 2], v3 = fin.v[4 * j + 3];
+        if (!all_real) {
+            const uint32_t bits = real_mask[j / 4] >> (c & 31); /* columns c, c + 1 */
+            if (!(bits & 1u)) v0 = v2 = 0.0f;
+            if (!(bits & 2u)) v1 = v3 = 0.0f;
+        }
+        st_shared_b16(staging + staging_offset(c, r0), __bfloat16_as_ushort(__float2bfloat16_rn(v0)));
+        st_shared_b16(staging + staging_offset(c + 1, r0), __bfloat16_as_ushort(__float2bfloat16_rn(v1)));
+        st_shared_b16(staging + staging_offset(c, r0 + 8), __bfloat16_as_ushort(__float2bfloat16_rn(v2)));
+        st_shared_b16(staging + staging_offset(c + 1, r0 + 8), __bfloat16_as_ushort(__float2bfloat16_rn(v3)));
+    }
+    fence_proxy_async_shared(); /* the writes, visible to the TMA unit */
+    warpgroup_barrier<MINB == 2>(warpgroup);
+    if (tid == 0) {
+        tma_store_3d(d_map, staging, (int32_t)(wtile * 64), tile.m0, (int32_t)dgroup);
+        bulk_commit();
+    }
+}
+
 /* The warpgroup's 64 rows x BT tokens of a computed tile: fin the thread's sums in absolute units,
- * out_s the CTA's transpose buffers (sm90_smem), the rest as for store_zero_tile. */
+ * out_s the CTA's transpose buffers (sm90_smem), d_map D's tensor map (p.d_tma), the rest as for
+ * store_zero_tile. */
 template <int BT, bool W_FP32, int MINB>
-static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p, const sm90_tile tile, int64_t wtile,
-                                                  int64_t dgroup, const sm90_fin<BT> fin, float *out_s, int warpgroup,
-                                                  int tid, int lane) {
+static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p, const CUtensorMap *d_map,
+                                                  const sm90_tile tile, int64_t wtile, int64_t dgroup,
+                                                  const sm90_fin<BT> fin, float *out_s, int warpgroup, int tid,
+                                                  int lane) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     const int warp_in_wg = tid / 32, g8 = lane / 4, t4 = lane % 4;
     /* ---- epilogue: transpose through shared memory, then coalesced stores along N ---- */
@@ -82,6 +124,27 @@ static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p,
         if (c < BT && row < tile.valid_end) row_id[q] = p.grouping == HFP4_K_CONTIGUOUS ? p.layout[row] : 0;
     }
     float *os = out_s + warpgroup * BT * cfg::OUT_LD;
+    if constexpr (BT == 128) {
+        /* NOTE: a tile whose rows are all to be written (every row below min(m0 + 128, m); D's map
+         * clips at m and n) goes out by TMA store from a BF16 staging buffer in the warpgroup's
+         * transpose buffer: the consumers' loop of 16-byte stores, their index arithmetic and
+         * masks were ~8 % of prefill (H200, V4-Flash w13 T = 16384: 574 -> 629 TFLOP/s without
+         * any epilogue). Partial tiles (masked_m or a psum end inside the tile) and FP32 output or
+         * C keep the stores below. */
+        if (p.d_tma) {
+            if (tid == 0) bulk_wait_read(); /* the previous TMA store has read the staging buffer */
+            if (tile.zero_end == min(tile.m0 + (int64_t)BT, p.m)) {
+                uint32_t real_mask[MASKS];
+#pragma unroll
+                for (int q = 0; q < MASKS; q++)
+                    real_mask[q] = __ballot_sync(0xFFFFFFFFu, row_id[q] >= 0 && row_id[q] < p.num_groups);
+                warpgroup_barrier<MINB == 2>(warpgroup); /* the buffer is free (thread 0 waited) */
+                store_tile_tma<MINB>(d_map, tile, wtile, dgroup, *(const sm90_fin<128> *)&fin,
+                                     (smem_addr(os) + 1023u) & ~1023u, real_mask, warpgroup, tid, lane);
+                return;
+            }
+        }
+    }
     warpgroup_barrier<MINB == 2>(warpgroup); /* the previous tile's stores have read os */
     {
         const int r0 = warp_in_wg * 16 + g8;

@@ -7,11 +7,10 @@
 
 #include <stdlib.h>
 
-typedef void (*gemm_kernel_fn)(const CUtensorMap, const hfp4_sm90_gemm_params);
 
 template <int BT, bool W_FP32, int MINB = 1>
 static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
-                          const CUtensorMap *map, cudaStream_t stream) {
+                          const CUtensorMap *map, const CUtensorMap *d_map, cudaStream_t stream) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32, MINB>;
     HFP4_REQUIRE(cfg::SMEM_BYTES <= dev->max_smem_optin, "%s: tile BT=%d needs %d bytes of shared memory, device has %d",
@@ -52,13 +51,13 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     config.blockDim = dim3(384, 1, 1);
     config.dynamicSmemBytes = cfg::SMEM_BYTES;
     config.stream = stream;
-    HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, *map, plan->params));
+    HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, *map, *d_map, plan->params));
     return HFP4_OK;
 }
 
 template <bool W_FP32>
 static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
-                               const CUtensorMap *map, cudaStream_t stream) {
+                               const CUtensorMap *map, const CUtensorMap *d_map, cudaStream_t stream) {
     /* NOTE: the 8-token decode tile runs two CTAs per SM: its consumers are latency-bound (a chain
      * of ~195 instructions per chunk and warp), so twice the warps per scheduler stream more bytes
      * (H200, V4-Flash w13 masked T = 32: 2.11 -> 2.37 TB/s). HFP4_SM90_DECODE_2CTA=0 selects one
@@ -69,11 +68,11 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
         two_ctas = !(env && env[0] == '0');
     }
     switch (plan->block_tokens) {
-    case 8: return two_ctas ? launch<8, W_FP32, 2>(fn, plan, dev, map, stream) : launch<8, W_FP32>(fn, plan, dev, map, stream);
-    case 16: return launch<16, W_FP32>(fn, plan, dev, map, stream);
-    case 32: return launch<32, W_FP32>(fn, plan, dev, map, stream);
-    case 64: return launch<64, W_FP32>(fn, plan, dev, map, stream);
-    case 128: return launch<128, W_FP32>(fn, plan, dev, map, stream);
+    case 8: return two_ctas ? launch<8, W_FP32, 2>(fn, plan, dev, map, d_map, stream) : launch<8, W_FP32>(fn, plan, dev, map, d_map, stream);
+    case 16: return launch<16, W_FP32>(fn, plan, dev, map, d_map, stream);
+    case 32: return launch<32, W_FP32>(fn, plan, dev, map, d_map, stream);
+    case 64: return launch<64, W_FP32>(fn, plan, dev, map, d_map, stream);
+    case 128: return launch<128, W_FP32>(fn, plan, dev, map, d_map, stream);
     }
     return hfp4__fail(HFP4_ERR_INTERNAL, "%s: no kernel for block_tokens = %d", fn, plan->block_tokens);
 }
@@ -96,9 +95,21 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
     hfp4_sm90_plan plan;
     hfp4_current_device dev;
     HFP4_TRY(plan_and_check(fn, problem, &plan, &dev));
-    CUtensorMap map;
+    CUtensorMap map, d_map;
     uint32_t box[3] = {128, (uint32_t)plan.block_tokens, 1};
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &map, problem->a.data, plan.a_dims, plan.a_strides, box));
+    if (plan.params.d_tma) {
+        /* D as [groups][m][n] BF16; a warpgroup's box: its 64 weight rows (n) x the tile's 128 tokens */
+        const int64_t g = problem->grouping == HFP4_GROUPING_MASKED ? problem->num_groups : 1;
+        const int64_t dims[3] = {problem->n, problem->m, g};
+        int64_t strides[2] = {problem->d.ld * 2, g > 1 ? problem->d.stride_group * 2 : problem->d.ld * 2 * problem->m};
+        if (strides[1] % 16 != 0) strides[1] = (strides[1] + 15) / 16 * 16; /* one group: unused */
+        const uint32_t d_box[3] = {64, 128, 1};
+        HFP4_TRY(hfp4__make_tensor_map_bf16_3d(fn, &d_map, problem->d.data, dims, strides, d_box));
+    } else {
+        d_map = map; /* unused */
+    }
     cudaStream_t s = (cudaStream_t)stream;
-    return plan.w_fp32 ? dispatch_bt<true>(fn, &plan, &dev, &map, s) : dispatch_bt<false>(fn, &plan, &dev, &map, s);
+    return plan.w_fp32 ? dispatch_bt<true>(fn, &plan, &dev, &map, &d_map, s)
+                       : dispatch_bt<false>(fn, &plan, &dev, &map, &d_map, s);
 }

@@ -56,7 +56,8 @@
 
 template <int BT, bool W_FP32, int MINB = 1>
 __global__ void __launch_bounds__(384, MINB)
-    hfp4_sm90_fp8_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ hfp4_sm90_gemm_params p) {
+    hfp4_sm90_fp8_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap d_map,
+                                  const __grid_constant__ hfp4_sm90_gemm_params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(384, MINB)
         run_producer<BT, W_FP32, MINB>(p, &a_map, sm, chunks, gran32, lane);
         return;
     }
-    run_consumers<BT, W_FP32, MINB>(p, &p, sm, chunks, gran32, warpgroup, tid, lane);
+    run_consumers<BT, W_FP32, MINB>(p, &p, &d_map, sm, chunks, gran32, warpgroup, tid, lane);
 #else
     /* Built for another architecture: never launched there (the host checks the device). */
     __trap();

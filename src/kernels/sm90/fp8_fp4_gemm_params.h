@@ -44,6 +44,8 @@ typedef struct hfp4_sm90_gemm_params {
     const void *c;
     int32_t d_fp32;
     int32_t d_vec;          /* D (and C) rows and groups 16-byte aligned: vector stores    */
+    int32_t d_tma;          /* 128-token tile, BF16 D without C, d_vec: tiles whose rows are all
+                               written go out by TMA store (epilogue.cuh)                     */
     int64_t ldd, d_stride_group;
 } hfp4_sm90_gemm_params;
 

@@ -96,6 +96,29 @@ static __device__ __forceinline__ void tma_load_3d(void *dst, const void *tensor
         : "memory");
 }
 
+/* TMA store shared -> global of a box at coordinates (c0, c1, c2) of the tensor map, from a
+ * 1024-aligned buffer laid out as the map's swizzle says; completes asynchronously (bulk_commit,
+ * bulk_wait_read: the buffer may be written again, bulk_wait_all: the writes are done). The
+ * threads that wrote the buffer must fence_proxy_async first (generic-proxy writes made visible to
+ * the async proxy), and a barrier must order them before the issuing thread. */
+static __device__ __forceinline__ void tma_store_3d(const void *tensor_map, uint32_t src, int32_t c0, int32_t c1,
+                                                    int32_t c2) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(tensor_map),
+                 "r"(src), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+static __device__ __forceinline__ void bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+static __device__ __forceinline__ void bulk_wait_read(void) {
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+static __device__ __forceinline__ void bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+static __device__ __forceinline__ void fence_proxy_async_shared(void) {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+static __device__ __forceinline__ void st_shared_b16(uint32_t addr, uint16_t v) {
+    asm volatile("st.shared.b16 [%0], %1;" ::"r"(addr), "h"(v) : "memory");
+}
+
 /* 1D bulk copy global -> shared of `bytes` (a multiple of 16, both addresses 16-byte aligned),
  * completing on `bar`. The weights take this path: each (64 rows x 128 K) chunk of the repacked
  * layout is one contiguous 4 KB block, so no tensor map is needed. */
