@@ -82,7 +82,7 @@ static int usage_error(const char *arg) {
             "hfp4 bench: bad option '%s'\n"
             "usage: hfp4 bench [--json] [--quick] [--iters N] [--replays N] [--tokens T1,T2,...] [--gran 32|128]\n"
             "                  [--sf-layout k|mn] [--w-scales narrow|drift] [--seconds-budget S]\n"
-            "                  [--only SECTION[,SECTION...]]\n"
+            "                  [--only SECTION[,SECTION...]] [--dense-shape M,N,K]...\n"
             "  sections: w13 w2 dense sf gran launch graph gemv tp pro (default: all)\n"
             "  --iters N           stream-launched cases: median of N launches (3..1000, default 20)\n"
             "  --replays N         graph cases: median of N replays (10..10000, default 200)\n"
@@ -92,7 +92,8 @@ static int usage_error(const char *arg) {
             "                      TMA-aligned layout, where a group's rows are a multiple of 4)\n"
             "  --w-scales S        expert weight scales: narrow (default: exponents 118..123, every tile\n"
             "                      one-base) or drift (row bases climb over K: the chunk-by-chunk path)\n"
-            "  --seconds-budget S  cases that would start after S seconds are skipped and listed\n",
+            "  --seconds-budget S  cases that would start after S seconds are skipped and listed\n"
+            "  --dense-shape M,N,K the dense section times this shape instead of 8192^3 (repeatable, up to 8)\n",
             arg);
     return 2;
 }
@@ -103,7 +104,8 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
     c.iters = 20;
     c.replays = 200;
     c.gran = 128;
-    int quick = 0, ntok_arg = 0;
+    int quick = 0, ntok_arg = 0, ndense = 0;
+    int64_t dense_shapes[8][3];
     int64_t tok_arg[16];
     const char *only = NULL;
     for (int i = 0; i < argc; i++) {
@@ -113,6 +115,18 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--iters") && i + 1 < argc) c.iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--replays") && i + 1 < argc) c.replays = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--dense-shape") && i + 1 < argc) {
+            long long m, n, k;
+            char tail;
+            if (ndense == 8 || sscanf(argv[++i], "%lld,%lld,%lld%c", &m, &n, &k, &tail) != 3 || m < 1 || n < 1 || k < 1 ||
+                m > (1 << 30) || n > (1 << 30) || k > (1 << 30)) {
+                fprintf(stderr, "hfp4 bench: --dense-shape %s: must be M,N,K (positive, <= 2^30; at most 8 shapes)\n",
+                        argv[i]);
+                return 2;
+            }
+            dense_shapes[ndense][0] = m, dense_shapes[ndense][1] = n, dense_shapes[ndense][2] = k;
+            ndense++;
+        }
         else if (!strcmp(argv[i], "--gran") && i + 1 < argc) {
             c.gran = atoi(argv[++i]);
             if (c.gran != 32 && c.gran != 128) {
@@ -214,7 +228,10 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
         bench_expert_case ec = {"v4f-w2", flash.experts, flash.topk, flash.n2, flash.k2, tl, nt, NULL, 0};
         bench_experts(&c, &ec);
     }
-    if (selected(only, "dense")) bench_dense(&c, 8192, 8192, 8192);
+    if (selected(only, "dense")) {
+        if (ndense == 0) bench_dense(&c, 8192, 8192, 8192);
+        for (int i = 0; i < ndense; i++) bench_dense(&c, dense_shapes[i][0], dense_shapes[i][1], dense_shapes[i][2]);
+    }
     if (selected(only, "sf")) {
         bench_sf_layout(&c, "v4f-w13", 256, 4096, 128);            /* V4-Flash w13 expert scales */
         if (!quick) bench_sf_layout(&c, "v4p-w2", 384, 7168, 96); /* V4-Pro w2 expert scales */

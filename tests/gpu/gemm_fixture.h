@@ -35,6 +35,7 @@ typedef struct gemm_case {
                              stride_k = rows rounded up to 4) instead of K-major; 2: the same one float
                              past a 16-byte boundary (the kernels' block copies must not apply); 3:
                              stride_k = rows, not rounded (k-group blocks aligned only now and then) */
+    const int32_t *rows;  /* masked: every group's masked_m instead of random ones */
     uint64_t seed;
 } gemm_case;
 
@@ -80,7 +81,7 @@ static void fx_make_layout(gemm_host *h, uint64_t *s) {
             if (g % 5 == 1) r = 0;
             if (c->groups > 64 && g % 16 != 0) r = 0; /* big expert counts: few experts hit, as in decode */
             if (g == 0) r = c->m;
-            h->layout[g] = (int32_t)r;
+            h->layout[g] = c->rows ? c->rows[g] : (int32_t)r;
         }
         h->a_rows_total = c->groups * c->m;
         return;

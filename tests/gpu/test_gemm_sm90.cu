@@ -84,6 +84,25 @@ TEST(gpu_output_row_strides_and_n_tails) {
     check_case(&c, "masked, padded D rows");
 }
 
+TEST(gpu_tma_store_tiles) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    /* the 128-token tile stores BF16 D without C by TMA where all of a tile's rows are written
+     * (epilogue.cuh): D rows n + 8 apart (the map's row stride is not n), N and M tails the map
+     * clips, masked groups whose masked_m ends inside a tile (those tiles take the vector stores;
+     * the rows after masked_m and the pad must keep the poison) */
+    static const int64_t dense[][2] = {{300, 200}, {128, 1000}, {4096 + 17, 264}};
+    for (unsigned i = 0; i < sizeof dense / sizeof dense[0]; i++) {
+        gemm_case c = base_case(HFP4_GROUPING_NONE, dense[i][0], dense[i][1], 384, 1, 190 + i);
+        c.d_pad = i == 1 ? 0 : 8;
+        check_case(&c, "dense, TMA-stored tiles");
+    }
+    static const int32_t masked_rows[] = {300, 129, 256, 0, 77};
+    gemm_case c = base_case(HFP4_GROUPING_MASKED, 300, 520, 512, 5, 195);
+    c.rows = masked_rows;
+    c.d_pad = 8;
+    check_case(&c, "masked, TMA-stored tiles");
+}
+
 TEST(gpu_persistent_items_with_k_chunks_not_multiple_of_4) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* many work items per CTA and K/128 = 7 or 11: the producer warps' chunk split must stay in

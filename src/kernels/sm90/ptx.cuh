@@ -115,8 +115,14 @@ static __device__ __forceinline__ void bulk_wait_all(void) { asm volatile("cp.as
 static __device__ __forceinline__ void fence_proxy_async_shared(void) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
-static __device__ __forceinline__ void st_shared_b16(uint32_t addr, uint16_t v) {
-    asm volatile("st.shared.b16 [%0], %1;" ::"r"(addr), "h"(v) : "memory");
+/* Four 8x8 matrices of 16-bit elements from mma fragments (register i: matrix i, lane l holding
+ * row l / 4, columns 2 (l % 4) and + 1), stored transposed: lanes 8i..8i+7 give the addresses of
+ * matrix i's 8 stored rows (16 bytes each), stored row k = the fragment's column k. */
+static __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                                                         uint32_t r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0),
+                 "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
 }
 
 /* 1D bulk copy global -> shared of `bytes` (a multiple of 16, both addresses 16-byte aligned),

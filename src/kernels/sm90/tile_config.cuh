@@ -71,6 +71,9 @@ struct sm90_tile_config {
     /* the look-ahead loop's descriptors take the shared-window address unmasked (smem_desc_lo_k128):
      * the window's 1 KB reserve, static shared memory and the carve-up must stay below 2^18 */
     static_assert(SMEM_BYTES + 2048 <= (1 << 18), "shared addresses beyond the descriptor's 18 bits");
+    /* the 128-token tile's TMA-store staging (epilogue.cuh): 16 KB from a 1024-aligned start
+     * inside each warpgroup's transpose buffer */
+    static_assert(BT != 128 || 1023 + 128 * 128 <= BT * OUT_LD * 4, "the TMA-store staging overflows");
 };
 
 /* The CTA's shared memory as the kernel carves it (offsets above): activation tiles, weights,
