@@ -6,7 +6,9 @@
 # SANITIZER_FILTERS="gpu_grouped ..." (the compute-sanitizer set), BENCH_JSON=1 (also write bench.json; BENCH_JSON_ONLY=1 writes only it), BENCH_ARGS="--only w13", NCU=1 (profile decode and prefill
 # launches, NCU_TOKENS="1 32 4096"; reports, detail pages and stall CSVs in $OUT/ncu_*), TILE64=1 (also test and time with the token tile
 # capped at 64), DECODE1=1 (also test and time the one-CTA-per-SM variant of the 8-token decode tile),
-# MICRO=1 (run ${BUILD}/wgmma_ceiling: make BUILD=... BUILD/wgmma_ceiling, and carry it).
+# MICRO=1 (run ${BUILD}/wgmma_ceiling: make BUILD=... BUILD/wgmma_ceiling, and carry it),
+# CLOCKS=1 (log the SM clock, power, temperature and throttle reasons every 200 ms while the bench
+# runs, to $OUT/clocks.csv: the H200 at its 700 W limit may slow the later sections of a long run).
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
@@ -50,12 +52,18 @@ if [ -z "${SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null; then
         done
     done
 fi
+if [ -n "${CLOCKS:-}" ]; then
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+        --format=csv -lms 200 > "$OUT/clocks.csv" 2>&1 &
+    SMI_PID=$!
+fi
 if [ -z "${SKIP_BENCH:-}" ]; then
     [ -n "${BENCH_JSON_ONLY:-}" ] || timeout 300 ${BUILD:-build}/hfp4 bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt"
     if [ -n "${BENCH_JSON:-}${BENCH_JSON_ONLY:-}" ]; then
         timeout 300 ${BUILD:-build}/hfp4 bench --json ${BENCH_ARGS:-} > "$OUT/bench.json" 2> "$OUT/bench_json.err"
     fi
 fi
+[ -n "${SMI_PID:-}" ] && kill "$SMI_PID" 2>/dev/null
 if [ -n "${MICRO:-}" ] && [ -x "${BUILD:-build}/wgmma_ceiling" ]; then
     # the consumer loop's skeleton without memory traffic (bench/micro/wgmma_ceiling.cu)
     timeout 60 ${BUILD:-build}/wgmma_ceiling 2>&1 | tee "$OUT/wgmma_ceiling.txt"
