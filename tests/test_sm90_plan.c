@@ -93,6 +93,36 @@ TEST(sm90_plan_vector_stores_need_aligned_rows) {
     CHECK_EQ_I64(planned_d_vec(&p), 1);
 }
 
+/* The plan's TMA-store decision for p (-1 if p does not plan). */
+static int planned_d_tma(const hfp4_gemm_problem *p) {
+    hfp4_sm90_plan plan;
+    return hfp4__sm90_plan("t", p, &plan) == HFP4_OK ? plan.params.d_tma : -1;
+}
+
+TEST(sm90_plan_tma_store_only_for_the_128_token_tile_bf16_without_c) {
+    /* D goes out by TMA store (epilogue.cuh) at the 128-token tile, BF16 D without C, rows aligned
+     * as for the vector stores; everything else keeps the vector or element stores */
+    hfp4_gemm_problem p = valid_problem(300, 1000, 256);
+    CHECK_EQ_I64(planned_d_tma(&p), 1);
+    p.d.ld = 1008; /* padded rows, still 16-byte multiples */
+    CHECK_EQ_I64(planned_d_tma(&p), 1);
+    p.d.ld = 1004; /* not 16-byte rows */
+    CHECK_EQ_I64(planned_d_tma(&p), 0);
+    p = valid_problem(300, 1000, 256);
+    p.d.dtype = HFP4_DTYPE_FP32;
+    CHECK_EQ_I64(planned_d_tma(&p), 0);
+    p = valid_problem(300, 1000, 256);
+    p.d.c = fake + 1024;
+    CHECK_EQ_I64(planned_d_tma(&p), 0);
+    p = valid_problem(64, 1000, 256); /* the 64-token tile */
+    CHECK_EQ_I64(planned_d_tma(&p), 0);
+    p = valid_problem(300, 1000, 256);
+    setenv("HFP4_SM90_TMA_STORE", "0", 1);
+    CHECK_EQ_I64(planned_d_tma(&p), 0);
+    unsetenv("HFP4_SM90_TMA_STORE");
+    CHECK_EQ_I64(planned_d_tma(&p), 1);
+}
+
 /* A grouped problem (masked: G groups of m rows; contiguous: m rows over G experts) on the fake
  * buffers: the plan reads no device memory. */
 static hfp4_gemm_problem grouped_problem(hfp4_grouping g, int64_t m, int32_t groups, int64_t expected_m) {

@@ -118,7 +118,8 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--dense-shape") && i + 1 < argc) {
             long long m, n, k;
             char tail;
-            if (ndense == 8 || sscanf(argv[++i], "%lld,%lld,%lld%c", &m, &n, &k, &tail) != 3 || m < 1 || n < 1 || k < 1 ||
+            ++i;
+            if (ndense == 8 || sscanf(argv[i], "%lld,%lld,%lld%c", &m, &n, &k, &tail) != 3 || m < 1 || n < 1 || k < 1 ||
                 m > (1 << 30) || n > (1 << 30) || k > (1 << 30)) {
                 fprintf(stderr, "hfp4 bench: --dense-shape %s: must be M,N,K (positive, <= 2^30; at most 8 shapes)\n",
                         argv[i]);

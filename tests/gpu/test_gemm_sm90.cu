@@ -101,6 +101,32 @@ TEST(gpu_tma_store_tiles) {
     c.rows = masked_rows;
     c.d_pad = 8;
     check_case(&c, "masked, TMA-stored tiles");
+    /* (from the review of the TMA store) the 128-token tile over fewer rows than its box (masked
+     * m = 100 with expected_m 200), masked groups ending on and just past a tile, a contiguous
+     * alignment of 256, psum groups with rows after them, N below one warpgroup's 64 */
+    c = base_case(HFP4_GROUPING_MASKED, 100, 300, 256, 3, 901);
+    c.expected_m = 200;
+    c.d_pad = 8;
+    check_case(&c, "masked, m below the tile, TMA");
+    static const int32_t masked_rows2[] = {260, 128, 255, 1};
+    c = base_case(HFP4_GROUPING_MASKED, 260, 200, 256, 4, 902);
+    c.rows = masked_rows2;
+    c.expected_m = 200;
+    c.d_pad = 16;
+    check_case(&c, "masked, groups ending at tiles, TMA");
+    c = base_case(HFP4_GROUPING_CONTIGUOUS, 2000, 264, 256, 5, 903);
+    c.alignment = 256;
+    c.d_pad = 8;
+    check_case(&c, "contiguous, alignment 256, TMA");
+    c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 1500, 264, 256, 5, 904);
+    c.extra_rows = 300;
+    c.d_pad = 8;
+    check_case(&c, "psum, rows after the groups, TMA");
+    c = base_case(HFP4_GROUPING_NONE, 300, 40, 256, 1, 905);
+    c.d_pad = 8;
+    check_case(&c, "dense, N = 40, TMA");
+    c = base_case(HFP4_GROUPING_NONE, 385, 72, 256, 1, 906);
+    check_case(&c, "dense, N = 72, TMA");
 }
 
 TEST(gpu_persistent_items_with_k_chunks_not_multiple_of_4) {

@@ -98,16 +98,21 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
     CUtensorMap map, d_map;
     uint32_t box[3] = {128, (uint32_t)plan.block_tokens, 1};
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &map, problem->a.data, plan.a_dims, plan.a_strides, box));
+    d_map = map; /* unused without the TMA store */
     if (plan.params.d_tma) {
-        /* D as [groups][m][n] BF16; a warpgroup's box: its 64 weight rows (n) x the tile's 128 tokens */
+        /* D as [groups][m][n] BF16 (ld, stride_group in elements; the plan's d_vec made them 16-byte
+         * multiples, and ld * 2 * m for one group); a warpgroup's box: its 64 weight rows (n) x the
+         * tile's 128 tokens */
         const int64_t g = problem->grouping == HFP4_GROUPING_MASKED ? problem->num_groups : 1;
         const int64_t dims[3] = {problem->n, problem->m, g};
-        int64_t strides[2] = {problem->d.ld * 2, g > 1 ? problem->d.stride_group * 2 : problem->d.ld * 2 * problem->m};
-        if (strides[1] % 16 != 0) strides[1] = (strides[1] + 15) / 16 * 16; /* one group: unused */
+        const int64_t strides[2] = {problem->d.ld * 2, g > 1 ? problem->d.stride_group * 2 : problem->d.ld * 2 * problem->m};
         const uint32_t d_box[3] = {64, 128, 1};
-        HFP4_TRY(hfp4__make_tensor_map_bf16_3d(fn, &d_map, problem->d.data, dims, strides, d_box));
-    } else {
-        d_map = map; /* unused */
+        /* a map the driver rejects (D beyond its limits) leaves the vector stores, which need none */
+        if (hfp4__make_tensor_map_bf16_3d(fn, &d_map, problem->d.data, dims, strides, d_box) != HFP4_OK) {
+            plan.params.d_tma = 0;
+            d_map = map;
+            hfp4_clear_error(); /* the call succeeds: no stale message */
+        }
     }
     cudaStream_t s = (cudaStream_t)stream;
     return plan.w_fp32 ? dispatch_bt<true>(fn, &plan, &dev, &map, &d_map, s)
