@@ -20,6 +20,9 @@
  * empties L2, or median of --replays graph replays. FLOPs count only useful rows (2 x routed rows x
  * N x K). Bytes that must move: FP4 weights and UE8M0 scales of the experts hit, FP8 activations
  * with their scales, BF16 outputs; "floor_us" is those bytes over the copy rate of this run.
+ * Each timed row also carries the SM clock, the power draw and NVML's clock-event reasons read
+ * right after the case ("sm_mhz", "power_w", "clock_reasons"; bench_clock.cu), where NVML loads:
+ * a long run on the H200 slows down at its power limit.
  */
 #include <math.h>
 #include <stdlib.h>

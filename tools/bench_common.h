@@ -52,6 +52,17 @@ typedef struct bench_ctx {
 /* One output row. The first group of fields are the keys of the first recorded results and keep
  * their names and meaning; the second group was added later and is printed after "baseline",
  * each only when set. */
+/* ---- bench_clock.cu ---- */
+/* The SM clock (MHz), power draw (W) and NVML's clock-event reasons (bit mask: 0x4 software power
+ * cap, 0x8 hardware slowdown, 0x20 / 0x40 software / hardware thermal, 0x80 power brake) right
+ * after a timed case; sm_mhz = 0 where NVML is not available. */
+typedef struct bench_clock {
+    int sm_mhz, power_w;
+    unsigned long long reasons;
+} bench_clock;
+bench_clock bench_read_clock(void);
+extern bench_clock bench_last_clock; /* set by bench_time_gemm and bench_time_graphs */
+
 typedef struct bench_row {
     const char *op, *layout, *name;
     int64_t tokens; /* -1: dense (JSON null) */
@@ -66,6 +77,7 @@ typedef struct bench_row {
     double launch_us;   /* empty-kernel cost of the same launch method; < 0: not printed     */
     double stream_us;   /* graph rows: the same GEMM(s) launched on a stream; < 0: not printed */
     const char *flush;  /* graph rows: how L2 was emptied between replays; NULL: not printed */
+    bench_clock clock;  /* the GPU's clock after the case (bench_row_rates takes bench_last_clock) */
 } bench_row;
 
 /* ---- bench_util.cu ---- */

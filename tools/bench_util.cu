@@ -85,6 +85,7 @@ void bench_row_rates(bench_row *r, double us, double flops, double bytes, const 
     r->base_us = base_us;
     r->base_tflops = base_us > 0 ? flops / base_us * 1e-6 : 0;
     r->base_tbps = base_us > 0 ? base_bytes / base_us * 1e-6 : 0;
+    r->clock = bench_last_clock; /* (the baselines' timing does not touch it) */
 }
 
 double bench_floor_us(const bench_ctx *c, double bytes) {
@@ -108,6 +109,9 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         /* the non-default data options, so a row says what it timed */
         if (bench_a_scales_mn_major) printf(", \"a_scales\": \"mn\"");
         if (bench_w_scales_drift) printf(", \"w_scales\": \"drift\"");
+        if (r->clock.sm_mhz > 0)
+            printf(", \"sm_mhz\": %d, \"power_w\": %d, \"clock_reasons\": \"0x%llx\"", r->clock.sm_mhz, r->clock.power_w,
+                   r->clock.reasons);
         printf("}\n");
     } else {
         /* the columns of the first version, then the added figures */
@@ -122,6 +126,7 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         if (r->flush) printf("  [%s]", r->flush);
         if (bench_a_scales_mn_major) printf("  [a scales mn]");
         if (bench_w_scales_drift) printf("  [w scales drift]");
+        if (r->clock.sm_mhz > 0) printf("  [%d MHz %d W 0x%llx]", r->clock.sm_mhz, r->clock.power_w, r->clock.reasons);
         printf("\n");
         if (r->tokens >= 0) printf("%*s(T = %lld)\n", 29, "", (long long)r->tokens);
     }
