@@ -8,7 +8,8 @@
 # builds with wrong results (bench/diag_bounds.sh on branch diag-bounds): they are timed, not tested.
 # A file build-alt/<name>.env (e.g. "HFP4_SM90_SS=1") sets the environment of that build's runs.
 # ALT=dir takes the builds from another folder (to carry a subset under the 64 MiB limit).
-# REPEAT=N: N interleaved rounds of the benches (see below).
+# REPEAT=N: N interleaved rounds of the benches (see below). At the end: ab_summary.txt (every
+# build's mean and range per row over the rounds) and ab_logs.tgz (all logs in one file).
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 ARGS=${ARGS:---only w13,w2,dense --tokens 32,4096,16384}
@@ -36,3 +37,18 @@ for b in "$MAIN/hfp4" $ALT/hfp4-*; do
     timeout 150 env $envs "$b" bench $ARGS 2>&1 | tee "$log" | grep -E "^fp8" | cut -c1-150
 done
 done
+# A summary over the rounds (every build's mean and range per row: TFLOP/s, and TB/s for the rows
+# below 4096 tokens), then the logs packed into one file: the device tool returns at most 8 files.
+for f in "$OUT"/bench_hfp4*.txt; do
+    [ -e "$f" ] || continue
+    b=$(basename "$f" .txt); b=${b#bench_}; b=${b%.[0-9]*}
+    awk -v b="$b" '/^fp8/ { if ($2 == "dense") { key = $2 " " $5 "x" $6 "x" $7; t = $10; s = $11 }
+                             else { key = $2 " " $3 " m=" $4; t = $9; s = $10 }
+                             print b "\t" key "\t" t "\t" s }' "$f"
+done | sort -k2,2 -k1,1 | awk -F'\t' '
+    { k = $2 "\t" $1; n[k]++; sum[k] += $3; ssum[k] += $4;
+      if (!(k in lo) || $3 < lo[k]) lo[k] = $3; if (!(k in hi) || $3 > hi[k]) hi[k] = $3; order[k] = NR }
+    END { for (k in n) printf "%s\t%.1f TFLOP/s (%.1f-%.1f, %d rounds)\t%.3f TB/s\n", k, sum[k] / n[k], lo[k], hi[k], n[k], ssum[k] / n[k] }' |
+    sort | tee "$OUT/ab_summary.txt"
+( cd "$OUT" && logs=$(ls bench_*.txt gpu_tests_*.log 2>/dev/null) && [ -n "$logs" ] && tar czf ab_logs.tgz $logs &&
+    rm -f $logs )
