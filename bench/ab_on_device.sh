@@ -50,5 +50,9 @@ done | sort -k2,2 -k1,1 | awk -F'\t' '
       if (!(k in lo) || $3 < lo[k]) lo[k] = $3; if (!(k in hi) || $3 > hi[k]) hi[k] = $3; order[k] = NR }
     END { for (k in n) printf "%s\t%.1f TFLOP/s (%.1f-%.1f, %d rounds)\t%.3f TB/s\n", k, sum[k] / n[k], lo[k], hi[k], n[k], ssum[k] / n[k] }' |
     sort | tee "$OUT/ab_summary.txt"
-( cd "$OUT" && logs=$(ls bench_*.txt gpu_tests_*.log 2>/dev/null) && [ -n "$logs" ] && tar czf ab_logs.tgz $logs &&
-    rm -f $logs )
+(
+    cd "$OUT" || exit
+    logs=""
+    for f in bench_*.txt gpu_tests_*.log; do [ -e "$f" ] && logs="$logs $f"; done
+    [ -n "$logs" ] && tar czf ab_logs.tgz $logs && rm -f $logs
+)
