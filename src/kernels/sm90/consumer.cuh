@@ -51,8 +51,8 @@ static __device__ __forceinline__ void step_scales(int st, uint32_t mode, uint32
  * lane as the kernel computed them: see the NOTE at the kernel (fp8_fp4_gemm.cuh). */
 template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params p, const hfp4_sm90_gemm_params *pk,
-                                                     const CUtensorMap *d_map, const sm90_smem sm, int64_t chunks, bool gran32, int warpgroup,
-                                                     int tid, int lane) {
+                                                     const CUtensorMap *d_map, const sm90_smem sm, int64_t chunks,
+                                                     bool gran32, int warpgroup, int tid, int lane) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
     uint8_t *a_tiles = sm.a_tiles, *w_stages = sm.w_stages, *ws_stages = sm.ws_stages;

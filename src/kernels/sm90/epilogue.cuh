@@ -62,6 +62,15 @@ static __device__ __forceinline__ bool column_is_real(const uint32_t (&real_mask
     return (mask >> (c & 31)) & 1u;
 }
 
+/* Which token columns of the tile are real rows, as bit masks (column c: bit c % 32 of mask c / 32),
+ * from each lane's row ids (row_id[q]: row 32 q + lane's id, or -1). */
+template <int MASKS>
+static __device__ __forceinline__ void real_row_masks(const hfp4_sm90_gemm_params &p, const int32_t (&row_id)[MASKS],
+                                                      uint32_t (&real_mask)[MASKS]) {
+#pragma unroll
+    for (int q = 0; q < MASKS; q++) real_mask[q] = __ballot_sync(0xFFFFFFFFu, row_id[q] >= 0 && row_id[q] < p.num_groups);
+}
+
 /* The warpgroup's 64 rows x BT tokens of a computed tile: fin the thread's sums in absolute units,
  * out_s the CTA's transpose buffers (sm90_smem), d_map D's tensor map (p.d_tma), the rest as for
  * store_zero_tile. */
@@ -98,9 +107,7 @@ static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p,
             if (tid == 0) bulk_wait_read(); /* the previous TMA store has read the staging buffer */
             if (tile.zero_end == min(tile.m0 + (int64_t)BT, p.m)) {
                 uint32_t real_mask[MASKS];
-#pragma unroll
-                for (int q = 0; q < MASKS; q++)
-                    real_mask[q] = __ballot_sync(0xFFFFFFFFu, row_id[q] >= 0 && row_id[q] < p.num_groups);
+                real_row_masks(p, row_id, real_mask);
                 warpgroup_barrier<MINB == 2>(warpgroup); /* the buffer is free (thread 0 waited) */
                 store_tile_tma<MINB>(d_map, tile, wtile, dgroup, fin, (smem_addr(os) + 1023u) & ~1023u, real_mask,
                                      warpgroup, tid, lane);
@@ -121,8 +128,7 @@ static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p,
         }
     }
     uint32_t real_mask[MASKS];
-#pragma unroll
-    for (int q = 0; q < MASKS; q++) real_mask[q] = __ballot_sync(0xFFFFFFFFu, row_id[q] >= 0 && row_id[q] < p.num_groups);
+    real_row_masks(p, row_id, real_mask);
     warpgroup_barrier<MINB == 2>(warpgroup);
     if (p.d_vec) {
         /* 8 consecutive n per thread and pass (16-byte BF16 stores, 2 x 16 bytes for FP32): a

@@ -7,7 +7,6 @@
 
 #include <stdlib.h>
 
-
 template <int BT, bool W_FP32, int MINB = 1>
 static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
                           const CUtensorMap *map, const CUtensorMap *d_map, cudaStream_t stream) {
@@ -110,7 +109,6 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
         /* a map the driver rejects (D beyond its limits) leaves the vector stores, which need none */
         if (hfp4__make_tensor_map_bf16_3d(fn, &d_map, problem->d.data, dims, strides, d_box) != HFP4_OK) {
             plan.params.d_tma = 0;
-            d_map = map;
             hfp4_clear_error(); /* the call succeeds: no stale message */
         }
     }

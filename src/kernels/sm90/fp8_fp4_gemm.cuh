@@ -26,9 +26,10 @@
  * general chunk path (folded or per-32 chunks, NACC accumulators); consumer_pipelined.cuh: the
  * steps of the look-ahead loop of an all-folded item; promote.cuh: promotion of accumulators into
  * the FP32 sums (fin) and fin's units; epilogue.cuh: storing a tile of D (transpose, vector and
- * element stores, all-padding tiles; tma_store.cuh: the 128-token tile's TMA store); fp4_to_fp8.cuh: the conversion; wgmma_fp8_rs.cuh: the
- * wgmmas; scales.cuh: scale values; tile_config.cuh: shapes, budgets, shared-memory offsets and
- * sm90_smem; work_items.cuh: how a persistent CTA walks its items.
+ * element stores, all-padding tiles; tma_store.cuh: the 128-token tile's TMA store);
+ * fp4_to_fp8.cuh: the conversion; wgmma_fp8_rs.cuh: the wgmmas; scales.cuh: scale values;
+ * tile_config.cuh: shapes, budgets, shared-memory offsets and sm90_smem; work_items.cuh: how a
+ * persistent CTA walks its items.
  *
  * NOTE: the parts are inline functions, and the generated code is the one of the single kernel
  * body they were split from (cuobjdump -sass compared per instantiation; what still differs is
