@@ -71,36 +71,73 @@ int bench_launch_gemm(void *arg, cudaStream_t s) {
     return -1;
 }
 
+/* The clock a launch runs at: once its start event has completed, wait half the previous
+ * launch's time and read NVML, and keep the reading only if the launch is still running then.
+ * Launches under 200 us are not sampled (the reading after the case stands for them): their
+ * rate hardly depends on a clock that changes over tens of milliseconds. */
+enum { SAMPLE_MIN_US = 200 };
+
+static int sample_running_clock(cudaEvent_t started, cudaEvent_t ended, double prev_us, bench_clock *k) {
+    if (prev_us < SAMPLE_MIN_US) return 0;
+    cudaError_t q;
+    while ((q = cudaEventQuery(started)) == cudaErrorNotReady) {
+    }
+    if (q != cudaSuccess) return 0; /* (the error shows at the synchronize that follows) */
+    const double t0 = bench_now();
+    while ((bench_now() - t0) * 1e6 < prev_us / 2) {
+    }
+    *k = bench_read_clock();
+    return k->sm_mhz > 0 && cudaEventQuery(ended) == cudaErrorNotReady;
+}
+
+static int by_mhz(const void *a, const void *b) {
+    return ((const bench_clock *)a)->sm_mhz - ((const bench_clock *)b)->sm_mhz;
+}
+
+bench_clock bench_running_clock; /* the median clock sampled inside the last bench_time_launches */
+
 int bench_time_launches(const bench_ctx *c, bench_launch_fn fn, void *arg, cudaStream_t s, double *us) {
     cudaEvent_t e0 = NULL, e1 = NULL;
-    int rc = -1;
+    int rc = -1, nsamples = 0;
     double *t = (double *)malloc(sizeof(double) * c->iters);
-    if (!t) return -1;
+    bench_clock *samples = (bench_clock *)malloc(sizeof(bench_clock) * c->iters);
+    memset(&bench_running_clock, 0, sizeof bench_running_clock);
+    if (!t || !samples) goto done;
     if (!BENCH_CUDA(cudaEventCreate(&e0)) || !BENCH_CUDA(cudaEventCreate(&e1))) goto done;
     if (fn(arg, s) != 0) goto done; /* warm-up */
     for (int i = 0; i < c->iters; i++) {
         float ms = 0;
         if (!l2_flush(s) || !BENCH_CUDA(cudaEventRecord(e0, s))) goto done;
         if (fn(arg, s) != 0) goto done;
-        if (!BENCH_CUDA(cudaEventRecord(e1, s)) || !BENCH_CUDA(cudaEventSynchronize(e1)) ||
-            !BENCH_CUDA(cudaEventElapsedTime(&ms, e0, e1)))
-            goto done;
+        if (!BENCH_CUDA(cudaEventRecord(e1, s))) goto done;
+        if (i > 0 && sample_running_clock(e0, e1, t[i - 1], &samples[nsamples])) nsamples++;
+        if (!BENCH_CUDA(cudaEventSynchronize(e1)) || !BENCH_CUDA(cudaEventElapsedTime(&ms, e0, e1))) goto done;
         t[i] = ms * 1e3;
     }
     if (!BENCH_CUDA(cudaDeviceSynchronize())) goto done; /* a fault of the last launch shows here */
     *us = bench_median(t, c->iters);
+    if (nsamples > 0) {
+        unsigned long long reasons = 0;
+        for (int i = 0; i < nsamples; i++) reasons |= samples[i].reasons;
+        qsort(samples, (size_t)nsamples, sizeof *samples, by_mhz);
+        bench_running_clock = samples[nsamples / 2];
+        bench_running_clock.reasons = reasons; /* every reason seen while the launches ran */
+    }
     rc = 0;
 done:
     if (e0) (void)BENCH_CUDA(cudaEventDestroy(e0));
     if (e1) (void)BENCH_CUDA(cudaEventDestroy(e1));
     free(t);
+    free(samples);
     return rc;
 }
 
 int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *label, double *us) {
     bench_gemm_launch g = {p, label};
     const int rc = bench_time_launches(c, bench_launch_gemm, &g, 0, us);
-    bench_last_clock = bench_read_clock(); /* the clock it ran at (bench_clock.cu), for its row */
+    /* the clock it ran at (bench_clock.cu), for its row: sampled while it ran where it is long
+     * enough, else read right after */
+    bench_last_clock = bench_running_clock.sm_mhz > 0 ? bench_running_clock : bench_read_clock();
     return rc;
 }
 
