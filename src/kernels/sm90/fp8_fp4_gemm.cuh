@@ -89,8 +89,7 @@ __global__ void __launch_bounds__(384, MINB)
         }
         mbar_fence_init();
     }
-    if constexpr (cfg::BALANCE) { /* (the decode tiles, where start-up weighs) */
-        if (threadIdx.x / 32 == 3) touch_param_lines(&p, (int)sizeof p, lane, (uint32_t *)sm.live_prefix + HFP4_SM90_BALANCE_MAX_GROUPS + 2);
+    if constexpr (cfg::BALANCE) {
         if (p.balanced == 2) { /* the contiguous layout's computing tiles: all threads, then one warp */
             build_compute_mask<BT>(p, sm.live_prefix, threadIdx.x, blockDim.x);
             __syncthreads();

@@ -231,22 +231,6 @@ static __device__ __forceinline__ void warpgroup_reg_dealloc(void) {
 
 /* ---- barriers and misc ---------------------------------------------------------------------- */
 
-/* Loads one word of every 64-byte line of a kernel parameter, so the SM's constant cache holds the
- * whole block before the roles read it: called by an otherwise idle warp at the kernel's start, while
- * another loads the layout data. NOTE: why (diag timeline, V4-Flash decode): between the set-up
- * barrier and the producer's first copy each step took 0.15-0.35 us, the latency of a constant-cache
- * miss for each new line of parameters it read, ~1.2 us in all on every launch's start-up path. The
- * store (to `sink`, a shared word nothing else uses; taken only if a word equals a magic value)
- * keeps the loads and makes the warp wait for them here. */
-static __device__ __forceinline__ void touch_param_lines(const void *param, int bytes, int lane, uint32_t *sink) {
-    if (lane * 64 < bytes) {
-        const uint32_t v = ((const uint32_t *)param)[lane * 16];
-        uint32_t zero = 0; /* (opaque to the compiler, so the load cannot sink into the branch) */
-        asm volatile("mov.b32 %0, %0;" : "+r"(zero));
-        if ((v ^ zero) == 0x9E3779B9u) *sink = v;
-    }
-}
-
 /* Barrier over `COUNT` threads (a multiple of 32) with id ID in 1..15 (0 is __syncthreads). The id
  * is an immediate so ptxas counts only the barriers used (a register id reserves all 16, which can
  * cap the CTAs per SM). */
