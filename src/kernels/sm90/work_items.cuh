@@ -241,14 +241,9 @@ static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params 
         /* device data cannot be validated without a host read: clamp, so a bad masked_m can
          * never make the kernel write past its group */
         const int64_t rows = min((int64_t)lay, p.m);
+        if (t.m0 >= rows) return false;
         t.expert = t.a_group = g;
-        /* NOTE: no "t.m0 >= rows: nothing to do" branch: both walks hand out live items only
-         * (work_item_live, build_live_prefix: the same test), and without a branch on it the
-         * masked_m load of the item's group is first needed by the activation scales' copies, after
-         * the producer has issued the stage's weight copies (a dependent global load, ~1 us on the
-         * start-up path of every decode launch: diag timeline). The range is empty if it ever
-         * happened, so nothing would be written. */
-        t.valid_end = t.zero_end = max(min(tile_end, rows), (int64_t)t.m0);
+        t.valid_end = t.zero_end = min(tile_end, rows);
         return true;
     }
     if (t.m0 >= p.m) return false;
