@@ -22,6 +22,9 @@ CFLAGS_COMMON = -O2 -g -fPIC -fvisibility=hidden -Iinclude -Isrc/core -Isrc/form
 CFLAGS  ?= -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter $(CFLAGS_COMMON)
 NVFLAGS ?= -std=c++17 -O3 -lineinfo $(GENCODE) -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Werror \
            --Werror all-warnings -Xptxas --warn-on-spills -Iinclude -Isrc/core -Isrc/formats -Isrc/plan -Isrc/kernels
+# make DIAG=1 BUILD=build-diag: kernels that record a launch timeline (src/kernels/sm90/diag_timeline.cuh),
+# printed by `HFP4_DIAG_TIMELINE=1 hfp4 bench ...`; for measuring only
+NVFLAGS += $(if $(filter 1,$(DIAG)),-DHFP4_DIAG_TIMELINE,)
 
 LIB_C_SRC  := $(sort $(wildcard src/*/*.c))
 HAVE_NVCC  := $(if $(shell command -v $(NVCC) 2>/dev/null),1,)

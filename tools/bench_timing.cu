@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "sm90/diag_timeline.h" /* (the opt-in launch timeline) */
 
 static void *flush_buf;
 static const size_t FLUSH_BYTES = (size_t)256 << 20;
@@ -138,6 +139,10 @@ int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *
     /* the clock it ran at (bench_clock.cu), for its row: sampled while it ran where it is long
      * enough, else read right after */
     bench_last_clock = bench_running_clock.sm_mhz > 0 ? bench_running_clock : bench_read_clock();
+    if (rc == 0 && getenv("HFP4_DIAG_TIMELINE")) { /* (a library built with make DIAG=1) */
+        fprintf(stderr, "%s: ", label);
+        if (hfp4__diag_timeline_print(stderr) != 0) fprintf(stderr, "no timeline: build with make DIAG=1\n");
+    }
     return rc;
 }
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "consumer_pipelined.cuh"
+#include "diag_timeline.cuh"
 #include "epilogue.cuh"
 #include "fp4_to_fp8.cuh"
 #include "fp8_fp4_gemm_params.h"
@@ -94,6 +95,11 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
          * (pipelined_item) changes the instruction count of each tile by < 1 %. */
         bool all_folded = false;
         const bool one_base = item_one_base<W_FP32>(modes, chunks, gran32, lane, all_folded);
+        if (threadIdx.x == 0 && HFP4_DIAG_FIRST_ITEM()) { /* (make DIAG=1 only) */
+            HFP4_DIAG(HFP4_DIAG_CONS_ITEM);
+            mbar_wait(&full[s], phase); /* the item's first stage: the loop below waits on it anyway */
+            HFP4_DIAG(HFP4_DIAG_CONS_CHUNK0);
+        }
         if constexpr (!W_FP32) { /* (FP32 weight scales: never all folded) */
             if (one_base)
                 pipelined_item<BT, W_FP32, MINB, false>(sm, chunks, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
@@ -195,9 +201,14 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         store_zero_tile<BT>(*pk, tile, wtile, dgroup, tid);
         continue;
     }
+    if (threadIdx.x == 0) {
+        HFP4_DIAG(HFP4_DIAG_LAST_ITEM);
+        HFP4_DIAG_COUNT(0);
+    }
     store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, warpgroup, tid, lane);
     }
     if constexpr (cfg::BALANCE)
         if (p.balanced == 2) zero_padding_tiles<BT>(*pk, sm.live_prefix, warpgroup * 128 + tid);
     if (BT == 128 && p.d_tma && tid == 0) bulk_wait_all(); /* the last TMA stores, before the CTA's end */
+    if (threadIdx.x == 0) HFP4_DIAG(HFP4_DIAG_EXIT);
 }

@@ -50,6 +50,7 @@
 #include <stdint.h>
 
 #include "consumer.cuh"
+#include "diag_timeline.cuh"
 #include "fp8_fp4_gemm_params.h"
 #include "producer.cuh"
 #include "ptx.cuh"
@@ -80,6 +81,8 @@ __global__ void __launch_bounds__(384, MINB)
     const int tid = threadIdx.x % 128;
     const int lane = threadIdx.x % 32;
     if (threadIdx.x == 0) {
+        HFP4_DIAG(HFP4_DIAG_ENTRY);
+        HFP4_DIAG_COUNT(1);
         /* NOTE: every thread that touches a stage's shared memory arrives itself (32 producer lanes,
          * 256 consumer threads) rather than one lane after __syncwarp: same cost in practice, and
          * the ordering is then per thread, which compute-sanitizer's racecheck can follow. */
@@ -99,6 +102,7 @@ __global__ void __launch_bounds__(384, MINB)
         }
     }
     __syncthreads();
+    if (threadIdx.x == 0) HFP4_DIAG(HFP4_DIAG_SETUP);
 
     const int64_t chunks = p.w_chunks;
     const bool gran32 = p.a_gran_k == 32;

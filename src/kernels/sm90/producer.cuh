@@ -8,6 +8,7 @@
 #include <cuda.h>
 #include <stdint.h>
 
+#include "diag_timeline.cuh"
 #include "fp8_fp4_gemm_params.h"
 #include "promote.cuh"
 #include "ptx.cuh"
@@ -91,6 +92,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                 continue;
             }
             if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar);
+            if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
             if constexpr (BT == 128) {
                 /* the 128-token tile: a lane's rows are m0 + lane + 32u (u < 4) in every
                  * k-group j: its addresses step by constants from one base (the general index
@@ -154,6 +156,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                 }
             }
             if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar);
+            if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
             mbar_arrive(bar);
         }
     }

@@ -1,0 +1,60 @@
+/*
+ * diag_timeline.cuh - an opt-in timeline of a launch of the SM90 kernel: each CTA writes the global
+ * timer at fixed points (entry, the set-up barrier, the producer's first copy, the consumers' first
+ * item and first chunk, the last item, the exit), its SM and its item count; `hfp4 bench` prints the
+ * last launch's spread per point when HFP4_DIAG_TIMELINE is set in the environment.
+ *
+ * Built only with `make DIAG=1` (-DHFP4_DIAG_TIMELINE): otherwise every macro below is empty and
+ * the kernels' code is unchanged. A DIAG build is for measuring, never for shipping: the stores and
+ * the consumers' extra wait on their first stage change the timing a little, and at the 128-token
+ * tile the points are left out (its registers are all in use).
+ * NOTE: why it exists: this timeline found decode's ~7 us start-up and the first/second CTA
+ * imbalance on an SM (bench/RESULTS.md v9), where ncu's whole-kernel averages could not.
+ */
+#pragma once
+#include <stdint.h>
+
+enum {
+    HFP4_DIAG_ENTRY,       /* thread 0 at the kernel's entry                                      */
+    HFP4_DIAG_SETUP,       /* thread 0 after the set-up barrier (mbarriers, balanced-walk prefix)  */
+    HFP4_DIAG_PROD_COPY,   /* the producer's first stage copies issued                           */
+    HFP4_DIAG_CONS_ITEM,   /* consumer thread 0: first item resolved and its chunk modes read    */
+    HFP4_DIAG_CONS_CHUNK0, /* consumer thread 0: the first stage's data arrived                  */
+    HFP4_DIAG_LAST_ITEM,   /* consumer thread 0: its last item's sums done (before the epilogue) */
+    HFP4_DIAG_EXIT,        /* consumer thread 0 at the end of the consumers' work                */
+    HFP4_DIAG_POINTS,
+    HFP4_DIAG_MAX_CTAS = 1024
+};
+
+#ifdef HFP4_DIAG_TIMELINE
+/* [cta][point] global-timer ns; [cta][HFP4_DIAG_POINTS]: items (low 32 bits) and %smid (high) */
+__device__ unsigned long long hfp4_diag_ts[HFP4_DIAG_MAX_CTAS][HFP4_DIAG_POINTS + 1];
+
+static __device__ __forceinline__ void diag_stamp(int point) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (blockIdx.x < HFP4_DIAG_MAX_CTAS) hfp4_diag_ts[blockIdx.x][point] = t;
+}
+static __device__ __forceinline__ unsigned long long diag_items(void) {
+    return blockIdx.x < HFP4_DIAG_MAX_CTAS ? hfp4_diag_ts[blockIdx.x][HFP4_DIAG_POINTS] & 0xFFFFFFFFull : 1;
+}
+static __device__ __forceinline__ void diag_count(int reset) {
+    if (blockIdx.x >= HFP4_DIAG_MAX_CTAS) return;
+    unsigned long long &w = hfp4_diag_ts[blockIdx.x][HFP4_DIAG_POINTS];
+    if (reset) {
+        w = 0;
+    } else {
+        unsigned smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        w = ((w & 0xFFFFFFFFull) + 1) | ((unsigned long long)smid << 32);
+    }
+}
+/* (BT: the tile's token count, in scope where these are used) */
+#define HFP4_DIAG(point) do { if (BT < 128) diag_stamp(point); } while (0)
+#define HFP4_DIAG_COUNT(reset) do { if (BT < 128) diag_count(reset); } while (0)
+#define HFP4_DIAG_FIRST_ITEM() (BT < 128 && diag_items() == 0)
+#else
+#define HFP4_DIAG(point) do { } while (0)
+#define HFP4_DIAG_COUNT(reset) do { } while (0)
+#define HFP4_DIAG_FIRST_ITEM() false
+#endif

@@ -1,0 +1,21 @@
+/*
+ * diag_timeline.h - the host side of diag_timeline.cuh (the opt-in launch timeline), for tools.
+ */
+#ifndef HFP4_DIAG_TIMELINE_H
+#define HFP4_DIAG_TIMELINE_H
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Prints the last SM90 launch's timeline to `out` (per point: min / p10 / p50 / p90 / max over the
+ * CTAs that had items, in us from the first CTA's entry; the CTAs' item counts; each CTA's SM, items
+ * and exit, in launch order). Synchronizes the device. Returns 0, or -1 when the library was built
+ * without `make DIAG=1` (then it prints nothing). */
+int hfp4__diag_timeline_print(FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,71 @@
+/*
+ * diag_timeline_print.cuh - the host side of the opt-in launch timeline (diag_timeline.cuh):
+ * hfp4__diag_timeline_print (diag_timeline.h). Included by fp8_fp4_gemm.cu only, because the
+ * timeline's __device__ buffer must be read from the translation unit that defines it (the kernels
+ * are built without relocatable device code).
+ */
+#pragma once
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime.h>
+
+#include "diag_timeline.cuh"
+#include "diag_timeline.h"
+
+static int diag_last_grid; /* the grid of the last launch (fp8_fp4_gemm.cu: launch) */
+
+#ifdef HFP4_DIAG_TIMELINE
+static int diag_cmp_u64(const void *a, const void *b) {
+    const unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+extern "C" int hfp4__diag_timeline_print(FILE *out) {
+    static unsigned long long ts[HFP4_DIAG_MAX_CTAS][HFP4_DIAG_POINTS + 1];
+    static const char *names[HFP4_DIAG_POINTS] = {"entry", "set-up barrier", "producer's first copy",
+                                                  "first item resolved", "first chunk arrived",
+                                                  "last item's sums", "exit"};
+    const int grid = __atomic_load_n(&diag_last_grid, __ATOMIC_RELAXED);
+    const int ctas = grid < HFP4_DIAG_MAX_CTAS ? grid : HFP4_DIAG_MAX_CTAS;
+    if (ctas <= 0 || cudaDeviceSynchronize() != cudaSuccess ||
+        cudaMemcpyFromSymbol(ts, hfp4_diag_ts, sizeof ts) != cudaSuccess)
+        return -1;
+    unsigned long long t0 = ~0ull, v[HFP4_DIAG_MAX_CTAS];
+    int busy = 0, hist[8] = {0};
+    for (int c = 0; c < ctas; c++) {
+        if (ts[c][HFP4_DIAG_ENTRY] < t0) t0 = ts[c][HFP4_DIAG_ENTRY];
+        const unsigned items = (unsigned)(ts[c][HFP4_DIAG_POINTS] & 0xFFFFFFFFu);
+        busy += items > 0;
+        hist[items < 7 ? items : 7]++;
+    }
+    fprintf(out, "timeline of the last launch: %d CTAs, %d with items; us from the first entry\n", ctas, busy);
+    for (int i = 0; i < HFP4_DIAG_POINTS; i++) {
+        int n = 0;
+        for (int c = 0; c < ctas; c++) {
+            const bool items = (ts[c][HFP4_DIAG_POINTS] & 0xFFFFFFFFu) != 0;
+            const bool per_item_point = i >= HFP4_DIAG_PROD_COPY && i <= HFP4_DIAG_LAST_ITEM;
+            if ((per_item_point && !items) || ts[c][i] < t0) continue;
+            v[n++] = ts[c][i] - t0;
+        }
+        if (n == 0) continue;
+        qsort(v, (size_t)n, sizeof v[0], diag_cmp_u64);
+        fprintf(out, "  %-22s n=%4d  min %8.2f  p10 %8.2f  p50 %8.2f  p90 %8.2f  max %8.2f\n", names[i], n,
+                v[0] / 1e3, v[n / 10] / 1e3, v[n / 2] / 1e3, v[n * 9 / 10] / 1e3, v[n - 1] / 1e3);
+    }
+    fprintf(out, "  items per CTA: 0:%d 1:%d 2:%d 3:%d 4:%d 5:%d 6:%d 7+:%d\n", hist[0], hist[1], hist[2], hist[3],
+            hist[4], hist[5], hist[6], hist[7]);
+    fprintf(out, "  per CTA (sm:items exit_us), in launch order:\n");
+    for (int c = 0; c < ctas; c++)
+        fprintf(out, "%s%u:%u %.0f%s", c % 12 == 0 ? "   " : "  ", (unsigned)(ts[c][HFP4_DIAG_POINTS] >> 32),
+                (unsigned)(ts[c][HFP4_DIAG_POINTS] & 0xFFFFFFFFu),
+                ts[c][HFP4_DIAG_EXIT] >= t0 ? (ts[c][HFP4_DIAG_EXIT] - t0) / 1e3 : -1.0, c % 12 == 11 ? "\n" : "");
+    fprintf(out, "\n");
+    return 0;
+}
+#else
+extern "C" int hfp4__diag_timeline_print(FILE *out) {
+    (void)out;
+    return -1;
+}
+#endif
