@@ -25,6 +25,11 @@ NVFLAGS ?= -std=c++17 -O3 -lineinfo $(GENCODE) -Xcompiler -fPIC,-fvisibility=hid
 # make DIAG=1 BUILD=build-diag: kernels that record a launch timeline (src/kernels/sm90/diag_timeline.cuh),
 # printed by `HFP4_DIAG_TIMELINE=1 hfp4 bench ...`; for measuring only
 NVFLAGS += $(if $(filter 1,$(DIAG)),-DHFP4_DIAG_TIMELINE,)
+ifeq ($(DIAG),1)
+ifeq ($(BUILD),build)
+$(error make DIAG=1 needs a build folder of its own (its objects must never reach build/): add BUILD=build-diag)
+endif
+endif
 
 LIB_C_SRC  := $(sort $(wildcard src/*/*.c))
 HAVE_NVCC  := $(if $(shell command -v $(NVCC) 2>/dev/null),1,)

@@ -20,9 +20,10 @@
  * empties L2, or median of --replays graph replays. FLOPs count only useful rows (2 x routed rows x
  * N x K). Bytes that must move: FP4 weights and UE8M0 scales of the experts hit, FP8 activations
  * with their scales, BF16 outputs; "floor_us" is those bytes over the copy rate of this run.
- * Each timed row also carries the SM clock, the power draw and NVML's clock-event reasons read
- * right after the case ("sm_mhz", "power_w", "clock_reasons"; bench_clock.cu), where NVML loads:
- * a long run on the H200 slows down at its power limit.
+ * Each timed row also carries the SM clock, the power draw and NVML's clock-event reasons
+ * ("sm_mhz", "power_w", "clock_reasons"; bench_clock.cu), sampled while a launch of 1 ms or more
+ * runs and read right after shorter cases, where NVML loads: prefill on the H200 runs at its power
+ * limit, at 1.4-1.8 GHz.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
- * bench_clock.cu - the GPU's SM clock, power draw and clock-event reasons right after a case is
- * timed, read through NVML loaded at run time (no link-time dependency; without NVML the rows
- * simply carry no clock).
+ * bench_clock.cu - the GPU's SM clock, power draw and clock-event reasons, read through NVML loaded
+ * at run time (no link-time dependency; without NVML the rows simply carry no clock): while a long
+ * case runs (bench_timing.cu samples it) or right after a short one.
  *
  * NOTE: why the bench records them: on the H200 (700 W limit) a 4-minute bench run slows down in
  * its later sections (v8: w2 prefill 620 TFLOP/s alone under ncu at 1.77 GHz, 452-537 in the bench

@@ -55,7 +55,8 @@ typedef struct bench_ctx {
 /* ---- bench_clock.cu ---- */
 /* The SM clock (MHz), power draw (W) and NVML's clock-event reasons (bit mask: 0x4 software power
  * cap, 0x8 hardware slowdown, 0x20 / 0x40 software / hardware thermal, 0x80 power brake) right
- * while a timed case runs (launches of 200 us or more; shorter ones: right after it); sm_mhz = 0
+ * while a timed case runs (stream launches of 1 ms or more; shorter ones and graph replays: right
+ * after it); sm_mhz = 0
  * where NVML is not available. */
 typedef struct bench_clock {
     int sm_mhz, power_w;
@@ -79,7 +80,7 @@ typedef struct bench_row {
     double launch_us;   /* empty-kernel cost of the same launch method; < 0: not printed     */
     double stream_us;   /* graph rows: the same GEMM(s) launched on a stream; < 0: not printed */
     const char *flush;  /* graph rows: how L2 was emptied between replays; NULL: not printed */
-    bench_clock clock;  /* the GPU's clock after the case (bench_row_rates takes bench_last_clock) */
+    bench_clock clock;  /* the GPU's clock while (or right after) the case ran (bench_row_rates takes bench_last_clock) */
 } bench_row;
 
 /* ---- bench_util.cu ---- */

@@ -74,9 +74,10 @@ int bench_launch_gemm(void *arg, cudaStream_t s) {
 
 /* The clock a launch runs at: once its start event has completed, wait half the previous
  * launch's time and read NVML, and keep the reading only if the launch is still running then.
- * Launches under 200 us are not sampled (the reading after the case stands for them): their
- * rate hardly depends on a clock that changes over tens of milliseconds. */
-enum { SAMPLE_MIN_US = 200 };
+ * Launches under 1 ms are not sampled (the reading after the case stands for them): their rate
+ * hardly depends on a clock that changes over tens of milliseconds, and near the threshold NVML's
+ * own latency would keep only the slowest launches' samples (review). */
+enum { SAMPLE_MIN_US = 1000 };
 
 static int sample_running_clock(cudaEvent_t started, cudaEvent_t ended, double prev_us, bench_clock *k) {
     if (prev_us < SAMPLE_MIN_US) return 0;
@@ -116,6 +117,7 @@ int bench_time_launches(const bench_ctx *c, bench_launch_fn fn, void *arg, cudaS
         t[i] = ms * 1e3;
     }
     if (!BENCH_CUDA(cudaDeviceSynchronize())) goto done; /* a fault of the last launch shows here */
+    if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError(); /* (an event query's answer, not an error) */
     *us = bench_median(t, c->iters);
     if (nsamples > 0) {
         unsigned long long reasons = 0;
@@ -141,7 +143,10 @@ int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *
     bench_last_clock = bench_running_clock.sm_mhz > 0 ? bench_running_clock : bench_read_clock();
     if (rc == 0 && getenv("HFP4_DIAG_TIMELINE")) { /* (a library built with make DIAG=1) */
         fprintf(stderr, "%s: ", label);
-        if (hfp4__diag_timeline_print(stderr) != 0) fprintf(stderr, "no timeline: build with make DIAG=1\n");
+        const int t = hfp4__diag_timeline_print(stderr);
+        if (t == -1) fprintf(stderr, "no timeline: build with make DIAG=1\n");
+        else if (t == -2) fprintf(stderr, "no timeline: the 128-token tile records none\n");
+        else if (t != 0) fprintf(stderr, "no timeline: a CUDA error\n");
     }
     return rc;
 }

@@ -41,13 +41,9 @@ static __device__ __forceinline__ unsigned long long diag_items(void) {
 static __device__ __forceinline__ void diag_count(int reset) {
     if (blockIdx.x >= HFP4_DIAG_MAX_CTAS) return;
     unsigned long long &w = hfp4_diag_ts[blockIdx.x][HFP4_DIAG_POINTS];
-    if (reset) {
-        w = 0;
-    } else {
-        unsigned smid;
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-        w = ((w & 0xFFFFFFFFull) + 1) | ((unsigned long long)smid << 32);
-    }
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    w = ((reset ? 0 : (w & 0xFFFFFFFFull) + 1)) | ((unsigned long long)smid << 32);
 }
 /* (BT: the tile's token count, in scope where these are used) */
 #define HFP4_DIAG(point) do { if (BT < 128) diag_stamp(point); } while (0)

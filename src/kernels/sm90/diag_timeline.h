@@ -11,8 +11,9 @@ extern "C" {
 
 /* Prints the last SM90 launch's timeline to `out` (per point: min / p10 / p50 / p90 / max over the
  * CTAs that had items, in us from the first CTA's entry; the CTAs' item counts; each CTA's SM, items
- * and exit, in launch order). Synchronizes the device. Returns 0, or -1 when the library was built
- * without `make DIAG=1` (then it prints nothing). */
+ * and exit, in launch order). Synchronizes the device. Returns 0; -1 when the library was built
+ * without `make DIAG=1`, -2 when the last launch recorded nothing (the 128-token tile records no
+ * timeline), -3 on a CUDA error; it prints nothing then. */
 int hfp4__diag_timeline_print(FILE *out);
 
 #ifdef __cplusplus

@@ -13,7 +13,7 @@
 #include "diag_timeline.cuh"
 #include "diag_timeline.h"
 
-static int diag_last_grid; /* the grid of the last launch (fp8_fp4_gemm.cu: launch) */
+static int diag_last_grid; /* the grid of the last launch, 0 if it recorded nothing (fp8_fp4_gemm.cu: launch) */
 
 #ifdef HFP4_DIAG_TIMELINE
 static int diag_cmp_u64(const void *a, const void *b) {
@@ -28,9 +28,9 @@ extern "C" int hfp4__diag_timeline_print(FILE *out) {
                                                   "last item's sums", "exit"};
     const int grid = __atomic_load_n(&diag_last_grid, __ATOMIC_RELAXED);
     const int ctas = grid < HFP4_DIAG_MAX_CTAS ? grid : HFP4_DIAG_MAX_CTAS;
-    if (ctas <= 0 || cudaDeviceSynchronize() != cudaSuccess ||
-        cudaMemcpyFromSymbol(ts, hfp4_diag_ts, sizeof ts) != cudaSuccess)
-        return -1;
+    if (ctas <= 0) return -2;
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(ts, hfp4_diag_ts, sizeof ts) != cudaSuccess)
+        return -3;
     unsigned long long t0 = ~0ull, v[HFP4_DIAG_MAX_CTAS];
     int busy = 0, hist[8] = {0};
     for (int c = 0; c < ctas; c++) {

@@ -54,6 +54,7 @@ static __device__ __forceinline__ bool work_item_live(const hfp4_sm90_gemm_param
 template <int BT>
 static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_params &p, int32_t *prefix, int lane) {
     constexpr int PER_LANE = HFP4_SM90_BALANCE_MAX_GROUPS / 32;
+    static_assert(HFP4_SM90_BALANCE_MAX_GROUPS % 32 == 0, "the loads and the scan assume whole warps of groups");
     const int32_t groups = p.num_groups;
     int32_t masked[PER_LANE];
 #pragma unroll
@@ -78,7 +79,7 @@ static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_pa
         const int32_t v = __shfl_up_sync(0xFFFFFFFFu, incl, d);
         if (lane >= d) incl += v;
     }
-    __syncwarp(); /* every lane has read its counts before any overwrites them */
+    __syncwarp(); /* (not needed: a lane overwrites only the 12 counts it read itself) */
     int32_t run = incl - sum;
 #pragma unroll
     for (int j = 0; j < PER_LANE; j++) {
