@@ -54,17 +54,15 @@ typedef struct bench_ctx {
  * each only when set. */
 /* ---- bench_clock.cu ---- */
 /* The SM clock (MHz), power draw (W) and NVML's clock-event reasons (bit mask: 0x4 software power
- * cap, 0x8 hardware slowdown, 0x20 / 0x40 software / hardware thermal, 0x80 power brake) right
- * while a timed case runs (stream launches of 1 ms or more; shorter ones and graph replays: right
- * after it); sm_mhz = 0
- * where NVML is not available. */
+ * cap, 0x8 hardware slowdown, 0x20 / 0x40 software / hardware thermal, 0x80 power brake) while a
+ * timed case runs (stream launches of 1 ms or more; shorter ones and graph replays: right after
+ * it); sm_mhz = 0 where NVML is not available. */
 typedef struct bench_clock {
     int sm_mhz, power_w;
     unsigned long long reasons;
 } bench_clock;
 bench_clock bench_read_clock(void);
 extern bench_clock bench_last_clock; /* set by bench_time_gemm and bench_time_graphs */
-extern bench_clock bench_running_clock; /* sampled while bench_time_launches ran (sm_mhz 0: not sampled) */
 
 typedef struct bench_row {
     const char *op, *layout, *name;

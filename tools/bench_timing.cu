@@ -96,7 +96,9 @@ static int by_mhz(const void *a, const void *b) {
     return ((const bench_clock *)a)->sm_mhz - ((const bench_clock *)b)->sm_mhz;
 }
 
-bench_clock bench_running_clock; /* the median clock sampled inside the last bench_time_launches */
+/* the median clock sampled inside the last bench_time_launches (sm_mhz 0: not sampled), for
+ * bench_time_gemm's row */
+static bench_clock bench_running_clock;
 
 int bench_time_launches(const bench_ctx *c, bench_launch_fn fn, void *arg, cudaStream_t s, double *us) {
     cudaEvent_t e0 = NULL, e1 = NULL;

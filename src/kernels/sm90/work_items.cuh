@@ -65,7 +65,7 @@ static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_pa
         const int64_t rows = min((int64_t)masked[i], p.m);
         if (g < groups) prefix[g] = rows > 0 ? (int32_t)min((rows + BT - 1) / BT, p.tiles_m) * (int32_t)p.tiles_n : 0;
     }
-    __syncwarp();
+    __syncwarp(); /* the counts, written by other lanes; each lane then rewrites only the 12 it read */
     int32_t cnt[PER_LANE], sum = 0;
 #pragma unroll
     for (int j = 0; j < PER_LANE; j++) {
@@ -79,7 +79,6 @@ static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_pa
         const int32_t v = __shfl_up_sync(0xFFFFFFFFu, incl, d);
         if (lane >= d) incl += v;
     }
-    __syncwarp(); /* (not needed: a lane overwrites only the 12 counts it read itself) */
     int32_t run = incl - sum;
 #pragma unroll
     for (int j = 0; j < PER_LANE; j++) {
