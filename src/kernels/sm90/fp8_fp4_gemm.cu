@@ -51,6 +51,18 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     config.blockDim = dim3(384, 1, 1);
     config.dynamicSmemBytes = cfg::SMEM_BYTES;
     config.stream = stream;
+    /* programmatic dependent launch (the kernel's NOTE at grid_dependency_wait): on by default,
+     * HFP4_SM90_PDL=0 turns it off, for comparison */
+    static int pdl = -1;
+    if (pdl < 0) {
+        const char *env = getenv("HFP4_SM90_PDL");
+        pdl = !(env && env[0] == '0');
+    }
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attr;
+    config.numAttrs = pdl ? 1 : 0;
     HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, *map, *d_map, plan->params));
     /* (the opt-in timeline's grid; the 128-token tile records none, so its data would be stale) */
     __atomic_store_n(&diag_last_grid, BT < 128 ? (int)ctas : 0, __ATOMIC_RELAXED);

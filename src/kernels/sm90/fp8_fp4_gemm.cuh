@@ -92,6 +92,14 @@ __global__ void __launch_bounds__(384, MINB)
         }
         mbar_fence_init();
     }
+    /* NOTE: programmatic dependent launch (fp8_fp4_gemm.cu launches with programmatic stream
+     * serialization): the next kernel in the stream may be scheduled right away, onto the SMs this
+     * grid's CTAs leave, and run up to its own wait; and this grid reads nothing in global memory
+     * (layout data, activations, scales, weights: a preceding kernel may write any of them) before
+     * the grids before it have completed. What overlaps: a launch's fixed cost (~3 us on the H200)
+     * and the set-up above, with the previous kernel's tail. */
+    grid_launch_dependents();
+    grid_dependency_wait();
     if constexpr (cfg::BALANCE) {
         if (p.balanced == 2) { /* the contiguous layout's computing tiles: all threads, then one warp */
             build_compute_mask<BT>(p, sm.live_prefix, threadIdx.x, blockDim.x);

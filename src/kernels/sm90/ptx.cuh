@@ -229,6 +229,19 @@ static __device__ __forceinline__ void warpgroup_reg_dealloc(void) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(REGS));
 }
 
+/* ---- programmatic dependent launch ------------------------------------------------------------ */
+
+/* Waits until the grids this one depends on (launched before it in the stream with programmatic
+ * serialization) have completed and their memory is visible; returns at once without PDL. */
+static __device__ __forceinline__ void grid_dependency_wait(void) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+/* Lets the grids that depend on this one be scheduled once every CTA has done so or exited (they
+ * still wait for this grid's completion before reading its results); no effect without PDL. */
+static __device__ __forceinline__ void grid_launch_dependents(void) {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 /* ---- barriers and misc ---------------------------------------------------------------------- */
 
 /* Barrier over `COUNT` threads (a multiple of 32) with id ID in 1..15 (0 is __syncthreads). The id
