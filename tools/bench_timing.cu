@@ -139,6 +139,7 @@ done:
 
 int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *label, double *us) {
     bench_gemm_launch g = {p, label};
+    if (getenv("HFP4_DIAG_TIMELINE")) (void)hfp4__diag_phases_print(NULL); /* (make DIAG=1) this case only */
     const int rc = bench_time_launches(c, bench_launch_gemm, &g, 0, us);
     /* the clock it ran at (bench_clock.cu), for its row: sampled while it ran where it is long
      * enough, else read right after */
@@ -149,6 +150,7 @@ int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *
         if (t == -1) fprintf(stderr, "no timeline: build with make DIAG=1\n");
         else if (t == -2) fprintf(stderr, "no timeline: the 128-token tile records none\n");
         else if (t != 0) fprintf(stderr, "no timeline: a CUDA error\n");
+        if (t != -1) (void)hfp4__diag_phases_print(stderr);
     }
     return rc;
 }

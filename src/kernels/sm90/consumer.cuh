@@ -65,15 +65,22 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
      * the same chunks; stepping them here avoids a 64-bit modulo per chunk */
     int s = 0;
     uint32_t phase = 0;
+    HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay) {
+    HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_END);
+    HFP4_DIAG_PHASE(HFP4_DIAG_PH_ITEM);
     sm90_tile tile;
-    if (!resolve_tile<BT>(p, item, lay, tile)) continue;
+    if (!resolve_tile<BT>(p, item, lay, tile)) {
+        HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
+        continue;
+    }
     const int64_t wtile = tile.n_tile * 2 + warpgroup;
     sm90_fin<BT> fin;
 #pragma unroll
     for (int i = 0; i < BT / 2; i++) fin.v[i] = 0.0f;
 
     if (tile.compute) {
+        HFP4_DIAG_PHASE(HFP4_DIAG_PH_RESOLVED);
         const int r0 = warp_in_wg * 16 + g8; /* row within the 64-row tile; r1 = r0 + 8 */
         /* chunk modes (bit 0 clear: folded, set: per-32; sm90_layout.h) from the repacked buffer, one byte per chunk of the
          * tile, read a chunk ahead so the load is off the critical path */
@@ -95,6 +102,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
          * (pipelined_item) changes the instruction count of each tile by < 1 %. */
         bool all_folded = false;
         const bool one_base = item_one_base<W_FP32>(modes, chunks, gran32, lane, all_folded);
+        HFP4_DIAG_PHASE(HFP4_DIAG_PH_MODES);
         if (threadIdx.x == 0 && HFP4_DIAG_FIRST_ITEM()) { /* (make DIAG=1 only) */
             HFP4_DIAG(HFP4_DIAG_CONS_ITEM);
             mbar_wait(&full[s], phase); /* the item's first stage: the loop below waits on it anyway */
@@ -193,20 +201,26 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                 phase ^= 1;
             }
         }
+        HFP4_DIAG_PHASE(HFP4_DIAG_PH_LOOP);
         to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
     }
 
     const int64_t dgroup = p.grouping == HFP4_K_MASKED ? tile.a_group : 0;
     if (!tile.compute) {
         store_zero_tile<BT>(*pk, tile, wtile, dgroup, tid);
+        HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
         continue;
     }
     if (threadIdx.x == 0) {
         HFP4_DIAG(HFP4_DIAG_LAST_ITEM);
         HFP4_DIAG_COUNT(0);
     }
+    HFP4_DIAG_PHASE(HFP4_DIAG_PH_SUMS);
     store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, warpgroup, tid, lane);
+    HFP4_DIAG_PHASE(HFP4_DIAG_PH_STORED);
+    HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
     }
+    HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_END);
     if constexpr (cfg::BALANCE)
         if (p.balanced == 2) zero_padding_tiles<BT>(*pk, sm.live_prefix, warpgroup * 128 + tid);
     if (BT == 128 && p.d_tma && tid == 0) bulk_wait_all(); /* the last TMA stores, before the CTA's end */

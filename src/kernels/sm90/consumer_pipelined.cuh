@@ -9,6 +9,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "diag_timeline.cuh"
 #include "fp4_to_fp8.cuh"
 #include "promote.cuh"
 #include "ptx.cuh"
@@ -151,6 +152,7 @@ static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_
     const sm90_lookahead_addrs ad = lookahead_addrs<BT, W_FP32, MINB>(sm, wg_off, warpgroup, r0, t4);
     mbar_wait_sa(ad.full + s * 8, phase);
     load_convert_folded<BT, W_FP32, MINB>(ad, s, fa, ea);
+    HFP4_DIAG_PHASE(HFP4_DIAG_PH_FIRST);
     if constexpr (!ROW_SCALED) {
         eb0 = ea[0];
         eb1 = ea[1];

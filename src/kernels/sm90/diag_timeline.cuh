@@ -26,7 +26,34 @@ enum {
     HFP4_DIAG_MAX_CTAS = 1024
 };
 
+/* Per-item phases (make DIAG=1, every tile): consumer thread 0 adds the SM clock (cycles) at each
+ * hook below into a sum and a count over all CTAs, so the sum of a hook minus the sum of the one
+ * before it is the cycles all items spent between them. WALK_START is added before each walk step
+ * (the consumers' start and every item's end), WALK_END after it (every item's start and the
+ * consumers' end), so WALK_END - WALK_START is the walks' cycles. */
+enum {
+    HFP4_DIAG_PH_ITEM,      /* an item handed out by the walk                           */
+    HFP4_DIAG_PH_RESOLVED,  /* resolved, computing (the chunk loop follows)             */
+    HFP4_DIAG_PH_MODES,     /* its chunk modes read and voted (item_one_base)           */
+    HFP4_DIAG_PH_FIRST,     /* the look-ahead loop's first chunk awaited and converted  */
+    HFP4_DIAG_PH_LOOP,      /* the chunk loop done (all sums promoted)                  */
+    HFP4_DIAG_PH_SUMS,      /* fin in absolute units, before the epilogue               */
+    HFP4_DIAG_PH_STORED,    /* the epilogue done                                        */
+    HFP4_DIAG_PH_WALK_START,
+    HFP4_DIAG_PH_WALK_END,
+    HFP4_DIAG_PHASES
+};
+
 #ifdef HFP4_DIAG_TIMELINE
+/* [phase][0]: sum of clock64 at the hook, [phase][1]: how many times it was reached */
+__device__ unsigned long long hfp4_diag_phase[HFP4_DIAG_PHASES][2];
+static __device__ __forceinline__ void diag_phase(int k) {
+    const unsigned long long t = clock64();
+    atomicAdd(&hfp4_diag_phase[k][0], t);
+    atomicAdd(&hfp4_diag_phase[k][1], 1ull);
+}
+#define HFP4_DIAG_PHASE(k) do { if (threadIdx.x == 0) diag_phase(k); } while (0)
+
 /* [cta][point] global-timer ns; [cta][HFP4_DIAG_POINTS]: items (low 32 bits) and %smid (high) */
 __device__ unsigned long long hfp4_diag_ts[HFP4_DIAG_MAX_CTAS][HFP4_DIAG_POINTS + 1];
 
@@ -50,6 +77,7 @@ static __device__ __forceinline__ void diag_count(int reset) {
 #define HFP4_DIAG_COUNT(reset) do { if (BT < 128) diag_count(reset); } while (0)
 #define HFP4_DIAG_FIRST_ITEM() (BT < 128 && diag_items() == 0)
 #else
+#define HFP4_DIAG_PHASE(k) do { } while (0)
 #define HFP4_DIAG(point) do { } while (0)
 #define HFP4_DIAG_COUNT(reset) do { } while (0)
 #define HFP4_DIAG_FIRST_ITEM() false

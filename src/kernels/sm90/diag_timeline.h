@@ -16,6 +16,11 @@ extern "C" {
  * timeline), -3 on a CUDA error; it prints nothing then. */
 int hfp4__diag_timeline_print(FILE *out);
 
+/* Prints the consumers' cycles per item in each phase (diag_timeline.cuh, HFP4_DIAG_PH_*), summed
+ * over every launch since the last call, and zeroes the sums; out NULL only zeroes them. Returns 0;
+ * -1 without `make DIAG=1`, -2 when no item was recorded, -3 on a CUDA error. */
+int hfp4__diag_phases_print(FILE *out);
+
 #ifdef __cplusplus
 }
 #endif

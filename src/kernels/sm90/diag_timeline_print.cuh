@@ -7,6 +7,7 @@
 #pragma once
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cuda_runtime.h>
 
@@ -63,8 +64,43 @@ extern "C" int hfp4__diag_timeline_print(FILE *out) {
     fprintf(out, "\n");
     return 0;
 }
+
+extern "C" int hfp4__diag_phases_print(FILE *out) {
+    static const char *names[HFP4_DIAG_PHASES] = {"walk -> item", "resolved", "modes read", "first chunk converted",
+                                                  "chunk loop done", "sums in absolute units", "epilogue done",
+                                                  "walk start", "walk end"};
+    unsigned long long ph[HFP4_DIAG_PHASES][2], got[HFP4_DIAG_PHASES][2];
+    memset(ph, 0, sizeof ph);
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(got, hfp4_diag_phase, sizeof got) != cudaSuccess ||
+        cudaMemcpyToSymbol(hfp4_diag_phase, ph, sizeof ph) != cudaSuccess)
+        return -3;
+    if (!out) return 0;
+    const unsigned long long items = got[HFP4_DIAG_PH_ITEM][1];
+    if (items == 0) return -2;
+    fprintf(out, "per-item phases (consumer thread 0, SM cycles per item, %llu items over the launches):\n", items);
+    for (int k = HFP4_DIAG_PH_RESOLVED; k <= HFP4_DIAG_PH_STORED; k++) {
+        int prev = k - 1;
+        while (prev > HFP4_DIAG_PH_ITEM && got[prev][1] != got[k][1]) prev--;
+        if (got[k][1] == 0 || got[prev][1] != got[k][1]) {
+            fprintf(out, "  %-24s reached %llu times\n", names[k], got[k][1]);
+            continue;
+        }
+        fprintf(out, "  %-24s %9.0f  (since %s; %llu items)\n", names[k],
+                (double)(got[k][0] - got[prev][0]) / (double)got[k][1], names[prev], got[k][1]);
+    }
+    if (got[HFP4_DIAG_PH_WALK_START][1] == got[HFP4_DIAG_PH_WALK_END][1])
+        fprintf(out, "  %-24s %9.0f  (per walk step, %llu steps)\n", "walk",
+                (double)(got[HFP4_DIAG_PH_WALK_END][0] - got[HFP4_DIAG_PH_WALK_START][0]) /
+                    (double)got[HFP4_DIAG_PH_WALK_END][1],
+                got[HFP4_DIAG_PH_WALK_END][1]);
+    return 0;
+}
 #else
 extern "C" int hfp4__diag_timeline_print(FILE *out) {
+    (void)out;
+    return -1;
+}
+extern "C" int hfp4__diag_phases_print(FILE *out) {
     (void)out;
     return -1;
 }
