@@ -126,12 +126,24 @@ static __device__ __forceinline__ void pipelined_step(const sm90_lookahead_addrs
     wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
     const int s1 = s + 1 == STAGES ? 0 : s + 1;
     const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
-    if (kc + 1 < (int32_t)chunks) {
-        mbar_wait_sa(ad.full + s1 * 8, phase1);
-        load_convert_folded<BT, W_FP32, MINB>(ad, s1, nxt, ROW_SCALED ? emn : nullptr);
+    /* NOTE: chunk kc + 1's words are read whether or not it exists (after the last chunk they
+     * are a stage's stale or in-flight bytes, never used), so its conversion and chunk kc's
+     * promotion share one basic block: half the conversion goes before the wgmma wait, half
+     * after it, where the scheduler can interleave it with the promotion's FFMAs. */
+    if (kc + 1 < (int32_t)chunks) mbar_wait_sa(ad.full + s1 * 8, phase1);
+    const uint32_t w_st = ad.w + s1 * cfg::W_STAGE_BYTES;
+    const uint4 q0 = *(const uint4 *)smem_ptr(w_st);
+    const uint4 q1 = *(const uint4 *)smem_ptr(w_st + HFP4_SM90_PAIR_BYTES);
+    const uint32_t ws_st = ad.ws + s1 * cfg::WS_STAGE_BYTES;
+    const uint32_t e0 = *(const uint32_t *)smem_ptr(ws_st), e1 = *(const uint32_t *)smem_ptr(ws_st + 32);
+    convert_folded_chunk<0, 2>(nxt, q0, q1, e0, e1);
+    if constexpr (ROW_SCALED) {
+        emn[0] = (e0 >> 16) & 255;
+        emn[1] = (e1 >> 16) & 255;
     }
     wgmma_wait<0>();
     wgmma_chunk_waited<BT>(acc, cur); /* the wgmmas read cur from registers until here */
+    convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
     const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
     if constexpr (ROW_SCALED)
         promote<BT, true>(fin, acc, row_scale_from_emax(emc[0]), row_scale_from_emax(emc[1]), sa, 0);

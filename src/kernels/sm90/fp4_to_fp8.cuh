@@ -29,12 +29,13 @@ static __device__ __forceinline__ void fp4x8_rows_to_fp8(uint32_t q, uint32_t lo
 /* The 4 k32 steps' e4m3 register fragments of a folded chunk from this thread's two 16-byte words
  * (q0, q1) and its rows' scale words (e0, e1: the relative exponent of each 32-group, sm90_layout.h):
  * words of step st are (k 4t..4t+3, k 16+4t..16+4t+3) for rows (g, g+8). */
+template <int FIRST = 0, int COUNT = 4>
 static __device__ __forceinline__ void convert_folded_chunk(uint32_t (&a)[4][4], uint4 q0, uint4 q1, uint32_t e0,
                                                             uint32_t e1) {
     const uint32_t wlo[4] = {q0.x, q0.z, q1.x, q1.z};
     const uint32_t whi[4] = {q0.y, q0.w, q1.y, q1.w};
 #pragma unroll
-    for (int st = 0; st < 4; st++) {
+    for (int st = FIRST; st < FIRST + COUNT; st++) {
         uint32_t lo0, hi0, lo1, hi1;
         fp8_table((e0 >> (4 * st)) & 15, lo0, hi0);
         fp8_table((e1 >> (4 * st)) & 15, lo1, hi1);
