@@ -112,7 +112,7 @@ static __device__ __forceinline__ void load_convert_folded(const sm90_lookahead_
  * fin is in absolute units and each chunk promotes with its rows' scales (emc: chunk kc's e_max,
  * emn: chunk kc + 1's, loaded here), FMUL + FFMA per accumulator but no vote and no branch; else one
  * FFMA per accumulator in the units of the rows' one base. */
-template <int BT, bool W_FP32, int MINB, bool ROW_SCALED>
+template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool HAS_NEXT>
 static __device__ __forceinline__ void pipelined_step(const sm90_lookahead_addrs &ad, int64_t chunks, int t4,
                                                       int32_t kc, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4],
                                                       const uint32_t (&emc)[2], uint32_t (&emn)[2], float *fin, int &s,
@@ -126,24 +126,30 @@ static __device__ __forceinline__ void pipelined_step(const sm90_lookahead_addrs
     wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
     const int s1 = s + 1 == STAGES ? 0 : s + 1;
     const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
-    /* NOTE: chunk kc + 1's words are read whether or not it exists (after the last chunk they
-     * are a stage's stale or in-flight bytes, never used), so its conversion and chunk kc's
-     * promotion share one basic block: half the conversion goes before the wgmma wait, half
-     * after it, where the scheduler can interleave it with the promotion's FFMAs. */
-    if (kc + 1 < (int32_t)chunks) mbar_wait_sa(ad.full + s1 * 8, phase1);
-    const uint32_t w_st = ad.w + s1 * cfg::W_STAGE_BYTES;
-    const uint4 q0 = *(const uint4 *)smem_ptr(w_st);
-    const uint4 q1 = *(const uint4 *)smem_ptr(w_st + HFP4_SM90_PAIR_BYTES);
-    const uint32_t ws_st = ad.ws + s1 * cfg::WS_STAGE_BYTES;
-    const uint32_t e0 = *(const uint32_t *)smem_ptr(ws_st), e1 = *(const uint32_t *)smem_ptr(ws_st + 32);
-    convert_folded_chunk<0, 2>(nxt, q0, q1, e0, e1);
-    if constexpr (ROW_SCALED) {
-        emn[0] = (e0 >> 16) & 255;
-        emn[1] = (e1 >> 16) & 255;
+    /* NOTE: HAS_NEXT is a template argument (the item's last chunk is a step of its own,
+     * pipelined_item), so chunk kc + 1's conversion and chunk kc's promotion share one basic
+     * block: half the conversion goes before the wgmma wait, half after it, where the scheduler
+     * interleaves it with the promotion's FFMAs. With a runtime `if` around the conversion they were
+     * two blocks, one after the other. */
+    uint4 q0 = make_uint4(0, 0, 0, 0), q1 = q0;
+    uint32_t e0 = 0, e1 = 0;
+    if constexpr (HAS_NEXT) {
+        mbar_wait_sa(ad.full + s1 * 8, phase1);
+        const uint32_t w_st = ad.w + s1 * cfg::W_STAGE_BYTES;
+        q0 = *(const uint4 *)smem_ptr(w_st);
+        q1 = *(const uint4 *)smem_ptr(w_st + HFP4_SM90_PAIR_BYTES);
+        const uint32_t ws_st = ad.ws + s1 * cfg::WS_STAGE_BYTES;
+        e0 = *(const uint32_t *)smem_ptr(ws_st);
+        e1 = *(const uint32_t *)smem_ptr(ws_st + 32);
+        convert_folded_chunk<0, 2>(nxt, q0, q1, e0, e1);
+        if constexpr (ROW_SCALED) {
+            emn[0] = (e0 >> 16) & 255;
+            emn[1] = (e1 >> 16) & 255;
+        }
     }
     wgmma_wait<0>();
     wgmma_chunk_waited<BT>(acc, cur); /* the wgmmas read cur from registers until here */
-    convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
+    if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
     const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
     if constexpr (ROW_SCALED)
         promote<BT, true>(fin, acc, row_scale_from_emax(emc[0]), row_scale_from_emax(emc[1]), sa, 0);
@@ -171,9 +177,17 @@ static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_
         rb0 = row_scale_from_emax(ea[0]);
         rb1 = row_scale_from_emax(ea[1]);
     }
-    for (int32_t kc = 0; kc < (int32_t)chunks; kc += 2) {
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED>(ad, chunks, t4, kc, fa, fb, ea, ebn, fin, s, phase);
-        if (kc + 1 < (int32_t)chunks)
-            pipelined_step<BT, W_FP32, MINB, ROW_SCALED>(ad, chunks, t4, kc + 1, fb, fa, ebn, ea, fin, s, phase);
+    /* two chunks a trip (fragments fa, then fb), the last one or two after the loop: the item's
+     * last chunk converts no next one (HAS_NEXT false) */
+    int32_t kc = 0;
+    for (; kc + 2 < (int32_t)chunks; kc += 2) {
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true>(ad, chunks, t4, kc, fa, fb, ea, ebn, fin, s, phase);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true>(ad, chunks, t4, kc + 1, fb, fa, ebn, ea, fin, s, phase);
+    }
+    if (kc + 2 == (int32_t)chunks) {
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true>(ad, chunks, t4, kc, fa, fb, ea, ebn, fin, s, phase);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false>(ad, chunks, t4, kc + 1, fb, fa, ebn, ea, fin, s, phase);
+    } else {
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false>(ad, chunks, t4, kc, fa, fb, ea, ebn, fin, s, phase);
     }
 }
