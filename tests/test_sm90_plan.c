@@ -60,6 +60,33 @@ TEST(sm90_plan_fills_the_work_items) {
     CHECK_EQ_I64(plan.a_dims[1], 300);
 }
 
+/* The kernels divide item indices by tiles_n and tiles_m with hfp4_sm90_divisor's constants (x <
+ * 2^30, the plan's item limit; the formula holds to 2^31): every divisor up to 2^16 and a spread
+ * of larger ones, at x around every multiple on a geometric spread of quotients and at the ends. */
+static int fast_div_ok(uint32_t d, uint32_t x) {
+    uint32_t mul, shift;
+    hfp4_sm90_divisor(d, &mul, &shift);
+    const uint32_t hi = (uint32_t)(((uint64_t)x * mul) >> 32);
+    return ((hi + x) >> shift) == x / d;
+}
+
+TEST(sm90_plan_fast_division_by_the_tile_counts) {
+    const uint32_t limit = 0x7FFFFFFFu;
+    for (uint32_t d = 1; d <= (1u << 20); d = d < 65536 ? d + 1 : d * 3 + 1) {
+        int bad = 0;
+        for (uint64_t q = 0; q * d <= limit && !bad; q = q < 64 ? q + 1 : q + q / 8) {
+            const uint64_t x = q * d;
+            bad |= !fast_div_ok(d, (uint32_t)x);
+            if (x > 0) bad |= !fast_div_ok(d, (uint32_t)(x - 1));
+            if (x + 1 <= limit) bad |= !fast_div_ok(d, (uint32_t)(x + 1));
+            if (x + d - 1 <= limit) bad |= !fast_div_ok(d, (uint32_t)(x + d - 1));
+        }
+        bad |= !fast_div_ok(d, (1u << 30) - 1) || !fast_div_ok(d, limit);
+        CHECK_MSG(!bad, "hfp4_sm90_divisor(%u) divides wrongly", d);
+        if (bad) break;
+    }
+}
+
 /* The plan's vector-store decision for p (-1 if p does not plan). */
 static int planned_d_vec(const hfp4_gemm_problem *p) {
     hfp4_sm90_plan plan;

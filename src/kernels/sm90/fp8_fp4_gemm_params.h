@@ -19,6 +19,9 @@ typedef struct hfp4_sm90_gemm_params {
     int32_t m_alignment;
     int32_t num_groups;
     int64_t tiles_n, tiles_m, tiles_total; /* work items: tiles_n x tiles_m x (groups or 1)      */
+    /* division by tiles_n and tiles_m as a multiply and a shift (hfp4_sm90_divisor): an item's
+     * resolution divided by them at every item, ~20 dependent instructions per division */
+    uint32_t tiles_n_mul, tiles_n_shift, tiles_m_mul, tiles_m_shift;
     int32_t balanced;       /* token tile <= 64, the CTAs share the items that compute evenly
                                (work_items.cuh): 1 masked (<= HFP4_SM90_BALANCE_MAX_GROUPS groups),
                                2 contiguous with expert ids (<= HFP4_SM90_BALANCE_MAX_TILES token
@@ -48,5 +51,15 @@ typedef struct hfp4_sm90_gemm_params {
                                written go out by TMA store (epilogue.cuh)                     */
     int64_t ldd, d_stride_group;
 } hfp4_sm90_gemm_params;
+
+/* The (mul, shift) that divide any 0 <= x < 2^31 by d >= 1 as (umulhi(x, mul) + x) >> shift
+ * (Granlund and Montgomery's round-up method: shift = ceil(log2 d), mul = floor(2^32 (2^shift - d)
+ * / d) + 1); checked for every divisor up to 2^16 against x in test_sm90_plan.c. */
+static inline void hfp4_sm90_divisor(uint32_t d, uint32_t *mul, uint32_t *shift) {
+    uint32_t l = 0;
+    while (l < 32 && ((uint64_t)1 << l) < d) l++;
+    *shift = l;
+    *mul = (uint32_t)((((uint64_t)1 << 32) * ((((uint64_t)1 << l) - d)) / d) + 1);
+}
 
 #endif

@@ -10,6 +10,15 @@
 #include "fp8_fp4_gemm_params.h"
 #include "tile_config.cuh"
 
+/* x / tiles_n and x / tiles_m (0 <= x < 2^30) as a multiply-high, an add and a shift with the
+ * divisors' constants from the plan (hfp4_sm90_divisor) */
+static __device__ __forceinline__ int32_t div_tiles_n(const hfp4_sm90_gemm_params &p, int32_t x) {
+    return (int32_t)((__umulhi((uint32_t)x, p.tiles_n_mul) + (uint32_t)x) >> p.tiles_n_shift);
+}
+static __device__ __forceinline__ int32_t div_tiles_m(const hfp4_sm90_gemm_params &p, int32_t x) {
+    return (int32_t)((__umulhi((uint32_t)x, p.tiles_m_mul) + (uint32_t)x) >> p.tiles_m_shift);
+}
+
 /* Which rows a CTA's token tile covers. rows [m0, valid_end) are computed, [valid_end, zero_end)
  * are written as zeros, `expert` selects the weights, `a_group` the TMA/scale group of A. */
 struct sm90_tile {
@@ -23,9 +32,10 @@ struct sm90_tile {
  * id of the tile's first row (contiguous); psum and dense need none here. */
 template <int BT>
 static __device__ __forceinline__ int32_t probe_layout(const hfp4_sm90_gemm_params &p, int32_t item) {
-    if (p.grouping == HFP4_K_MASKED) return p.layout[item / (p.tiles_n * p.tiles_m)];
+    if (p.grouping == HFP4_K_MASKED) return p.layout[div_tiles_m(p, div_tiles_n(p, item))];
     if (p.grouping == HFP4_K_CONTIGUOUS) {
-        const int64_t m0 = (item / p.tiles_n % p.tiles_m) * BT;
+        const int32_t rest = div_tiles_n(p, item);
+        const int64_t m0 = (int64_t)(rest - div_tiles_m(p, rest) * (int32_t)p.tiles_m) * BT;
         return m0 < p.m ? p.layout[m0] : -1;
     }
     return 0;
@@ -38,7 +48,8 @@ static __device__ __forceinline__ int32_t probe_layout(const hfp4_sm90_gemm_para
 template <int BT>
 static __device__ __forceinline__ bool work_item_live(const hfp4_sm90_gemm_params &p, int32_t item, int32_t probe) {
     if (p.grouping != HFP4_K_MASKED) return true;
-    const int64_t m0 = (int64_t)(item / (int32_t)p.tiles_n % (int32_t)p.tiles_m) * BT;
+    const int32_t rest = div_tiles_n(p, item);
+    const int64_t m0 = (int64_t)(rest - div_tiles_m(p, rest) * (int32_t)p.tiles_m) * BT;
     return m0 < min((int64_t)probe, p.m);
 }
 
@@ -183,7 +194,7 @@ static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p,
         const int32_t g = rank_owner_from(prefix, p.num_groups, w.next, w.batch);
         w.batch = g;
         const int32_t within = w.next - prefix[g], tiles_n = (int32_t)p.tiles_n;
-        const int32_t m = within / tiles_n;
+        const int32_t m = div_tiles_n(p, within);
         w.item = (g * (int32_t)p.tiles_m + m) * tiles_n + (within - m * tiles_n);
         w.lay = p.layout[g];
         w.next += G;
@@ -192,7 +203,7 @@ static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p,
     if (BT <= 64 && p.balanced == 2) { /* computing items only: padding tiles, zero_padding_tiles */
         const int32_t W = ((int32_t)p.tiles_m + 31) / 32, tiles_n = (int32_t)p.tiles_n;
         if (w.next >= prefix[2 * W] * tiles_n) return false;
-        const int32_t q = w.next / tiles_n, n = w.next - q * tiles_n; /* q: the tile's rank */
+        const int32_t q = div_tiles_n(p, w.next), n = w.next - q * tiles_n; /* q: the tile's rank */
         const int32_t wi = rank_owner_from(prefix + W, W, q, w.batch);
         w.batch = wi;
         const int32_t t = 32 * wi + nth_set_bit((uint32_t)prefix[wi], q - prefix[W + wi]);
@@ -228,10 +239,10 @@ template <int BT>
 static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params &p, int32_t item, int32_t lay,
                                                     sm90_tile &t) {
     const int32_t tiles_n = (int32_t)p.tiles_n, tiles_m = (int32_t)p.tiles_m; /* items < 2^30 (the plan checks) */
-    t.n_tile = item % tiles_n;
-    const int32_t rest = item / tiles_n;
-    t.m0 = (rest % tiles_m) * BT;
-    const int32_t z = rest / tiles_m;
+    const int32_t rest = div_tiles_n(p, item);
+    t.n_tile = item - rest * tiles_n;
+    const int32_t z = div_tiles_m(p, rest);
+    t.m0 = (rest - z * tiles_m) * BT;
     t.expert = 0;
     t.a_group = 0;
     t.compute = 1;
