@@ -128,9 +128,10 @@ static __device__ __forceinline__ void pipelined_step(const sm90_lookahead_addrs
     const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
     /* NOTE: HAS_NEXT is a template argument (the item's last chunk is a step of its own,
      * pipelined_item), so chunk kc + 1's conversion and chunk kc's promotion share one basic
-     * block: half the conversion goes before the wgmma wait, half after it, where the scheduler
-     * interleaves it with the promotion's FFMAs. With a runtime `if` around the conversion they were
-     * two blocks, one after the other. */
+     * block. ptxas then waits for the wgmmas right after the loads below and interleaves the whole
+     * conversion with the promotion's FFMAs (the two halves' order in the source does not survive):
+     * +3-5 % over a runtime `if` around the conversion, which made two blocks that ran one after
+     * the other (bench/RESULTS.md v10). */
     uint4 q0 = make_uint4(0, 0, 0, 0), q1 = q0;
     uint32_t e0 = 0, e1 = 0;
     if constexpr (HAS_NEXT) {
