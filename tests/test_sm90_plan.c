@@ -87,6 +87,29 @@ TEST(sm90_plan_fast_division_by_the_tile_counts) {
     }
 }
 
+/* The round-up method is exact for every x < 2^32 when 2^(32+l) <= (2^32 + mul) d <= 2^(32+l) + 2^l
+ * (l = shift): every divisor up to 2^22, and a pseudo-random sample up to 2^30 (the plan's bound). */
+static int divisor_bound_ok(uint32_t d) {
+    uint32_t mul, shift;
+    hfp4_sm90_divisor(d, &mul, &shift);
+    const uint64_t prod = (((uint64_t)1 << 32) + mul) * (uint64_t)d, lo = (uint64_t)1 << (32 + shift);
+    return shift <= 31 && prod >= lo && prod <= lo + ((uint64_t)1 << shift);
+}
+
+TEST(sm90_plan_fast_division_bound) {
+    uint32_t first_bad = 0;
+    for (uint32_t d = 1; d <= (1u << 22) && !first_bad; d++)
+        if (!divisor_bound_ok(d)) first_bad = d;
+    uint64_t state = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 200000 && !first_bad; i++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const uint32_t d = (uint32_t)(state >> 34) + 1; /* 1 .. 2^30 */
+        if (!divisor_bound_ok(d)) first_bad = d;
+    }
+    CHECK_MSG(first_bad == 0, "hfp4_sm90_divisor(%u) misses the round-up method's bound", first_bad);
+    CHECK(divisor_bound_ok(1u << 30) && divisor_bound_ok((1u << 30) - 1) && divisor_bound_ok(1u << 31));
+}
+
 /* The plan's vector-store decision for p (-1 if p does not plan). */
 static int planned_d_vec(const hfp4_gemm_problem *p) {
     hfp4_sm90_plan plan;

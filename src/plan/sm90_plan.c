@@ -65,11 +65,12 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     k->tiles_n = plan->grid_x;
     k->tiles_m = plan->grid_y;
     k->tiles_total = plan->grid_x * plan->grid_y * plan->grid_z;
-    hfp4_sm90_divisor((uint32_t)k->tiles_n, &k->tiles_n_mul, &k->tiles_n_shift);
-    hfp4_sm90_divisor((uint32_t)k->tiles_m, &k->tiles_m_mul, &k->tiles_m_shift);
     /* the kernels count work items in 32-bit integers */
     HFP4_REQUIRE(k->tiles_total < ((int64_t)1 << 30), "%s: %lld work items (m = %lld, n = %lld, groups = %d) exceed 2^30",
                  fn, (long long)k->tiles_total, (long long)p->m, (long long)p->n, (int)p->num_groups);
+    /* (after the check: tiles_n and tiles_m are then below 2^30, as hfp4_sm90_divisor needs) */
+    hfp4_sm90_divisor((uint32_t)k->tiles_n, &k->tiles_n_mul, &k->tiles_n_shift);
+    hfp4_sm90_divisor((uint32_t)k->tiles_m, &k->tiles_m_mul, &k->tiles_m_shift);
     k->num_groups = p->num_groups;
     /* NOTE: with the masked layout most items of a decode batch are dead (rows past masked_m), and
      * CTA c walking items c, c + G, ... gets the live ones unevenly: with 46 of 256 experts routed

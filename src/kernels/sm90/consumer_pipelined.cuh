@@ -2,9 +2,9 @@
  * consumer_pipelined.cuh - the pieces of the consumers' look-ahead path for an item whose chunks are
  * all folded (UE8M0 weight scales, 1x128 activation scales): the decision (item_one_base), the
  * loop's shared-memory addresses (lookahead_addrs), one chunk's fragments (load_convert_folded),
- * one step of the loop (pipelined_step), which issues chunk kc's wgmmas and loads and converts
- * chunk kc + 1 while they run, and the loop itself (pipelined_item), which run_consumers
- * (consumer.cuh) calls.
+ * one step of the loop (pipelined_step), which issues chunk kc's wgmmas and, when there is a
+ * chunk kc + 1 (HAS_NEXT), loads and converts it beside chunk kc's promotion, and the loop itself
+ * (pipelined_item), which run_consumers (consumer.cuh) calls.
  */
 #pragma once
 #include <stdint.h>
@@ -22,7 +22,8 @@
  * so the conversion hides behind the tensor cores instead of following them (ncu, w13 T = 16384:
  * 19 % of the consumers' stall samples were the wait for their own wgmmas), and every chunk
  * promotes with one FFMA per accumulator in the units of the rows' one base. Two register sets of
- * fragments, used alternately (the loop body is written twice).
+ * fragments, used alternately (each trip of the loop is two steps; the item's last one or two
+ * chunks are steps after it, the last without a next chunk: five inlined steps per loop copy).
  * NOTE: the other all-folded items (a row whose non-zero 32-group scales span more than 11 binades
  * over K: rare) take a second copy of the loop, ROW_SCALED, which promotes every chunk with its
  * rows' scales (FMUL + FFMA) and fin in absolute units, with no vote: a vote in this loop cost ~8 %
@@ -106,17 +107,16 @@ static __device__ __forceinline__ void load_convert_folded(const sm90_lookahead_
     }
 }
 
-/* Chunk kc, in stage s, whose fragments (cur) are loaded: its wgmmas go out, chunk kc + 1 (if
- * any) is awaited and loaded into nxt while they run, then the promotion into fin, the stage's
- * release and (s, phase) stepped to the next stage. ROW_SCALED (a folded item that is not one-base):
+/* Chunk kc, in stage s, whose fragments (cur) are loaded: its wgmmas go out; with HAS_NEXT, chunk
+ * kc + 1 is awaited, loaded and converted into nxt beside the promotion of chunk kc into fin; then
+ * the stage's release and (s, phase) stepped to the next stage. ROW_SCALED (a folded item that is not one-base):
  * fin is in absolute units and each chunk promotes with its rows' scales (emc: chunk kc's e_max,
  * emn: chunk kc + 1's, loaded here), FMUL + FFMA per accumulator but no vote and no branch; else one
  * FFMA per accumulator in the units of the rows' one base. */
 template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool HAS_NEXT>
-static __device__ __forceinline__ void pipelined_step(const sm90_lookahead_addrs &ad, int64_t chunks, int t4,
-                                                      int32_t kc, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4],
-                                                      const uint32_t (&emc)[2], uint32_t (&emn)[2], float *fin, int &s,
-                                                      uint32_t &phase) {
+static __device__ __forceinline__ void pipelined_step(const sm90_lookahead_addrs &ad, uint32_t (&cur)[4][4],
+                                                      uint32_t (&nxt)[4][4], const uint32_t (&emc)[2],
+                                                      uint32_t (&emn)[2], float *fin, int &s, uint32_t &phase) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
     sm90_desc desc;
@@ -136,6 +136,8 @@ static __device__ __forceinline__ void pipelined_step(const sm90_lookahead_addrs
     uint32_t e0 = 0, e1 = 0;
     if constexpr (HAS_NEXT) {
         mbar_wait_sa(ad.full + s1 * 8, phase1);
+        /* (load_convert_folded's loads, written out: through a helper with reference outputs the
+         * tiles' SASS changed) */
         const uint32_t w_st = ad.w + s1 * cfg::W_STAGE_BYTES;
         q0 = *(const uint4 *)smem_ptr(w_st);
         q1 = *(const uint4 *)smem_ptr(w_st + HFP4_SM90_PAIR_BYTES);
@@ -182,13 +184,13 @@ static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_
      * last chunk converts no next one (HAS_NEXT false) */
     int32_t kc = 0;
     for (; kc + 2 < (int32_t)chunks; kc += 2) {
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true>(ad, chunks, t4, kc, fa, fb, ea, ebn, fin, s, phase);
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true>(ad, chunks, t4, kc + 1, fb, fa, ebn, ea, fin, s, phase);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true>(ad, fa, fb, ea, ebn, fin, s, phase);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true>(ad, fb, fa, ebn, ea, fin, s, phase);
     }
     if (kc + 2 == (int32_t)chunks) {
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true>(ad, chunks, t4, kc, fa, fb, ea, ebn, fin, s, phase);
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false>(ad, chunks, t4, kc + 1, fb, fa, ebn, ea, fin, s, phase);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true>(ad, fa, fb, ea, ebn, fin, s, phase);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false>(ad, fb, fa, ebn, ea, fin, s, phase);
     } else {
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false>(ad, chunks, t4, kc, fa, fb, ea, ebn, fin, s, phase);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false>(ad, fa, fb, ea, ebn, fin, s, phase);
     }
 }

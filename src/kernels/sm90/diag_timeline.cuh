@@ -1,8 +1,10 @@
 /*
  * diag_timeline.cuh - an opt-in timeline of a launch of the SM90 kernel: each CTA writes the global
  * timer at fixed points (entry, the set-up barrier, the producer's first copy, the consumers' first
- * item and first chunk, the last item, the exit), its SM and its item count; `hfp4 bench` prints the
- * last launch's spread per point when HFP4_DIAG_TIMELINE is set in the environment.
+ * item and first chunk, the last item, the exit), its SM and its item count; and the consumers'
+ * cycles per item in each phase of an item, summed over all CTAs (HFP4_DIAG_PH_*). `hfp4 bench`
+ * prints the last launch's spread per point and the phases of each case when HFP4_DIAG_TIMELINE is
+ * set in the environment.
  *
  * Built only with `make DIAG=1` (-DHFP4_DIAG_TIMELINE): otherwise every macro below is empty and
  * the kernels' code is unchanged. A DIAG build is for measuring, never for shipping: the stores and
@@ -57,11 +59,15 @@ static __device__ __forceinline__ void diag_phase(int k) {
 /* [cta][point] global-timer ns; [cta][HFP4_DIAG_POINTS]: items (low 32 bits) and %smid (high) */
 __device__ unsigned long long hfp4_diag_ts[HFP4_DIAG_MAX_CTAS][HFP4_DIAG_POINTS + 1];
 
-static __device__ __forceinline__ void diag_stamp(int point) {
+static __device__ __forceinline__ unsigned long long diag_now(void) {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+static __device__ __forceinline__ void diag_stamp_at(int point, unsigned long long t) {
     if (blockIdx.x < HFP4_DIAG_MAX_CTAS) hfp4_diag_ts[blockIdx.x][point] = t;
 }
+static __device__ __forceinline__ void diag_stamp(int point) { diag_stamp_at(point, diag_now()); }
 static __device__ __forceinline__ unsigned long long diag_items(void) {
     return blockIdx.x < HFP4_DIAG_MAX_CTAS ? hfp4_diag_ts[blockIdx.x][HFP4_DIAG_POINTS] & 0xFFFFFFFFull : 1;
 }
@@ -74,11 +80,17 @@ static __device__ __forceinline__ void diag_count(int reset) {
 }
 /* (BT: the tile's token count, in scope where these are used) */
 #define HFP4_DIAG(point) do { if (BT < 128) diag_stamp(point); } while (0)
+/* the entry time is read at entry and stored after the wait for the previous grids: before it, the
+ * slots may still belong to a running launch (programmatic dependent launch) */
+#define HFP4_DIAG_NOW() diag_now()
+#define HFP4_DIAG_AT(point, t) do { if (BT < 128) diag_stamp_at(point, t); } while (0)
 #define HFP4_DIAG_COUNT(reset) do { if (BT < 128) diag_count(reset); } while (0)
 #define HFP4_DIAG_FIRST_ITEM() (BT < 128 && diag_items() == 0)
 #else
 #define HFP4_DIAG_PHASE(k) do { } while (0)
 #define HFP4_DIAG(point) do { } while (0)
+#define HFP4_DIAG_NOW() 0ull
+#define HFP4_DIAG_AT(point, t) do { (void)(t); } while (0)
 #define HFP4_DIAG_COUNT(reset) do { } while (0)
 #define HFP4_DIAG_FIRST_ITEM() false
 #endif

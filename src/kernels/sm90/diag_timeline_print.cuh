@@ -1,8 +1,8 @@
 /*
- * diag_timeline_print.cuh - the host side of the opt-in launch timeline (diag_timeline.cuh):
- * hfp4__diag_timeline_print (diag_timeline.h). Included by fp8_fp4_gemm.cu only, because the
- * timeline's __device__ buffer must be read from the translation unit that defines it (the kernels
- * are built without relocatable device code).
+ * diag_timeline_print.cuh - the host side of the opt-in launch timeline and per-item phases
+ * (diag_timeline.cuh): hfp4__diag_timeline_print and hfp4__diag_phases_print (diag_timeline.h).
+ * Included by fp8_fp4_gemm.cu only, because the __device__ buffers must be read from the
+ * translation unit that defines them (the kernels are built without relocatable device code).
  */
 #pragma once
 #include <stdio.h>

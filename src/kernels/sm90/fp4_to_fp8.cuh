@@ -26,12 +26,14 @@ static __device__ __forceinline__ void fp4x8_rows_to_fp8(uint32_t q, uint32_t lo
     row_g8 = prmt(lo1, hi1, mag >> 16) | ((q << 4) & 0x80808080u);
 }
 
-/* The 4 k32 steps' e4m3 register fragments of a folded chunk from this thread's two 16-byte words
- * (q0, q1) and its rows' scale words (e0, e1: the relative exponent of each 32-group, sm90_layout.h):
- * words of step st are (k 4t..4t+3, k 16+4t..16+4t+3) for rows (g, g+8). */
+/* The e4m3 register fragments of k32 steps FIRST .. FIRST + COUNT - 1 (all 4 by default) of a folded
+ * chunk from this thread's two 16-byte words (q0, q1) and its rows' scale words (e0, e1: the
+ * relative exponent of each 32-group, sm90_layout.h): words of step st are (k 4t..4t+3,
+ * k 16+4t..16+4t+3) for rows (g, g+8). */
 template <int FIRST = 0, int COUNT = 4>
 static __device__ __forceinline__ void convert_folded_chunk(uint32_t (&a)[4][4], uint4 q0, uint4 q1, uint32_t e0,
                                                             uint32_t e1) {
+    static_assert(FIRST >= 0 && COUNT >= 1 && FIRST + COUNT <= 4, "a chunk has 4 k32 steps");
     const uint32_t wlo[4] = {q0.x, q0.z, q1.x, q1.z};
     const uint32_t whi[4] = {q0.y, q0.w, q1.y, q1.w};
 #pragma unroll

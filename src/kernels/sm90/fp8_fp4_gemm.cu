@@ -7,6 +7,7 @@
 #include "diag_timeline_print.cuh"
 
 #include <stdlib.h>
+#include <string.h>
 
 template <int BT, bool W_FP32, int MINB = 1>
 static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
@@ -53,10 +54,12 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     config.stream = stream;
     /* programmatic dependent launch (the kernel's NOTE at grid_dependency_wait): on by default,
      * HFP4_SM90_PDL=0 turns it off, for comparison */
-    static int pdl = -1;
+    static int pdl_env = -1; /* (read once; a race between threads writes the same value) */
+    int pdl = __atomic_load_n(&pdl_env, __ATOMIC_RELAXED);
     if (pdl < 0) {
         const char *env = getenv("HFP4_SM90_PDL");
-        pdl = !(env && env[0] == '0');
+        pdl = !(env && strcmp(env, "0") == 0);
+        __atomic_store_n(&pdl_env, pdl, __ATOMIC_RELAXED);
     }
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -80,9 +80,8 @@ __global__ void __launch_bounds__(384, MINB)
     const int warpgroup = threadIdx.x / 128;
     const int tid = threadIdx.x % 128;
     const int lane = threadIdx.x % 32;
+    const unsigned long long diag_entry = HFP4_DIAG_NOW(); /* (make DIAG=1 only) */
     if (threadIdx.x == 0) {
-        HFP4_DIAG(HFP4_DIAG_ENTRY);
-        HFP4_DIAG_COUNT(1);
         /* NOTE: every thread that touches a stage's shared memory arrives itself (32 producer lanes,
          * 256 consumer threads) rather than one lane after __syncwarp: same cost in practice, and
          * the ordering is then per thread, which compute-sanitizer's racecheck can follow. */
@@ -100,6 +99,10 @@ __global__ void __launch_bounds__(384, MINB)
      * and the set-up above, with the previous kernel's tail. */
     grid_launch_dependents();
     grid_dependency_wait();
+    if (threadIdx.x == 0) {
+        HFP4_DIAG_AT(HFP4_DIAG_ENTRY, diag_entry);
+        HFP4_DIAG_COUNT(1);
+    }
     if constexpr (cfg::BALANCE) {
         if (p.balanced == 2) { /* the contiguous layout's computing tiles: all threads, then one warp */
             build_compute_mask<BT>(p, sm.live_prefix, threadIdx.x, blockDim.x);

@@ -19,8 +19,8 @@ typedef struct hfp4_sm90_gemm_params {
     int32_t m_alignment;
     int32_t num_groups;
     int64_t tiles_n, tiles_m, tiles_total; /* work items: tiles_n x tiles_m x (groups or 1)      */
-    /* division by tiles_n and tiles_m as a multiply and a shift (hfp4_sm90_divisor): an item's
-     * resolution divided by them at every item, ~20 dependent instructions per division */
+    /* division by tiles_n and tiles_m as a multiply-high, an add and a shift (hfp4_sm90_divisor):
+     * an item's resolution divided by them at every item, ~20 dependent instructions per division */
     uint32_t tiles_n_mul, tiles_n_shift, tiles_m_mul, tiles_m_shift;
     int32_t balanced;       /* token tile <= 64, the CTAs share the items that compute evenly
                                (work_items.cuh): 1 masked (<= HFP4_SM90_BALANCE_MAX_GROUPS groups),
@@ -52,9 +52,11 @@ typedef struct hfp4_sm90_gemm_params {
     int64_t ldd, d_stride_group;
 } hfp4_sm90_gemm_params;
 
-/* The (mul, shift) that divide any 0 <= x < 2^31 by d >= 1 as (umulhi(x, mul) + x) >> shift
- * (Granlund and Montgomery's round-up method: shift = ceil(log2 d), mul = floor(2^32 (2^shift - d)
- * / d) + 1); checked for every divisor up to 2^16 against x in test_sm90_plan.c. */
+/* The (mul, shift) that divide any 0 <= x < 2^31 by 1 <= d <= 2^31 as (umulhi(x, mul) + x) >>
+ * shift (Granlund and Montgomery's round-up method: shift = ceil(log2 d) <= 31, mul = floor(2^32
+ * (2^shift - d) / d) + 1; the 32-bit add cannot overflow, umulhi(x, mul) < x); test_sm90_plan.c
+ * checks the method's bound for every divisor up to 2^22 and a sample up to 2^30, and quotients
+ * around every multiple for divisors up to 2^16. */
 static inline void hfp4_sm90_divisor(uint32_t d, uint32_t *mul, uint32_t *shift) {
     uint32_t l = 0;
     while (l < 32 && ((uint64_t)1 << l) < d) l++;
