@@ -36,6 +36,11 @@ typedef struct gemm_case {
                              past a 16-byte boundary (the kernels' block copies must not apply); 3:
                              stride_k = rows, not rounded (k-group blocks aligned only now and then) */
     const int32_t *rows;  /* masked: every group's masked_m instead of random ones */
+    int chain;            /* a second GEMM launched right after the first on the same stream, no
+                             sync between (programmatic dependent launch lets them overlap):
+                             1: with the first's D as its C, into a D of its own (read after write;
+                             needs with_c = 0); 2: writing its D over the first's C (write after
+                             read; needs with_c = 1) */
     uint64_t seed;
 } gemm_case;
 
@@ -300,6 +305,8 @@ typedef struct gemm_result {
     double first_bad_got, first_bad_want;
     int repack_match;     /* GPU repack == CPU repack, byte for byte      */
     float ms;             /* one timed launch (not a benchmark)           */
+    int64_t chain_bad;    /* chain 1: elements of the second GEMM's D off 2 x the first's D by
+                             more than its rounding, or written where they must not be */
 } gemm_result;
 
 /* Element `index` of the downloaded D (BF16 or FP32). */
@@ -471,17 +478,30 @@ static gemm_result fx_run(gemm_host *h) {
     p.d.ld = ldd;
     p.d.stride_group = c->grouping == HFP4_GROUPING_MASKED ? c->m * ldd : 0;
     p.d.c = d_c;
+    void *d_d2 = NULL; /* chain 1: the second GEMM's D, poisoned before the first launch */
+    if (c->chain == 1) {
+        cudaMalloc(&d_d2, dbytes);
+        cudaMemset(d_d2, 0xFF, dbytes);
+    }
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     cudaEventRecord(e0, 0);
     res.status = hfp4_gemm(&p, NULL);
+    hfp4_status chain_status = HFP4_OK;
+    if (c->chain) { /* at once, on the same stream: the launches may overlap */
+        hfp4_gemm_problem p2 = p;
+        p2.d.data = c->chain == 1 ? d_d2 : d_c;
+        p2.d.c = c->chain == 1 ? d_d : NULL;
+        chain_status = hfp4_gemm(&p2, NULL);
+    }
     cudaEventRecord(e1, 0);
     cudaError_t err = cudaDeviceSynchronize();
     if (res.status == HFP4_OK && err != cudaSuccess) {
         res.status = hfp4__fail(HFP4_ERR_CUDA, "kernel failed: %s", cudaGetErrorString(err));
     }
     cudaEventElapsedTime(&res.ms, e0, e1);
+    if (res.status == HFP4_OK && chain_status != HFP4_OK) res.status = chain_status;
     if (res.status == HFP4_OK) {
         void *out = malloc(dbytes);
         cudaMemcpy(out, d_d, dbytes, cudaMemcpyDeviceToHost);
@@ -527,8 +547,24 @@ static gemm_result fx_run(gemm_host *h) {
             }
         }
         res.rel_frob = den > 0 ? sqrt(num / den) : sqrt(num);
+        if (c->chain == 1) {
+            /* D2 = round(X + D1) where D1 = round(X), X the same FP32 sums in both launches: D2 is
+             * 2 D1 up to the two roundings (exactly 2 D1 in FP32). A second launch that read its
+             * C before the first had written it finds the poison (NaN) or stale values. */
+            void *out2 = malloc(dbytes);
+            cudaMemcpy(out2, d_d2, dbytes, cudaMemcpyDeviceToHost);
+            for (int64_t i = 0; i < rows * c->n; i++) {
+                const int64_t di = i / c->n * ldd + i % c->n;
+                const double d1 = fx_output_at(c, out, di), d2 = fx_output_at(c, out2, di);
+                const int bad = isnan(h->ref[i]) ? !isnan(d2)
+                                                 : !(fabs(d2 - 2.0 * d1) <= ldexp(fabs(2.0 * d1), -7) + 1.0e-30);
+                res.chain_bad += bad;
+            }
+            free(out2);
+        }
         free(out);
     }
+    if (d_d2) cudaFree(d_d2);
     cudaFree(d_a);
     cudaFree(d_sf);
     cudaFree(d_w_src);

@@ -36,6 +36,8 @@ static void check_case(const gemm_case *cs, const char *label) {
         const double frob_max = h.cs.d_dtype == HFP4_DTYPE_FP32 ? 5e-4 : 2e-3; /* FP32: no output rounding */
         CHECK_MSG(r.rel_frob <= frob_max, "%s: relative Frobenius error %.3e > %.0e", label, r.rel_frob, frob_max);
         CHECK_MSG(r.repack_match, "%s: GPU repack differs from CPU repack", label);
+        CHECK_MSG(r.chain_bad == 0, "%s: %lld elements of the chained GEMM's output wrong", label,
+                  (long long)r.chain_bad);
     }
     fx_free(&h);
 }
@@ -339,6 +341,30 @@ TEST(gpu_contiguous_padding_tiles) {
         c.d_dtype = v == 1 || v == 3 ? HFP4_DTYPE_FP32 : HFP4_DTYPE_BF16;
         c.with_c = v == 3;
         check_case(&c, "contiguous, padding tiles");
+    }
+}
+
+/* Two GEMMs launched back to back on one stream (programmatic dependent launch lets the second start
+ * while the first runs): the second reads the first's D as its C, or overwrites the first's C. */
+TEST(gpu_chained_launches) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    static const int32_t masked_rows[6] = {3, 0, 8, 1, 5, 2};
+    for (int chain = 1; chain <= 2; chain++) {
+        gemm_case c = base_case(HFP4_GROUPING_NONE, 300, 1000, 4096, 1, 900 + chain); /* 128-token tile */
+        c.chain = chain;
+        c.with_c = chain == 2;
+        check_case(&c, chain == 1 ? "chained dense, D -> C" : "chained dense, over C");
+        c = base_case(HFP4_GROUPING_MASKED, 8, 512, 2048, 6, 910 + chain); /* the 8-token decode tile */
+        c.rows = masked_rows;
+        c.expected_m = 4;
+        c.chain = chain;
+        c.with_c = chain == 2;
+        check_case(&c, chain == 1 ? "chained masked, D -> C" : "chained masked, over C");
+        c = base_case(HFP4_GROUPING_CONTIGUOUS, 512, 640, 1024, 4, 920 + chain);
+        c.alignment = 128;
+        c.chain = chain;
+        c.with_c = chain == 2;
+        check_case(&c, chain == 1 ? "chained contiguous, D -> C" : "chained contiguous, over C");
     }
 }
 
