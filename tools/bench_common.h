@@ -127,7 +127,8 @@ void bench_row_experts(bench_row *row, const char *layout, const char *name, con
 
 /* Activations (FP8, FP32 scales 1/256), outputs (BF16) and layout of one grouped GEMM:
  * masked: A [E, m, k], D [E, m, n], layout = masked_m; contiguous: A [m, k], D [m, n], layout =
- * expert id per row (-1 in the padding of each 128-row segment). */
+ * expert id per row (-1 in the padding of each 128-row segment); psum: the same rows, layout =
+ * each expert's end row (segments start 128-aligned). */
 typedef struct bench_acts {
     hfp4_grouping grouping;
     int64_t m, n, k;

@@ -2,7 +2,8 @@
  * bench_experts.cu - m-grouped expert GEMMs of `hfp4 bench`, each launched on its own stream
  * launch (bench_time_launches): for each token count T, T tokens are routed to top-k of E experts
  * uniformly at random, and the GEMM over the routed rows is timed in the masked layout (T <= 256,
- * the decode form, with the expected_m hint) and in the contiguous layout (128-row segments).
+ * the decode form, with the expected_m hint), in the contiguous layout (128-row segments) and, from
+ * T = 4096, in its prefix-sum form (layout "psum": the same rows, one end row per expert).
  *
  * Each row carries two reference points: "baseline", cuBLASLt FP8 row-wise on one dense GEMM of all
  * routed rows (an upper bound no grouped kernel beats at large T), and "floor_us", the bytes that
@@ -17,7 +18,7 @@
 /* Times one layout of one routed case and prints its row; 0, or -1 when the case failed. */
 static int expert_case(bench_ctx *c, const bench_expert_case *ec, const bench_weights *w, const bench_routing *r,
                        hfp4_grouping g, int gran, const char *base_name, double base_us) {
-    const char *layout = g == HFP4_GROUPING_MASKED ? "masked" : "contiguous";
+    const char *layout = g == HFP4_GROUPING_MASKED ? "masked" : g == HFP4_GROUPING_CONTIGUOUS_PSUM ? "psum" : "contiguous";
     char label[128];
     snprintf(label, sizeof label, "%s %s T=%lld gran_k %d", ec->name, layout, (long long)r->tokens, gran);
     bench_acts x;
@@ -73,6 +74,9 @@ void bench_experts(bench_ctx *c, const bench_expert_case *ec) {
         }
         if (T <= 256 && expert_case(c, ec, &w, &r, HFP4_GROUPING_MASKED, c->gran, base_name, base_us) != 0) c->failed++;
         if (expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS, c->gran, base_name, base_us) != 0) c->failed++;
+        /* the prefix-sum form of the same rows (DeepGEMM's use_psum_layout), where prefill uses it */
+        if (T >= 4096 && expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS_PSUM, c->gran, base_name, base_us) != 0)
+            c->failed++;
         /* the other activation-scale granularity on the same routing and weights (1x32 is what
          * transformers passes; 1x128 is DeepGEMM's SM90 recipe) */
         int alt = 0;

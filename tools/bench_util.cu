@@ -313,10 +313,10 @@ int bench_acts_alloc(bench_acts *x, hfp4_grouping g, const bench_routing *r, int
     x->n = n;
     x->k = k;
     x->gran = gran;
-    const int masked = g == HFP4_GROUPING_MASKED;
+    const int masked = g == HFP4_GROUPING_MASKED, psum = g == HFP4_GROUPING_CONTIGUOUS_PSUM;
     x->m = masked ? (r->max_m + 7) / 8 * 8 : r->padded;
     const int64_t rows_a = (masked ? r->experts : 1) * x->m, sfk = (k + gran - 1) / gran;
-    const int64_t nlay = masked ? r->experts : x->m;
+    const int64_t nlay = masked || psum ? r->experts : x->m;
     int32_t *hl = (int32_t *)malloc(sizeof(int32_t) * nlay);
     if (!hl) {
         fprintf(stderr, "bench: out of host memory for a layout of %lld entries\n", (long long)nlay);
@@ -324,6 +324,12 @@ int bench_acts_alloc(bench_acts *x, hfp4_grouping g, const bench_routing *r, int
     }
     if (masked) {
         for (int e = 0; e < r->experts; e++) hl[e] = (int32_t)r->counts[e];
+    } else if (psum) { /* the same rows as the contiguous form: each expert's end row, segments 128-aligned */
+        int64_t row = 0;
+        for (int e = 0; e < r->experts; e++) {
+            hl[e] = (int32_t)(row + r->counts[e]);
+            row += (r->counts[e] + 127) / 128 * 128;
+        }
     } else { /* each expert's rows start a 128-aligned segment; the rest of the segment is padding */
         int64_t row = 0;
         for (int e = 0; e < r->experts; e++) {
