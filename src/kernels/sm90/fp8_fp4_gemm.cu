@@ -9,6 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A switch kept for comparisons: on unless the environment sets `name` to "0". Read once and cached
+ * in *cache (-1: not read yet); threads racing on the first read store the same value. */
+static int comparison_switch_on(const char *name, int *cache) {
+    int on = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    if (on < 0) {
+        const char *env = getenv(name);
+        on = !(env && strcmp(env, "0") == 0);
+        __atomic_store_n(cache, on, __ATOMIC_RELAXED);
+    }
+    return on;
+}
+
 template <int BT, bool W_FP32, int MINB = 1>
 static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
                           const CUtensorMap *map, const CUtensorMap *d_map, cudaStream_t stream) {
@@ -54,13 +66,8 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     config.stream = stream;
     /* programmatic dependent launch (the kernel's NOTE at grid_dependency_wait): on by default,
      * HFP4_SM90_PDL=0 turns it off, for comparison */
-    static int pdl_env = -1; /* (read once; a race between threads writes the same value) */
-    int pdl = __atomic_load_n(&pdl_env, __ATOMIC_RELAXED);
-    if (pdl < 0) {
-        const char *env = getenv("HFP4_SM90_PDL");
-        pdl = !(env && strcmp(env, "0") == 0);
-        __atomic_store_n(&pdl_env, pdl, __ATOMIC_RELAXED);
-    }
+    static int pdl_switch = -1;
+    const int pdl = comparison_switch_on("HFP4_SM90_PDL", &pdl_switch);
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -79,11 +86,8 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
      * of ~195 instructions per chunk and warp), so twice the warps per scheduler stream more bytes
      * (H200, V4-Flash w13 masked T = 32: 2.11 -> 2.37 TB/s). HFP4_SM90_DECODE_2CTA=0 selects one
      * CTA per SM, for comparison. */
-    static int two_ctas = -1;
-    if (two_ctas < 0) {
-        const char *env = getenv("HFP4_SM90_DECODE_2CTA");
-        two_ctas = !(env && env[0] == '0');
-    }
+    static int two_ctas_switch = -1;
+    const int two_ctas = comparison_switch_on("HFP4_SM90_DECODE_2CTA", &two_ctas_switch);
     switch (plan->block_tokens) {
     case 8: return two_ctas ? launch<8, W_FP32, 2>(fn, plan, dev, map, d_map, stream) : launch<8, W_FP32>(fn, plan, dev, map, d_map, stream);
     case 16: return launch<16, W_FP32>(fn, plan, dev, map, d_map, stream);

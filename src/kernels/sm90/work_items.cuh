@@ -19,6 +19,13 @@ static __device__ __forceinline__ int32_t div_tiles_m(const hfp4_sm90_gemm_param
     return (int32_t)((__umulhi((uint32_t)x, p.tiles_m_mul) + (uint32_t)x) >> p.tiles_m_shift);
 }
 
+/* The token-tile index (within its group) of work item `item`: items run n-tile fastest, then
+ * token tile, then group. */
+static __device__ __forceinline__ int32_t item_m_tile(const hfp4_sm90_gemm_params &p, int32_t item) {
+    const int32_t rest = div_tiles_n(p, item);
+    return rest - div_tiles_m(p, rest) * (int32_t)p.tiles_m;
+}
+
 /* Which rows a CTA's token tile covers. rows [m0, valid_end) are computed, [valid_end, zero_end)
  * are written as zeros, `expert` selects the weights, `a_group` the TMA/scale group of A. */
 struct sm90_tile {
@@ -34,8 +41,7 @@ template <int BT>
 static __device__ __forceinline__ int32_t probe_layout(const hfp4_sm90_gemm_params &p, int32_t item) {
     if (p.grouping == HFP4_K_MASKED) return p.layout[div_tiles_m(p, div_tiles_n(p, item))];
     if (p.grouping == HFP4_K_CONTIGUOUS) {
-        const int32_t rest = div_tiles_n(p, item);
-        const int64_t m0 = (int64_t)(rest - div_tiles_m(p, rest) * (int32_t)p.tiles_m) * BT;
+        const int64_t m0 = (int64_t)item_m_tile(p, item) * BT;
         return m0 < p.m ? p.layout[m0] : -1;
     }
     return 0;
@@ -48,8 +54,7 @@ static __device__ __forceinline__ int32_t probe_layout(const hfp4_sm90_gemm_para
 template <int BT>
 static __device__ __forceinline__ bool work_item_live(const hfp4_sm90_gemm_params &p, int32_t item, int32_t probe) {
     if (p.grouping != HFP4_K_MASKED) return true;
-    const int32_t rest = div_tiles_n(p, item);
-    const int64_t m0 = (int64_t)(rest - div_tiles_m(p, rest) * (int32_t)p.tiles_m) * BT;
+    const int64_t m0 = (int64_t)item_m_tile(p, item) * BT;
     return m0 < min((int64_t)probe, p.m);
 }
 
