@@ -15,6 +15,7 @@
 #include "epilogue.cuh"
 #include "fp4_to_fp8.cuh"
 #include "fp8_fp4_gemm_params.h"
+#include "item_header.cuh"
 #include "promote.cuh"
 #include "ptx.cuh"
 #include "scales.cuh"
@@ -65,14 +66,42 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
      * the same chunks; stepping them here avoids a 64-bit modulo per chunk */
     int s = 0;
     uint32_t phase = 0;
+    /* NOTE: with 1x128 activation scales the producer hands out the items: each computing item's
+     * header waits in its first stage (item_header.cuh), and a header marked "end" follows the last;
+     * the consumers neither walk nor resolve (an all-padding tile's header comes alone). Under
+     * 1x32 scales (no room for a header in a stage) they walk and resolve as the producer does. */
+    const bool headers = !gran32;
+    constexpr int MASKS = (BT + 31) / 32;
+    uint32_t *posted_masks = posted_masks_slot<BT, W_FP32, MINB>(out_s, warpgroup);
+    sm90_walk walk = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0};
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
-    FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay) {
-    HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_END);
-    HFP4_DIAG_PHASE(HFP4_DIAG_PH_ITEM);
+    for (;;) {
     sm90_tile tile;
-    if (!resolve_tile<BT>(p, item, lay, tile)) {
-        HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
-        continue;
+    uint32_t hflags = 0;
+    if (headers) {
+        mbar_wait(&full[s], phase); /* the item's first stage: its chunk loop waits on it anyway */
+        const sm90_item_header *h = item_header_slot<BT>(a_scale_s, s);
+        hflags = read_item_header(h, tile);
+        if (hflags & HFP4_SM90_HDR_END) break;
+        if (!tile.compute) { /* a stage with only the header of an all-padding tile: released now */
+            mbar_arrive(&empty[s]);
+            if (++s == STAGES) {
+                s = 0;
+                phase ^= 1;
+            }
+        } else if (tid < MASKS) {
+            posted_masks[tid] = h->real_mask[tid]; /* for the epilogue (posted_masks_slot) */
+        }
+        HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_END);
+        HFP4_DIAG_PHASE(HFP4_DIAG_PH_ITEM);
+    } else {
+        if (!walk_next<BT>(p, sm.live_prefix, walk)) break;
+        HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_END);
+        HFP4_DIAG_PHASE(HFP4_DIAG_PH_ITEM);
+        if (!resolve_tile<BT>(p, walk.item, walk.lay, tile)) {
+            HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
+            continue;
+        }
     }
     const int64_t wtile = tile.n_tile * 2 + warpgroup;
     sm90_fin<BT> fin;
@@ -95,13 +124,14 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
          * eb = 0x100: fin is in absolute units. */
         float rb0 = 1.0f, rb1 = 1.0f;
         uint32_t eb0 = 0x100, eb1 = 0x100;
-        /* the look-ahead path for an all-folded item (consumer_pipelined.cuh: item_one_base).
+        /* the look-ahead path for an all-folded item (consumer_pipelined.cuh; the decision is the
+         * header's, item_header.cuh).
          * NOTE: the general chunk loop stays in this function: moved into a function of its own
          * (with or without the look-ahead loop), it was optimized before being inlined and the SASS
          * of the tiles changed by up to ~170 instructions. The look-ahead loop as a function
          * (pipelined_item) changes the instruction count of each tile by < 1 %. */
-        bool all_folded = false;
-        const bool one_base = item_one_base<W_FP32>(modes, chunks, gran32, lane, all_folded);
+        const bool one_base = (hflags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) != 0;
+        const bool all_folded = (hflags & HFP4_SM90_HDR_ALL_FOLDED(warpgroup)) != 0;
         HFP4_DIAG_PHASE(HFP4_DIAG_PH_MODES);
         if (threadIdx.x == 0 && HFP4_DIAG_FIRST_ITEM()) { /* (make DIAG=1 only) */
             HFP4_DIAG(HFP4_DIAG_CONS_ITEM);
@@ -216,7 +246,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         HFP4_DIAG_COUNT(0);
     }
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_SUMS);
-    store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, warpgroup, tid, lane);
+    store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, warpgroup, tid, lane);
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_STORED);
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
     }

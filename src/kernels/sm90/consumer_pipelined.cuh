@@ -1,7 +1,6 @@
 /*
  * consumer_pipelined.cuh - the pieces of the consumers' look-ahead path for an item whose chunks are
- * all folded (UE8M0 weight scales, 1x128 activation scales): the decision (item_one_base), the
- * loop's shared-memory addresses (lookahead_addrs), one chunk's fragments (load_convert_folded),
+ * all folded (UE8M0 weight scales, 1x128 activation scales): the loop's shared-memory addresses (lookahead_addrs), one chunk's fragments (load_convert_folded),
  * one step of the loop (pipelined_step), which issues chunk kc's wgmmas and, when there is a
  * chunk kc + 1 (HAS_NEXT), loads and converts it beside chunk kc's promotion, and the loop itself
  * (pipelined_item), which run_consumers (consumer.cuh) calls.
@@ -32,28 +31,9 @@
  * dense 684 -> 740 TFLOP/s). The ROW_SCALED copy measured +19 % on decode and +5 % on prefill for
  * such items (`bench --w-scales drift`) and no loss for one-base ones. Items with a per-32 chunk,
  * 1x32 activation scales or FP32 weight scales go chunk by chunk (consumer.cuh).
- * The decision: one_base when every mode byte (modes, one per chunk) is one-base and not per-32,
- * all_folded when none is per-32, in every lane of the warp. */
-template <bool W_FP32>
-static __device__ __forceinline__ bool item_one_base(const uint8_t *modes, int64_t chunks, bool gran32, int lane,
-                                                     bool &all_folded) {
-    bool pipelined = false;
-    all_folded = false;
-    if constexpr (!W_FP32) {
-        if (!gran32) {
-            uint32_t any = 0, all = HFP4_SM90_MODE_ONE_BASE;
-            for (int32_t c = lane; c < (int32_t)chunks; c += 32) {
-                const uint32_t m = __ldg(modes + c);
-                any |= m;
-                all &= m;
-            }
-            all_folded = !__any_sync(0xFFFFFFFFu, (any & HFP4_SM90_MODE_PER32) != 0);
-            pipelined = all_folded && __all_sync(0xFFFFFFFFu, (all & HFP4_SM90_MODE_ONE_BASE) != 0);
-        }
-    }
-    return pipelined;
-}
-
+ * The decision (per warpgroup, made by the producer for the item's header, item_header.cuh:
+ * gather_item_header): one-base when every mode byte (one per chunk) is one-base and not per-32, all
+ * folded when none is per-32. */
 /* A consumer thread's shared-window addresses of what the look-ahead loop reads, for stage 0: stage s
  * is at base + s x the region's stage stride (one IMAD each), set once per item.
  * NOTE: from the generic pointers of sm90_smem the loop recomputed the shared window's base

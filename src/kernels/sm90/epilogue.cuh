@@ -15,6 +15,7 @@
 #include "promote.cuh"
 #include "ptx.cuh"
 #include "tile_config.cuh"
+#include "item_header.cuh"
 #include "tma_store.cuh"
 #include "work_items.cuh"
 
@@ -62,23 +63,27 @@ static __device__ __forceinline__ bool column_is_real(const uint32_t (&real_mask
     return (mask >> (c & 31)) & 1u;
 }
 
-/* Which token columns of the tile are real rows, as bit masks (column c: bit c % 32 of mask c / 32),
- * from each lane's row ids (row_id[q]: row 32 q + lane's id, or -1). */
-template <int MASKS>
-static __device__ __forceinline__ void real_row_masks(const hfp4_sm90_gemm_params &p, const int32_t (&row_id)[MASKS],
-                                                      uint32_t (&real_mask)[MASKS]) {
-#pragma unroll
-    for (int q = 0; q < MASKS; q++) real_mask[q] = __ballot_sync(0xFFFFFFFFu, row_id[q] >= 0 && row_id[q] < p.num_groups);
+/* Where a warpgroup's real-row mask words wait for its epilogue when the producer posted them in
+ * the item's header (item_header.cuh): the padding of the transpose buffer's last row (columns
+ * 64..67 of row BT - 1), which no store of the epilogue reads or writes. Threads tid < MASKS copy
+ * them there at the item's start; the epilogue reads them after its first warpgroup barrier and
+ * before its last, so the next item's copies cannot overtake a slow warp's reads. */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ uint32_t *posted_masks_slot(float *out_s, int warpgroup) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    static_assert(cfg::OUT_LD - 64 >= 4, "four mask words in the row padding");
+    return (uint32_t *)(out_s + warpgroup * BT * cfg::OUT_LD + (BT - 1) * cfg::OUT_LD + 64);
 }
 
 /* The warpgroup's 64 rows x BT tokens of a computed tile: fin the thread's sums in absolute units,
- * out_s the CTA's transpose buffers (sm90_smem), d_map D's tensor map (p.d_tma), the rest as for
- * store_zero_tile. */
+ * out_s the CTA's transpose buffers (sm90_smem), d_map D's tensor map (p.d_tma), masks_posted:
+ * the real-row masks wait in posted_masks_slot (item headers), else the rows' ids are read here;
+ * the rest as for store_zero_tile. */
 template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p, const CUtensorMap *d_map,
                                                   const sm90_tile tile, int64_t wtile, int64_t dgroup,
-                                                  const sm90_fin<BT> fin, float *out_s, int warpgroup, int tid,
-                                                  int lane) {
+                                                  const sm90_fin<BT> fin, float *out_s, bool masks_posted,
+                                                  int warpgroup, int tid, int lane) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     const int warp_in_wg = tid / 32, g8 = lane / 4, t4 = lane % 4;
     /* ---- epilogue: transpose through shared memory, then coalesced stores along N ---- */
@@ -88,13 +93,8 @@ static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p,
      * thread and tile: ~8 % of the consumers' stall samples at T = 4096.) */
     constexpr int MASKS = (BT + 31) / 32;
     int32_t row_id[MASKS];
-#pragma unroll
-    for (int q = 0; q < MASKS; q++) {
-        const int c = 32 * q + lane;
-        const int64_t row = tile.m0 + c;
-        row_id[q] = -1;
-        if (c < BT && row < tile.valid_end) row_id[q] = p.grouping == HFP4_K_CONTIGUOUS ? p.layout[row] : 0;
-    }
+    if (!masks_posted) load_row_ids<BT, MASKS>(p, tile, lane, row_id);
+    const uint32_t *posted = posted_masks_slot<BT, W_FP32, MINB>(out_s, warpgroup);
     float *os = out_s + warpgroup * BT * cfg::OUT_LD;
     if constexpr (BT == 128) {
         /* NOTE: a tile whose rows are all to be written (every row below min(m0 + 128, m); D's map
@@ -107,8 +107,12 @@ static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p,
             if (tid == 0) bulk_wait_read(); /* the previous TMA store has read the staging buffer */
             if (tile.zero_end == min(tile.m0 + (int64_t)BT, p.m)) {
                 uint32_t real_mask[MASKS];
-                real_row_masks(p, row_id, real_mask);
+                if (!masks_posted) real_row_masks(p, row_id, real_mask);
                 warpgroup_barrier<MINB == 2>(warpgroup); /* the buffer is free (thread 0 waited) */
+                if (masks_posted) {
+                    const uint4 m = *(const uint4 *)posted;
+                    real_mask[0] = m.x, real_mask[1] = m.y, real_mask[2] = m.z, real_mask[3] = m.w;
+                }
                 store_tile_tma<MINB>(d_map, tile, wtile, dgroup, fin, (smem_addr(os) + 1023u) & ~1023u, real_mask,
                                      warpgroup, tid, lane);
                 return;
@@ -128,7 +132,12 @@ static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p,
         }
     }
     uint32_t real_mask[MASKS];
-    real_row_masks(p, row_id, real_mask);
+    if (masks_posted) {
+#pragma unroll
+        for (int q = 0; q < MASKS; q++) real_mask[q] = posted[q];
+    } else {
+        real_row_masks(p, row_id, real_mask);
+    }
     warpgroup_barrier<MINB == 2>(warpgroup);
     if (p.d_vec) {
         /* 8 consecutive n per thread and pass (16-byte BF16 stores, 2 x 16 bytes for FP32): a

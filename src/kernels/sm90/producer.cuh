@@ -10,12 +10,20 @@
 
 #include "diag_timeline.cuh"
 #include "fp8_fp4_gemm_params.h"
+#include "item_header.cuh"
 #include "promote.cuh"
 #include "ptx.cuh"
 #include "scales.cuh"
 #include "stage_copies.cuh"
 #include "tile_config.cuh"
 #include "work_items.cuh"
+
+/* The arrivals that publish a stage which carries only a header (an all-padding tile's, or the end
+ * mark): the 33 a chunk makes, 32 lanes and lane 0 once more in place of the expect_tx arrival */
+static __device__ __forceinline__ void finish_header_stage(uint64_t *full, int lane) {
+    mbar_arrive(full);
+    if (lane == 0) mbar_arrive(full);
+}
 
 /* ---- producer: activation tiles by TMA, weights and their scales by bulk copies,
  * activation scales and chunk modes by plain loads ----
@@ -43,9 +51,30 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     const int nj = gran32 ? 4 : 1;
     const int lane_slot = a_scale_slot<BT>(lane & 15); /* where this lane's activation scales go */
     int64_t iter = 0; /* chunks published so far: stage = iter % STAGES, as the consumers count */
+    /* item headers (item_header.cuh) with 1x128 activation scales: the warp that publishes an
+     * item's first chunk gathers and posts its header; all warps write the all-padding tiles */
+    const bool headers = !gran32;
+    constexpr int MASKS = (BT + 31) / 32;
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay) {
     sm90_tile tile;
-    if (!resolve_tile<BT>(p, item, lay, tile) || !tile.compute) continue;
+    if (!resolve_tile<BT>(p, item, lay, tile)) continue;
+    /* The warp that owns the item's first chunk (global chunk index iter) posts the header into
+     * that chunk's stage before the chunk loop (which then finds the stage free); its loads go out
+     * before the wait for the stage. (Posted inside the loop, the header's words stayed live across
+     * it and the producer spilled.) An all-padding tile has no chunks: its header goes in a stage
+     * of its own, with the 33 arrivals a chunk makes and no bytes (finish_header_stage). */
+    if (headers && pwarp == (int)(iter % 4)) {
+        uint32_t hflags = HFP4_SM90_HDR_ZERO, hmask[MASKS] = {};
+        if (tile.compute) gather_item_header<BT, W_FP32>(p, tile, chunks, lane, hflags, hmask);
+        const int s = (int)(iter % STAGES);
+        mbar_wait_sleeping(&empty[s], (uint32_t)(((iter / STAGES) & 1) ^ 1));
+        if (lane == 0) post_item_header<MASKS>(item_header_slot<BT>(a_scale_s, s), tile, hflags, hmask);
+        if (!tile.compute) finish_header_stage(&full[s], lane);
+    }
+    if (!tile.compute) {
+        if (headers) iter += 1;
+        continue;
+    }
     const int64_t wt0 = tile.n_tile * 2; /* the CTA's first 64-row weight tile */
     const uint8_t *w_src = p.w + (int64_t)tile.expert * p.w_group_bytes + wt0 * p.w_pairs * HFP4_SM90_PAIR_BYTES;
     const uint8_t *ws_src = (const uint8_t *)p.w_scales +
@@ -161,5 +190,12 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         }
     }
     iter += chunks;
+    }
+    /* the end mark, in the stage of the chunk that would come next; the consumers never release it */
+    if (headers && pwarp == (int)(iter % 4)) {
+        const int s = (int)(iter % STAGES);
+        mbar_wait_sleeping(&empty[s], (uint32_t)(((iter / STAGES) & 1) ^ 1));
+        if (lane == 0) item_header_slot<BT>(a_scale_s, s)->flags = HFP4_SM90_HDR_END;
+        finish_header_stage(&full[s], lane);
     }
 }

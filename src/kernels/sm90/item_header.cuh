@@ -1,0 +1,133 @@
+/*
+ * item_header.cuh - the item header: what the producer warp that publishes an item's first chunk
+ * tells the consumers about the item, written into that chunk's stage before the stage is
+ * published: the resolved tile, each consumer warpgroup's chunk-mode decision and the tile's
+ * real-row masks; after the CTA's last item, a header that only says "end".
+ *
+ * NOTE: why: every consumer item began with the walk, the tile's resolution, a global read of the
+ * chunk modes and their vote (and ended with a global read of the rows' expert ids for the
+ * epilogue's masks): serial, latency-bound steps on the critical path of both consumer
+ * warpgroups while the tensor cores idle (make DIAG=1, bench/RESULTS.md v10: ~1600 cycles an item
+ * at the 128-token tile, ~2300 at the decode tiles, hooks included). The producer does the same
+ * walk and resolution anyway, runs up to STAGES chunks ahead, and issues its global reads before it
+ * waits for a free stage, so their latency hides behind that wait. The consumers then only read
+ * 48 bytes from the stage they wait for anyway.
+ *
+ * Where: the stage's activation-scale slots of k-groups 1..3, which 1x128 activation scales leave
+ * free (a stage holds 4 x BT floats for the 1x32 form; the 8-token tile has no 48 bytes to spare
+ * for a region of its own without losing its eleventh stage). So headers go only with 1x128
+ * activation scales; under 1x32 the consumers walk and resolve as the producer does
+ * (run_consumers).
+ * An all-padding tile (the contiguous layout's padding past a segment, when the walk hands it out)
+ * has no chunks: its header comes in a stage of its own, which the consumers release at once.
+ */
+#pragma once
+#include <stdint.h>
+
+#include "fp8_fp4_gemm_params.h"
+#include "tile_config.cuh"
+#include "work_items.cuh"
+
+#define HFP4_SM90_HDR_END 1u                                /* no more items: the consumers stop   */
+#define HFP4_SM90_HDR_ZERO 0x100u                           /* an all-padding tile: zeros, no chunks */
+#define HFP4_SM90_HDR_ONE_BASE(wg) (2u << (2 * (wg)))       /* warpgroup wg's tile: all one-base    */
+#define HFP4_SM90_HDR_ALL_FOLDED(wg) (4u << (2 * (wg)))     /* warpgroup wg's tile: all folded      */
+
+typedef struct __align__(16) sm90_item_header {
+    int32_t n_tile, m0, valid_end, zero_end; /* sm90_tile's fields (compute: no HFP4_SM90_HDR_ZERO) */
+    int32_t expert, a_group;
+    uint32_t flags;                          /* HFP4_SM90_HDR_*                                  */
+    uint32_t unused;
+    uint32_t real_mask[4];                   /* token column c is a real row: bit c % 32 of word c / 32 */
+} sm90_item_header;
+
+/* Stage s's header, after the stage's BT activation scales of k-group 0 (16-byte aligned: the
+ * stage's scales are 16 BT bytes from a 16-aligned start) */
+template <int BT>
+static __device__ __forceinline__ sm90_item_header *item_header_slot(float *a_scale_s, int s) {
+    static_assert(3 * BT * 4 >= (int)sizeof(sm90_item_header), "the header must fit k-groups 1..3's slots");
+    return (sm90_item_header *)(a_scale_s + s * 4 * BT + BT);
+}
+
+/* The expert id (contiguous) or 0 of token column 32 q + lane of the tile, for q < MASKS, or -1
+ * where the column is past valid_end or the tile: one load per lane and 32 columns. */
+template <int BT, int MASKS>
+static __device__ __forceinline__ void load_row_ids(const hfp4_sm90_gemm_params &p, const sm90_tile &tile, int lane,
+                                                    int32_t (&row_id)[MASKS]) {
+#pragma unroll
+    for (int q = 0; q < MASKS; q++) {
+        const int c = 32 * q + lane;
+        const int64_t row = tile.m0 + c;
+        row_id[q] = -1;
+        if (c < BT && row < tile.valid_end) row_id[q] = p.grouping == HFP4_K_CONTIGUOUS ? p.layout[row] : 0;
+    }
+}
+
+/* Which token columns of the tile are real rows, as bit masks (column c: bit c % 32 of mask c / 32),
+ * from each lane's row ids (load_row_ids). */
+template <int MASKS>
+static __device__ __forceinline__ void real_row_masks(const hfp4_sm90_gemm_params &p, const int32_t (&row_id)[MASKS],
+                                                      uint32_t (&real_mask)[MASKS]) {
+#pragma unroll
+    for (int q = 0; q < MASKS; q++) real_mask[q] = __ballot_sync(0xFFFFFFFFu, row_id[q] >= 0 && row_id[q] < p.num_groups);
+}
+
+/* The producer warp that publishes a computing item's first chunk, all lanes: the header's flags
+ * (each warpgroup's chunk-mode decision, item_one_base) and real-row masks. Every global load is
+ * issued before the first vote, so one round trip covers them. */
+template <int BT, bool W_FP32>
+static __device__ __forceinline__ void gather_item_header(const hfp4_sm90_gemm_params &p, const sm90_tile &tile,
+                                                          int64_t chunks, int lane, uint32_t &flags,
+                                                          uint32_t (&real_mask)[(BT + 31) / 32]) {
+    constexpr int MASKS = (BT + 31) / 32;
+    int32_t row_id[MASKS];
+    load_row_ids<BT, MASKS>(p, tile, lane, row_id);
+    flags = 0;
+    if constexpr (!W_FP32) {
+        /* the two warpgroups' tiles' mode bytes are consecutive: tile 2 n_tile, then 2 n_tile + 1 */
+        const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + tile.n_tile * 2) * chunks;
+        uint32_t any0 = 0, all0 = HFP4_SM90_MODE_ONE_BASE, any1 = 0, all1 = HFP4_SM90_MODE_ONE_BASE;
+#pragma unroll 1 /* (one trip up to K = 4096; unrolled, the 48-register producer of the 8-token tile spilled) */
+        for (int32_t c = lane; c < (int32_t)chunks; c += 32) {
+            const uint32_t m0 = __ldg(modes + c), m1 = __ldg(modes + chunks + c);
+            any0 |= m0;
+            all0 &= m0;
+            any1 |= m1;
+            all1 &= m1;
+        }
+        const bool folded0 = !__any_sync(0xFFFFFFFFu, (any0 & HFP4_SM90_MODE_PER32) != 0);
+        const bool folded1 = !__any_sync(0xFFFFFFFFu, (any1 & HFP4_SM90_MODE_PER32) != 0);
+        const bool base0 = folded0 && __all_sync(0xFFFFFFFFu, (all0 & HFP4_SM90_MODE_ONE_BASE) != 0);
+        const bool base1 = folded1 && __all_sync(0xFFFFFFFFu, (all1 & HFP4_SM90_MODE_ONE_BASE) != 0);
+        flags = (folded0 ? HFP4_SM90_HDR_ALL_FOLDED(0) : 0u) | (base0 ? HFP4_SM90_HDR_ONE_BASE(0) : 0u) |
+                (folded1 ? HFP4_SM90_HDR_ALL_FOLDED(1) : 0u) | (base1 ? HFP4_SM90_HDR_ONE_BASE(1) : 0u);
+    }
+    real_row_masks<MASKS>(p, row_id, real_mask);
+}
+
+/* One lane writes the header of a computing item (before its arrival on the stage's full barrier,
+ * which orders the writes before the consumers' reads) */
+template <int MASKS>
+static __device__ __forceinline__ void post_item_header(sm90_item_header *h, const sm90_tile &t, uint32_t flags,
+                                                        const uint32_t (&real_mask)[MASKS]) {
+    *(int4 *)h = make_int4(t.n_tile, t.m0, t.valid_end, t.zero_end);
+    *(int4 *)&h->expert = make_int4(t.expert, t.a_group, (int32_t)flags, 0);
+    uint32_t m[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int q = 0; q < MASKS; q++) m[q] = real_mask[q];
+    *(uint4 *)h->real_mask = make_uint4(m[0], m[1], m[2], m[3]);
+}
+
+/* A consumer thread reads the header of the stage it waited for: the tile, and the flags returned */
+static __device__ __forceinline__ uint32_t read_item_header(const sm90_item_header *h, sm90_tile &t) {
+    const int4 a = *(const int4 *)h;
+    const int4 b = *(const int4 *)&h->expert;
+    t.n_tile = a.x;
+    t.m0 = a.y;
+    t.valid_end = a.z;
+    t.zero_end = a.w;
+    t.expert = b.x;
+    t.a_group = b.y;
+    t.compute = (b.z & HFP4_SM90_HDR_ZERO) == 0;
+    return (uint32_t)b.z;
+}
