@@ -222,6 +222,39 @@ TEST(sm90_plan_balances_the_decode_walk) {
     unsetenv("HFP4_SM90_BALANCE");
 }
 
+/* The psum layout's token tiles divide rows (< 2^30) by m_alignment with the plan's
+ * hfp4_sm90_divisor constants (work_items.cuh: resolve_tile): any positive multiple of 8 the
+ * problem check accepts, up to 2^31 - 8, beyond the bound test's sample of divisors up to 2^30. */
+TEST(sm90_plan_divides_by_the_psum_alignment) {
+    static const int32_t aligns[] = {0, 8, 24, 128, 384, 1 << 20, (1 << 30) + 8, 2147483640};
+    for (int i = 0; i < (int)(sizeof aligns / sizeof aligns[0]); i++) {
+        hfp4_gemm_problem p = grouped_problem(HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 8, 0);
+        p.m_alignment = aligns[i];
+        hfp4_sm90_plan plan;
+        CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+        const uint32_t d = aligns[i] ? (uint32_t)aligns[i] : HFP4_DEFAULT_M_ALIGNMENT;
+        CHECK_EQ_I64(plan.params.m_alignment, d);
+        CHECK(divisor_bound_ok(d));
+        const uint32_t xs[] = {0, 1, d - 1, d, d + 1, 2 * d - 1, 1000000007u % (1u << 30), (1u << 30) - 1};
+        int bad = 0;
+        for (int j = 0; j < (int)(sizeof xs / sizeof xs[0]); j++) {
+            const uint32_t x = xs[j];
+            if (x >= (1u << 30)) continue;
+            const uint32_t hi = (uint32_t)(((uint64_t)x * plan.params.m_align_mul) >> 32);
+            bad |= ((hi + x) >> plan.params.m_align_shift) != x / d;
+        }
+        CHECK_MSG(!bad, "the plan's constants divide wrongly by m_alignment = %u", d);
+    }
+    uint32_t first_bad = 0;
+    uint64_t state = 0x2545F4914F6CDD1Dull;
+    for (int i = 0; i < 200000 && !first_bad; i++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const uint32_t d = (uint32_t)(state >> 34) + (1u << 30); /* 2^30 .. 2^31 - 1 */
+        if (!divisor_bound_ok(d)) first_bad = d;
+    }
+    CHECK_MSG(first_bad == 0, "hfp4_sm90_divisor(%u) misses the round-up method's bound", first_bad);
+}
+
 TEST(sm90_plan_unsupported_requests_name_the_reason) {
     hfp4_gemm_problem p = valid_problem(8, 128, 128);
     hfp4_sm90_plan plan;

@@ -71,6 +71,9 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     /* (after the check: tiles_n and tiles_m are then below 2^30, as hfp4_sm90_divisor needs) */
     hfp4_sm90_divisor((uint32_t)k->tiles_n, &k->tiles_n_mul, &k->tiles_n_shift);
     hfp4_sm90_divisor((uint32_t)k->tiles_m, &k->tiles_m_mul, &k->tiles_m_shift);
+    /* (only the psum layout divides by it, rows < 2^30; there check_problem has made it a positive
+     * int32, below 2^31 as hfp4_sm90_divisor needs. Other layouts leave it unchecked: unused.) */
+    hfp4_sm90_divisor((uint32_t)alignment, &k->m_align_mul, &k->m_align_shift);
     k->num_groups = p->num_groups;
     /* NOTE: with the masked layout most items of a decode batch are dead (rows past masked_m), and
      * CTA c walking items c, c + G, ... gets the live ones unevenly: with 46 of 256 experts routed

@@ -22,6 +22,8 @@ typedef struct hfp4_sm90_gemm_params {
     /* division by tiles_n and tiles_m as a multiply-high, an add and a shift (hfp4_sm90_divisor):
      * an item's resolution divided by them at every item, ~20 dependent instructions per division */
     uint32_t tiles_n_mul, tiles_n_shift, tiles_m_mul, tiles_m_shift;
+    /* and by m_alignment (psum: a token tile's aligned block and its group's aligned end) */
+    uint32_t m_align_mul, m_align_shift;
     int32_t balanced;       /* token tile <= 64, the CTAs share the items that compute evenly
                                (work_items.cuh): 1 masked (<= HFP4_SM90_BALANCE_MAX_GROUPS groups),
                                2 contiguous with expert ids (<= HFP4_SM90_BALANCE_MAX_TILES token

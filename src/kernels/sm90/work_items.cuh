@@ -18,6 +18,10 @@ static __device__ __forceinline__ int32_t div_tiles_n(const hfp4_sm90_gemm_param
 static __device__ __forceinline__ int32_t div_tiles_m(const hfp4_sm90_gemm_params &p, int32_t x) {
     return (int32_t)((__umulhi((uint32_t)x, p.tiles_m_mul) + (uint32_t)x) >> p.tiles_m_shift);
 }
+/* x / m_alignment (0 <= x < 2^30; psum only, where the plan has checked m_alignment > 0) */
+static __device__ __forceinline__ int32_t div_m_alignment(const hfp4_sm90_gemm_params &p, int32_t x) {
+    return (int32_t)((__umulhi((uint32_t)x, p.m_align_mul) + (uint32_t)x) >> p.m_align_shift);
+}
 
 /* The token-tile index (within its group) of work item `item`: items run n-tile fastest, then
  * token tile, then group. */
@@ -272,22 +276,32 @@ static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params 
         return true;
     }
     if (p.grouping == HFP4_K_PSUM) {
-        /* The last group whose aligned start is <= m0 (empty groups share starts; the last wins). */
+        /* The last group whose aligned start is <= m0 (empty groups share starts; the last wins).
+         * With A = m_alignment and m0_down = floor(m0 / A) * A (0 <= m0 < m <= 2^30 here):
+         * align(e) = ceil(e / A) * A <= m0  <=>  ceil(e / A) <= floor(m0 / A)  <=>  e <= m0_down,
+         * so each step compares the raw psum end with m0_down. (The former 64-bit round-up per
+         * step truncated toward zero for e <= -A, giving a start <= 0 <= m0: true, as e <= m0_down
+         * is; so every int32 value, garbage included, takes the same branch as before.)
+         * NOTE: the round-up's 64-bit division at each step was ~20+ dependent instructions per
+         * step, per item, on the consumers' critical path; m0_down is one multiply-high. */
+        const int32_t A = p.m_alignment, m0_down = div_m_alignment(p, t.m0) * A;
         int32_t lo = 0, hi = p.num_groups - 1;
         while (lo < hi) {
-            const int32_t mid = (lo + hi + 1) / 2;
-            const int64_t prev_end = p.layout[mid - 1];
-            const int64_t start = (prev_end + p.m_alignment - 1) / p.m_alignment * p.m_alignment;
-            if (start <= t.m0) lo = mid;
+            const int32_t mid = (lo + hi + 1) >> 1; /* (0 <= lo < hi: the halving needs no sign fix-up) */
+            if (p.layout[mid - 1] <= m0_down) lo = mid;
             else hi = mid - 1;
         }
-        const int64_t end = min((int64_t)p.layout[lo], p.m);
-        const int64_t aligned_end = (end + p.m_alignment - 1) / p.m_alignment * p.m_alignment;
+        const int32_t end = (int32_t)min((int64_t)p.layout[lo], p.m);
         t.expert = lo;
+        /* nothing to write unless align(end) > m0, i.e. end > m0_down (as above; this also
+         * excludes end <= 0, whose aligned end was <= 0). Past it zero_end > m0 (tile_end and m
+         * are too), which the former zero_end <= m0 test checked after the fact. */
+        if (end <= m0_down) return false;
         t.compute = t.m0 < end;
-        t.valid_end = min(tile_end, end);
+        t.valid_end = min(tile_end, (int64_t)end);
+        /* align(end) exactly, for 0 < end <= 2^30: (floor((end - 1) / A) + 1) * A < end + A < 2^32 */
+        const int64_t aligned_end = (int64_t)(uint32_t)((div_m_alignment(p, end - 1) + 1) * (uint32_t)A);
         t.zero_end = min(min(tile_end, aligned_end), p.m);
-        if (t.zero_end <= t.m0) return false;
         if (t.valid_end < t.m0) t.valid_end = t.m0;
         return true;
     }
