@@ -72,23 +72,47 @@ static __device__ __forceinline__ void real_row_masks(const hfp4_sm90_gemm_param
     for (int q = 0; q < MASKS; q++) real_mask[q] = __ballot_sync(0xFFFFFFFFu, row_id[q] >= 0 && row_id[q] < p.num_groups);
 }
 
-/* The producer warp that publishes a computing item's first chunk, all lanes: the header's flags
- * (each warpgroup's chunk-mode decision, item_one_base) and real-row masks. Every global load is
- * issued before the first vote, so one round trip covers them. */
+/* The producer warp that publishes a computing item's first chunk, all lanes, in two parts: the
+ * global reads the header needs (read_item_header_data: the rows' ids and each warpgroup's first 32
+ * chunk modes), issued before the warp waits for the stage, then (finish_item_header) the flags
+ * (each warpgroup's chunk-mode decision: one-base when every mode byte, one per chunk, is one-base
+ * and not per-32, all folded when none is per-32; consumer_pipelined.cuh) and the real-row masks. */
+template <int BT>
+struct sm90_header_reads {
+    int32_t row_id[(BT + 31) / 32];
+    uint32_t mode0, mode1; /* chunk `lane`'s mode bytes of the two warpgroups' tiles, or neutral */
+};
+
+/* the two warpgroups' tiles' mode bytes, consecutive: tile 2 n_tile's chunks, then 2 n_tile + 1's */
+static __device__ __forceinline__ const uint8_t *tile_pair_modes(const hfp4_sm90_gemm_params &p, const sm90_tile &tile,
+                                                                 int64_t chunks) {
+    return p.w_modes + ((int64_t)tile.expert * p.w_tiles + tile.n_tile * 2) * chunks;
+}
+
 template <int BT, bool W_FP32>
-static __device__ __forceinline__ void gather_item_header(const hfp4_sm90_gemm_params &p, const sm90_tile &tile,
-                                                          int64_t chunks, int lane, uint32_t &flags,
-                                                          uint32_t (&real_mask)[(BT + 31) / 32]) {
-    constexpr int MASKS = (BT + 31) / 32;
-    int32_t row_id[MASKS];
-    load_row_ids<BT, MASKS>(p, tile, lane, row_id);
+static __device__ __forceinline__ void read_item_header_data(const hfp4_sm90_gemm_params &p, const sm90_tile &tile,
+                                                             int64_t chunks, int lane, sm90_header_reads<BT> &r) {
+    load_row_ids<BT, (BT + 31) / 32>(p, tile, lane, r.row_id);
+    r.mode0 = r.mode1 = HFP4_SM90_MODE_ONE_BASE; /* neutral in the votes: folded and one-base */
+    if constexpr (!W_FP32) {
+        const uint8_t *modes = tile_pair_modes(p, tile, chunks);
+        if (lane < chunks) {
+            r.mode0 = __ldg(modes + lane);
+            r.mode1 = __ldg(modes + chunks + lane);
+        }
+    }
+}
+
+template <int BT, bool W_FP32>
+static __device__ __forceinline__ void finish_item_header(const hfp4_sm90_gemm_params &p, const sm90_tile &tile,
+                                                          int64_t chunks, int lane, const sm90_header_reads<BT> &r,
+                                                          uint32_t &flags, uint32_t (&real_mask)[(BT + 31) / 32]) {
     flags = 0;
     if constexpr (!W_FP32) {
-        /* the two warpgroups' tiles' mode bytes are consecutive: tile 2 n_tile, then 2 n_tile + 1 */
-        const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + tile.n_tile * 2) * chunks;
-        uint32_t any0 = 0, all0 = HFP4_SM90_MODE_ONE_BASE, any1 = 0, all1 = HFP4_SM90_MODE_ONE_BASE;
-#pragma unroll 1 /* (one trip up to K = 4096; unrolled, the 48-register producer of the 8-token tile spilled) */
-        for (int32_t c = lane; c < (int32_t)chunks; c += 32) {
+        const uint8_t *modes = tile_pair_modes(p, tile, chunks);
+        uint32_t any0 = r.mode0, all0 = r.mode0, any1 = r.mode1, all1 = r.mode1;
+#pragma unroll 1 /* (K > 4096 only; unrolled, the 48-register producer of the 8-token tile spilled) */
+        for (int32_t c = lane + 32; c < (int32_t)chunks; c += 32) {
             const uint32_t m0 = __ldg(modes + c), m1 = __ldg(modes + chunks + c);
             any0 |= m0;
             all0 &= m0;
@@ -102,7 +126,7 @@ static __device__ __forceinline__ void gather_item_header(const hfp4_sm90_gemm_p
         flags = (folded0 ? HFP4_SM90_HDR_ALL_FOLDED(0) : 0u) | (base0 ? HFP4_SM90_HDR_ONE_BASE(0) : 0u) |
                 (folded1 ? HFP4_SM90_HDR_ALL_FOLDED(1) : 0u) | (base1 ? HFP4_SM90_HDR_ONE_BASE(1) : 0u);
     }
-    real_row_masks<MASKS>(p, row_id, real_mask);
+    real_row_masks<(BT + 31) / 32>(p, r.row_id, real_mask);
 }
 
 /* One lane writes the header of a computing item (before its arrival on the stage's full barrier,

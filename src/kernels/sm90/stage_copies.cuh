@@ -11,18 +11,26 @@
 #include "tile_config.cuh"
 #include "work_items.cuh"
 
-/* Lane 0 of the producer warp that owns chunk kc of `tile`: announces the stage's TMA bytes (one
- * arrival) and issues the activation tile (TMA) and both warpgroups' weights and weight scales
- * (bulk copies, evict-first when each weight tile is read once). extra_tx: bytes of further bulk
- * copies the caller issues on the same barrier (the activation scales, when they are one block). */
+/* The weights and weight scales of the tile's first 64-row weight tile (2 n_tile; the second follows
+ * at the offsets issue_stage_loads adds) */
+static __device__ __forceinline__ const uint8_t *tile_weights(const hfp4_sm90_gemm_params &p, const sm90_tile &tile) {
+    return p.w + (int64_t)tile.expert * p.w_group_bytes + (int64_t)tile.n_tile * 2 * p.w_pairs * HFP4_SM90_PAIR_BYTES;
+}
+template <bool W_FP32>
+static __device__ __forceinline__ const uint8_t *tile_weight_scales(const hfp4_sm90_gemm_params &p, const sm90_tile &tile,
+                                                                    int64_t chunks) {
+    return (const uint8_t *)p.w_scales +
+           ((int64_t)tile.expert * p.w_scale_group_elems + (int64_t)tile.n_tile * 2 * chunks * 64) * (W_FP32 ? 16 : 4);
+}
+
+/* The activation tile (TMA) and both warpgroups' weights and weight scales (bulk copies, evict-first
+ * when each weight tile is read once) of chunk kc of `tile` into stage s, completing on bar. */
 template <int BT, bool W_FP32, int MINB>
-static __device__ __forceinline__ void issue_stage_copies(const hfp4_sm90_gemm_params &p, const CUtensorMap *a_map,
-                                                          const sm90_tile &tile, int64_t kc, int s, uint8_t *a_tiles,
-                                                          uint8_t *w_stages, uint8_t *ws_stages, const uint8_t *w_src,
-                                                          const uint8_t *ws_src, uint64_t *bar,
-                                                          uint32_t extra_tx = 0) {
+static __device__ __forceinline__ void issue_stage_loads(const hfp4_sm90_gemm_params &p, const CUtensorMap *a_map,
+                                                         const sm90_tile &tile, int64_t kc, int s, uint8_t *a_tiles,
+                                                         uint8_t *w_stages, uint8_t *ws_stages, const uint8_t *w_src,
+                                                         const uint8_t *ws_src, uint64_t *bar) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
-    mbar_arrive_expect_tx(bar, cfg::A_TILE_BYTES + cfg::W_STAGE_BYTES + cfg::WS_STAGE_BYTES + extra_tx);
     tma_load_3d(a_tiles + s * cfg::A_TILE_BYTES, a_map, bar, (int32_t)(kc * 128), tile.m0, tile.a_group);
     uint8_t *w_dst = w_stages + s * cfg::W_STAGE_BYTES, *ws_dst = ws_stages + s * cfg::WS_STAGE_BYTES;
 #pragma unroll
@@ -38,4 +46,21 @@ static __device__ __forceinline__ void issue_stage_copies(const hfp4_sm90_gemm_p
             bulk_load(ws_dst + wg * cfg::WS_WG_BYTES, ws_chunk, cfg::WS_WG_BYTES, bar);
         }
     }
+}
+
+/* Lane 0 of the producer warp that owns chunk kc of `tile`: announces the stage's TMA bytes (one
+ * arrival) and issues the stage's loads (issue_stage_loads), unless loads_issued: an item's first
+ * chunk whose loads went out before its header (producer.cuh). extra_tx: bytes of further bulk
+ * copies the caller issues on the same barrier (the activation scales, when they are one block).
+ * NOTE: copies that complete before the expect_tx arrival are fine: the barrier's tx-count may go
+ * below zero, and the phase cannot complete before this lane's arrival. */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void issue_stage_copies(const hfp4_sm90_gemm_params &p, const CUtensorMap *a_map,
+                                                          const sm90_tile &tile, int64_t kc, int s, uint8_t *a_tiles,
+                                                          uint8_t *w_stages, uint8_t *ws_stages, const uint8_t *w_src,
+                                                          const uint8_t *ws_src, uint64_t *bar, bool loads_issued,
+                                                          uint32_t extra_tx = 0) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    mbar_arrive_expect_tx(bar, cfg::A_TILE_BYTES + cfg::W_STAGE_BYTES + cfg::WS_STAGE_BYTES + extra_tx);
+    if (!loads_issued) issue_stage_loads<BT, W_FP32, MINB>(p, a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar);
 }
