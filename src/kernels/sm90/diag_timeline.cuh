@@ -34,9 +34,9 @@ enum {
  * (the consumers' start and every item's end), WALK_END after it (every item's start and the
  * consumers' end), so WALK_END - WALK_START is the walks' cycles. */
 enum {
-    HFP4_DIAG_PH_ITEM,      /* an item handed out by the walk                           */
+    HFP4_DIAG_PH_ITEM,      /* an item handed out by the walk, or its header read       */
     HFP4_DIAG_PH_RESOLVED,  /* resolved, computing (the chunk loop follows)             */
-    HFP4_DIAG_PH_MODES,     /* its chunk modes read and voted (item_one_base)           */
+    HFP4_DIAG_PH_MODES,     /* its path chosen from the header's flags                  */
     HFP4_DIAG_PH_FIRST,     /* the look-ahead loop's first chunk awaited and converted  */
     HFP4_DIAG_PH_LOOP,      /* the chunk loop done (all sums promoted)                  */
     HFP4_DIAG_PH_SUMS,      /* fin in absolute units, before the epilogue               */
