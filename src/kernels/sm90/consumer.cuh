@@ -70,7 +70,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
      * header waits in its first stage (item_header.cuh), and a header marked "end" follows the last;
      * the consumers neither walk nor resolve (an all-padding tile's header comes alone). Under
      * 1x32 scales (no room for a header in a stage) they walk and resolve as the producer does. */
-    const bool headers = !gran32;
+    const bool headers = item_headers_on<BT, W_FP32, MINB>(gran32);
     constexpr int MASKS = (BT + 31) / 32;
     uint32_t *posted_masks = posted_masks_slot<BT, W_FP32, MINB>(out_s, warpgroup);
     sm90_walk walk = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0};
@@ -80,7 +80,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     uint32_t hflags = 0;
     if (headers) {
         mbar_wait(&full[s], phase); /* the item's first stage: its chunk loop waits on it anyway */
-        const sm90_item_header *h = item_header_slot<BT>(a_scale_s, s);
+        const sm90_item_header *h = item_header_slot<BT, W_FP32, MINB>(a_scale_s, s);
         hflags = read_item_header(h, tile);
         if (hflags & HFP4_SM90_HDR_END) break;
         if (!tile.compute) { /* a stage with only the header of an all-padding tile: released now */

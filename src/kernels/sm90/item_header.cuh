@@ -13,11 +13,10 @@
  * waits for a free stage, so their latency hides behind that wait. The consumers then only read
  * 48 bytes from the stage they wait for anyway.
  *
- * Where: the stage's activation-scale slots of k-groups 1..3, which 1x128 activation scales leave
- * free (a stage holds 4 x BT floats for the 1x32 form; the 8-token tile has no 48 bytes to spare
- * for a region of its own without losing its eleventh stage). So headers go only with 1x128
- * activation scales; under 1x32 the consumers walk and resolve as the producer does
- * (run_consumers).
+ * Where: a slot after the stage's activation scales (tile_config.cuh: HEADER_SLOT); the 8-token
+ * tile at two CTAs per SM has no 48 bytes per stage to spare without losing its eleventh stage,
+ * so it uses k-groups 1..3's activation-scale slots, which only 1x128 scales leave free: under
+ * 1x32 scales its consumers walk and resolve as the producer does (run_consumers).
  * An all-padding tile (the contiguous layout's padding past a segment, when the walk hands it out)
  * has no chunks: its header comes in a stage of its own, which the consumers release at once.
  */
@@ -41,12 +40,24 @@ typedef struct __align__(16) sm90_item_header {
     uint32_t real_mask[4];                   /* token column c is a real row: bit c % 32 of word c / 32 */
 } sm90_item_header;
 
-/* Stage s's header, after the stage's BT activation scales of k-group 0 (16-byte aligned: the
- * stage's scales are 16 BT bytes from a 16-aligned start) */
-template <int BT>
+/* Stage s's header: slot s of the header region after all stages' activation scales
+ * (cfg::HEADER_SLOT), else after the stage's k-group 0 scales (16-byte aligned: a stage's scales
+ * start 16-aligned, BT floats a k-group) */
+template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ sm90_item_header *item_header_slot(float *a_scale_s, int s) {
-    static_assert(3 * BT * 4 >= (int)sizeof(sm90_item_header), "the header must fit k-groups 1..3's slots");
-    return (sm90_item_header *)(a_scale_s + s * 4 * BT + BT);
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    static_assert(cfg::HEADER_BYTES == (int)sizeof(sm90_item_header), "the header's slot");
+    static_assert(cfg::HEADER_SLOT || 3 * BT * 4 >= (int)sizeof(sm90_item_header), "the header must fit k-groups 1..3's slots");
+    if constexpr (cfg::HEADER_SLOT)
+        return (sm90_item_header *)(a_scale_s + cfg::STAGES * (cfg::AS_STAGE_BYTES / 4)) + s;
+    else return (sm90_item_header *)(a_scale_s + s * (cfg::AS_STAGE_BYTES / 4) + BT);
+}
+
+/* Whether the items of a launch come with headers: always where a stage has a header slot of its
+ * own, else only with 1x128 activation scales (k-groups 1..3's slots free) */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ bool item_headers_on(bool gran32) {
+    return sm90_tile_config<BT, W_FP32, MINB>::HEADER_SLOT || !gran32;
 }
 
 /* The expert id (contiguous) or 0 of token column 32 q + lane of the tile, for q < MASKS, or -1
@@ -91,10 +102,11 @@ static __device__ __forceinline__ const uint8_t *tile_pair_modes(const hfp4_sm90
 
 template <int BT, bool W_FP32>
 static __device__ __forceinline__ void read_item_header_data(const hfp4_sm90_gemm_params &p, const sm90_tile &tile,
-                                                             int64_t chunks, int lane, sm90_header_reads<BT> &r) {
+                                                             int64_t chunks, bool gran32, int lane,
+                                                             sm90_header_reads<BT> &r) {
     load_row_ids<BT, (BT + 31) / 32>(p, tile, lane, r.row_id);
     r.mode0 = r.mode1 = HFP4_SM90_MODE_ONE_BASE; /* neutral in the votes: folded and one-base */
-    if constexpr (!W_FP32) {
+    if (!W_FP32 && !gran32) {
         const uint8_t *modes = tile_pair_modes(p, tile, chunks);
         if (lane < chunks) {
             r.mode0 = __ldg(modes + lane);
@@ -105,10 +117,11 @@ static __device__ __forceinline__ void read_item_header_data(const hfp4_sm90_gem
 
 template <int BT, bool W_FP32>
 static __device__ __forceinline__ void finish_item_header(const hfp4_sm90_gemm_params &p, const sm90_tile &tile,
-                                                          int64_t chunks, int lane, const sm90_header_reads<BT> &r,
-                                                          uint32_t &flags, uint32_t (&real_mask)[(BT + 31) / 32]) {
-    flags = 0;
-    if constexpr (!W_FP32) {
+                                                          int64_t chunks, bool gran32, int lane,
+                                                          const sm90_header_reads<BT> &r, uint32_t &flags,
+                                                          uint32_t (&real_mask)[(BT + 31) / 32]) {
+    flags = 0; /* (1x32 activation scales or FP32 weight scales: every chunk goes the general path) */
+    if (!W_FP32 && !gran32) {
         const uint8_t *modes = tile_pair_modes(p, tile, chunks);
         uint32_t any0 = r.mode0, all0 = r.mode0, any1 = r.mode1, all1 = r.mode1;
 #pragma unroll 1 /* (K > 4096 only; unrolled, the 48-register producer of the 8-token tile spilled) */

@@ -53,7 +53,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     int64_t iter = 0; /* chunks published so far: stage = iter % STAGES, as the consumers count */
     /* item headers (item_header.cuh) with 1x128 activation scales: the warp that publishes an
      * item's first chunk gathers and posts its header; all warps write the all-padding tiles */
-    const bool headers = !gran32;
+    const bool headers = item_headers_on<BT, W_FP32, MINB>(gran32);
     constexpr int MASKS = (BT + 31) / 32;
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay) {
     sm90_tile tile;
@@ -76,10 +76,10 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         uint32_t hflags = HFP4_SM90_HDR_ZERO, hmask[MASKS] = {};
         if (tile.compute) {
             sm90_header_reads<BT> reads;
-            read_item_header_data<BT, W_FP32>(p, tile, chunks, lane, reads);
-            finish_item_header<BT, W_FP32>(p, tile, chunks, lane, reads, hflags, hmask);
+            read_item_header_data<BT, W_FP32>(p, tile, chunks, gran32, lane, reads);
+            finish_item_header<BT, W_FP32>(p, tile, chunks, gran32, lane, reads, hflags, hmask);
         }
-        if (lane == 0) post_item_header<MASKS>(item_header_slot<BT>(a_scale_s, s), tile, hflags, hmask);
+        if (lane == 0) post_item_header<MASKS>(item_header_slot<BT, W_FP32, MINB>(a_scale_s, s), tile, hflags, hmask);
         if (!tile.compute) finish_header_stage(&full[s], lane);
     }
     if (!tile.compute) {
@@ -203,7 +203,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     if (headers && pwarp == (int)(iter % 4)) {
         const int s = (int)(iter % STAGES);
         mbar_wait_sleeping(&empty[s], (uint32_t)(((iter / STAGES) & 1) ^ 1));
-        if (lane == 0) item_header_slot<BT>(a_scale_s, s)->flags = HFP4_SM90_HDR_END;
+        if (lane == 0) item_header_slot<BT, W_FP32, MINB>(a_scale_s, s)->flags = HFP4_SM90_HDR_END;
         finish_header_stage(&full[s], lane);
     }
 }

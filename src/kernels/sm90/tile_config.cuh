@@ -33,7 +33,8 @@ struct sm90_tile_config {
     static constexpr int WS_WG_BYTES = W_FP32 ? 64 * 16 : 64 * 4;        /* a warpgroup's scales per chunk */
     static constexpr int WS_STAGE_BYTES = 2 * WS_WG_BYTES;
     static constexpr int AS_STAGE_BYTES = 4 * BT * 4;                    /* up to 4 k-groups x BT floats  */
-    static constexpr int STAGE_BYTES = A_TILE_BYTES + W_STAGE_BYTES + WS_STAGE_BYTES + AS_STAGE_BYTES;
+    static constexpr int DATA_STAGE_BYTES = A_TILE_BYTES + W_STAGE_BYTES + WS_STAGE_BYTES + AS_STAGE_BYTES;
+    static constexpr int HEADER_BYTES = 48;                              /* an item header (item_header.cuh) */
     static constexpr int OUT_LD = 68;                                    /* 64 rows + 4 pad: conflict-free */
     static constexpr int OUT_BYTES = 2 * BT * OUT_LD * 4;
     static constexpr int MAX_STAGES = 12;
@@ -44,7 +45,17 @@ struct sm90_tile_config {
     static constexpr int PREFIX_BYTES = BALANCE ? (4 * (HFP4_SM90_BALANCE_MAX_GROUPS + 1) + 15) / 16 * 16 : 0;
     static_assert(2 * (HFP4_SM90_BALANCE_MAX_TILES / 32) + 1 <= HFP4_SM90_BALANCE_MAX_GROUPS + 1,
                   "the contiguous layout's tile bitmask and word prefix share the masked prefix's space");
-    static constexpr int FIT = (SMEM_LIMIT - 1024 - OUT_BYTES - PREFIX_BYTES - 2 * MAX_STAGES * 8) / STAGE_BYTES;
+    static constexpr int BUDGET = SMEM_LIMIT - 1024 - OUT_BYTES - PREFIX_BYTES - 2 * MAX_STAGES * 8;
+    static constexpr int FIT_BARE = BUDGET / DATA_STAGE_BYTES, FIT_HDR = BUDGET / (DATA_STAGE_BYTES + HEADER_BYTES);
+    /* item headers get a slot per stage in a region of their own where that costs no stage (every
+     * tile but the 8-token one at two CTAs per SM, which would lose its eleventh stage, and FP32
+     * weight scales at 64 tokens); else they use k-groups 1..3's activation-scale slots, free with
+     * 1x128 scales only. (A slot after each stage's scales made their stage stride 2096 bytes at
+     * 128 tokens, and the look-ahead loop spilled.) */
+    static constexpr bool HEADER_SLOT = (FIT_HDR < MAX_STAGES ? FIT_HDR : MAX_STAGES) == (FIT_BARE < MAX_STAGES ? FIT_BARE : MAX_STAGES);
+    static constexpr int HDR_STAGE_BYTES = HEADER_SLOT ? HEADER_BYTES : 0;
+    static constexpr int STAGE_BYTES = DATA_STAGE_BYTES + HDR_STAGE_BYTES;
+    static constexpr int FIT = BUDGET / STAGE_BYTES;
     static constexpr int STAGES = FIT < MAX_STAGES ? FIT : MAX_STAGES;
     static_assert(STAGES >= 4, "the producer warps' parity waits need at least 4 stages");
     /* setmaxnreg split; PRODUCER + 2 x CONSUMER must stay <= 3 x the registers per thread the CTA is
@@ -63,7 +74,8 @@ struct sm90_tile_config {
     static constexpr int W_STAGES_OFF = A_TILES_OFF + STAGES * A_TILE_BYTES;   /* 1024-aligned                  */
     static constexpr int WS_STAGES_OFF = W_STAGES_OFF + STAGES * W_STAGE_BYTES;
     static constexpr int A_SCALES_OFF = WS_STAGES_OFF + STAGES * WS_STAGE_BYTES;
-    static constexpr int OUT_OFF = A_SCALES_OFF + STAGES * AS_STAGE_BYTES;
+    static constexpr int HEADERS_OFF = A_SCALES_OFF + STAGES * AS_STAGE_BYTES; /* (HEADER_SLOT) */
+    static constexpr int OUT_OFF = HEADERS_OFF + STAGES * HDR_STAGE_BYTES;
     static constexpr int PREFIX_OFF = OUT_OFF + OUT_BYTES;
     static constexpr int FULL_OFF = PREFIX_OFF + PREFIX_BYTES;
     static constexpr int EMPTY_OFF = FULL_OFF + STAGES * 8;
