@@ -108,7 +108,25 @@ int bench_time_launches(const bench_ctx *c, bench_launch_fn fn, void *arg, cudaS
     memset(&bench_running_clock, 0, sizeof bench_running_clock);
     if (!t || !samples) goto done;
     if (!BENCH_CUDA(cudaEventCreate(&e0)) || !BENCH_CUDA(cudaEventCreate(&e1))) goto done;
-    if (fn(arg, s) != 0) goto done; /* warm-up */
+    /* warm-up: one launch; where a launch takes >= 1 ms (prefill), launches until ~100 ms have
+     * run, as the baselines settle (baselines.cu), so that a row is timed in its own sustained
+     * power state. NOTE: why: with one warm-up launch, the first row after the cuBLASLt baseline
+     * ran at the clock the baseline's power draw had left (V4-Flash T = 16384, H200: contiguous
+     * 1380 MHz, then psum 1680 MHz; the two rows' launches are within 0.5 % of each other under
+     * ncu; bench/RESULTS.md v11). */
+    {
+        float ms = 0;
+        double settled_ms = 0;
+        for (int w = 0; w < 200 && settled_ms < 100.0; w++) {
+            if ((w > 0 && !l2_flush(s)) || !BENCH_CUDA(cudaEventRecord(e0, s))) goto done;
+            if (fn(arg, s) != 0) goto done;
+            if (!BENCH_CUDA(cudaEventRecord(e1, s)) || !BENCH_CUDA(cudaEventSynchronize(e1)) ||
+                !BENCH_CUDA(cudaEventElapsedTime(&ms, e0, e1)))
+                goto done;
+            if (w == 0 && ms * 1e3 < SAMPLE_MIN_US) break;
+            settled_ms += ms;
+        }
+    }
     for (int i = 0; i < c->iters; i++) {
         float ms = 0;
         if (!l2_flush(s) || !BENCH_CUDA(cudaEventRecord(e0, s))) goto done;
