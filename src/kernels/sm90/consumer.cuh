@@ -66,10 +66,11 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
      * the same chunks; stepping them here avoids a 64-bit modulo per chunk */
     int s = 0;
     uint32_t phase = 0;
-    /* NOTE: with 1x128 activation scales the producer hands out the items: each computing item's
-     * header waits in its first stage (item_header.cuh), and a header marked "end" follows the last;
-     * the consumers neither walk nor resolve (an all-padding tile's header comes alone). Under
-     * 1x32 scales (no room for a header in a stage) they walk and resolve as the producer does. */
+    /* NOTE: with item headers (item_header.cuh: item_headers_on) the producer hands out the items:
+     * each computing item's header waits beside its first stage, and a header marked "end" follows
+     * the last; the consumers neither walk nor resolve (an all-padding tile's header comes alone).
+     * Without (1x32 scales where a stage has no header slot) they walk and resolve as the producer
+     * does. */
     const bool headers = item_headers_on<BT, W_FP32, MINB>(gran32);
     constexpr int MASKS = (BT + 31) / 32;
     uint32_t *posted_masks = posted_masks_slot<BT, W_FP32, MINB>(out_s, warpgroup);

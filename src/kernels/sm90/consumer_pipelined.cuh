@@ -32,7 +32,7 @@
  * such items (`bench --w-scales drift`) and no loss for one-base ones. Items with a per-32 chunk,
  * 1x32 activation scales or FP32 weight scales go chunk by chunk (consumer.cuh).
  * The decision (per warpgroup, made by the producer for the item's header, item_header.cuh:
- * gather_item_header): one-base when every mode byte (one per chunk) is one-base and not per-32, all
+ * finish_item_header): one-base when every mode byte (one per chunk) is one-base and not per-32, all
  * folded when none is per-32. */
 /* A consumer thread's shared-window addresses of what the look-ahead loop reads, for stage 0: stage s
  * is at base + s x the region's stage stride (one IMAD each), set once per item.

@@ -20,7 +20,7 @@ enum {
     HFP4_DIAG_ENTRY,       /* thread 0 at the kernel's entry                                      */
     HFP4_DIAG_SETUP,       /* thread 0 after the set-up barrier (mbarriers, balanced-walk prefix)  */
     HFP4_DIAG_PROD_COPY,   /* the producer's first stage copies issued                           */
-    HFP4_DIAG_CONS_ITEM,   /* consumer thread 0: first item resolved and its chunk modes read    */
+    HFP4_DIAG_CONS_ITEM,   /* consumer thread 0: first item resolved (or its header read)        */
     HFP4_DIAG_CONS_CHUNK0, /* consumer thread 0: the first stage's data arrived                  */
     HFP4_DIAG_LAST_ITEM,   /* consumer thread 0: its last item's sums done (before the epilogue) */
     HFP4_DIAG_EXIT,        /* consumer thread 0 at the end of the consumers' work                */

@@ -30,7 +30,7 @@
  * fp4_to_fp8.cuh: the conversion; wgmma_fp8_rs.cuh: the wgmmas; scales.cuh: scale values;
  * tile_config.cuh: shapes, budgets, shared-memory offsets and sm90_smem; work_items.cuh: how a
  * persistent CTA walks its items; item_header.cuh: the
- * items' headers, which the producer posts and the consumers read (1x128 activation scales).
+ * items' headers, which the producer posts and the consumers read.
  *
  * NOTE: the parts are inline functions, and the generated code is the one of the single kernel
  * body they were split from (cuobjdump -sass compared per instantiation; what still differs is

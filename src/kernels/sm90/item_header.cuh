@@ -9,14 +9,14 @@
  * epilogue's masks): serial, latency-bound steps on the critical path of both consumer
  * warpgroups while the tensor cores idle (make DIAG=1, bench/RESULTS.md v10: ~1600 cycles an item
  * at the 128-token tile, ~2300 at the decode tiles, hooks included). The producer does the same
- * walk and resolution anyway, runs up to STAGES chunks ahead, and issues its global reads before it
- * waits for a free stage, so their latency hides behind that wait. The consumers then only read
- * 48 bytes from the stage they wait for anyway.
+ * walk and resolution anyway and runs up to STAGES chunks ahead: it issues the item's first stage
+ * loads, then its global reads for the header, so their latency hides behind the loads in flight.
+ * The consumers then only read 48 bytes beside the stage they wait for anyway.
  *
- * Where: a slot after the stage's activation scales (tile_config.cuh: HEADER_SLOT); the 8-token
- * tile at two CTAs per SM has no 48 bytes per stage to spare without losing its eleventh stage,
- * so it uses k-groups 1..3's activation-scale slots, which only 1x128 scales leave free: under
- * 1x32 scales its consumers walk and resolve as the producer does (run_consumers).
+ * Where: a slot per stage in a region of its own (tile_config.cuh: HEADER_SLOT) wherever that costs
+ * no pipeline stage; where it would (the 8-token tile at two CTAs per SM, the 64-token tile with
+ * FP32 weight scales), k-groups 1..3's activation-scale slots, which only 1x128 scales leave free:
+ * there, under 1x32 scales, the consumers walk and resolve as the producer does (run_consumers).
  * An all-padding tile (the contiguous layout's padding past a segment, when the walk hands it out)
  * has no chunks: its header comes in a stage of its own, which the consumers release at once.
  */
@@ -85,7 +85,7 @@ static __device__ __forceinline__ void real_row_masks(const hfp4_sm90_gemm_param
 
 /* The producer warp that publishes a computing item's first chunk, all lanes, in two parts: the
  * global reads the header needs (read_item_header_data: the rows' ids and each warpgroup's first 32
- * chunk modes), issued before the warp waits for the stage, then (finish_item_header) the flags
+ * chunk modes), issued after the stage's loads, then (finish_item_header) the flags
  * (each warpgroup's chunk-mode decision: one-base when every mode byte, one per chunk, is one-base
  * and not per-32, all folded when none is per-32; consumer_pipelined.cuh) and the real-row masks. */
 template <int BT>

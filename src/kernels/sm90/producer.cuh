@@ -51,8 +51,9 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     const int nj = gran32 ? 4 : 1;
     const int lane_slot = a_scale_slot<BT>(lane & 15); /* where this lane's activation scales go */
     int64_t iter = 0; /* chunks published so far: stage = iter % STAGES, as the consumers count */
-    /* item headers (item_header.cuh) with 1x128 activation scales: the warp that publishes an
-     * item's first chunk gathers and posts its header; all warps write the all-padding tiles */
+    /* item headers (item_header.cuh: item_headers_on): the warp that publishes an item's first
+     * chunk posts its header (an all-padding tile's in a stage of its own); the others count the
+     * stage */
     const bool headers = item_headers_on<BT, W_FP32, MINB>(gran32);
     constexpr int MASKS = (BT + 31) / 32;
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay) {
