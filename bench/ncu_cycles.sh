@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Prefill kernels compared per launch, clock-free: under ncu (--clock-control none, each launch
-# alone, caches untouched) every launch of the FP8 x FP4 kernel reports its time and the SM cycles it
-# took. Back-to-back bench rows at T = 16384 swing +-5 % with the power cap (bench/RESULTS.md v10,
+# Prefill kernels compared per launch, clock-free: under ncu (--clock-control none; each launch
+# alone, after ncu's default cache flush) every launch of the FP8 x FP4 kernel reports its time and
+# the SM cycles it took. The bench's settling launches are turned off (HFP4_BENCH_SETTLE_MS=0), so
+# the launches profiled are each row's warm-up and timed ones. Back-to-back bench rows at T = 16384 swing +-5 % with the power cap (bench/RESULTS.md v10,
 # v11), cycles per launch do not. Usage:
 #   bash bench/ncu_cycles.sh DIR/hfp4-a DIR/hfp4-b ...     (SECTIONS="w13 w2 dense", TOKENS=16384)
 # Prints, per build and section, the median over the section's launches (contiguous and psum rows
-# of a section pooled: the same items) of µs, SM cycles (max over SMs) and the clock they imply.
+# of a section pooled: the same items) of µs and of SM cycles (max over SMs), each its own median,
+# and the clock their ratio implies; "launches 0" means ncu failed: see the .err file.
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
 for b in "$@"; do
     for sec in ${SECTIONS:-w13 w2 dense}; do
         csv="$OUT/ncu_$(basename "$b")_$sec.csv"
-        timeout 200 ncu --clock-control none --csv --print-units base --metrics gpu__time_duration.sum,sm__cycles_elapsed.max \
+        HFP4_BENCH_SETTLE_MS=0 timeout 200 ncu --clock-control none --csv --print-units base --metrics gpu__time_duration.sum,sm__cycles_elapsed.max \
             -k regex:fp8_fp4_gemm -c ${LAUNCHES:-12} "$b" bench --only "$sec" --tokens ${TOKENS:-16384} --iters 3 \
             > "$csv" 2> "$csv.err"
         awk -F'","' -v b="$(basename "$b")" -v s="$sec" '

@@ -467,8 +467,8 @@ static int cmp_double(const void *x, const void *y) {
 }
 
 /* Median GPU time of one launch, in microseconds. Warm-up first (module load, clocks up, a power
- * state of its own: at least 3 launches and about 100 ms of work, as bench_time_launches settles
- * the hfp4 rows of >= 1 ms), then batches of launches each bracketed by its own pair of
+ * state of its own: at least 3 launches and about 100 ms of work, at most 1000 launches, as
+ * bench_time_launches settles the hfp4 rows of >= 1 ms), then batches of launches each bracketed by its own pair of
  * events, queued behind a spin kernel so the GPU never waits on the host between them. */
 static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStream_t stream, int iters,
                           double *median_us, char *err, size_t errlen) {

@@ -10,7 +10,7 @@
  * GEMM shapes follow hfp4's convention: D[m,n] (BF16, row-major) = A[m,k] * B[n,k]^T, A and B both
  * K-innermost. Inputs are random non-zero values (zeros would under-report power-limited speed).
  * Timings are GPU time per launch (a CUDA event pair around each launch), the median over `iters`
- * launches after warm-up (>= 3 launches and ~25 ms of work). Launches are queued in batches behind
+ * launches after warm-up (>= 3 launches and ~100 ms of work, at most 1000 launches). Launches are queued in batches behind
  * a short spin kernel, so host launch overhead is not counted, and they reuse the same buffers
  * (whatever fits in L2 stays warm). Time hfp4's kernels the same way for a fair comparison.
  * Before timing, each GEMM baseline checks 64 sampled outputs against a double-precision dot

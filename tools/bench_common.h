@@ -163,7 +163,8 @@ typedef struct bench_gemm_launch {
 } bench_gemm_launch;
 int bench_launch_gemm(void *arg, cudaStream_t s); /* arg: bench_gemm_launch */
 /* Median microseconds of c->iters launches on stream s, each preceded by a 256 MB memset that
- * empties L2, with a CUDA event pair around the launch; one warm-up launch first. */
+ * empties L2, with a CUDA event pair around the launch; warm-up launches first (~100 ms of them
+ * where a launch takes >= 1 ms). */
 int bench_time_launches(const bench_ctx *c, bench_launch_fn fn, void *arg, cudaStream_t s, double *us);
 int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *label, double *us);
 /* Captures fn(args[0]), ..., fn(args[count-1]) on c->stream into one graph; *kernels: its nodes. */

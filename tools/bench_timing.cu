@@ -3,7 +3,8 @@
  *
  * Stream launches (bench_time_launches): a 256 MB memset empties the 50-60 MB L2, then a CUDA
  * event pair brackets one launch; the memset keeps the GPU busy while the host queues the launch,
- * so host launch overhead is not counted. Median of --iters launches after one warm-up launch.
+ * so host launch overhead is not counted. Median of --iters launches after one warm-up launch (and,
+ * for launches of >= 1 ms, ~100 ms of settling launches: bench_time_launches).
  *
  * Graph replays (bench_time_graphs): replays are queued in batches behind a 2 ms spin kernel, so
  * the whole batch is queued before the GPU reaches it, and an event pair brackets each replay;
@@ -108,17 +109,25 @@ int bench_time_launches(const bench_ctx *c, bench_launch_fn fn, void *arg, cudaS
     memset(&bench_running_clock, 0, sizeof bench_running_clock);
     if (!t || !samples) goto done;
     if (!BENCH_CUDA(cudaEventCreate(&e0)) || !BENCH_CUDA(cudaEventCreate(&e1))) goto done;
-    /* warm-up: one launch; where a launch takes >= 1 ms (prefill), launches until ~100 ms have
-     * run, as the baselines settle (baselines.cu), so that a row is timed in its own sustained
-     * power state. NOTE: why: with one warm-up launch, the first row after the cuBLASLt baseline
-     * ran at the clock the baseline's power draw had left (V4-Flash T = 16384, H200: contiguous
-     * 1380 MHz, then psum 1680 MHz; the two rows' launches are within 0.5 % of each other under
-     * ncu; bench/RESULTS.md v11). */
+    /* warm-up: one launch, then one timed behind a flush; where that takes >= 1 ms (prefill),
+     * launches until ~100 ms have run, as the baselines settle (baselines.cu), so that a row is
+     * timed in its own sustained power state (HFP4_BENCH_SETTLE_MS sets the ~100 ms; 0: the one
+     * warm-up launch only, as bench/ncu_cycles.sh runs it). NOTE: why: with one warm-up launch, the
+     * first row after the cuBLASLt baseline ran at the clock the baseline's power draw had left
+     * (V4-Flash T = 16384, H200: contiguous 1380 MHz, then psum 1680 MHz; the two rows' launches
+     * are within 0.5 % of each other under ncu; bench/RESULTS.md v11). The settling flushes write a
+     * fixed byte: drawn from bench_rng, their varying count would change every later row's routing
+     * and weights (review). The decision is taken on the second launch: the first one's interval
+     * holds the host's first-call work (module load, attribute queries). */
+    if (fn(arg, s) != 0) goto done;
     {
+        const char *env = getenv("HFP4_BENCH_SETTLE_MS");
+        const double settle_ms = env ? atof(env) : 100.0;
         float ms = 0;
         double settled_ms = 0;
-        for (int w = 0; w < 200 && settled_ms < 100.0; w++) {
-            if ((w > 0 && !l2_flush(s)) || !BENCH_CUDA(cudaEventRecord(e0, s))) goto done;
+        for (int w = 0; settle_ms > 0 && w < 200 && settled_ms < settle_ms; w++) {
+            if (!BENCH_CUDA(cudaMemsetAsync(flush_buf, 0x5A, FLUSH_BYTES, s)) || !BENCH_CUDA(cudaEventRecord(e0, s)))
+                goto done;
             if (fn(arg, s) != 0) goto done;
             if (!BENCH_CUDA(cudaEventRecord(e1, s)) || !BENCH_CUDA(cudaEventSynchronize(e1)) ||
                 !BENCH_CUDA(cudaEventElapsedTime(&ms, e0, e1)))

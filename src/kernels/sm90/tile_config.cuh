@@ -48,9 +48,9 @@ struct sm90_tile_config {
     static constexpr int BUDGET = SMEM_LIMIT - 1024 - OUT_BYTES - PREFIX_BYTES - 2 * MAX_STAGES * 8;
     static constexpr int FIT_BARE = BUDGET / DATA_STAGE_BYTES, FIT_HDR = BUDGET / (DATA_STAGE_BYTES + HEADER_BYTES);
     /* item headers get a slot per stage in a region of their own where that costs no stage (every
-     * tile but the 8-token one at two CTAs per SM, which would lose its eleventh stage, and FP32
-     * weight scales at 64 tokens); else they use k-groups 1..3's activation-scale slots, free with
-     * 1x128 scales only. (A slot after each stage's scales made their stage stride 2096 bytes at
+     * configuration but the 8-token tile at two CTAs per SM with UE8M0 weight scales, which would
+     * lose its eleventh stage, and the 64-token tile with FP32 weight scales); else they use
+     * k-groups 1..3's activation-scale slots, free with 1x128 scales only. (A slot after each stage's scales made their stage stride 2096 bytes at
      * 128 tokens, and the look-ahead loop spilled.) */
     static constexpr bool HEADER_SLOT = (FIT_HDR < MAX_STAGES ? FIT_HDR : MAX_STAGES) == (FIT_BARE < MAX_STAGES ? FIT_BARE : MAX_STAGES);
     static constexpr int HDR_STAGE_BYTES = HEADER_SLOT ? HEADER_BYTES : 0;
@@ -76,6 +76,7 @@ struct sm90_tile_config {
     static constexpr int A_SCALES_OFF = WS_STAGES_OFF + STAGES * WS_STAGE_BYTES;
     static constexpr int HEADERS_OFF = A_SCALES_OFF + STAGES * AS_STAGE_BYTES; /* (HEADER_SLOT) */
     static constexpr int OUT_OFF = HEADERS_OFF + STAGES * HDR_STAGE_BYTES;
+    static_assert(HEADERS_OFF % 16 == 0 && OUT_OFF % 16 == 0, "headers and the transpose buffers: 16-byte loads");
     static constexpr int PREFIX_OFF = OUT_OFF + OUT_BYTES;
     static constexpr int FULL_OFF = PREFIX_OFF + PREFIX_BYTES;
     static constexpr int EMPTY_OFF = FULL_OFF + STAGES * 8;
