@@ -2,8 +2,9 @@
 # Prefill kernels compared per launch, clock-free: under ncu (--clock-control none; each launch
 # alone, after ncu's default cache flush) every launch of the FP8 x FP4 kernel reports its time and
 # the SM cycles it took. The bench's settling launches are turned off (HFP4_BENCH_SETTLE_MS=0), so
-# the launches profiled are each row's warm-up and timed ones. Back-to-back bench rows at T = 16384 swing +-5 % with the power cap (bench/RESULTS.md v10,
-# v11), cycles per launch do not. Usage:
+# the launches profiled are each row's warm-up and timed ones. Back-to-back bench rows at
+# T = 16384 swing +-5 % with the power cap (bench/RESULTS.md v10, v11); cycles per launch do not.
+# Usage:
 #   bash bench/ncu_cycles.sh DIR/hfp4-a DIR/hfp4-b ...     (SECTIONS="w13 w2 dense", TOKENS=16384)
 # Prints, per build and section, the median over the section's launches (contiguous and psum rows
 # of a section pooled: the same items) of µs and of SM cycles (max over SMs), each its own median,

@@ -1,6 +1,7 @@
 /*
  * consumer_pipelined.cuh - the pieces of the consumers' look-ahead path for an item whose chunks are
- * all folded (UE8M0 weight scales, 1x128 activation scales): the loop's shared-memory addresses (lookahead_addrs), one chunk's fragments (load_convert_folded),
+ * all folded (UE8M0 weight scales, 1x128 activation scales): the loop's shared-memory addresses
+ * (lookahead_addrs), one chunk's fragments (load_convert_folded),
  * one step of the loop (pipelined_step), which issues chunk kc's wgmmas and, when there is a
  * chunk kc + 1 (HAS_NEXT), loads and converts it beside chunk kc's promotion, and the loop itself
  * (pipelined_item), which run_consumers (consumer.cuh) calls.

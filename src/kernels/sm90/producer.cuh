@@ -18,6 +18,15 @@
 #include "tile_config.cuh"
 #include "work_items.cuh"
 
+/* The stage of global chunk n, once the consumers have released it (its previous use): where the
+ * warp that owns chunk n writes an item's header before the chunk loop, or the end mark after it */
+template <int STAGES>
+static __device__ __forceinline__ int wait_free_stage(uint64_t *empty_bars, int64_t n) {
+    const int s = (int)(n % STAGES);
+    mbar_wait_sleeping(&empty_bars[s], (uint32_t)(((n / STAGES) & 1) ^ 1));
+    return s;
+}
+
 /* The arrivals that publish a stage which carries only a header (an all-padding tile's, or the end
  * mark): the 33 a chunk makes, 32 lanes and lane 0 once more in place of the expect_tx arrival */
 static __device__ __forceinline__ void finish_header_stage(uint64_t *full, int lane) {
@@ -69,8 +78,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
      * stage of its own, with the 33 arrivals a chunk makes and no bytes (finish_header_stage). */
     const bool early = headers && pwarp == (int)(iter % 4) && tile.compute;
     if (headers && pwarp == (int)(iter % 4)) {
-        const int s = (int)(iter % STAGES);
-        mbar_wait_sleeping(&empty[s], (uint32_t)(((iter / STAGES) & 1) ^ 1));
+        const int s = wait_free_stage<STAGES>(empty, iter);
         if (early && lane == 0)
             issue_stage_loads<BT, W_FP32, MINB>(p, a_map, tile, 0, s, a_tiles, w_stages, ws_stages, tile_weights(p, tile),
                                                 tile_weight_scales<W_FP32>(p, tile, chunks), &full[s]);
@@ -202,8 +210,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     }
     /* the end mark, in the stage of the chunk that would come next; the consumers never release it */
     if (headers && pwarp == (int)(iter % 4)) {
-        const int s = (int)(iter % STAGES);
-        mbar_wait_sleeping(&empty[s], (uint32_t)(((iter / STAGES) & 1) ^ 1));
+        const int s = wait_free_stage<STAGES>(empty, iter);
         if (lane == 0) item_header_slot<BT, W_FP32, MINB>(a_scale_s, s)->flags = HFP4_SM90_HDR_END;
         finish_header_stage(&full[s], lane);
     }

@@ -50,8 +50,9 @@ struct sm90_tile_config {
     /* item headers get a slot per stage in a region of their own where that costs no stage (every
      * configuration but the 8-token tile at two CTAs per SM with UE8M0 weight scales, which would
      * lose its eleventh stage, and the 64-token tile with FP32 weight scales); else they use
-     * k-groups 1..3's activation-scale slots, free with 1x128 scales only. (A slot after each stage's scales made their stage stride 2096 bytes at
-     * 128 tokens, and the look-ahead loop spilled.) */
+     * k-groups 1..3's activation-scale slots, free with 1x128 scales only. (A slot after each
+     * stage's scales made their stage stride 2096 bytes at 128 tokens, and the look-ahead loop
+     * spilled.) */
     static constexpr bool HEADER_SLOT = (FIT_HDR < MAX_STAGES ? FIT_HDR : MAX_STAGES) == (FIT_BARE < MAX_STAGES ? FIT_BARE : MAX_STAGES);
     static constexpr int HDR_STAGE_BYTES = HEADER_SLOT ? HEADER_BYTES : 0;
     static constexpr int STAGE_BYTES = DATA_STAGE_BYTES + HDR_STAGE_BYTES;
