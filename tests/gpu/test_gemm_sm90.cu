@@ -7,6 +7,7 @@
  * output). Rows that must not be written must still hold the poison.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "gemm_fixture.h"
 #include "harness.h"
@@ -269,6 +270,37 @@ TEST(gpu_decode_tile_chunk_pairs) {
         c.w_pow2 = 2 - v;
         check_case(&c, "decode tile, chunk pairs across items");
     }
+}
+
+TEST(gpu_decode_k_split) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    /* the 8-token tile's K-split (split_k.cuh): the two CTAs of a cluster take halves of each
+     * item's chunks and the leader adds the partner's sums. Forced on for every launch
+     * (HFP4_SM90_SPLIT_ITEMS large), at the default bound, and forced off in the split kernel (0):
+     * odd chunk counts (K = 384: 1 + 2 chunks, 1408: 5 + 6), per-32 chunks, a row base that moves
+     * over K, FP32 weight scales, FP32 output with C, UE8M0 activation scales, masked groups with
+     * no rows, and the contiguous layout with 8-row segments (its padding tiles zeroed apart) */
+    static const char *bounds[] = {"1000000", NULL, "0"};
+    static const int32_t rows[6] = {1, 0, 3, 2, 0, 1};
+    for (int b = 0; b < 3; b++) {
+        if (bounds[b]) setenv("HFP4_SM90_SPLIT_ITEMS", bounds[b], 1);
+        else unsetenv("HFP4_SM90_SPLIT_ITEMS");
+        for (int v = 0; v < 6; v++) {
+            gemm_case c = base_case(HFP4_GROUPING_MASKED, 3, 512 + 64 * (v % 2), v % 2 ? 1408 : 384, 6, 730 + 10 * b + v);
+            c.w_pow2 = v == 2 ? 2 : v == 3 ? 3 : v == 4 ? 0 : 1;
+            c.d_dtype = v == 1 ? HFP4_DTYPE_FP32 : HFP4_DTYPE_BF16;
+            c.with_c = v == 1 || v == 5;
+            c.a_scale = v == 5 ? HFP4_DTYPE_UE8M0 : HFP4_DTYPE_FP32;
+            c.rows = v == 0 ? rows : NULL;
+            check_case(&c, "decode tile, K-split");
+        }
+        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 40, 1024, 2048, 6, 760 + b);
+        c.alignment = 8;
+        check_case(&c, "decode tile, K-split, contiguous");
+        c = base_case(HFP4_GROUPING_MASKED, 2, 4096, 4096, 256, 770 + b);
+        check_case(&c, "decode tile, K-split, v4-flash w13 masked");
+    }
+    unsetenv("HFP4_SM90_SPLIT_ITEMS");
 }
 
 TEST(gpu_folded_items_whose_row_base_changes) {

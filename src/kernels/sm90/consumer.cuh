@@ -19,6 +19,7 @@
 #include "promote.cuh"
 #include "ptx.cuh"
 #include "scales.cuh"
+#include "split_k.cuh"
 #include "tile_config.cuh"
 #include "wgmma_fp8_rs.cuh"
 #include "work_items.cuh"
@@ -51,10 +52,11 @@ static __device__ __forceinline__ void step_scales(int st, uint32_t mode, uint32
 /* ---- consumers: warpgroup `warpgroup` owns weight rows [64 * wtile, 64 * wtile + 64) ----
  * p by value and pk, a pointer to the same kernel parameter, and chunks, gran32, warpgroup, tid,
  * lane as the kernel computed them: see the NOTE at the kernel (fp8_fp4_gemm.cuh). */
-template <int BT, bool W_FP32, int MINB>
+template <int BT, bool W_FP32, int MINB, bool SPLIT = false>
 static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params p, const hfp4_sm90_gemm_params *pk,
                                                      const CUtensorMap *d_map, const sm90_smem sm, int64_t chunks,
-                                                     bool gran32, int warpgroup, int tid, int lane) {
+                                                     bool gran32, int warpgroup, int tid, int lane,
+                                                     bool split_on = false, uint32_t rank = 0) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
     uint8_t *a_tiles = sm.a_tiles, *w_stages = sm.w_stages, *ws_stages = sm.ws_stages;
@@ -75,6 +77,12 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     constexpr int MASKS = (BT + 31) / 32;
     uint32_t *posted_masks = posted_masks_slot<BT, W_FP32, MINB>(out_s, warpgroup);
     sm90_walk walk = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0};
+    /* the K-split (split_k.cuh; SPLIT kernels come with headers, so the consumers never walk): this
+     * CTA's part of each item's chunks, and the reduction's phase and first cluster wait */
+    const bool split = SPLIT && split_on;
+    const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
+    uint32_t red_phase = 0;
+    bool cluster_waited = false;
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
     for (;;) {
     sm90_tile tile;
@@ -114,7 +122,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         const int r0 = warp_in_wg * 16 + g8; /* row within the 64-row tile; r1 = r0 + 8 */
         /* chunk modes (bit 0 clear: folded, set: per-32; sm90_layout.h) from the repacked buffer, one byte per chunk of the
          * tile, read a chunk ahead so the load is off the critical path */
-        const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + wtile) * chunks;
+        const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + wtile) * chunks + kb;
         uint32_t mode_next = W_FP32 || BT == 128 ? 1u : __ldg(modes);
         /* NOTE: fin is kept in units of the weight rows' scale 2^(e_max - 133) of the tile's first
          * chunk (rb0, rb1), so a folded chunk with the same e_max (every chunk of a row whose
@@ -141,14 +149,14 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         }
         if constexpr (!W_FP32) { /* (FP32 weight scales: never all folded) */
             if (one_base)
-                pipelined_item<BT, W_FP32, MINB, false>(sm, chunks, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
+                pipelined_item<BT, W_FP32, MINB, false>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
                                                         r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
             else if (all_folded)
-                pipelined_item<BT, W_FP32, MINB, true>(sm, chunks, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
+                pipelined_item<BT, W_FP32, MINB, true>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
                                                        r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
         }
         const bool pipelined = all_folded;
-        for (int32_t kc = 0; kc < (int32_t)chunks && !pipelined; kc++) {
+        for (int32_t kc = 0; kc < (int32_t)nck && !pipelined; kc++) {
             mbar_wait(&full[s], phase);
             const uint8_t *w_st = w_stages + s * cfg::W_STAGE_BYTES + warpgroup * cfg::W_WG_BYTES + tid * 16;
             const uint4 q0 = *(const uint4 *)w_st;
@@ -166,7 +174,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
             uint32_t mode = mode_next;
             if constexpr (BT == 128) {
                 mode = W_FP32 ? 1u : __ldg(modes + kc); /* no register to spare: read now (L1 hit after the first) */
-            } else if (!W_FP32 && kc + 1 < (int32_t)chunks) {
+            } else if (!W_FP32 && kc + 1 < (int32_t)nck) {
                 mode_next = __ldg(modes + kc + 1); /* a chunk ahead */
             }
             const sm90_desc desc = smem_desc_k128_swizzle128(a_tiles + s * cfg::A_TILE_BYTES);
@@ -247,7 +255,26 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         HFP4_DIAG_COUNT(0);
     }
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_SUMS);
-    store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, warpgroup, tid, lane);
+    if (split) {
+        typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+        if (!cluster_waited) { /* the partner's barriers are initialized (split_k.cuh) */
+            cluster_wait();
+            cluster_waited = true;
+        }
+        if (rank != 0) { /* the partner: its sums to the leader, which stores the tile */
+            split_post_partial<BT, cfg::OUT_LD>(sm.split_bars, out_s + warpgroup * BT * cfg::OUT_LD, fin, warpgroup,
+                                                warp_in_wg * 16 + g8, t4, red_phase);
+            red_phase ^= 1;
+            HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
+            continue;
+        }
+        split_wait_partial(sm.split_bars, warpgroup, red_phase);
+        store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, warpgroup, tid, lane, true);
+        split_release_buffer(sm.split_bars, warpgroup);
+        red_phase ^= 1;
+    } else {
+        store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, warpgroup, tid, lane);
+    }
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_STORED);
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
     }
@@ -255,5 +282,10 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     if constexpr (cfg::BALANCE)
         if (p.balanced == 2) zero_padding_tiles<BT>(*pk, sm.live_prefix, warpgroup * 128 + tid);
     if (BT == 128 && p.d_tma && tid == 0) bulk_wait_all(); /* the last TMA stores, before the CTA's end */
+    if constexpr (SPLIT) { /* no CTA of the cluster exits while its partner may still write to it */
+        if (!cluster_waited) cluster_wait();
+        cluster_arrive();
+        cluster_wait();
+    }
     if (threadIdx.x == 0) HFP4_DIAG(HFP4_DIAG_EXIT);
 }

@@ -83,7 +83,7 @@ template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p, const CUtensorMap *d_map,
                                                   const sm90_tile tile, int64_t wtile, int64_t dgroup,
                                                   const sm90_fin<BT> fin, float *out_s, bool masks_posted,
-                                                  int warpgroup, int tid, int lane) {
+                                                  int warpgroup, int tid, int lane, bool add_partial = false) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     const int warp_in_wg = tid / 32, g8 = lane / 4, t4 = lane % 4;
     /* ---- epilogue: transpose through shared memory, then coalesced stores along N ---- */
@@ -122,6 +122,16 @@ static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p,
     warpgroup_barrier<MINB == 2>(warpgroup); /* the previous tile's stores have read os */
     {
         const int r0 = warp_in_wg * 16 + g8;
+        if (add_partial) { /* the K-split's leader: the partner's sums wait at these positions (split_k.cuh) */
+#pragma unroll
+            for (int j = 0; j < BT / 8; j++) {
+                const int c = 8 * j + 2 * t4;
+                os[c * cfg::OUT_LD + r0] += fin.v[4 * j + 0];
+                os[(c + 1) * cfg::OUT_LD + r0] += fin.v[4 * j + 1];
+                os[c * cfg::OUT_LD + r0 + 8] += fin.v[4 * j + 2];
+                os[(c + 1) * cfg::OUT_LD + r0 + 8] += fin.v[4 * j + 3];
+            }
+        } else
 #pragma unroll
         for (int j = 0; j < BT / 8; j++) {
             const int c = 8 * j + 2 * t4;

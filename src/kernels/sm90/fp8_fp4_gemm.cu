@@ -21,11 +21,11 @@ static int comparison_switch_on(const char *name, int *cache) {
     return on;
 }
 
-template <int BT, bool W_FP32, int MINB = 1>
+template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false>
 static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
                           const CUtensorMap *map, const CUtensorMap *d_map, cudaStream_t stream) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
-    auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32, MINB>;
+    auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32, MINB, SPLIT>;
     HFP4_REQUIRE(cfg::SMEM_BYTES <= dev->max_smem_optin, "%s: tile BT=%d needs %d bytes of shared memory, device has %d",
                  fn, BT, cfg::SMEM_BYTES, dev->max_smem_optin);
     /* NOTE: set on every call: the attribute belongs to the current context (a cache would go
@@ -56,8 +56,17 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
      * (One CTA per masked item was measured at 90 us for V4-Flash w13 T = 1: ~8000 CTAs that only
      * read masked_m and exit.) */
     const int64_t items = plan->params.tiles_total;
-    const int64_t ctas = items < (int64_t)dev->num_sms * MINB ? items : (int64_t)dev->num_sms * MINB;
+    int64_t ctas = items < (int64_t)dev->num_sms * MINB ? items : (int64_t)dev->num_sms * MINB;
     HFP4_REQUIRE(ctas <= 0x7FFFFFFF, "%s: %lld work items exceed the grid limit", fn, (long long)ctas);
+    hfp4_sm90_gemm_params params = plan->params;
+    if (SPLIT) {
+        /* the K-split (split_k.cuh): clusters of two CTAs, so an even grid; they split when the live
+         * items are at most the CTAs (HFP4_SM90_SPLIT_ITEMS overrides the bound, for comparison) */
+        ctas += ctas & 1;
+        params.split_max_items = (int32_t)ctas;
+        const char *env = getenv("HFP4_SM90_SPLIT_ITEMS");
+        if (env && *env) params.split_max_items = atoi(env);
+    }
     /* cudaLaunchKernelEx reports this launch's own error, never one left pending by the caller */
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3((unsigned)ctas, 1, 1);
@@ -68,12 +77,23 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
      * HFP4_SM90_PDL=0 turns it off, for comparison */
     static int pdl_switch = -1;
     const int pdl = comparison_switch_on("HFP4_SM90_PDL", &pdl_switch);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attr[2];
+    int nattr = 0;
+    if (SPLIT) {
+        attr[nattr].id = cudaLaunchAttributeClusterDimension;
+        attr[nattr].val.clusterDim.x = 2;
+        attr[nattr].val.clusterDim.y = 1;
+        attr[nattr].val.clusterDim.z = 1;
+        nattr++;
+    }
+    if (pdl) {
+        attr[nattr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[nattr].val.programmaticStreamSerializationAllowed = 1;
+        nattr++;
+    }
     config.attrs = attr;
-    config.numAttrs = pdl ? 1 : 0;
-    HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, *map, *d_map, plan->params));
+    config.numAttrs = nattr;
+    HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, *map, *d_map, params));
     /* (the opt-in timeline's grid; the 128-token tile records none, so its data would be stale) */
     __atomic_store_n(&diag_last_grid, BT < 128 ? (int)ctas : 0, __ATOMIC_RELAXED);
     return HFP4_OK;
@@ -89,7 +109,11 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
     static int two_ctas_switch = -1;
     const int two_ctas = comparison_switch_on("HFP4_SM90_DECODE_2CTA", &two_ctas_switch);
     switch (plan->block_tokens) {
-    case 8: return two_ctas ? launch<8, W_FP32, 2>(fn, plan, dev, map, d_map, stream) : launch<8, W_FP32>(fn, plan, dev, map, d_map, stream);
+    case 8:
+        /* the K-split kernel (split_k.cuh) where the plan allows it; it runs unsplit when the items
+         * are many */
+        if (two_ctas && plan->params.split == 2) return launch<8, W_FP32, 2, true>(fn, plan, dev, map, d_map, stream);
+        return two_ctas ? launch<8, W_FP32, 2>(fn, plan, dev, map, d_map, stream) : launch<8, W_FP32>(fn, plan, dev, map, d_map, stream);
     case 16: return launch<16, W_FP32>(fn, plan, dev, map, d_map, stream);
     case 32: return launch<32, W_FP32>(fn, plan, dev, map, d_map, stream);
     case 64: return launch<64, W_FP32>(fn, plan, dev, map, d_map, stream);

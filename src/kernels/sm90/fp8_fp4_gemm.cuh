@@ -54,10 +54,12 @@
 #include "diag_timeline.cuh"
 #include "fp8_fp4_gemm_params.h"
 #include "producer.cuh"
+#include "split_k.cuh"
 #include "ptx.cuh"
 #include "tile_config.cuh"
 
-template <int BT, bool W_FP32, int MINB = 1>
+/* SPLIT: the K-split kernel (split_k.cuh), launched in clusters of two CTAs */
+template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false>
 __global__ void __launch_bounds__(384, MINB)
     hfp4_sm90_fp8_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap d_map,
                                   const __grid_constant__ hfp4_sm90_gemm_params p) {
@@ -77,6 +79,7 @@ __global__ void __launch_bounds__(384, MINB)
     sm.live_prefix = (int32_t *)(smem + cfg::PREFIX_OFF);
     sm.full = (uint64_t *)(smem + cfg::FULL_OFF);
     sm.empty = (uint64_t *)(smem + cfg::EMPTY_OFF);
+    sm.split_bars = (uint64_t *)(smem + cfg::SPLIT_BARS_OFF);
 
     const int warpgroup = threadIdx.x / 128;
     const int tid = threadIdx.x % 128;
@@ -90,6 +93,7 @@ __global__ void __launch_bounds__(384, MINB)
             mbar_init(&sm.full[s], 33); /* 32 producer lanes + lane 0's expect_tx arrival */
             mbar_init(&sm.empty[s], 256);
         }
+        if constexpr (SPLIT) split_init_barriers(sm.split_bars);
         mbar_fence_init();
     }
     /* NOTE: programmatic dependent launch (fp8_fp4_gemm.cu launches with programmatic stream
@@ -115,15 +119,29 @@ __global__ void __launch_bounds__(384, MINB)
     }
     __syncthreads();
     if (threadIdx.x == 0) HFP4_DIAG(HFP4_DIAG_SETUP);
+    /* the K-split (split_k.cuh): this CTA's barriers are initialized (the partner waits for that
+     * before its first remote access); whether this launch splits, and this CTA's part */
+    bool split_on = false;
+    uint32_t rank = 0;
+    if constexpr (SPLIT) {
+        cluster_arrive();
+        split_on = split_active<BT>(p, sm.live_prefix) && item_headers_on<BT, W_FP32, MINB>(p.a_gran_k == 32);
+        rank = cluster_cta_rank();
+    }
 
     const int64_t chunks = p.w_chunks;
     const bool gran32 = p.a_gran_k == 32;
 
     if (warpgroup == 2) {
-        run_producer<BT, W_FP32, MINB>(p, &a_map, sm, chunks, gran32, lane);
+        run_producer<BT, W_FP32, MINB, SPLIT>(p, &a_map, sm, chunks, gran32, lane, split_on, rank);
+        if constexpr (SPLIT) { /* (split_k.cuh) the start's cluster barrier, then the one at the end */
+            cluster_wait();
+            cluster_arrive();
+            cluster_wait();
+        }
         return;
     }
-    run_consumers<BT, W_FP32, MINB>(p, &p, &d_map, sm, chunks, gran32, warpgroup, tid, lane);
+    run_consumers<BT, W_FP32, MINB, SPLIT>(p, &p, &d_map, sm, chunks, gran32, warpgroup, tid, lane, split_on, rank);
 #else
     /* Built for another architecture: never launched there (the host checks the device). */
     __trap();

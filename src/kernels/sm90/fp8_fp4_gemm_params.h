@@ -52,6 +52,9 @@ typedef struct hfp4_sm90_gemm_params {
     int32_t d_tma;          /* 128-token tile, BF16 D without C, d_vec: tiles whose rows are all
                                written go out by TMA store (epilogue.cuh)                     */
     int64_t ldd, d_stride_group;
+    /* K-split (split_k.cuh; the two-CTA 8-token tile, launched in clusters of two): 2 when the launch
+     * may split, 0 when not; the CTAs split when the live items are at most split_max_items */
+    int32_t split, split_max_items;
 } hfp4_sm90_gemm_params;
 
 /* The (mul, shift) that divide any 0 <= x < 2^31 by 1 <= d <= 2^31 as (umulhi(x, mul) + x) >>

@@ -14,6 +14,7 @@
 #include "promote.cuh"
 #include "ptx.cuh"
 #include "scales.cuh"
+#include "split_k.cuh"
 #include "stage_copies.cuh"
 #include "tile_config.cuh"
 #include "work_items.cuh"
@@ -38,9 +39,10 @@ static __device__ __forceinline__ void finish_header_stage(uint64_t *full, int l
  * activation scales and chunk modes by plain loads ----
  * p by value, and chunks, gran32, lane as the kernel computed them: see the NOTE at the kernel
  * (fp8_fp4_gemm.cuh). */
-template <int BT, bool W_FP32, int MINB>
+template <int BT, bool W_FP32, int MINB, bool SPLIT = false>
 static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params p, const CUtensorMap *a_map,
-                                                    const sm90_smem sm, int64_t chunks, bool gran32, int lane) {
+                                                    const sm90_smem sm, int64_t chunks, bool gran32, int lane,
+                                                    bool split_on = false, uint32_t rank = 0) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
     uint8_t *a_tiles = sm.a_tiles, *w_stages = sm.w_stages, *ws_stages = sm.ws_stages;
@@ -65,7 +67,13 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
      * stage */
     const bool headers = item_headers_on<BT, W_FP32, MINB>(gran32);
     constexpr int MASKS = (BT + 31) / 32;
-    FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay) {
+    /* the K-split (split_k.cuh): the two CTAs of a cluster walk as one walker and take a part of
+     * each item's chunks */
+    const bool split = SPLIT && split_on;
+    const int32_t walker = split ? (int32_t)blockIdx.x / 2 : (int32_t)blockIdx.x;
+    const int32_t walkers = split ? (int32_t)gridDim.x / 2 : (int32_t)gridDim.x;
+    const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
+    FOR_EACH_ITEM_BY(BT, p, sm.live_prefix, item, lay, walker, walkers) {
     sm90_tile tile;
     if (!resolve_tile<BT>(p, item, lay, tile)) continue;
     /* The warp that owns the item's first chunk (global chunk index iter) posts the header into
@@ -80,7 +88,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     if (headers && pwarp == (int)(iter % 4)) {
         const int s = wait_free_stage<STAGES>(empty, iter);
         if (early && lane == 0)
-            issue_stage_loads<BT, W_FP32, MINB>(p, a_map, tile, 0, s, a_tiles, w_stages, ws_stages, tile_weights(p, tile),
+            issue_stage_loads<BT, W_FP32, MINB>(p, a_map, tile, kb, s, a_tiles, w_stages, ws_stages, tile_weights(p, tile),
                                                 tile_weight_scales<W_FP32>(p, tile, chunks), &full[s]);
         uint32_t hflags = HFP4_SM90_HDR_ZERO, hmask[MASKS] = {};
         if (tile.compute) {
@@ -101,7 +109,8 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
      * two rounds back on the stage it waits for is then always released, which is what makes
      * the parity wait unambiguous (a per-item split let a warp jump 7 chunks and pass a wait
      * two phases early when chunks % 4 != 0, e.g. K = 896 with the 64-token tile). */
-    for (int64_t kc = ((pwarp - iter % 4) % 4 + 4) % 4; kc < chunks; kc += 4) {
+    for (int64_t kc = ((pwarp - iter % 4) % 4 + 4) % 4; kc < nck; kc += 4) {
+        const int64_t ka = kb + kc; /* the chunk's index in K (kc: within this CTA's part) */
         const int s = (int)((iter + kc) % STAGES);
         const uint32_t phase = (uint32_t)(((iter + kc) / STAGES) & 1);
         uint64_t *bar = &full[s];
@@ -124,20 +133,20 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
              * the 128-token tile uses), they go as one bulk copy per k-group: per-lane
              * 4-byte copies cost the producer ~180 instructions of 64-bit index arithmetic per
              * 128-token chunk (ncu, w13 T = 16384) on the schedulers the consumers share. */
-            const float *sa_src = (const float *)p.a_scales + a_scale_index(p, tile.a_group, tile.m0, gran32 ? kc * 4 : kc);
+            const float *sa_src = (const float *)p.a_scales + a_scale_index(p, tile.a_group, tile.m0, gran32 ? ka * 4 : ka);
             const bool one_block = BT == 128 && p.a_scale_stride_mn == 1 &&
-                                   tile.m0 + BT <= tile.valid_end && (gran32 ? kc * 4 + 3 : kc) < p.a_k_groups &&
+                                   tile.m0 + BT <= tile.valid_end && (gran32 ? ka * 4 + 3 : ka) < p.a_k_groups &&
                                    ((uintptr_t)sa_src & 15) == 0 && (!gran32 || (p.a_scale_stride_k & 3) == 0);
             if (one_block) {
                 if (lane == 0) {
-                    issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src,
+                    issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, ka, s, a_tiles, w_stages, ws_stages, w_src,
                                                          ws_src, bar, early && kc == 0, nj * BT * 4);
                     for (int j = 0; j < nj; j++) bulk_load(sa + j * BT, sa_src + j * p.a_scale_stride_k, BT * 4, bar);
                 }
                 mbar_arrive(bar);
                 continue;
             }
-            if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar, early && kc == 0);
+            if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, ka, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar, early && kc == 0);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
             if constexpr (BT == 128) {
                 /* the 128-token tile: a lane's rows are m0 + lane + 32u (u < 4) in every
@@ -149,7 +158,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                 const int64_t step_u = 32 * p.a_scale_stride_mn;
 #pragma unroll 1
                 for (int j = 0; j < nj; j++) {
-                    const int64_t kg = gran32 ? kc * 4 + j : kc;
+                    const int64_t kg = gran32 ? ka * 4 + j : ka;
                     const float *src_j = lane_src + kg * p.a_scale_stride_k;
                     const bool kin = kg < p.a_k_groups;
 #pragma unroll
@@ -165,7 +174,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                     if (idx < BT * nj) {
                         const int i = idx % BT, j = idx / BT;
                         const int64_t row = tile.m0 + i;
-                        const int64_t kg = gran32 ? kc * 4 + j : kc;
+                        const int64_t kg = gran32 ? ka * 4 + j : ka;
                         const bool in = row < tile.valid_end && kg < p.a_k_groups;
                         const float *src = (const float *)p.a_scales;
                         if (in) src += a_scale_index(p, tile.a_group, row, kg);
@@ -190,7 +199,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                     if (idx < BT * nj) {
                         const int i = idx % BT, j = idx / BT;
                         const int64_t row = tile.m0 + i;
-                        const int64_t kg = gran32 ? kc * 4 + j : kc;
+                        const int64_t kg = gran32 ? ka * 4 + j : ka;
                         if (row < tile.valid_end && kg < p.a_k_groups) v[t] = load_a_scale(p, tile.a_group, row, kg);
                     }
                 }
@@ -201,12 +210,12 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                     if (idx < BT * nj) sa[(idx / BT) * BT + a_scale_slot_of_lane<BT>(idx % BT, lane_slot)] = v[t];
                 }
             }
-            if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar, early && kc == 0);
+            if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, ka, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar, early && kc == 0);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
             mbar_arrive(bar);
         }
     }
-    iter += chunks;
+    iter += nck;
     }
     /* the end mark, in the stage of the chunk that would come next; the consumers never release it */
     if (headers && pwarp == (int)(iter % 4)) {

@@ -229,6 +229,49 @@ static __device__ __forceinline__ void warpgroup_reg_dealloc(void) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(REGS));
 }
 
+/* ---- thread-block clusters (the decode tile's K-split pairs, split_k.cuh) --------------------- */
+
+/* This CTA's rank in its cluster (0 with no cluster launch) */
+static __device__ __forceinline__ uint32_t cluster_cta_rank(void) {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+/* The shared::cluster address of the same shared-memory location in the cluster's CTA `rank` */
+static __device__ __forceinline__ uint32_t cluster_map(uint32_t smem_sa, uint32_t rank) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_sa), "r"(rank));
+    return r;
+}
+/* A store to another CTA's shared memory (address from cluster_map) */
+static __device__ __forceinline__ void st_cluster_f32(uint32_t addr, float v) {
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
+/* An arrival on another CTA's barrier (address from cluster_map) that releases this thread's
+ * earlier shared-memory writes (and reads) to the threads that wait for the phase at cluster scope */
+static __device__ __forceinline__ void mbar_arrive_cluster(uint32_t remote_bar) {
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
+}
+/* mbar_wait for a phase completed by another CTA's arrivals: acquires their writes at cluster scope */
+static __device__ __forceinline__ void mbar_wait_cluster(uint64_t *bar, uint32_t parity) {
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT_%=;\n}" ::"r"(smem_addr(bar)),
+        "r"(parity)
+        : "memory");
+}
+/* The cluster barrier in two halves (every thread of every CTA of the cluster, whole warps): an
+ * arrival releases this thread's earlier writes (barrier initialization included), the wait
+ * returns once every non-exited thread of the cluster has arrived */
+static __device__ __forceinline__ void cluster_arrive(void) {
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+static __device__ __forceinline__ void cluster_wait(void) {
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
 /* ---- programmatic dependent launch ------------------------------------------------------------ */
 
 /* Waits until the grids this one depends on (launched before it in the stream with programmatic

@@ -45,7 +45,10 @@ struct sm90_tile_config {
     static constexpr int PREFIX_BYTES = BALANCE ? (4 * (HFP4_SM90_BALANCE_MAX_GROUPS + 1) + 15) / 16 * 16 : 0;
     static_assert(2 * (HFP4_SM90_BALANCE_MAX_TILES / 32) + 1 <= HFP4_SM90_BALANCE_MAX_GROUPS + 1,
                   "the contiguous layout's tile bitmask and word prefix share the masked prefix's space");
-    static constexpr int BUDGET = SMEM_LIMIT - 1024 - OUT_BYTES - PREFIX_BYTES - 2 * MAX_STAGES * 8;
+    /* the K-split's four barriers (split_k.cuh), in every configuration: 32 bytes that cost none a
+     * stage (static_assert at the instantiations' STAGES, fp8_fp4_gemm.cu) */
+    static constexpr int SPLIT_BAR_BYTES = 32;
+    static constexpr int BUDGET = SMEM_LIMIT - 1024 - OUT_BYTES - PREFIX_BYTES - 2 * MAX_STAGES * 8 - SPLIT_BAR_BYTES;
     static constexpr int FIT_BARE = BUDGET / DATA_STAGE_BYTES, FIT_HDR = BUDGET / (DATA_STAGE_BYTES + HEADER_BYTES);
     /* item headers get a slot per stage in a region of their own where that costs no stage (every
      * configuration but the 8-token tile at two CTAs per SM with UE8M0 weight scales, which would
@@ -68,7 +71,7 @@ struct sm90_tile_config {
      * 2 at a time keep its producer within 88 registers) */
     static constexpr int SCALE_BATCH = BT == 128 ? 2 : 4;
     static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS <= 3 * LAUNCH_REGS, "setmaxnreg.inc would wait forever");
-    static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * STAGE_BYTES + OUT_BYTES + PREFIX_BYTES + 2 * STAGES * 8;
+    static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * STAGE_BYTES + OUT_BYTES + PREFIX_BYTES + 2 * STAGES * 8 + SPLIT_BAR_BYTES;
     /* the carve-up of the shared memory (sm90_smem, carved in the kernel): byte offsets from the
      * 1024-aligned base, in this order */
     static constexpr int A_TILES_OFF = 0;                                      /* 1024-aligned (128B swizzle)  */
@@ -81,7 +84,8 @@ struct sm90_tile_config {
     static constexpr int PREFIX_OFF = OUT_OFF + OUT_BYTES;
     static constexpr int FULL_OFF = PREFIX_OFF + PREFIX_BYTES;
     static constexpr int EMPTY_OFF = FULL_OFF + STAGES * 8;
-    static_assert(1024 + EMPTY_OFF + STAGES * 8 == SMEM_BYTES, "the carve-up must fill SMEM_BYTES");
+    static constexpr int SPLIT_BARS_OFF = EMPTY_OFF + STAGES * 8;
+    static_assert(1024 + SPLIT_BARS_OFF + SPLIT_BAR_BYTES == SMEM_BYTES, "the carve-up must fill SMEM_BYTES");
     /* the look-ahead loop's descriptors take the shared-window address unmasked (smem_desc_lo_k128):
      * the window's 1 KB reserve, static shared memory and the carve-up must stay below 2^18 */
     static_assert(SMEM_BYTES + 2048 <= (1 << 18), "shared addresses beyond the descriptor's 18 bits");
@@ -98,4 +102,5 @@ typedef struct sm90_smem {
     float *a_scale_s, *out_s;
     int32_t *live_prefix; /* the balanced walk's prefix (masked) or bitmask + prefix (contiguous) */
     uint64_t *full, *empty;
+    uint64_t *split_bars; /* the K-split's: partial sums posted [2 warpgroups], transpose buffer free [2] */
 } sm90_smem;

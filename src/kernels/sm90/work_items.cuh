@@ -195,9 +195,10 @@ struct sm90_walk {
     int32_t item, lay; /* the item handed out, and its probe_layout value                      */
 };
 
+/* walk_next with a stride of G walkers (the K-split's clusters walk as one: split_k.cuh) */
 template <int BT>
-static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p, const int32_t *prefix, sm90_walk &w) {
-    const int32_t G = (int32_t)gridDim.x;
+static __device__ __forceinline__ bool walk_next_by(const hfp4_sm90_gemm_params &p, const int32_t *prefix, sm90_walk &w,
+                                                    const int32_t G) {
     if (BT <= 64 && p.balanced == 1) { /* (tile_config.cuh BALANCE: the decode tiles only) */
         if (w.next >= prefix[p.num_groups]) return false;
         const int32_t g = rank_owner_from(prefix, p.num_groups, w.next, w.batch);
@@ -237,8 +238,18 @@ static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p,
     return true;
 }
 
+template <int BT>
+static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p, const int32_t *prefix, sm90_walk &w) {
+    return walk_next_by<BT>(p, prefix, w, (int32_t)gridDim.x);
+}
+
 #define FOR_EACH_ITEM(BT, p, prefix, item, lay)                                                               \
     for (sm90_walk item##_w = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0}; walk_next<BT>((p), (prefix), item##_w);) \
+        if (const int32_t item = item##_w.item, lay = item##_w.lay; true)
+
+/* FOR_EACH_ITEM as walker `start` of G (the K-split's clusters: split_k.cuh) */
+#define FOR_EACH_ITEM_BY(BT, p, prefix, item, lay, start, G)                                                    \
+    for (sm90_walk item##_w = {(int32_t)(start), 0, 0, 0u, 0, 0}; walk_next_by<BT>((p), (prefix), item##_w, (G));) \
         if (const int32_t item = item##_w.item, lay = item##_w.lay; true)
 
 /* Work item -> (weight tile pair, token tile, group); false when the item has nothing to write.
