@@ -133,13 +133,14 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
         k->d_tma = plan->block_tokens == 128 && k->d_vec && !k->d_fp32 && p->d.c == NULL && !(env && !strcmp(env, "0"));
     }
 
-    /* NOTE: the 8-token tile splits each item's K between the two CTAs of a cluster when a launch has
-     * fewer live items than CTAs (decided on the device: split_k.cuh); it needs the balanced walk,
-     * item headers (UE8M0 weight scales: 1x128 activation scales) and two chunks. HFP4_SM90_SPLIT=0
-     * turns it off, for comparison. */
+    /* NOTE: the 8-token tile runs in clusters of two CTAs, which split each item's K between them
+     * when a launch has at most half as many live items as CTAs (decided on the device:
+     * split_k.cuh); it needs the balanced walk, item headers (UE8M0 weight scales: 1x128
+     * activation scales) and 8 chunks (a split of fewer measured slower: TP8 w2, K = 256).
+     * HFP4_SM90_SPLIT=0 keeps the plain launch, for comparison. */
     {
         const char *env = getenv("HFP4_SM90_SPLIT");
-        k->split = plan->block_tokens == 8 && k->balanced != 0 && geo.chunks >= 2 &&
+        k->split = plan->block_tokens == 8 && k->balanced != 0 && geo.chunks >= 8 &&
                            (plan->w_fp32 || p->a.scales.gran_k == 128) && !(env && !strcmp(env, "0"))
                        ? 2
                        : 0;

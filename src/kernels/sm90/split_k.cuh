@@ -1,13 +1,15 @@
 /*
- * split_k.cuh - the decode tile's K-split: when a launch has fewer live items than CTAs (decode at
- * T = 1: 192 items of V4-Flash w13 on 264 CTA slots), the two CTAs of a cluster take the two halves
- * of the same items' K, and the partner (rank 1) hands its FP32 sums to the leader (rank 0) through
- * distributed shared memory; the leader adds them and stores the tile.
+ * split_k.cuh - the decode tile's K-split: when a launch has few live items (at most half the CTAs:
+ * the tensor-parallel shards at T = 1, e.g. V4-Flash TP8 w13, 24 items), the two CTAs of a cluster
+ * take the two halves of the same items' K, and the partner (rank 1) hands its FP32 sums to the
+ * leader (rank 0) through distributed shared memory; the leader adds them and stores the tile.
  *
- * NOTE: why: without the split, 60 of the 132 SMs stream two whole items and 72 one, and the launch
- * lasts as long as the busiest (bench/RESULTS.md v9: 2.15 TB/s at T = 1 even with the consumers'
- * work removed). By halves, an SM streams at most three (48 chunks where the average is 46.5), if
- * the clusters' CTAs sit as the grid's CTAs do without clusters (CTA c and c + 132 on one SM).
+ * NOTE: measured (H200, bench/RESULTS.md v12): TP8 w13 masked graph T = 1 0.37 -> 0.42 TB/s. At
+ * V4-Flash T = 1 (192 items on 264 CTAs) it balances the SMs as designed (the busiest streams 3
+ * halves, 48 chunks, instead of 2 whole items, 64: the cluster's CTAs land on different SMs, CTA c
+ * and c + 132 on one), and the streaming ends ~1.9 us earlier, but the reduction, the cluster's exit
+ * and the busy CTAs (no free SM slots for the next kernel's start under PDL) take it back: w13 +-0,
+ * w2 -3 %, the layer -6 %; so the bound is half the CTAs.
  * The reduction is exact to FP32 and deterministic: the leader adds the partner's sums of its own
  * 64 x BT block, in a fixed order, into the transpose buffer its epilogue writes anyway. No global
  * workspace (hfp4_gemm allocates nothing) and no atomics.
