@@ -274,14 +274,15 @@ TEST(gpu_decode_tile_chunk_pairs) {
 
 TEST(gpu_decode_k_split) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
-    /* the 8-token tile's K-split (split_k.cuh): the two CTAs of a cluster take halves of each
-     * item's chunks and the leader adds the partner's sums. Forced on for every launch
+    /* the 8-token tile's K-split (split_k.cuh, HFP4_SM90_SPLIT=1): the two CTAs of a cluster take
+     * halves of each item's chunks and the leader adds the partner's sums. Forced on for every launch
      * (HFP4_SM90_SPLIT_ITEMS large), at the default bound, and forced off in the split kernel (0):
      * odd chunk counts (K = 384: 1 + 2 chunks, 1408: 5 + 6), per-32 chunks, a row base that moves
      * over K, FP32 weight scales, FP32 output with C, UE8M0 activation scales, masked groups with
      * no rows, and the contiguous layout with 8-row segments (its padding tiles zeroed apart) */
     static const char *bounds[] = {"1000000", NULL, "0"};
     static const int32_t rows[6] = {1, 0, 3, 2, 0, 1};
+    setenv("HFP4_SM90_SPLIT", "1", 1); /* (off by default: sm90_plan.c) */
     for (int b = 0; b < 3; b++) {
         if (bounds[b]) setenv("HFP4_SM90_SPLIT_ITEMS", bounds[b], 1);
         else unsetenv("HFP4_SM90_SPLIT_ITEMS");
@@ -301,6 +302,7 @@ TEST(gpu_decode_k_split) {
         check_case(&c, "decode tile, K-split, v4-flash w13 masked");
     }
     unsetenv("HFP4_SM90_SPLIT_ITEMS");
+    unsetenv("HFP4_SM90_SPLIT");
 }
 
 TEST(gpu_folded_items_whose_row_base_changes) {

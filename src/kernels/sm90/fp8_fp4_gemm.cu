@@ -111,10 +111,11 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
     const int two_ctas = comparison_switch_on("HFP4_SM90_DECODE_2CTA", &two_ctas_switch);
     switch (plan->block_tokens) {
     case 8:
-        /* the K-split kernel (split_k.cuh) where the plan allows it: launched in clusters of two
-         * CTAs, which split items only when they are few. NOTE: the cluster launch alone (never
-         * splitting) measured faster from T = 8 (H200, V4-Flash masked graph: w13 T = 8 +6.7 %,
-         * contiguous +7 %, T = 32 +1-2 %) and 3 % slower at T = 1 (bench/RESULTS.md v12) */
+        /* the K-split kernel (split_k.cuh) where the plan asks for it (HFP4_SM90_SPLIT=1): launched
+         * in clusters of two CTAs, which split items only when they are few. NOTE: the cluster
+         * launch alone (never splitting) measured faster for one GEMM from T = 8 (H200, V4-Flash
+         * masked graph: w13 T = 8 +3...+7 %, T = 32 +1-2 %), 3 % slower at T = 1, and a layer's
+         * two GEMMs chained under PDL slower (bench/RESULTS.md v12) */
         if (two_ctas && plan->params.split == 2) return launch<8, W_FP32, 2, true>(fn, plan, dev, map, d_map, stream);
         return two_ctas ? launch<8, W_FP32, 2>(fn, plan, dev, map, d_map, stream) : launch<8, W_FP32>(fn, plan, dev, map, d_map, stream);
     case 16: return launch<16, W_FP32>(fn, plan, dev, map, d_map, stream);

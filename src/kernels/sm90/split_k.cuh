@@ -1,5 +1,6 @@
 /*
- * split_k.cuh - the decode tile's K-split: when a launch has few live items (at most half the CTAs:
+ * split_k.cuh - the decode tile's K-split (opt-in: HFP4_SM90_SPLIT=1, sm90_plan.c says why it is
+ * off): when a launch has few live items (at most half the CTAs:
  * the tensor-parallel shards at T = 1, e.g. V4-Flash TP8 w13, 24 items), the two CTAs of a cluster
  * take the two halves of the same items' K, and the partner (rank 1) hands its FP32 sums to the
  * leader (rank 0) through distributed shared memory; the leader adds them and stores the tile.
