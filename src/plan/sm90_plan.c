@@ -138,8 +138,8 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
      * (decided on the device: split_k.cuh); it needs the balanced walk, item headers (UE8M0 weight
      * scales: 1x128 activation scales) and 8 chunks (a split of fewer measured slower: TP8 w2,
      * K = 256). Off because a layer's two GEMMs chained under PDL lost with it (H200, bench/RESULTS.md
-     * v12: V4-Flash layer graph T = 64/128 -5...-7 %, TP8 layer T = 1 -20 %), though each GEMM alone
-     * gained (TP8 w13 T = 1 +12 %, V4-Flash T = 8 +3...+7 %). */
+     * v12: V4-Flash layer graph T = 64/128 -5...-7 %, TP8 layer T = 1 -20 %), though TP8 w13 alone
+     * gained at T = 1 (+12...+21 %); the cluster launch's gains at T = 8 followed the routing. */
     {
         const char *env = getenv("HFP4_SM90_SPLIT");
         k->split = plan->block_tokens == 8 && k->balanced != 0 && geo.chunks >= 8 &&

@@ -113,9 +113,8 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
     case 8:
         /* the K-split kernel (split_k.cuh) where the plan asks for it (HFP4_SM90_SPLIT=1): launched
          * in clusters of two CTAs, which split items only when they are few. NOTE: the cluster
-         * launch alone (never splitting) measured faster for one GEMM from T = 8 (H200, V4-Flash
-         * masked graph: w13 T = 8 +3...+7 %, T = 32 +1-2 %), 3 % slower at T = 1, and a layer's
-         * two GEMMs chained under PDL slower (bench/RESULTS.md v12) */
+         * launch alone (never splitting) measured +3...+7 % at T = 8 for some routings and -1...-2 %
+         * for another, -3 % at T = 1, and a layer's two GEMMs chained slower (bench/RESULTS.md v12) */
         if (two_ctas && plan->params.split == 2) return launch<8, W_FP32, 2, true>(fn, plan, dev, map, d_map, stream);
         return two_ctas ? launch<8, W_FP32, 2>(fn, plan, dev, map, d_map, stream) : launch<8, W_FP32>(fn, plan, dev, map, d_map, stream);
     case 16: return launch<16, W_FP32>(fn, plan, dev, map, d_map, stream);
