@@ -135,15 +135,15 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
 
     /* NOTE: HFP4_SM90_SPLIT=1 (off by default) runs the 8-token tile in clusters of two CTAs, which
      * split each item's K between them when a launch has at most half as many live items as CTAs
-     * (decided on the device: split_k.cuh); it needs the balanced walk, item headers (UE8M0 weight
-     * scales: 1x128 activation scales) and 8 chunks (a split of fewer measured slower: TP8 w2,
+     * (decided on the device: split_k.cuh); it needs the balanced walk, item headers, and 8 chunks;
+     * built for UE8M0 weight scales with 1x128 activation scales (the form the tests split) (a split of fewer measured slower: TP8 w2,
      * K = 256). Off because a layer's two GEMMs chained under PDL lost with it (H200, bench/RESULTS.md
      * v12: V4-Flash layer graph T = 64/128 -5...-7 %, TP8 layer T = 1 -20 %), though TP8 w13 alone
      * gained at T = 1 (+12...+21 %); the cluster launch's gains at T = 8 followed the routing. */
     {
         const char *env = getenv("HFP4_SM90_SPLIT");
         k->split = plan->block_tokens == 8 && k->balanced != 0 && geo.chunks >= 8 &&
-                           (plan->w_fp32 || p->a.scales.gran_k == 128) && env && !strcmp(env, "1")
+                           !plan->w_fp32 && p->a.scales.gran_k == 128 && env && !strcmp(env, "1")
                        ? 2
                        : 0;
         k->split_max_items = 0;

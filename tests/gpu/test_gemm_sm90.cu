@@ -276,10 +276,11 @@ TEST(gpu_decode_k_split) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* the 8-token tile's K-split (split_k.cuh, HFP4_SM90_SPLIT=1): the two CTAs of a cluster take
      * halves of each item's chunks and the leader adds the partner's sums. Forced on for every launch
-     * (HFP4_SM90_SPLIT_ITEMS large), at the default bound, and forced off in the split kernel (0):
-     * odd chunk counts (K = 384: 1 + 2 chunks, 1408: 5 + 6), per-32 chunks, a row base that moves
-     * over K, FP32 weight scales, FP32 output with C, UE8M0 activation scales, masked groups with
-     * no rows, and the contiguous layout with 8-row segments (its padding tiles zeroed apart) */
+     * (HFP4_SM90_SPLIT_ITEMS large), at the default bound (these small cases then stay unsplit), and
+     * forced off in the split kernel (0): odd chunk counts (K = 1152: 4 + 5 chunks, 1408: 5 + 6),
+     * per-32 chunks, a row base that moves over K, FP32 output with C, UE8M0 activation scales,
+     * masked groups with no rows, and the contiguous layout with 8-row segments (its padding tiles
+     * zeroed apart); FP32 weight scales (v = 4) take the plain kernel (the plan splits UE8M0 only) */
     static const char *bounds[] = {"1000000", NULL, "0"};
     static const int32_t rows[6] = {1, 0, 3, 2, 0, 1};
     setenv("HFP4_SM90_SPLIT", "1", 1); /* (off by default: sm90_plan.c) */
@@ -287,7 +288,7 @@ TEST(gpu_decode_k_split) {
         if (bounds[b]) setenv("HFP4_SM90_SPLIT_ITEMS", bounds[b], 1);
         else unsetenv("HFP4_SM90_SPLIT_ITEMS");
         for (int v = 0; v < 6; v++) {
-            gemm_case c = base_case(HFP4_GROUPING_MASKED, 3, 512 + 64 * (v % 2), v % 2 ? 1408 : 384, 6, 730 + 10 * b + v);
+            gemm_case c = base_case(HFP4_GROUPING_MASKED, 3, 512 + 64 * (v % 2), v % 2 ? 1408 : 1152, 6, 730 + 10 * b + v);
             c.w_pow2 = v == 2 ? 2 : v == 3 ? 3 : v == 4 ? 0 : 1;
             c.d_dtype = v == 1 ? HFP4_DTYPE_FP32 : HFP4_DTYPE_BF16;
             c.with_c = v == 1 || v == 5;

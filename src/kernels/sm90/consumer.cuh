@@ -258,6 +258,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     if (split) {
         typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
         if (!cluster_waited) { /* the partner's barriers are initialized (split_k.cuh) */
+            __syncwarp(); /* (.aligned: the whole warp, converged after the loops' waits) */
             cluster_wait();
             cluster_waited = true;
         }
@@ -283,6 +284,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         if (p.balanced == 2) zero_padding_tiles<BT>(*pk, sm.live_prefix, warpgroup * 128 + tid);
     if (BT == 128 && p.d_tma && tid == 0) bulk_wait_all(); /* the last TMA stores, before the CTA's end */
     if constexpr (SPLIT) { /* no CTA of the cluster exits while its partner may still write to it */
+        __syncwarp();
         if (!cluster_waited) cluster_wait();
         cluster_arrive();
         cluster_wait();

@@ -64,7 +64,7 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
          * items are at most half the CTAs (HFP4_SM90_SPLIT_ITEMS overrides the bound: 0 never
          * splits, a large value always does; for comparison and the tests) */
         ctas += ctas & 1;
-        params.split_max_items = (int32_t)(ctas / 2);
+        params.split_max_items = dev->num_sms * MINB / 2; /* (the CTA slots, not a grid capped at the items) */
         const char *env = getenv("HFP4_SM90_SPLIT_ITEMS");
         if (env && *env) params.split_max_items = atoi(env);
     }
@@ -115,7 +115,8 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
          * in clusters of two CTAs, which split items only when they are few. NOTE: the cluster
          * launch alone (never splitting) measured +3...+7 % at T = 8 for some routings and -1...-2 %
          * for another, -3 % at T = 1, and a layer's two GEMMs chained slower (bench/RESULTS.md v12) */
-        if (two_ctas && plan->params.split == 2) return launch<8, W_FP32, 2, true>(fn, plan, dev, map, d_map, stream);
+        if constexpr (!W_FP32) /* (the plan splits UE8M0 weight scales only) */
+            if (two_ctas && plan->params.split == 2) return launch<8, W_FP32, 2, true>(fn, plan, dev, map, d_map, stream);
         return two_ctas ? launch<8, W_FP32, 2>(fn, plan, dev, map, d_map, stream) : launch<8, W_FP32>(fn, plan, dev, map, d_map, stream);
     case 16: return launch<16, W_FP32>(fn, plan, dev, map, d_map, stream);
     case 32: return launch<32, W_FP32>(fn, plan, dev, map, d_map, stream);

@@ -64,6 +64,8 @@ __global__ void __launch_bounds__(384, MINB)
     hfp4_sm90_fp8_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap d_map,
                                   const __grid_constant__ hfp4_sm90_gemm_params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    /* (the 128-token tile's TMA-store epilogue has no add_partial: split_k.cuh serves the 8-token tile) */
+    static_assert(!SPLIT || (BT == 8 && MINB == 2), "the K-split is built for the two-CTA 8-token tile only");
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
     extern __shared__ uint8_t smem_raw[];

@@ -11,8 +11,10 @@
  * and c + 132 on one), and the streaming ends ~1.9 us earlier, but the reduction, the cluster's exit
  * and the busy CTAs (no free SM slots for the next kernel's start under PDL) take it back: w13 +-0,
  * w2 -3 %, the layer -6 %; so the bound is half the CTAs.
- * The reduction is exact to FP32 and deterministic: the leader adds the partner's sums of its own
- * 64 x BT block, in a fixed order, into the transpose buffer its epilogue writes anyway. No global
+ * The reduction is FP32 and deterministic: the leader adds the partner's sums of its own 64 x BT
+ * block, in a fixed order, into the transpose buffer its epilogue writes anyway (not bit-identical
+ * to an unsplit launch, whose sum runs in another order; whether a launch splits depends on its
+ * live items). No global
  * workspace (hfp4_gemm allocates nothing) and no atomics.
  *
  * Protocol, per consumer warpgroup (128 threads on each side, each thread its own fragment):
@@ -43,7 +45,7 @@
  * Every CTA computes it from the same prefix, so the two CTAs of a cluster agree. */
 template <int BT>
 static __device__ __forceinline__ bool split_active(const hfp4_sm90_gemm_params &p, const int32_t *prefix) {
-    if (p.split != 2) return false;
+    if (p.split != 2 || p.w_chunks < 2) return false; /* (a part of no chunks would hang: the plan asks for 8) */
     int64_t live;
     if (p.balanced == 1) live = prefix[p.num_groups];
     else if (p.balanced == 2) live = (int64_t)prefix[2 * (((int32_t)p.tiles_m + 31) / 32)] * p.tiles_n;

@@ -46,7 +46,7 @@ struct sm90_tile_config {
     static_assert(2 * (HFP4_SM90_BALANCE_MAX_TILES / 32) + 1 <= HFP4_SM90_BALANCE_MAX_GROUPS + 1,
                   "the contiguous layout's tile bitmask and word prefix share the masked prefix's space");
     /* the K-split's four barriers (split_k.cuh), in every configuration: 32 bytes that cost none a
-     * stage (static_assert at the instantiations' STAGES, fp8_fp4_gemm.cu) */
+     * stage (checked when they were added: STAGES and HEADER_SLOT unchanged in all 12) */
     static constexpr int SPLIT_BAR_BYTES = 32;
     static constexpr int BUDGET = SMEM_LIMIT - 1024 - OUT_BYTES - PREFIX_BYTES - 2 * MAX_STAGES * 8 - SPLIT_BAR_BYTES;
     static constexpr int FIT_BARE = BUDGET / DATA_STAGE_BYTES, FIT_HDR = BUDGET / (DATA_STAGE_BYTES + HEADER_BYTES);
