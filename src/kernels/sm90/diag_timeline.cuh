@@ -19,7 +19,9 @@
 enum {
     HFP4_DIAG_ENTRY,       /* thread 0 at the kernel's entry                                      */
     HFP4_DIAG_SETUP,       /* thread 0 after the set-up barrier (mbarriers, balanced-walk prefix)  */
-    HFP4_DIAG_PROD_COPY,   /* the producer's first stage copies issued                           */
+    HFP4_DIAG_PROD_ITEM,   /* the producer's first item walked and resolved (its first warp)     */
+    HFP4_DIAG_PROD_LOADS,  /* the first item's first stage loads issued (before its header reads) */
+    HFP4_DIAG_PROD_COPY,   /* the first header posted and the first stage announced (expect_tx)  */
     HFP4_DIAG_CONS_ITEM,   /* consumer thread 0: first item resolved (or its header read)        */
     HFP4_DIAG_CONS_CHUNK0, /* consumer thread 0: the first stage's data arrived                  */
     HFP4_DIAG_LAST_ITEM,   /* consumer thread 0: its last item's sums done (before the epilogue) */

@@ -85,11 +85,14 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
      * wait, the 128-token tile spilled.) An all-padding tile has no chunks: its header goes in a
      * stage of its own, with the 33 arrivals a chunk makes and no bytes (finish_header_stage). */
     const bool early = headers && pwarp == (int)(iter % 4) && tile.compute;
+    if (lane == 0 && pwarp == 0 && iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_ITEM);
     if (headers && pwarp == (int)(iter % 4)) {
         const int s = wait_free_stage<STAGES>(empty, iter);
-        if (early && lane == 0)
+        if (early && lane == 0) {
             issue_stage_loads<BT, W_FP32, MINB>(p, a_map, tile, kb, s, a_tiles, w_stages, ws_stages, tile_weights(p, tile),
                                                 tile_weight_scales<W_FP32>(p, tile, chunks), &full[s]);
+            if (iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_LOADS);
+        }
         uint32_t hflags = HFP4_SM90_HDR_ZERO, hmask[MASKS] = {};
         if (tile.compute) {
             sm90_header_reads<BT> reads;
