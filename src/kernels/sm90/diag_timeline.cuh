@@ -19,6 +19,7 @@
 enum {
     HFP4_DIAG_ENTRY,       /* thread 0 at the kernel's entry                                      */
     HFP4_DIAG_SETUP,       /* thread 0 after the set-up barrier (mbarriers, balanced-walk prefix)  */
+    HFP4_DIAG_PROD_START,  /* the producer's first warp past its setmaxnreg, before its walk      */
     HFP4_DIAG_PROD_ITEM,   /* the producer's first item walked and resolved (its first warp)     */
     HFP4_DIAG_PROD_LOADS,  /* the first item's first stage loads issued (before its header reads) */
     HFP4_DIAG_PROD_COPY,   /* the first header posted and the first stage announced (expect_tx)  */

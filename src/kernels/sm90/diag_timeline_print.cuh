@@ -24,7 +24,7 @@ static int diag_cmp_u64(const void *a, const void *b) {
 
 extern "C" int hfp4__diag_timeline_print(FILE *out) {
     static unsigned long long ts[HFP4_DIAG_MAX_CTAS][HFP4_DIAG_POINTS + 1];
-    static const char *names[HFP4_DIAG_POINTS] = {"entry", "set-up barrier", "producer's first item",
+    static const char *names[HFP4_DIAG_POINTS] = {"entry", "set-up barrier", "producer's start", "producer's first item",
                                                   "first stage's loads", "first header posted",
                                                   "first item resolved", "first chunk arrived",
                                                   "last item's sums", "exit"};
@@ -46,7 +46,7 @@ extern "C" int hfp4__diag_timeline_print(FILE *out) {
         int n = 0;
         for (int c = 0; c < ctas; c++) {
             const bool items = (ts[c][HFP4_DIAG_POINTS] & 0xFFFFFFFFu) != 0;
-            const bool per_item_point = i >= HFP4_DIAG_PROD_ITEM && i <= HFP4_DIAG_LAST_ITEM;
+            const bool per_item_point = i >= HFP4_DIAG_PROD_START && i <= HFP4_DIAG_LAST_ITEM;
             if ((per_item_point && !items) || ts[c][i] < t0) continue;
             v[n++] = ts[c][i] - t0;
         }

@@ -58,7 +58,10 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
      * global-load round trip for the activation scales before its stage can be published; one
      * warp alone made that latency the pace of the whole CTA (~1300 cycles per chunk). */
     const int pwarp = threadIdx.x / 32 - 8;
-    if (pwarp == 0 && lane == 0) tma_prefetch_descriptor(a_map);
+    if (pwarp == 0 && lane == 0) {
+        tma_prefetch_descriptor(a_map);
+        HFP4_DIAG(HFP4_DIAG_PROD_START);
+    }
     const int nj = gran32 ? 4 : 1;
     const int lane_slot = a_scale_slot<BT>(lane & 15); /* where this lane's activation scales go */
     int64_t iter = 0; /* chunks published so far: stage = iter % STAGES, as the consumers count */
