@@ -256,7 +256,6 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     }
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_SUMS);
     if (split) {
-        typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
         if (!cluster_waited) { /* the partner's barriers are initialized (split_k.cuh) */
             __syncwarp(); /* (.aligned: the whole warp, converged after the loops' waits) */
             cluster_wait();

@@ -54,8 +54,8 @@
 #include "diag_timeline.cuh"
 #include "fp8_fp4_gemm_params.h"
 #include "producer.cuh"
-#include "split_k.cuh"
 #include "ptx.cuh"
+#include "split_k.cuh"
 #include "tile_config.cuh"
 
 /* SPLIT: the K-split kernel (split_k.cuh), launched in clusters of two CTAs */
