@@ -83,6 +83,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
     uint32_t red_phase = 0;
     bool cluster_waited = false;
+
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
     for (;;) {
     sm90_tile tile;
@@ -148,6 +149,35 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
             HFP4_DIAG(HFP4_DIAG_CONS_CHUNK0);
         }
         if constexpr (!W_FP32) { /* (FP32 weight scales: never all folded) */
+#ifdef HFP4_EXPERIMENT_CARRY
+            /* (consumer_pipelined.cuh: pipelined_item_carry) a run of one-base items in a loop of its
+             * own, so the carried fragments hold registers only here */
+            if (BT == 8 && one_base && !split) {
+                sm90_carried_chunk carry;
+                bool carried = false;
+                int64_t wt = wtile;
+                for (;;) {
+                    carried = pipelined_item_carry<BT, W_FP32, MINB>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16,
+                                                                      warpgroup, r0, t4, fin.v, rb0, rb1, eb0, eb1, s,
+                                                                      phase, carry, carried);
+                    to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
+                    store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wt, p.grouping == HFP4_K_MASKED ? tile.a_group : 0,
+                                                 fin, out_s, headers, warpgroup, tid, lane);
+                    if (!carried) break;
+                    /* the next item (one-base for this warpgroup): its header is in stage s, which the
+                     * last step waited for */
+                    const sm90_item_header *h = item_header_slot<BT, W_FP32, MINB>(a_scale_s, s);
+                    (void)read_item_header(h, tile);
+                    if (tid < MASKS) posted_masks[tid] = h->real_mask[tid];
+                    wt = tile.n_tile * 2 + warpgroup;
+#pragma unroll
+                    for (int i = 0; i < BT / 2; i++) fin.v[i] = 0.0f;
+                    rb0 = rb1 = 1.0f;
+                    eb0 = eb1 = 0x100;
+                }
+                continue;
+            }
+#endif
             if (one_base)
                 pipelined_item<BT, W_FP32, MINB, false>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
                                                         r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);

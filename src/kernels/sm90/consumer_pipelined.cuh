@@ -11,6 +11,7 @@
 
 #include "diag_timeline.cuh"
 #include "fp4_to_fp8.cuh"
+#include "item_header.cuh"
 #include "promote.cuh"
 #include "ptx.cuh"
 #include "tile_config.cuh"
@@ -175,3 +176,89 @@ static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_
         pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false>(ad, fa, fb, ea, ebn, fin, s, phase);
     }
 }
+
+#ifdef HFP4_EXPERIMENT_CARRY
+/* EXPERIMENT (build with NVFLAGS+=-DHFP4_EXPERIMENT_CARRY; not in the default build; not yet run
+ * on a GPU): the 8-token tile's one-base items carry the next item's first chunk across the item
+ * boundary. An item's last step also waits for the next stage (the next item's first stage: a
+ * header always sits there, item_header.cuh) and, when that header says the next item is one-base
+ * for this warpgroup, loads that chunk's words while the last wgmmas run; the next item then
+ * starts without the wait and the loads. Why: at the 8-token tile an item's first chunk was awaited,
+ * loaded and converted after the epilogue with nothing in flight (~370 cycles of ~13000 per w2
+ * item, bench/RESULTS.md v11 phases). The raw words (10 registers) are carried, not the converted
+ * fragments (18): with those the two-CTA kernel spilled 128 bytes at its 96 registers. */
+typedef struct sm90_carried_chunk {
+    uint4 q0, q1;
+    uint32_t e0, e1;
+} sm90_carried_chunk;
+
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ bool pipelined_last_step_carry(const sm90_lookahead_addrs &ad, const sm90_smem &sm,
+                                                                 int warpgroup, uint32_t (&cur)[4][4],
+                                                                 sm90_carried_chunk &next, float *fin, int &s,
+                                                                 uint32_t &phase) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    constexpr int STAGES = cfg::STAGES;
+    sm90_desc desc;
+    desc.lo = ad.desc_lo + s * (cfg::A_TILE_BYTES >> 4);
+    desc.hi = SM90_DESC_HI_K128_SWIZZLE128;
+    float acc[BT / 2];
+    wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
+    const int s1 = s + 1 == STAGES ? 0 : s + 1;
+    const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
+    mbar_wait_sa(ad.full + s1 * 8, phase1);
+    const uint32_t flags = item_header_slot<BT, W_FP32, MINB>(sm.a_scale_s, s1)->flags;
+    const bool go = (flags & (HFP4_SM90_HDR_END | HFP4_SM90_HDR_ZERO)) == 0 && (flags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) != 0;
+    if (go) {
+        const uint32_t w_st = ad.w + s1 * cfg::W_STAGE_BYTES;
+        next.q0 = *(const uint4 *)smem_ptr(w_st);
+        next.q1 = *(const uint4 *)smem_ptr(w_st + HFP4_SM90_PAIR_BYTES);
+        const uint32_t ws_st = ad.ws + s1 * cfg::WS_STAGE_BYTES;
+        next.e0 = *(const uint32_t *)smem_ptr(ws_st);
+        next.e1 = *(const uint32_t *)smem_ptr(ws_st + 32);
+    }
+    wgmma_wait<0>();
+    wgmma_chunk_waited<BT>(acc, cur);
+    const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
+    promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, 0);
+    mbar_arrive_sa(ad.full + (STAGES + s) * 8);
+    s = s1;
+    phase = phase1;
+    return go;
+}
+
+/* pipelined_item for a one-base item (not ROW_SCALED) with the carry: `carried` says the item's
+ * first chunk's words are in c (loaded by the previous item's last step); on return c holds the
+ * next item's, when the return value says so. */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ bool pipelined_item_carry(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
+                                                            int r0, int t4, float *fin, float &rb0, float &rb1,
+                                                            uint32_t &eb0, uint32_t &eb1, int &s, uint32_t &phase,
+                                                            sm90_carried_chunk &c, bool carried) {
+    uint32_t fa[4][4], fb[4][4], ea[2], ebn[2] = {0, 0};
+    const sm90_lookahead_addrs ad = lookahead_addrs<BT, W_FP32, MINB>(sm, wg_off, warpgroup, r0, t4);
+    if (carried) {
+        convert_folded_chunk(fa, c.q0, c.q1, c.e0, c.e1);
+        ea[0] = (c.e0 >> 16) & 255;
+        ea[1] = (c.e1 >> 16) & 255;
+    } else {
+        mbar_wait_sa(ad.full + s * 8, phase);
+        load_convert_folded<BT, W_FP32, MINB>(ad, s, fa, ea);
+    }
+    HFP4_DIAG_PHASE(HFP4_DIAG_PH_FIRST);
+    eb0 = ea[0];
+    eb1 = ea[1];
+    rb0 = row_scale_from_emax(ea[0]);
+    rb1 = row_scale_from_emax(ea[1]);
+    int32_t kc = 0;
+    for (; kc + 2 < (int32_t)chunks; kc += 2) {
+        pipelined_step<BT, W_FP32, MINB, false, true>(ad, fa, fb, ea, ebn, fin, s, phase);
+        pipelined_step<BT, W_FP32, MINB, false, true>(ad, fb, fa, ebn, ea, fin, s, phase);
+    }
+    if (kc + 2 == (int32_t)chunks) {
+        pipelined_step<BT, W_FP32, MINB, false, true>(ad, fa, fb, ea, ebn, fin, s, phase);
+        return pipelined_last_step_carry<BT, W_FP32, MINB>(ad, sm, warpgroup, fb, c, fin, s, phase);
+    }
+    return pipelined_last_step_carry<BT, W_FP32, MINB>(ad, sm, warpgroup, fa, c, fin, s, phase);
+}
+#endif
