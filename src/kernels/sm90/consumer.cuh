@@ -151,31 +151,36 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         if constexpr (!W_FP32) { /* (FP32 weight scales: never all folded) */
 #ifdef HFP4_EXPERIMENT_CARRY
             /* (consumer_pipelined.cuh: pipelined_item_carry) a run of one-base items in a loop of its
-             * own, so the carried fragments hold registers only here */
-            if (BT == 8 && one_base && !split) {
-                sm90_carried_chunk carry;
-                bool carried = false;
-                int64_t wt = wtile;
-                for (;;) {
-                    carried = pipelined_item_carry<BT, W_FP32, MINB>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16,
-                                                                      warpgroup, r0, t4, fin.v, rb0, rb1, eb0, eb1, s,
-                                                                      phase, carry, carried);
-                    to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
-                    store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wt, p.grouping == HFP4_K_MASKED ? tile.a_group : 0,
-                                                 fin, out_s, headers, warpgroup, tid, lane);
-                    if (!carried) break;
-                    /* the next item (one-base for this warpgroup): its header is in stage s, which the
-                     * last step waited for */
-                    const sm90_item_header *h = item_header_slot<BT, W_FP32, MINB>(a_scale_s, s);
-                    (void)read_item_header(h, tile);
-                    if (tid < MASKS) posted_masks[tid] = h->real_mask[tid];
-                    wt = tile.n_tile * 2 + warpgroup;
+             * own, so the carried words hold registers only here */
+            if constexpr (BT == 8) {
+                if (one_base && !split) {
+                    sm90_carried_chunk carry;
+                    bool carried = false;
+                    int64_t wt = wtile;
+                    for (;;) {
+                        carried = pipelined_item_carry<BT, W_FP32, MINB>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16,
+                                                                          warpgroup, r0, t4, fin.v, rb0, rb1, eb0, eb1,
+                                                                          s, phase, carry, carried);
+                        to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
+                        store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wt,
+                                                     p.grouping == HFP4_K_MASKED ? tile.a_group : 0, fin, out_s,
+                                                     headers, warpgroup, tid, lane);
+                        /* the next stage holds the next item's header (or the end mark): the whole
+                         * warpgroup waits for it and decides from it whether the run goes on */
+                        mbar_wait(&full[s], phase);
+                        const sm90_item_header *h = item_header_slot<BT, W_FP32, MINB>(a_scale_s, s);
+                        const uint32_t nflags = h->flags;
+                        if ((nflags & (HFP4_SM90_HDR_END | HFP4_SM90_HDR_ZERO)) != 0 ||
+                            (nflags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) == 0)
+                            break; /* (the outer loop reads this header again) */
+                        (void)read_item_header(h, tile);
+                        if (tid < MASKS) posted_masks[tid] = h->real_mask[tid];
+                        wt = tile.n_tile * 2 + warpgroup;
 #pragma unroll
-                    for (int i = 0; i < BT / 2; i++) fin.v[i] = 0.0f;
-                    rb0 = rb1 = 1.0f;
-                    eb0 = eb1 = 0x100;
+                        for (int i = 0; i < BT / 2; i++) fin.v[i] = 0.0f;
+                    }
+                    continue;
                 }
-                continue;
             }
 #endif
             if (one_base)

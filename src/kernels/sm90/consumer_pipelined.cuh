@@ -178,20 +178,26 @@ static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_
 }
 
 #ifdef HFP4_EXPERIMENT_CARRY
-/* EXPERIMENT (build with NVFLAGS+=-DHFP4_EXPERIMENT_CARRY; not in the default build; not yet run
- * on a GPU): the 8-token tile's one-base items carry the next item's first chunk across the item
- * boundary. An item's last step also waits for the next stage (the next item's first stage: a
- * header always sits there, item_header.cuh) and, when that header says the next item is one-base
- * for this warpgroup, loads that chunk's words while the last wgmmas run; the next item then
- * starts without the wait and the loads. Why: at the 8-token tile an item's first chunk was awaited,
- * loaded and converted after the epilogue with nothing in flight (~370 cycles of ~13000 per w2
- * item, bench/RESULTS.md v11 phases). The raw words (10 registers) are carried, not the converted
- * fragments (18): with those the two-CTA kernel spilled 128 bytes at its 96 registers. */
+/* EXPERIMENT (build with NVFLAGS_EXTRA=-DHFP4_EXPERIMENT_CARRY; not in the default build; not yet
+ * run on a GPU): the 8-token tile's one-base items take the next item's first chunk words early.
+ * An item's last step tests once, without blocking, whether the next stage has landed (it is the
+ * next item's first stage, an all-padding tile's header-only stage or the end mark: a header always
+ * sits there, item_header.cuh); if it has and its header says one-base for this warpgroup, the
+ * thread loads that chunk's words while the last wgmmas run. After the epilogue the warpgroup waits
+ * for that stage as before (uniform: it decides whether the run of one-base items goes on), and each
+ * thread either converts the words it holds or loads them then. Why: at the 8-token tile an item's
+ * first chunk was awaited, loaded and converted after the epilogue with nothing in flight (~370
+ * cycles of ~13000 per w2 item, bench/RESULTS.md v11 phases). The raw words (10 registers) are
+ * carried, not the converted fragments (18): with those the two-CTA kernel spilled 128 bytes at
+ * its 96 registers. The test never blocks, so a late stage delays neither the epilogue nor the
+ * stage's release (a blocking wait there would, whenever the producer lags: T = 1..8). */
 typedef struct sm90_carried_chunk {
     uint4 q0, q1;
     uint32_t e0, e1;
 } sm90_carried_chunk;
 
+/* The item's last step (pipelined_step without a next chunk of the item) plus the early load: true
+ * when this thread holds the next item's first chunk words in `next` */
 template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ bool pipelined_last_step_carry(const sm90_lookahead_addrs &ad, const sm90_smem &sm,
                                                                  int warpgroup, uint32_t (&cur)[4][4],
@@ -206,16 +212,18 @@ static __device__ __forceinline__ bool pipelined_last_step_carry(const sm90_look
     wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
     const int s1 = s + 1 == STAGES ? 0 : s + 1;
     const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
-    mbar_wait_sa(ad.full + s1 * 8, phase1);
-    const uint32_t flags = item_header_slot<BT, W_FP32, MINB>(sm.a_scale_s, s1)->flags;
-    const bool go = (flags & (HFP4_SM90_HDR_END | HFP4_SM90_HDR_ZERO)) == 0 && (flags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) != 0;
-    if (go) {
-        const uint32_t w_st = ad.w + s1 * cfg::W_STAGE_BYTES;
-        next.q0 = *(const uint4 *)smem_ptr(w_st);
-        next.q1 = *(const uint4 *)smem_ptr(w_st + HFP4_SM90_PAIR_BYTES);
-        const uint32_t ws_st = ad.ws + s1 * cfg::WS_STAGE_BYTES;
-        next.e0 = *(const uint32_t *)smem_ptr(ws_st);
-        next.e1 = *(const uint32_t *)smem_ptr(ws_st + 32);
+    bool loaded = false;
+    if (mbar_test_wait_sa(ad.full + s1 * 8, phase1)) {
+        const uint32_t flags = item_header_slot<BT, W_FP32, MINB>(sm.a_scale_s, s1)->flags;
+        if ((flags & (HFP4_SM90_HDR_END | HFP4_SM90_HDR_ZERO)) == 0 && (flags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) != 0) {
+            const uint32_t w_st = ad.w + s1 * cfg::W_STAGE_BYTES;
+            next.q0 = *(const uint4 *)smem_ptr(w_st);
+            next.q1 = *(const uint4 *)smem_ptr(w_st + HFP4_SM90_PAIR_BYTES);
+            const uint32_t ws_st = ad.ws + s1 * cfg::WS_STAGE_BYTES;
+            next.e0 = *(const uint32_t *)smem_ptr(ws_st);
+            next.e1 = *(const uint32_t *)smem_ptr(ws_st + 32);
+            loaded = true;
+        }
     }
     wgmma_wait<0>();
     wgmma_chunk_waited<BT>(acc, cur);
@@ -224,12 +232,12 @@ static __device__ __forceinline__ bool pipelined_last_step_carry(const sm90_look
     mbar_arrive_sa(ad.full + (STAGES + s) * 8);
     s = s1;
     phase = phase1;
-    return go;
+    return loaded;
 }
 
-/* pipelined_item for a one-base item (not ROW_SCALED) with the carry: `carried` says the item's
- * first chunk's words are in c (loaded by the previous item's last step); on return c holds the
- * next item's, when the return value says so. */
+/* pipelined_item for a one-base item (not ROW_SCALED) with the early load: `carried` says this
+ * thread holds the item's first chunk words in c (the previous item's last step loaded them; the
+ * stage has landed); on return c holds the next item's, when the return value says so. */
 template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ bool pipelined_item_carry(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
                                                             int r0, int t4, float *fin, float &rb0, float &rb1,
@@ -245,6 +253,7 @@ static __device__ __forceinline__ bool pipelined_item_carry(const sm90_smem sm, 
         mbar_wait_sa(ad.full + s * 8, phase);
         load_convert_folded<BT, W_FP32, MINB>(ad, s, fa, ea);
     }
+    __syncwarp(); /* (per-thread paths above; the wgmmas below are .sync.aligned) */
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_FIRST);
     eb0 = ea[0];
     eb1 = ea[1];

@@ -69,6 +69,20 @@ static __device__ __forceinline__ bool mbar_try_wait(uint64_t *bar, uint32_t par
     return done != 0;
 }
 
+/* One non-blocking test of the phase with the given parity (bar: its shared-window address): true
+ * once it has completed; never suspends the thread */
+static __device__ __forceinline__ bool mbar_test_wait_sa(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+
 /* mbar_wait for a warp whose spinning would take issue slots from the consumers on its scheduler
  * (the producer): between tests it sleeps 32, 64, 128, then 256 ns.
  * NOTE: try_wait with a suspend-time hint compiles to NANOSLEEP.SYNCS, which wakes at every
