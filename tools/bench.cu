@@ -85,7 +85,7 @@ static int usage_error(const char *arg) {
     fprintf(stderr,
             "hfp4 bench: bad option '%s'\n"
             "usage: hfp4 bench [--json] [--quick] [--iters N] [--replays N] [--tokens T1,T2,...] [--gran 32|128]\n"
-            "                  [--sf-layout k|mn] [--w-scales narrow|drift] [--seconds-budget S]\n"
+            "                  [--sf-layout k|mn] [--w-scales narrow|drift] [--seconds-budget S] [--routing-seed S]\n"
             "                  [--only SECTION[,SECTION...]] [--dense-shape M,N,K]...\n"
             "  sections: w13 w2 dense sf gran launch graph gemv tp pro (default: all)\n"
             "  --iters N           stream-launched cases: median of N launches (3..1000, default 20)\n"
@@ -97,6 +97,8 @@ static int usage_error(const char *arg) {
             "  --w-scales S        expert weight scales: narrow (default: exponents 118..123, every tile\n"
             "                      one-base) or drift (row bases climb over K: the chunk-by-chunk path)\n"
             "  --seconds-budget S  cases that would start after S seconds are skipped and listed\n"
+            "  --routing-seed S    each token count's routing from its own stream seeded by S (>= 1): the\n"
+            "                      same whatever --tokens lists; default: the bench's one stream\n"
             "  --dense-shape M,N,K the dense section times this shape instead of 8192^3 (repeatable, up to 8)\n",
             arg);
     return 2;
@@ -142,6 +144,14 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
             if (two_way_option("--sf-layout", argv[++i], "k", "mn", &bench_a_scales_mn_major) != 0) return 2;
         } else if (!strcmp(argv[i], "--w-scales") && i + 1 < argc) {
             if (two_way_option("--w-scales", argv[++i], "narrow", "drift", &bench_w_scales_drift) != 0) return 2;
+        } else if (!strcmp(argv[i], "--routing-seed") && i + 1 < argc) {
+            char *end = NULL;
+            const unsigned long long v = strtoull(argv[++i], &end, 10);
+            if (end == argv[i] || *end || argv[i][0] == '-' || v == 0) {
+                fprintf(stderr, "hfp4 bench: --routing-seed %s: must be a positive integer\n", argv[i]);
+                return 2;
+            }
+            bench_routing_seed = v;
         } else if (!strcmp(argv[i], "--seconds-budget") && i + 1 < argc) {
             c.budget_s = strtod(argv[++i], &end);
             if (end == argv[i] || *end || !(c.budget_s > 0) || !isfinite(c.budget_s)) {

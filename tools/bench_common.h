@@ -145,6 +145,12 @@ extern int bench_a_scales_mn_major;
 /* --w-scales drift: expert weight scales whose row base climbs over K (bench_util.cu), so no tile is
  * one-base and the kernels go chunk by chunk; default: exponents 118..123 (every tile one-base) */
 extern int bench_w_scales_drift;
+/* --routing-seed S (S >= 1): each token count's routing comes from a stream of its own seeded by
+ * (S, T, experts, top-k), so it is the same whatever the --tokens list and the cases before it,
+ * and S picks another uniform draw (the T = 8 figures swing ~5 % between draws: bench/RESULTS.md
+ * v12). 0 (the default): the bench's one stream, as before (a row's routing then depends on every
+ * draw before it) */
+extern uint64_t bench_routing_seed;
 void bench_fill_problem(hfp4_gemm_problem *p, hfp4_grouping g, int64_t m, int64_t n, int64_t k, int32_t groups, int gran,
                         void *a, void *a_sf, void *d, void *layout, const hfp4_matrix *b, int64_t expected_m);
 /* Bytes that must move for an expert GEMM: FP4 weights + UE8M0 scales of the experts hit, FP8

@@ -109,6 +109,7 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         /* the non-default data options, so a row says what it timed */
         if (bench_a_scales_mn_major) printf(", \"a_scales\": \"mn\"");
         if (bench_w_scales_drift) printf(", \"w_scales\": \"drift\"");
+        if (bench_routing_seed) printf(", \"routing_seed\": %llu", (unsigned long long)bench_routing_seed);
         if (r->clock.sm_mhz > 0)
             printf(", \"sm_mhz\": %d, \"power_w\": %d, \"clock_reasons\": \"0x%llx\"", r->clock.sm_mhz, r->clock.power_w,
                    r->clock.reasons);
@@ -265,8 +266,24 @@ void bench_free_weights(bench_weights *w) {
 
 /* ---- routing ---- */
 
+uint64_t bench_routing_seed = 0;
+
+/* splitmix64: a well-mixed 64-bit value from any seed (a private xorshift stream's start) */
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
 int bench_route(int64_t tokens, int32_t experts, int32_t topk, bench_routing *r) {
     memset(r, 0, sizeof *r);
+    /* --routing-seed: a stream of this case's own (xorshift64 from a mixed seed, never 0) */
+    uint64_t own = 0;
+    if (bench_routing_seed) {
+        own = splitmix64(bench_routing_seed ^ splitmix64((uint64_t)tokens ^ ((uint64_t)experts << 40) ^ ((uint64_t)topk << 56)));
+        if (own == 0) own = 1;
+    }
     r->counts = (int64_t *)calloc(experts, sizeof(int64_t));
     int32_t *pick = (int32_t *)malloc(sizeof(int32_t) * topk);
     if (!r->counts || !pick) {
@@ -280,7 +297,16 @@ int bench_route(int64_t tokens, int32_t experts, int32_t topk, bench_routing *r)
             int32_t e;
             int dup;
             do {
-                e = (int32_t)(bench_rng() % (uint64_t)experts);
+                uint64_t v;
+                if (own) {
+                    own ^= own << 13;
+                    own ^= own >> 7;
+                    own ^= own << 17;
+                    v = own;
+                } else {
+                    v = bench_rng();
+                }
+                e = (int32_t)(v % (uint64_t)experts);
                 dup = 0;
                 for (int i = 0; i < j; i++) dup |= pick[i] == e;
             } while (dup);
