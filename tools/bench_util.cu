@@ -16,12 +16,15 @@
 
 static uint64_t rng_state = 0x12345678abcdefull;
 
-uint64_t bench_rng(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+/* one xorshift64 step of *state (never 0) */
+static uint64_t xorshift64(uint64_t *state) {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
 }
+
+uint64_t bench_rng(void) { return xorshift64(&rng_state); }
 
 double bench_now(void) {
     struct timespec ts;
@@ -297,15 +300,7 @@ int bench_route(int64_t tokens, int32_t experts, int32_t topk, bench_routing *r)
             int32_t e;
             int dup;
             do {
-                uint64_t v;
-                if (own) {
-                    own ^= own << 13;
-                    own ^= own >> 7;
-                    own ^= own << 17;
-                    v = own;
-                } else {
-                    v = bench_rng();
-                }
+                const uint64_t v = own ? xorshift64(&own) : bench_rng();
                 e = (int32_t)(v % (uint64_t)experts);
                 dup = 0;
                 for (int i = 0; i < j; i++) dup |= pick[i] == e;

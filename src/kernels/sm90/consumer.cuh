@@ -150,17 +150,17 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         }
         if constexpr (!W_FP32) { /* (FP32 weight scales: never all folded) */
 #ifdef HFP4_EXPERIMENT_CARRY
-            /* (consumer_pipelined.cuh: pipelined_item_carry) a run of one-base items in a loop of its
-             * own, so the carried words hold registers only here */
+            /* (consumer_pipelined.cuh: CARRY) a run of one-base items in a loop of its own, so the
+             * carried words hold registers only here */
             if constexpr (BT == 8) {
                 if (one_base && !split) {
                     sm90_carried_chunk carry;
                     bool carried = false;
                     int64_t wt = wtile;
                     for (;;) {
-                        carried = pipelined_item_carry<BT, W_FP32, MINB>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16,
-                                                                          warpgroup, r0, t4, fin.v, rb0, rb1, eb0, eb1,
-                                                                          s, phase, carry, carried);
+                        carried = pipelined_item<BT, W_FP32, MINB, false, true>(
+                            sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
+                            eb1, s, phase, &carry, carried);
                         to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
                         store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wt,
                                                      p.grouping == HFP4_K_MASKED ? tile.a_group : 0, fin, out_s,

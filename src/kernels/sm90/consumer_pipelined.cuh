@@ -89,16 +89,36 @@ static __device__ __forceinline__ void load_convert_folded(const sm90_lookahead_
     }
 }
 
+/* EXPERIMENT (CARRY; used only in builds with NVFLAGS_EXTRA=-DHFP4_EXPERIMENT_CARRY, consumer.cuh; not
+ * yet run on a GPU): the 8-token tile's one-base items take the next item's first chunk words early.
+ * An item's last step tests once, without blocking, whether the next stage has landed (it is the
+ * next item's first stage, an all-padding tile's header-only stage or the end mark: a header always
+ * sits there, item_header.cuh); if it has and its header says one-base for this warpgroup, the
+ * thread loads that chunk's words while the last wgmmas run. After the epilogue the warpgroup waits
+ * for that stage as before (uniform: it decides whether the run of one-base items goes on), and each
+ * thread either converts the words it holds or loads them then. Why: at the 8-token tile an item's
+ * first chunk was awaited, loaded and converted after the epilogue with nothing in flight (~370
+ * cycles of ~13000 per w2 item, bench/RESULTS.md v11 phases). The raw words (10 registers) are
+ * carried, not the converted fragments (18): with those the two-CTA kernel spilled 128 bytes at
+ * its 96 registers. The test never blocks, so a late stage delays neither the epilogue nor the
+ * stage's release (a blocking wait there would, whenever the producer lags: T = 1..8). */
+typedef struct sm90_carried_chunk { /* a chunk's words, loaded early (CARRY below) */
+    uint4 q0, q1;
+    uint32_t e0, e1;
+} sm90_carried_chunk;
+
 /* Chunk kc, in stage s, whose fragments (cur) are loaded: its wgmmas go out; with HAS_NEXT, chunk
  * kc + 1 is awaited, loaded and converted into nxt beside the promotion of chunk kc into fin; then
  * the stage's release and (s, phase) stepped to the next stage. ROW_SCALED (a folded item that is not one-base):
  * fin is in absolute units and each chunk promotes with its rows' scales (emc: chunk kc's e_max,
  * emn: chunk kc + 1's, loaded here), FMUL + FFMA per accumulator but no vote and no branch; else one
  * FFMA per accumulator in the units of the rows' one base. */
-template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool HAS_NEXT>
-static __device__ __forceinline__ void pipelined_step(const sm90_lookahead_addrs &ad, uint32_t (&cur)[4][4],
+template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool HAS_NEXT, bool CARRY = false>
+static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs &ad, uint32_t (&cur)[4][4],
                                                       uint32_t (&nxt)[4][4], const uint32_t (&emc)[2],
-                                                      uint32_t (&emn)[2], float *fin, int &s, uint32_t &phase) {
+                                                      uint32_t (&emn)[2], float *fin, int &s, uint32_t &phase,
+                                                      const sm90_smem *sm = nullptr, int warpgroup = 0,
+                                                      sm90_carried_chunk *carry = nullptr) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
     sm90_desc desc;
@@ -132,6 +152,23 @@ static __device__ __forceinline__ void pipelined_step(const sm90_lookahead_addrs
             emn[1] = (e1 >> 16) & 255;
         }
     }
+    /* CARRY (the item's last step, one-base): one non-blocking test of the next stage; if it has
+     * landed and its header says one-base for this warpgroup, this thread loads its words */
+    bool loaded = false;
+    if constexpr (CARRY && !HAS_NEXT && !ROW_SCALED) {
+        if (mbar_test_wait_sa(ad.full + s1 * 8, phase1)) {
+            const uint32_t flags = item_header_slot<BT, W_FP32, MINB>(sm->a_scale_s, s1)->flags;
+            if ((flags & (HFP4_SM90_HDR_END | HFP4_SM90_HDR_ZERO)) == 0 && (flags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) != 0) {
+                const uint32_t w_st = ad.w + s1 * cfg::W_STAGE_BYTES;
+                carry->q0 = *(const uint4 *)smem_ptr(w_st);
+                carry->q1 = *(const uint4 *)smem_ptr(w_st + HFP4_SM90_PAIR_BYTES);
+                const uint32_t ws_st = ad.ws + s1 * cfg::WS_STAGE_BYTES;
+                carry->e0 = *(const uint32_t *)smem_ptr(ws_st);
+                carry->e1 = *(const uint32_t *)smem_ptr(ws_st + 32);
+                loaded = true;
+            }
+        }
+    }
     wgmma_wait<0>();
     wgmma_chunk_waited<BT>(acc, cur); /* the wgmmas read cur from registers until here */
     if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
@@ -142,19 +179,31 @@ static __device__ __forceinline__ void pipelined_step(const sm90_lookahead_addrs
     mbar_arrive_sa(ad.full + (STAGES + s) * 8); /* the empty barrier, after the last read of the stage: wgmmas waited, scales used */
     s = s1;
     phase = phase1;
+    return loaded;
 }
 
 /* The look-ahead loop of an all-folded item (pipelined_step): fin, kept in the units of chunk 0's
  * row bases for a one-base item (rb, eb: see promote_folded) or in absolute units (ROW_SCALED), and
- * the consumers' stage counter (s, phase). */
-template <int BT, bool W_FP32, int MINB, bool ROW_SCALED>
-static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
+ * the consumers' stage counter (s, phase). CARRY (one-base items only): `carried` says this thread
+ * holds the item's first chunk words in *carry (the previous item's last step loaded them; the
+ * stage has landed); the return value says *carry now holds the next item's. */
+template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool CARRY = false>
+static __device__ __forceinline__ bool pipelined_item(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
                                                       int r0, int t4, float *fin, float &rb0, float &rb1,
-                                                      uint32_t &eb0, uint32_t &eb1, int &s, uint32_t &phase) {
+                                                      uint32_t &eb0, uint32_t &eb1, int &s, uint32_t &phase,
+                                                      sm90_carried_chunk *carry = nullptr, bool carried = false) {
+    static_assert(!CARRY || !ROW_SCALED, "the carry serves one-base items");
     uint32_t fa[4][4], fb[4][4], ea[2], ebn[2] = {0, 0};
     const sm90_lookahead_addrs ad = lookahead_addrs<BT, W_FP32, MINB>(sm, wg_off, warpgroup, r0, t4);
-    mbar_wait_sa(ad.full + s * 8, phase);
-    load_convert_folded<BT, W_FP32, MINB>(ad, s, fa, ea);
+    if (CARRY && carried) {
+        convert_folded_chunk(fa, carry->q0, carry->q1, carry->e0, carry->e1);
+        ea[0] = (carry->e0 >> 16) & 255;
+        ea[1] = (carry->e1 >> 16) & 255;
+    } else {
+        mbar_wait_sa(ad.full + s * 8, phase);
+        load_convert_folded<BT, W_FP32, MINB>(ad, s, fa, ea);
+    }
+    if constexpr (CARRY) __syncwarp(); /* (per-thread paths above; the wgmmas below are .sync.aligned) */
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_FIRST);
     if constexpr (!ROW_SCALED) {
         eb0 = ea[0];
@@ -171,103 +220,9 @@ static __device__ __forceinline__ void pipelined_item(const sm90_smem sm, int64_
     }
     if (kc + 2 == (int32_t)chunks) {
         pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true>(ad, fa, fb, ea, ebn, fin, s, phase);
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false>(ad, fb, fa, ebn, ea, fin, s, phase);
-    } else {
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false>(ad, fa, fb, ea, ebn, fin, s, phase);
+        return pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false, CARRY>(ad, fb, fa, ebn, ea, fin, s, phase, &sm,
+                                                                          warpgroup, carry);
     }
+    return pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false, CARRY>(ad, fa, fb, ea, ebn, fin, s, phase, &sm,
+                                                                      warpgroup, carry);
 }
-
-#ifdef HFP4_EXPERIMENT_CARRY
-/* EXPERIMENT (build with NVFLAGS_EXTRA=-DHFP4_EXPERIMENT_CARRY; not in the default build; not yet
- * run on a GPU): the 8-token tile's one-base items take the next item's first chunk words early.
- * An item's last step tests once, without blocking, whether the next stage has landed (it is the
- * next item's first stage, an all-padding tile's header-only stage or the end mark: a header always
- * sits there, item_header.cuh); if it has and its header says one-base for this warpgroup, the
- * thread loads that chunk's words while the last wgmmas run. After the epilogue the warpgroup waits
- * for that stage as before (uniform: it decides whether the run of one-base items goes on), and each
- * thread either converts the words it holds or loads them then. Why: at the 8-token tile an item's
- * first chunk was awaited, loaded and converted after the epilogue with nothing in flight (~370
- * cycles of ~13000 per w2 item, bench/RESULTS.md v11 phases). The raw words (10 registers) are
- * carried, not the converted fragments (18): with those the two-CTA kernel spilled 128 bytes at
- * its 96 registers. The test never blocks, so a late stage delays neither the epilogue nor the
- * stage's release (a blocking wait there would, whenever the producer lags: T = 1..8). */
-typedef struct sm90_carried_chunk {
-    uint4 q0, q1;
-    uint32_t e0, e1;
-} sm90_carried_chunk;
-
-/* The item's last step (pipelined_step without a next chunk of the item) plus the early load: true
- * when this thread holds the next item's first chunk words in `next` */
-template <int BT, bool W_FP32, int MINB>
-static __device__ __forceinline__ bool pipelined_last_step_carry(const sm90_lookahead_addrs &ad, const sm90_smem &sm,
-                                                                 int warpgroup, uint32_t (&cur)[4][4],
-                                                                 sm90_carried_chunk &next, float *fin, int &s,
-                                                                 uint32_t &phase) {
-    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
-    constexpr int STAGES = cfg::STAGES;
-    sm90_desc desc;
-    desc.lo = ad.desc_lo + s * (cfg::A_TILE_BYTES >> 4);
-    desc.hi = SM90_DESC_HI_K128_SWIZZLE128;
-    float acc[BT / 2];
-    wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
-    const int s1 = s + 1 == STAGES ? 0 : s + 1;
-    const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
-    bool loaded = false;
-    if (mbar_test_wait_sa(ad.full + s1 * 8, phase1)) {
-        const uint32_t flags = item_header_slot<BT, W_FP32, MINB>(sm.a_scale_s, s1)->flags;
-        if ((flags & (HFP4_SM90_HDR_END | HFP4_SM90_HDR_ZERO)) == 0 && (flags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) != 0) {
-            const uint32_t w_st = ad.w + s1 * cfg::W_STAGE_BYTES;
-            next.q0 = *(const uint4 *)smem_ptr(w_st);
-            next.q1 = *(const uint4 *)smem_ptr(w_st + HFP4_SM90_PAIR_BYTES);
-            const uint32_t ws_st = ad.ws + s1 * cfg::WS_STAGE_BYTES;
-            next.e0 = *(const uint32_t *)smem_ptr(ws_st);
-            next.e1 = *(const uint32_t *)smem_ptr(ws_st + 32);
-            loaded = true;
-        }
-    }
-    wgmma_wait<0>();
-    wgmma_chunk_waited<BT>(acc, cur);
-    const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
-    promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, 0);
-    mbar_arrive_sa(ad.full + (STAGES + s) * 8);
-    s = s1;
-    phase = phase1;
-    return loaded;
-}
-
-/* pipelined_item for a one-base item (not ROW_SCALED) with the early load: `carried` says this
- * thread holds the item's first chunk words in c (the previous item's last step loaded them; the
- * stage has landed); on return c holds the next item's, when the return value says so. */
-template <int BT, bool W_FP32, int MINB>
-static __device__ __forceinline__ bool pipelined_item_carry(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
-                                                            int r0, int t4, float *fin, float &rb0, float &rb1,
-                                                            uint32_t &eb0, uint32_t &eb1, int &s, uint32_t &phase,
-                                                            sm90_carried_chunk &c, bool carried) {
-    uint32_t fa[4][4], fb[4][4], ea[2], ebn[2] = {0, 0};
-    const sm90_lookahead_addrs ad = lookahead_addrs<BT, W_FP32, MINB>(sm, wg_off, warpgroup, r0, t4);
-    if (carried) {
-        convert_folded_chunk(fa, c.q0, c.q1, c.e0, c.e1);
-        ea[0] = (c.e0 >> 16) & 255;
-        ea[1] = (c.e1 >> 16) & 255;
-    } else {
-        mbar_wait_sa(ad.full + s * 8, phase);
-        load_convert_folded<BT, W_FP32, MINB>(ad, s, fa, ea);
-    }
-    __syncwarp(); /* (per-thread paths above; the wgmmas below are .sync.aligned) */
-    HFP4_DIAG_PHASE(HFP4_DIAG_PH_FIRST);
-    eb0 = ea[0];
-    eb1 = ea[1];
-    rb0 = row_scale_from_emax(ea[0]);
-    rb1 = row_scale_from_emax(ea[1]);
-    int32_t kc = 0;
-    for (; kc + 2 < (int32_t)chunks; kc += 2) {
-        pipelined_step<BT, W_FP32, MINB, false, true>(ad, fa, fb, ea, ebn, fin, s, phase);
-        pipelined_step<BT, W_FP32, MINB, false, true>(ad, fb, fa, ebn, ea, fin, s, phase);
-    }
-    if (kc + 2 == (int32_t)chunks) {
-        pipelined_step<BT, W_FP32, MINB, false, true>(ad, fa, fb, ea, ebn, fin, s, phase);
-        return pipelined_last_step_carry<BT, W_FP32, MINB>(ad, sm, warpgroup, fb, c, fin, s, phase);
-    }
-    return pipelined_last_step_carry<BT, W_FP32, MINB>(ad, sm, warpgroup, fa, c, fin, s, phase);
-}
-#endif

@@ -76,7 +76,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     const int32_t walker = split ? (int32_t)blockIdx.x / 2 : (int32_t)blockIdx.x;
     const int32_t walkers = split ? (int32_t)gridDim.x / 2 : (int32_t)gridDim.x;
     const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
-    FOR_EACH_ITEM_BY(BT, p, sm.live_prefix, item, lay, walker, walkers) {
+    FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers) {
     sm90_tile tile;
     if (!resolve_tile<BT>(p, item, lay, tile)) continue;
     /* The warp that owns the item's first chunk (global chunk index iter) posts the header into

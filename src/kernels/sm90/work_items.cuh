@@ -243,12 +243,9 @@ static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p,
     return walk_next_by<BT>(p, prefix, w, (int32_t)gridDim.x);
 }
 
-#define FOR_EACH_ITEM(BT, p, prefix, item, lay)                                                               \
-    for (sm90_walk item##_w = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0}; walk_next<BT>((p), (prefix), item##_w);) \
-        if (const int32_t item = item##_w.item, lay = item##_w.lay; true)
-
-/* FOR_EACH_ITEM as walker `start` of G (the K-split's clusters: split_k.cuh) */
-#define FOR_EACH_ITEM_BY(BT, p, prefix, item, lay, start, G)                                                    \
+/* The items of walker `start` of G (a CTA: blockIdx.x of gridDim.x; the K-split's clusters walk as
+ * one: split_k.cuh) */
+#define FOR_EACH_ITEM(BT, p, prefix, item, lay, start, G)                                                       \
     for (sm90_walk item##_w = {(int32_t)(start), 0, 0, 0u, 0, 0}; walk_next_by<BT>((p), (prefix), item##_w, (G));) \
         if (const int32_t item = item##_w.item, lay = item##_w.lay; true)
 
