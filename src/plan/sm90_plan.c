@@ -148,6 +148,12 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
                        : 0;
         k->split_max_items = 0;
     }
+    /* EXPERIMENT (dynamic_walk.cuh): HFP4_SM90_DYNAMIC=1 takes the balanced walk's later items from a
+     * grid-wide counter (one per device: launches on two streams at once would share it) */
+    {
+        const char *env = getenv("HFP4_SM90_DYNAMIC");
+        k->dynamic = k->balanced != 0 && k->split == 0 && env && !strcmp(env, "1");
+    }
 
     plan->a_dims[0] = p->k;
     plan->a_dims[1] = p->m;

@@ -76,7 +76,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     const bool headers = item_headers_on<BT, W_FP32, MINB>(gran32);
     constexpr int MASKS = (BT + 31) / 32;
     uint32_t *posted_masks = posted_masks_slot<BT, W_FP32, MINB>(out_s, warpgroup);
-    sm90_walk walk = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0};
+    sm90_walk walk = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0, 0};
     /* the K-split (split_k.cuh; SPLIT kernels come with headers, so the consumers never walk): this
      * CTA's part of each item's chunks, and the reduction's phase and first cluster wait */
     const bool split = SPLIT && split_on;
@@ -149,10 +149,9 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
             HFP4_DIAG(HFP4_DIAG_CONS_CHUNK0);
         }
         if constexpr (!W_FP32) { /* (FP32 weight scales: never all folded) */
-#ifdef HFP4_EXPERIMENT_CARRY
             /* (consumer_pipelined.cuh: CARRY) a run of one-base items in a loop of its own, so the
-             * carried words hold registers only here */
-            if constexpr (BT == 8) {
+             * carried words hold registers only here; the decode tiles (HFP4_SM90_CARRY_MAX_BT) */
+            if constexpr (BT <= HFP4_SM90_CARRY_MAX_BT) {
                 if (one_base && !split) {
                     sm90_carried_chunk carry;
                     bool carried = false;
@@ -161,10 +160,18 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                         carried = pipelined_item<BT, W_FP32, MINB, false, true>(
                             sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
                             eb1, s, phase, &carry, carried);
+                        HFP4_DIAG_PHASE(HFP4_DIAG_PH_LOOP);
                         to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
+                        if (threadIdx.x == 0) { /* (make DIAG=1 only: the stamps of the item loop below) */
+                            HFP4_DIAG(HFP4_DIAG_LAST_ITEM);
+                            HFP4_DIAG_COUNT(0);
+                        }
+                        HFP4_DIAG_PHASE(HFP4_DIAG_PH_SUMS);
                         store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wt,
                                                      p.grouping == HFP4_K_MASKED ? tile.a_group : 0, fin, out_s,
                                                      headers, warpgroup, tid, lane);
+                        HFP4_DIAG_PHASE(HFP4_DIAG_PH_STORED);
+                        HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
                         /* the next stage holds the next item's header (or the end mark): the whole
                          * warpgroup waits for it and decides from it whether the run goes on */
                         mbar_wait(&full[s], phase);
@@ -175,6 +182,10 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                             break; /* (the outer loop reads this header again) */
                         (void)read_item_header(h, tile);
                         if (tid < MASKS) posted_masks[tid] = h->real_mask[tid];
+                        HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_END);
+                        HFP4_DIAG_PHASE(HFP4_DIAG_PH_ITEM);
+                        HFP4_DIAG_PHASE(HFP4_DIAG_PH_RESOLVED);
+                        HFP4_DIAG_PHASE(HFP4_DIAG_PH_MODES);
                         wt = tile.n_tile * 2 + warpgroup;
 #pragma unroll
                         for (int i = 0; i < BT / 2; i++) fin.v[i] = 0.0f;
@@ -182,7 +193,6 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                     continue;
                 }
             }
-#endif
             if (one_base)
                 pipelined_item<BT, W_FP32, MINB, false>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
                                                         r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);

@@ -89,8 +89,8 @@ static __device__ __forceinline__ void load_convert_folded(const sm90_lookahead_
     }
 }
 
-/* EXPERIMENT (CARRY; used only in builds with NVFLAGS_EXTRA=-DHFP4_EXPERIMENT_CARRY, consumer.cuh; not
- * yet run on a GPU): the 8-token tile's one-base items take the next item's first chunk words early.
+/* CARRY (the decode tiles, BT <= HFP4_SM90_CARRY_MAX_BT; run_consumers, consumer.cuh): one-base items
+ * take the next item's first chunk words early.
  * An item's last step tests once, without blocking, whether the next stage has landed (it is the
  * next item's first stage, an all-padding tile's header-only stage or the end mark: a header always
  * sits there, item_header.cuh); if it has and its header says one-base for this warpgroup, the
@@ -98,10 +98,14 @@ static __device__ __forceinline__ void load_convert_folded(const sm90_lookahead_
  * for that stage as before (uniform: it decides whether the run of one-base items goes on), and each
  * thread either converts the words it holds or loads them then. Why: at the 8-token tile an item's
  * first chunk was awaited, loaded and converted after the epilogue with nothing in flight (~370
- * cycles of ~13000 per w2 item, bench/RESULTS.md v11 phases). The raw words (10 registers) are
+ * cycles of ~13000 per w2 item, bench/RESULTS.md v11 phases). Measured (v13, H200, masked graph,
+ * V4-Flash): +2-5 % at T = 8..128 (w2 T = 32 3.59 -> 3.73 TB/s). The raw words (10 registers) are
  * carried, not the converted fragments (18): with those the two-CTA kernel spilled 128 bytes at
  * its 96 registers. The test never blocks, so a late stage delays neither the epilogue nor the
  * stage's release (a blocking wait there would, whenever the producer lags: T = 1..8). */
+#ifndef HFP4_SM90_CARRY_MAX_BT
+#define HFP4_SM90_CARRY_MAX_BT 64 /* (NVFLAGS_EXTRA=-DHFP4_SM90_CARRY_MAX_BT=0 builds without it, for A/Bs) */
+#endif
 typedef struct sm90_carried_chunk { /* a chunk's words, loaded early (CARRY below) */
     uint4 q0, q1;
     uint32_t e0, e1;

@@ -82,6 +82,7 @@ __global__ void __launch_bounds__(384, MINB)
     sm.full = (uint64_t *)(smem + cfg::FULL_OFF);
     sm.empty = (uint64_t *)(smem + cfg::EMPTY_OFF);
     sm.split_bars = (uint64_t *)(smem + cfg::SPLIT_BARS_OFF);
+    sm.dyn_ring = (unsigned long long *)(smem + cfg::DYN_RING_OFF);
 
     const int warpgroup = threadIdx.x / 128;
     const int tid = threadIdx.x % 128;
@@ -96,6 +97,8 @@ __global__ void __launch_bounds__(384, MINB)
             mbar_init(&sm.empty[s], 256);
         }
         if constexpr (SPLIT) split_init_barriers(sm.split_bars);
+        if (p.dynamic) /* (dynamic_walk.cuh: 0 is no posted item) */
+            for (int i = 0; i < HFP4_SM90_DYN_RING; i++) sm.dyn_ring[i] = 0;
         mbar_fence_init();
     }
     /* NOTE: programmatic dependent launch (fp8_fp4_gemm.cu launches with programmatic stream
@@ -112,7 +115,7 @@ __global__ void __launch_bounds__(384, MINB)
     }
     if constexpr (cfg::BALANCE) {
         if (p.balanced == 2) { /* the contiguous layout's computing tiles: all threads, then one warp */
-            build_compute_mask<BT>(p, sm.live_prefix, threadIdx.x, blockDim.x);
+            build_compute_mask<BT>(p, sm.live_prefix, (int)threadIdx.x, 384);
             __syncthreads();
             if (threadIdx.x / 32 == 1) build_mask_prefix(p, sm.live_prefix, lane);
         } else if (p.balanced == 1 && threadIdx.x / 32 == 1) {

@@ -55,6 +55,9 @@ typedef struct hfp4_sm90_gemm_params {
     /* K-split (split_k.cuh; the two-CTA 8-token tile, launched in clusters of two): 2 when the launch
      * may split, 0 when not; the CTAs split when the live items are at most split_max_items */
     int32_t split, split_max_items;
+    /* EXPERIMENT (dynamic_walk.cuh, HFP4_SM90_DYNAMIC=1): 1 when the balanced walk's later items come
+     * from a grid-wide counter */
+    int32_t dynamic;
 } hfp4_sm90_gemm_params;
 
 /* The (mul, shift) that divide any 0 <= x < 2^31 by 1 <= d <= 2^31 as (umulhi(x, mul) + x) >>

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "diag_timeline.cuh"
+#include "dynamic_walk.cuh"
 #include "fp8_fp4_gemm_params.h"
 #include "item_header.cuh"
 #include "promote.cuh"
@@ -76,7 +77,10 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     const int32_t walker = split ? (int32_t)blockIdx.x / 2 : (int32_t)blockIdx.x;
     const int32_t walkers = split ? (int32_t)gridDim.x / 2 : (int32_t)gridDim.x;
     const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
-    FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers) {
+    /* (dynamic_walk.cuh: an experiment; the walk's later items from a grid-wide counter) */
+    const sm90_dyn dyn = {sm.dyn_ring, cfg::BALANCE && p.dynamic != 0 && headers && !split && p.balanced != 0, pwarp,
+                          lane};
+    FOR_EACH_ITEM_DYN(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
     sm90_tile tile;
     if (!resolve_tile<BT>(p, item, lay, tile)) continue;
     /* The warp that owns the item's first chunk (global chunk index iter) posts the header into
@@ -229,4 +233,5 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         if (lane == 0) item_header_slot<BT, W_FP32, MINB>(a_scale_s, s)->flags = HFP4_SM90_HDR_END;
         finish_header_stage(&full[s], lane);
     }
+    dyn_finish(dyn);
 }

@@ -15,6 +15,8 @@
 #define HFP4_K_PSUM 2
 #define HFP4_K_MASKED 3
 
+#define HFP4_SM90_DYN_RING 16 /* dynamic_walk.cuh's ring: more slots than items a producer warp can lag */
+
 /* MINB = CTAs per SM the kernel is built for: 1, or 2 for the 8-token decode tile (larger tiles
  * spill in 96 registers), which trades registers for a second resident CTA: twice the warps to hide
  * the consumers' instruction latencies.
@@ -48,7 +50,10 @@ struct sm90_tile_config {
     /* the K-split's four barriers (split_k.cuh), in every configuration: 32 bytes that cost none a
      * stage (checked when they were added: STAGES and HEADER_SLOT unchanged in all 12) */
     static constexpr int SPLIT_BAR_BYTES = 32;
-    static constexpr int BUDGET = SMEM_LIMIT - 1024 - OUT_BYTES - PREFIX_BYTES - 2 * MAX_STAGES * 8 - SPLIT_BAR_BYTES;
+    /* the dynamic walk's ring (dynamic_walk.cuh), likewise in every configuration (checked: STAGES and
+     * HEADER_SLOT unchanged in all 12) */
+    static constexpr int DYN_RING_BYTES = 8 * HFP4_SM90_DYN_RING;
+    static constexpr int BUDGET = SMEM_LIMIT - 1024 - OUT_BYTES - PREFIX_BYTES - 2 * MAX_STAGES * 8 - SPLIT_BAR_BYTES - DYN_RING_BYTES;
     static constexpr int FIT_BARE = BUDGET / DATA_STAGE_BYTES, FIT_HDR = BUDGET / (DATA_STAGE_BYTES + HEADER_BYTES);
     /* item headers get a slot per stage in a region of their own where that costs no stage (every
      * configuration but the 8-token tile at two CTAs per SM with UE8M0 weight scales, which would
@@ -71,7 +76,7 @@ struct sm90_tile_config {
      * 2 at a time keep its producer within 88 registers) */
     static constexpr int SCALE_BATCH = BT == 128 ? 2 : 4;
     static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS <= 3 * LAUNCH_REGS, "setmaxnreg.inc would wait forever");
-    static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * STAGE_BYTES + OUT_BYTES + PREFIX_BYTES + 2 * STAGES * 8 + SPLIT_BAR_BYTES;
+    static constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * STAGE_BYTES + OUT_BYTES + PREFIX_BYTES + 2 * STAGES * 8 + SPLIT_BAR_BYTES + DYN_RING_BYTES;
     /* the carve-up of the shared memory (sm90_smem, carved in the kernel): byte offsets from the
      * 1024-aligned base, in this order */
     static constexpr int A_TILES_OFF = 0;                                      /* 1024-aligned (128B swizzle)  */
@@ -85,7 +90,8 @@ struct sm90_tile_config {
     static constexpr int FULL_OFF = PREFIX_OFF + PREFIX_BYTES;
     static constexpr int EMPTY_OFF = FULL_OFF + STAGES * 8;
     static constexpr int SPLIT_BARS_OFF = EMPTY_OFF + STAGES * 8;
-    static_assert(1024 + SPLIT_BARS_OFF + SPLIT_BAR_BYTES == SMEM_BYTES, "the carve-up must fill SMEM_BYTES");
+    static constexpr int DYN_RING_OFF = SPLIT_BARS_OFF + SPLIT_BAR_BYTES;
+    static_assert(1024 + DYN_RING_OFF + DYN_RING_BYTES == SMEM_BYTES, "the carve-up must fill SMEM_BYTES");
     /* the look-ahead loop's descriptors take the shared-window address unmasked (smem_desc_lo_k128):
      * the window's 1 KB reserve, static shared memory and the carve-up must stay below 2^18 */
     static_assert(SMEM_BYTES + 2048 <= (1 << 18), "shared addresses beyond the descriptor's 18 bits");
@@ -103,4 +109,5 @@ typedef struct sm90_smem {
     int32_t *live_prefix; /* the balanced walk's prefix (masked) or bitmask + prefix (contiguous) */
     uint64_t *full, *empty;
     uint64_t *split_bars; /* the K-split's: partial sums posted [2 warpgroups], transpose buffer free [2] */
+    unsigned long long *dyn_ring; /* the dynamic walk's ring (dynamic_walk.cuh) */
 } sm90_smem;

@@ -193,6 +193,7 @@ struct sm90_walk {
     int32_t probe;     /* this lane's probe value in the current batch                          */
     uint32_t live;     /* the current batch's live lanes still to visit                          */
     int32_t item, lay; /* the item handed out, and its probe_layout value                      */
+    int32_t taken;     /* items taken so far (dynamic_walk.cuh only)                              */
 };
 
 /* walk_next with a stride of G walkers (the K-split's clusters walk as one: split_k.cuh) */
@@ -246,7 +247,7 @@ static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p,
 /* The items of walker `start` of G (a CTA: blockIdx.x of gridDim.x; the K-split's clusters walk as
  * one: split_k.cuh) */
 #define FOR_EACH_ITEM(BT, p, prefix, item, lay, start, G)                                                       \
-    for (sm90_walk item##_w = {(int32_t)(start), 0, 0, 0u, 0, 0}; walk_next_by<BT>((p), (prefix), item##_w, (G));) \
+    for (sm90_walk item##_w = {(int32_t)(start), 0, 0, 0u, 0, 0, 0}; walk_next_by<BT>((p), (prefix), item##_w, (G));) \
         if (const int32_t item = item##_w.item, lay = item##_w.lay; true)
 
 /* Work item -> (weight tile pair, token tile, group); false when the item has nothing to write.

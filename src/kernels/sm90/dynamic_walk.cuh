@@ -1,0 +1,91 @@
+/*
+ * dynamic_walk.cuh - EXPERIMENT (opt-in: HFP4_SM90_DYNAMIC=1, sm90_plan.c; NOT safe for general use,
+ * see Limits): the balanced walks of the decode tiles with each CTA's items after its first taken
+ * from a grid-wide counter, so a CTA that runs faster takes more of them.
+ *
+ * NOTE: why (make DIAG=1 timelines, H200, bench/RESULTS.md v13): of the two CTAs that share an SM, the
+ * one dispatched first (older warps) runs ~1.6x faster than the other while both compute (the warp
+ * schedulers favour older warps), on all 132 SMs: V4-Flash masked T = 8, 5 items each, the older
+ * CTAs exit at 78.6 us on average, the younger at 98.2 (w13); 46.3 vs 55.9 (w2). The younger CTA
+ * then runs its last items alone. Which CTA is the older one cannot be known from blockIdx (a few
+ * SMs get their first CTA after others' second), so the static ranks cannot weigh it; a shared
+ * counter lets the faster CTA simply take the next item. Measured (masked graph, 3 rounds): w13 T = 8
+ * 3.46 -> 3.90 TB/s, T = 32 4.01 -> 4.19, T = 128 3.86 -> 3.99; w2 +3...+4 %; the contiguous layout
+ * +3...+8 %; T = 1 level; but the TP8 shards (about 2 items per CTA, or 2-chunk items) -5...-11 %
+ * and the V4-Flash layer graph at T = 128 -3...-5 %.
+ * (Tried and dropped: the two CTAs of an SM as two virtual CTAs of one 768-thread CTA sharing a
+ * counter in shared memory, which needs no global state: slower than the plain two CTAs almost
+ * everywhere, w13 T = 8 +5 %, T = 1 and the TP8 shards -5...-12 %; RESULTS v13.)
+ *
+ * How: item 0 of CTA c is rank c (static, so the start-up waits on no global atomic); each later
+ * item's rank is gridDim.x + atomicAdd(counter, 1), fetched by producer warp 0's lane 0 when its walk
+ * needs the next item (the producer runs up to STAGES chunks ahead of the consumers, which hides the
+ * atomic's round trip) and handed to the other producer warps through a ring of 16 slots in shared
+ * memory (slot = item index mod 16; each slot holds (item index + 1, rank) in one 8-byte word, zeroed
+ * at the start, so 0 is never a posted item: a warp lags warp 0 by at most STAGES <= 12 chunks, so by
+ * fewer than 16 items). The consumers need no walk: the producer posts every item's header (dynamic
+ * needs item headers). The counter resets itself: every CTA counts itself done after its last fetch,
+ * and the last one zeroes both words before the grid completes (a next launch reads them only after
+ * its grid-dependency wait).
+ * Limits (why this is an experiment): the counter is one module variable per device, so two launches
+ * running at once on different streams would share it and skip or repeat items: a safe version needs
+ * a counter per launch that no concurrent launch can share (RESULTS v13 lists designs).
+ */
+#pragma once
+#include <stdint.h>
+
+#include "ptx.cuh"
+#include "tile_config.cuh" /* HFP4_SM90_DYN_RING */
+#include "work_items.cuh"
+
+/* [0]: ranks handed out beyond gridDim.x; [1]: CTAs done with the counter */
+__device__ uint32_t hfp4_sm90_dyn_counters[2];
+
+typedef struct sm90_dyn {
+    unsigned long long *ring; /* shared: HFP4_SM90_DYN_RING words ((item index + 1) << 32 | rank) */
+    bool on;
+    int pwarp, lane;
+} sm90_dyn;
+
+static __device__ __forceinline__ unsigned long long dyn_ring_load(const unsigned long long *slot) {
+    unsigned long long v;
+    asm volatile("ld.volatile.shared.u64 %0, [%1];" : "=l"(v) : "r"(smem_addr(slot)) : "memory");
+    return v;
+}
+
+/* Before each step of the walk: w.next := the rank of item w.taken (items from 1 on: the counter's) */
+static __device__ __forceinline__ void dyn_take(const sm90_dyn &d, sm90_walk &w) {
+    if (!d.on) return;
+    if (w.taken > 0) {
+        unsigned long long *slot = d.ring + (w.taken % HFP4_SM90_DYN_RING);
+        if (d.pwarp == 0) {
+            if (d.lane == 0) {
+                const uint32_t r = gridDim.x + atomicAdd(&hfp4_sm90_dyn_counters[0], 1u);
+                *(volatile unsigned long long *)slot = ((unsigned long long)(uint32_t)(w.taken + 1) << 32) | r;
+            }
+            __syncwarp();
+        }
+        /* the other producer warps lag warp 0 by a chunk or two: a sleeping poll */
+        unsigned long long v;
+        while (((v = dyn_ring_load(slot)) >> 32) != (unsigned long long)(uint32_t)(w.taken + 1)) __nanosleep(128);
+        w.next = (int32_t)(uint32_t)v;
+    }
+    w.taken++;
+}
+
+/* After the walk (producer warp 0's lane 0): count this CTA done; the last one resets the counter */
+static __device__ __forceinline__ void dyn_finish(const sm90_dyn &d) {
+    if (!d.on || d.pwarp != 0 || d.lane != 0) return;
+    __threadfence(); /* this CTA's fetches before its count */
+    if (atomicAdd(&hfp4_sm90_dyn_counters[1], 1u) == gridDim.x - 1) {
+        __threadfence();
+        atomicExch(&hfp4_sm90_dyn_counters[0], 0u);
+        atomicExch(&hfp4_sm90_dyn_counters[1], 0u);
+    }
+}
+
+/* FOR_EACH_ITEM (work_items.cuh) whose later items come from the counter when dyn.on */
+#define FOR_EACH_ITEM_DYN(BT, p, prefix, item, lay, start, G, dyn)                                                  \
+    for (sm90_walk item##_w = {(int32_t)(start), 0, 0, 0u, 0, 0, 0};                                                 \
+         (dyn_take((dyn), item##_w), walk_next_by<BT>((p), (prefix), item##_w, (G)));)                               \
+        if (const int32_t item = item##_w.item, lay = item##_w.lay; true)
