@@ -322,7 +322,12 @@ HFP4_API hfp4_status hfp4_device_query(int device, hfp4_device_info *info);
  * reads device memory from the host, so it may be captured in a CUDA graph. problem->layout is a
  * device pointer. Errors: INVALID_ARGUMENT (as hfp4_ref_gemm, minus checks that would need to read
  * device memory), UNSUPPORTED (no SM90 device, operand combination without a kernel: the message
- * names why), NO_DEVICE, CUDA. */
+ * names why), NO_DEVICE, CUDA.
+ * Concurrency: decode-sized launches hand their work items out through a small counter in the
+ * library's module memory, one per stream, and one of its own for each launch captured into a CUDA
+ * graph, so launches on different streams may run at the same time. One case is not covered: two
+ * instances (cudaGraphInstantiate) of the same captured graph launched so that they overlap would
+ * share their counters; instantiate a graph once per capture, or set HFP4_SM90_DYNAMIC=0. */
 HFP4_API hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream stream);
 
 /* hfp4_gemm_supported: what hfp4_gemm would answer for `problem` without launching anything

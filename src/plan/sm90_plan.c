@@ -148,11 +148,14 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
                        : 0;
         k->split_max_items = 0;
     }
-    /* EXPERIMENT (dynamic_walk.cuh): HFP4_SM90_DYNAMIC=1 takes the balanced walk's later items from a
-     * grid-wide counter (one per device: launches on two streams at once would share it) */
+    /* The dynamic walk (dynamic_walk.cuh: the decode tiles' items handed out in the order the CTAs ask,
+     * from a counter the launcher gives the launch): allowed with the balanced walk and no K-split;
+     * the kernel uses it when a launch has enough items. HFP4_SM90_DYNAMIC=0 turns it off, for
+     * comparison. */
     {
         const char *env = getenv("HFP4_SM90_DYNAMIC");
-        k->dynamic = k->balanced != 0 && k->split == 0 && env && !strcmp(env, "1");
+        k->dynamic = k->balanced != 0 && k->split == 0 && !(env && !strcmp(env, "0"));
+        k->dyn_slot = -1;
     }
 
     plan->a_dims[0] = p->k;

@@ -40,7 +40,10 @@ typedef struct gemm_case {
                              sync between (programmatic dependent launch lets them overlap):
                              1: with the first's D as its C, into a D of its own (read after write;
                              needs with_c = 0); 2: writing its D over the first's C (write after
-                             read; needs with_c = 1) */
+                             read; needs with_c = 1); 3: the same GEMM at the same time on a second
+                             stream, into a D of its own (launches that run at once must not share
+                             the dynamic walk's counter, dynamic_walk.cuh): both Ds must be equal,
+                             bit for bit, the second launched CHAIN3_ROUNDS times */
     uint64_t seed;
 } gemm_case;
 
@@ -478,8 +481,10 @@ static gemm_result fx_run(gemm_host *h) {
     p.d.ld = ldd;
     p.d.stride_group = c->grouping == HFP4_GROUPING_MASKED ? c->m * ldd : 0;
     p.d.c = d_c;
-    void *d_d2 = NULL; /* chain 1: the second GEMM's D, poisoned before the first launch */
-    if (c->chain == 1) {
+    void *d_d2 = NULL; /* chain 1, 3: the second GEMM's D, poisoned before the first launch */
+    cudaStream_t s2 = NULL;
+    if (c->chain == 3) cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking);
+    if (c->chain == 1 || c->chain == 3) {
         cudaMalloc(&d_d2, dbytes);
         cudaMemset(d_d2, 0xFF, dbytes);
     }
@@ -489,11 +494,16 @@ static gemm_result fx_run(gemm_host *h) {
     cudaEventRecord(e0, 0);
     res.status = hfp4_gemm(&p, NULL);
     hfp4_status chain_status = HFP4_OK;
-    if (c->chain) { /* at once, on the same stream: the launches may overlap */
+    if (c->chain == 1 || c->chain == 2) { /* at once, on the same stream: the launches may overlap */
         hfp4_gemm_problem p2 = p;
         p2.d.data = c->chain == 1 ? d_d2 : d_c;
         p2.d.c = c->chain == 1 ? d_d : NULL;
         chain_status = hfp4_gemm(&p2, NULL);
+    }
+    if (c->chain == 3) { /* on a second stream, that runs at once with the first */
+        hfp4_gemm_problem p2 = p;
+        p2.d.data = d_d2;
+        for (int round = 0; round < 3 && chain_status == HFP4_OK; round++) chain_status = hfp4_gemm(&p2, s2);
     }
     cudaEventRecord(e1, 0);
     cudaError_t err = cudaDeviceSynchronize();
@@ -562,8 +572,17 @@ static gemm_result fx_run(gemm_host *h) {
             }
             free(out2);
         }
+        if (c->chain == 3) { /* the same sums in the same order: the same bits */
+            void *out2 = malloc(dbytes);
+            cudaMemcpy(out2, d_d2, dbytes, cudaMemcpyDeviceToHost);
+            const int64_t esz = c->d_dtype == HFP4_DTYPE_FP32 ? 4 : 2;
+            for (int64_t i = 0; i < rows * ldd; i++)
+                res.chain_bad += memcmp((const char *)out + i * esz, (const char *)out2 + i * esz, (size_t)esz) != 0;
+            free(out2);
+        }
         free(out);
     }
+    if (s2) cudaStreamDestroy(s2);
     if (d_d2) cudaFree(d_d2);
     cudaFree(d_a);
     cudaFree(d_sf);

@@ -418,6 +418,22 @@ TEST(gpu_chained_launches) {
     }
 }
 
+/* The decode tiles' dynamic walk takes items from a counter of the launch's own (dynamic_walk.cuh):
+ * two launches running at once on two streams must not share one. Enough items for it (>= 3 a CTA,
+ * 8 chunks each): 64 groups x 32 weight tiles of the 8-token tile, K = 1024. */
+TEST(gpu_two_streams_at_once) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    gemm_case c = base_case(HFP4_GROUPING_MASKED, 8, 4096, 1024, 64, 930);
+    c.expected_m = 4;
+    c.chain = 3;
+    check_case(&c, "masked, a second stream at once");
+    c = base_case(HFP4_GROUPING_CONTIGUOUS, 2048, 4096, 1024, 64, 931);
+    c.alignment = 8;
+    c.expected_m = 4;
+    c.chain = 3;
+    check_case(&c, "contiguous, a second stream at once");
+}
+
 TEST(gpu_unsupported_is_reported) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* plain FP4 B has no kernel: UNSUPPORTED, never a wrong answer */

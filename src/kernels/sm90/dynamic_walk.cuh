@@ -1,21 +1,20 @@
 /*
- * dynamic_walk.cuh - EXPERIMENT (opt-in: HFP4_SM90_DYNAMIC=1, sm90_plan.c; NOT safe for general use,
- * see Limits): the balanced walks of the decode tiles with each CTA's items after its first taken
- * from a grid-wide counter, so a CTA that runs faster takes more of them.
+ * dynamic_walk.cuh - the decode tiles' dynamic walk: each CTA's items after its first come from a
+ * counter of the launch's own, so a CTA that runs faster takes more of them (the balanced walks'
+ * ranks, work_items.cuh, handed out in the order the CTAs ask for them).
  *
  * NOTE: why (make DIAG=1 timelines, H200, bench/RESULTS.md v13): of the two CTAs that share an SM, the
  * one dispatched first (older warps) runs ~1.6x faster than the other while both compute (the warp
  * schedulers favour older warps), on all 132 SMs: V4-Flash masked T = 8, 5 items each, the older
  * CTAs exit at 78.6 us on average, the younger at 98.2 (w13); 46.3 vs 55.9 (w2). The younger CTA
  * then runs its last items alone. Which CTA is the older one cannot be known from blockIdx (a few
- * SMs get their first CTA after others' second), so the static ranks cannot weigh it; a shared
- * counter lets the faster CTA simply take the next item. Measured (masked graph, 3 rounds): w13 T = 8
- * 3.46 -> 3.90 TB/s, T = 32 4.01 -> 4.19, T = 128 3.86 -> 3.99; w2 +3...+4 %; the contiguous layout
- * +3...+8 %; T = 1 level; but the TP8 shards (about 2 items per CTA, or 2-chunk items) -5...-11 %
- * and the V4-Flash layer graph at T = 128 -3...-5 %.
+ * SMs get their first CTA after others' second), so the static ranks cannot weigh it; a counter lets
+ * the faster CTA simply take the next item. Measured with one counter per device (masked graph, 3
+ * rounds): w13 T = 8 3.46 -> 3.90 TB/s, T = 32 4.01 -> 4.19, T = 128 3.86 -> 3.99; w2 +3...+4 %;
+ * the contiguous layout +3...+8 %; T = 1 level; the TP8 shards, about 2 items per CTA or 2-chunk
+ * items, -5...-11 %: hence only from 3 items per CTA and 8 chunks per item (dyn_wanted).
  * (Tried and dropped: the two CTAs of an SM as two virtual CTAs of one 768-thread CTA sharing a
- * counter in shared memory, which needs no global state: slower than the plain two CTAs almost
- * everywhere, w13 T = 8 +5 %, T = 1 and the TP8 shards -5...-12 %; RESULTS v13.)
+ * counter in shared memory: slower than the plain two CTAs almost everywhere; RESULTS v13.)
  *
  * How: item 0 of CTA c is rank c (static, so the start-up waits on no global atomic); each later
  * item's rank is gridDim.x + atomicAdd(counter, 1), fetched by producer warp 0's lane 0 when its walk
@@ -27,25 +26,37 @@
  * needs item headers). The counter resets itself: every CTA counts itself done after its last fetch,
  * and the last one zeroes both words before the grid completes (a next launch reads them only after
  * its grid-dependency wait).
- * Limits (why this is an experiment): the counter is one module variable per device, so two launches
- * running at once on different streams would share it and skip or repeat items: a safe version needs
- * a counter per launch that no concurrent launch can share (RESULTS v13 lists designs).
+ * Whose counter: slot p.dyn_slot of a module array (one per device and context, zero at load), which
+ * the launcher gives each launch so that no two launches that may run at once share one
+ * (fp8_fp4_gemm.cu: dyn_slot_for): a slot per stream for launches made outside a capture (a stream's
+ * launches run one after the other), a slot of its own, never reused, for each launch captured into
+ * a graph (CUDA runs a graph's launches one after the other; two instances of one captured graph
+ * run at the same time on two streams would share their slots: the API documents it). No slot left:
+ * the static walk.
  */
 #pragma once
 #include <stdint.h>
 
+#include "fp8_fp4_gemm_params.h"
 #include "ptx.cuh"
 #include "tile_config.cuh" /* HFP4_SM90_DYN_RING */
 #include "work_items.cuh"
 
-/* [0]: ranks handed out beyond gridDim.x; [1]: CTAs done with the counter */
-__device__ uint32_t hfp4_sm90_dyn_counters[2];
+/* per slot: [0] ranks handed out beyond gridDim.x, [1] CTAs done with the counter */
+__device__ uint32_t hfp4_sm90_dyn_slots[HFP4_SM90_DYN_SLOTS][2];
 
 typedef struct sm90_dyn {
     unsigned long long *ring; /* shared: HFP4_SM90_DYN_RING words ((item index + 1) << 32 | rank) */
     bool on;
-    int pwarp, lane;
+    int slot, pwarp, lane;
 } sm90_dyn;
+
+/* Whether a launch walks dynamically: a slot, item headers, the balanced walk (ranks), no K-split, and
+ * enough items for it to pay (live: the balanced walk's items; the same in every CTA) */
+static __device__ __forceinline__ bool dyn_wanted(const hfp4_sm90_gemm_params &p, bool headers, bool split,
+                                                  int64_t live, int64_t chunks) {
+    return p.dyn_slot >= 0 && headers && !split && p.balanced != 0 && live >= 3 * (int64_t)gridDim.x && chunks >= 8;
+}
 
 static __device__ __forceinline__ unsigned long long dyn_ring_load(const unsigned long long *slot) {
     unsigned long long v;
@@ -60,7 +71,7 @@ static __device__ __forceinline__ void dyn_take(const sm90_dyn &d, sm90_walk &w)
         unsigned long long *slot = d.ring + (w.taken % HFP4_SM90_DYN_RING);
         if (d.pwarp == 0) {
             if (d.lane == 0) {
-                const uint32_t r = gridDim.x + atomicAdd(&hfp4_sm90_dyn_counters[0], 1u);
+                const uint32_t r = gridDim.x + atomicAdd(&hfp4_sm90_dyn_slots[d.slot][0], 1u);
                 *(volatile unsigned long long *)slot = ((unsigned long long)(uint32_t)(w.taken + 1) << 32) | r;
             }
             __syncwarp();
@@ -77,10 +88,10 @@ static __device__ __forceinline__ void dyn_take(const sm90_dyn &d, sm90_walk &w)
 static __device__ __forceinline__ void dyn_finish(const sm90_dyn &d) {
     if (!d.on || d.pwarp != 0 || d.lane != 0) return;
     __threadfence(); /* this CTA's fetches before its count */
-    if (atomicAdd(&hfp4_sm90_dyn_counters[1], 1u) == gridDim.x - 1) {
+    if (atomicAdd(&hfp4_sm90_dyn_slots[d.slot][1], 1u) == gridDim.x - 1) {
         __threadfence();
-        atomicExch(&hfp4_sm90_dyn_counters[0], 0u);
-        atomicExch(&hfp4_sm90_dyn_counters[1], 0u);
+        atomicExch(&hfp4_sm90_dyn_slots[d.slot][0], 0u);
+        atomicExch(&hfp4_sm90_dyn_slots[d.slot][1], 0u);
     }
 }
 

@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(384, MINB)
             mbar_init(&sm.empty[s], 256);
         }
         if constexpr (SPLIT) split_init_barriers(sm.split_bars);
-        if (p.dynamic) /* (dynamic_walk.cuh: 0 is no posted item) */
+        if (p.dyn_slot >= 0) /* (dynamic_walk.cuh: 0 is no posted item) */
             for (int i = 0; i < HFP4_SM90_DYN_RING; i++) sm.dyn_ring[i] = 0;
         mbar_fence_init();
     }

@@ -11,6 +11,8 @@
                                            (V4-Pro's 384 experts; more would cost the 8-token tile a
                                            pipeline stage) */
 #define HFP4_SM90_BALANCE_MAX_TILES 6144 /* token tiles whose bitmask + word prefix fit the same space */
+#define HFP4_SM90_DYN_SLOTS 65536        /* dynamic-walk counters per device (dynamic_walk.cuh): 512 KB */
+#define HFP4_SM90_DYN_STREAM_SLOTS 1024  /* of them, for streams (the rest: launches captured into graphs) */
 
 typedef struct hfp4_sm90_gemm_params {
     /* problem */
@@ -55,9 +57,9 @@ typedef struct hfp4_sm90_gemm_params {
     /* K-split (split_k.cuh; the two-CTA 8-token tile, launched in clusters of two): 2 when the launch
      * may split, 0 when not; the CTAs split when the live items are at most split_max_items */
     int32_t split, split_max_items;
-    /* EXPERIMENT (dynamic_walk.cuh, HFP4_SM90_DYNAMIC=1): 1 when the balanced walk's later items come
-     * from a grid-wide counter */
-    int32_t dynamic;
+    /* the dynamic walk (dynamic_walk.cuh): the plan allows it (dynamic), the launcher gives the launch
+     * a counter slot of its own (dyn_slot, -1: none, the static walk) */
+    int32_t dynamic, dyn_slot;
 } hfp4_sm90_gemm_params;
 
 /* The (mul, shift) that divide any 0 <= x < 2^31 by 1 <= d <= 2^31 as (umulhi(x, mul) + x) >>

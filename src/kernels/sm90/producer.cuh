@@ -77,9 +77,9 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     const int32_t walker = split ? (int32_t)blockIdx.x / 2 : (int32_t)blockIdx.x;
     const int32_t walkers = split ? (int32_t)gridDim.x / 2 : (int32_t)gridDim.x;
     const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
-    /* (dynamic_walk.cuh: an experiment; the walk's later items from a grid-wide counter) */
-    const sm90_dyn dyn = {sm.dyn_ring, cfg::BALANCE && p.dynamic != 0 && headers && !split && p.balanced != 0, pwarp,
-                          lane};
+    /* (dynamic_walk.cuh: the walk's later items from the launch's counter) */
+    const sm90_dyn dyn = {sm.dyn_ring, cfg::BALANCE && dyn_wanted(p, headers, split, balanced_items(p, sm.live_prefix), nck),
+                          p.dyn_slot, pwarp, lane};
     FOR_EACH_ITEM_DYN(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
     sm90_tile tile;
     if (!resolve_tile<BT>(p, item, lay, tile)) continue;

@@ -153,6 +153,13 @@ static __device__ __forceinline__ void build_mask_prefix(const hfp4_sm90_gemm_pa
     if (lane == 0) space[2 * W] = run;
 }
 
+/* The balanced walk's items (p.balanced 1: live, 2: computing), from its prefix; 0 without it */
+static __device__ __forceinline__ int64_t balanced_items(const hfp4_sm90_gemm_params &p, const int32_t *prefix) {
+    if (p.balanced == 1) return prefix[p.num_groups];
+    if (p.balanced == 2) return (int64_t)prefix[2 * (((int32_t)p.tiles_m + 31) / 32)] * p.tiles_n;
+    return 0;
+}
+
 /* The index of the k-th (from 0) set bit of `bits` (k < popcount). */
 static __device__ __forceinline__ int32_t nth_set_bit(uint32_t bits, int32_t k) {
     for (int32_t i = 0; i < k; i++) bits &= bits - 1;
