@@ -325,9 +325,10 @@ HFP4_API hfp4_status hfp4_device_query(int device, hfp4_device_info *info);
  * names why), NO_DEVICE, CUDA.
  * Concurrency: decode-sized launches hand their work items out through a small counter in the
  * library's module memory, one per stream, and one of its own for each launch captured into a CUDA
- * graph, so launches on different streams may run at the same time. One case is not covered: two
- * instances (cudaGraphInstantiate) of the same captured graph launched so that they overlap would
- * share their counters; instantiate a graph once per capture, or set HFP4_SM90_DYNAMIC=0. */
+ * graph, so launches on different streams, and the branches of a graph, may run at the same time.
+ * Not covered: copies of one captured graph that run at the same time (two instances of it, a
+ * cudaGraphClone, the graph added twice as child graphs) would share their counters and compute
+ * wrong results; run such copies one after the other, or set HFP4_SM90_DYNAMIC=0. */
 HFP4_API hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream stream);
 
 /* hfp4_gemm_supported: what hfp4_gemm would answer for `problem` without launching anything

@@ -41,9 +41,9 @@ typedef struct gemm_case {
                              1: with the first's D as its C, into a D of its own (read after write;
                              needs with_c = 0); 2: writing its D over the first's C (write after
                              read; needs with_c = 1); 3: the same GEMM at the same time on a second
-                             stream, into a D of its own (launches that run at once must not share
-                             the dynamic walk's counter, dynamic_walk.cuh): both Ds must be equal,
-                             bit for bit, the second launched CHAIN3_ROUNDS times */
+                             stream, into a poisoned D of its own: both Ds must be equal, bit for bit
+                             (the two launches overlap only where the first's CTAs leave SMs free;
+                             that they never share a counter is gpu_dyn_slots's check) */
     uint64_t seed;
 } gemm_case;
 
@@ -491,6 +491,7 @@ static gemm_result fx_run(gemm_host *h) {
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
+    if (s2) cudaDeviceSynchronize(); /* (the uploads and poisoning above are not ordered with s2) */
     cudaEventRecord(e0, 0);
     res.status = hfp4_gemm(&p, NULL);
     hfp4_status chain_status = HFP4_OK;
@@ -503,7 +504,7 @@ static gemm_result fx_run(gemm_host *h) {
     if (c->chain == 3) { /* on a second stream, that runs at once with the first */
         hfp4_gemm_problem p2 = p;
         p2.d.data = d_d2;
-        for (int round = 0; round < 3 && chain_status == HFP4_OK; round++) chain_status = hfp4_gemm(&p2, s2);
+        chain_status = hfp4_gemm(&p2, s2);
     }
     cudaEventRecord(e1, 0);
     cudaError_t err = cudaDeviceSynchronize();

@@ -11,6 +11,8 @@
 
 #include "gemm_fixture.h"
 #include "harness.h"
+#include "sm90/dyn_slots.h"
+#include "sm90/fp8_fp4_gemm_params.h"
 
 static int have_sm90(void) {
     hfp4_device_info info;
@@ -418,9 +420,35 @@ TEST(gpu_chained_launches) {
     }
 }
 
-/* The decode tiles' dynamic walk takes items from a counter of the launch's own (dynamic_walk.cuh):
- * two launches running at once on two streams must not share one. Enough items for it (>= 3 a CTA,
- * 8 chunks each): 64 groups x 32 weight tiles of the 8-token tile, K = 1024. */
+/* The decode tiles' dynamic walk takes items from a counter of the launch's own (dynamic_walk.cuh,
+ * dyn_slots.h): a slot per stream, the legacy stream's one slot under both its names, a new slot for
+ * every launch captured into a graph, and never a captured launch's slot for a stream's. */
+TEST(gpu_dyn_slots) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    cudaStream_t s1, s2;
+    CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) == cudaSuccess);
+    CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking) == cudaSuccess);
+    const int32_t a = hfp4__sm90_dyn_slot(0, s1), b = hfp4__sm90_dyn_slot(0, s2);
+    CHECK_MSG(a >= 0 && b >= 0 && a != b && a < HFP4_SM90_DYN_STREAM_SLOTS && b < HFP4_SM90_DYN_STREAM_SLOTS,
+              "two streams: slots %d and %d", (int)a, (int)b);
+    CHECK(hfp4__sm90_dyn_slot(0, s1) == a && hfp4__sm90_dyn_slot(0, s2) == b);
+    const int32_t l0 = hfp4__sm90_dyn_slot(0, NULL), l1 = hfp4__sm90_dyn_slot(0, cudaStreamLegacy);
+    CHECK_MSG(l0 >= 0 && l0 == l1 && l0 != a && l0 != b, "legacy stream: slots %d and %d", (int)l0, (int)l1);
+    CHECK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    const int32_t c0 = hfp4__sm90_dyn_slot(0, s1), c1 = hfp4__sm90_dyn_slot(0, s1);
+    cudaGraph_t g = NULL;
+    CHECK(cudaStreamEndCapture(s1, &g) == cudaSuccess);
+    if (g) cudaGraphDestroy(g);
+    CHECK_MSG(c0 >= HFP4_SM90_DYN_STREAM_SLOTS && c1 >= HFP4_SM90_DYN_STREAM_SLOTS && c0 != c1,
+              "captured launches: slots %d and %d", (int)c0, (int)c1);
+    CHECK(hfp4__sm90_dyn_slot(0, s1) == a); /* after the capture, the stream's own again */
+    CHECK(hfp4__sm90_dyn_slot(1 << 20, s1) == -1);
+    cudaStreamDestroy(s1);
+    cudaStreamDestroy(s2);
+}
+
+/* The same GEMM on two streams at once, with enough items for the dynamic walk (>= 3 a CTA, 8 chunks
+ * each): 64 groups x 32 weight tiles of the 8-token tile, K = 1024. */
 TEST(gpu_two_streams_at_once) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     gemm_case c = base_case(HFP4_GROUPING_MASKED, 8, 4096, 1024, 64, 930);

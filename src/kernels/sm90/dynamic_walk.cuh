@@ -27,12 +27,9 @@
  * and the last one zeroes both words before the grid completes (a next launch reads them only after
  * its grid-dependency wait).
  * Whose counter: slot p.dyn_slot of a module array (one per device and context, zero at load), which
- * the launcher gives each launch so that no two launches that may run at once share one
- * (fp8_fp4_gemm.cu: dyn_slot_for): a slot per stream for launches made outside a capture (a stream's
- * launches run one after the other), a slot of its own, never reused, for each launch captured into
- * a graph (CUDA runs a graph's launches one after the other; two instances of one captured graph
- * run at the same time on two streams would share their slots: the API documents it). No slot left:
- * the static walk.
+ * the launcher gives each launch so that no two launches that may run at once share one (dyn_slots.h:
+ * a slot per stream outside a capture, a slot of its own, never reused, for each captured launch).
+ * No slot left: the static walk.
  */
 #pragma once
 #include <stdint.h>

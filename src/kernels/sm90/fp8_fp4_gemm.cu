@@ -3,6 +3,7 @@
  */
 #include "../../runtime/cuda_runtime.h"
 #include "../../plan/sm90_plan.h"
+#include "dyn_slots.h"
 #include "fp8_fp4_gemm.cuh"
 #include "diag_timeline_print.cuh"
 
@@ -19,47 +20,6 @@ static int comparison_switch_on(const char *name, int *cache) {
         __atomic_store_n(cache, on, __ATOMIC_RELAXED);
     }
     return on;
-}
-
-/* The dynamic walk's counter slot (dynamic_walk.cuh) for a launch on `stream` of device `device`, so
- * that no two launches that may run at the same time share one; -1 (the static walk) when none is
- * left or the stream's capture state cannot be read.
- * - captured into a graph: a slot of its own, never given again (CUDA runs the launches of one graph
- *   instance one after another; the slots of two instances of one graph run at once on two streams
- *   would be shared: hfp4.h says so);
- * - otherwise one slot per stream (a stream's launches run one after another, and the next reads
- *   the counter only after the previous has completed, PDL included), found in a table keyed by the
- *   stream handle; cudaStreamPerThread is a different stream in each thread, so it is keyed by the
- *   thread. */
-static int32_t dyn_slot_for(int device, cudaStream_t stream) {
-    enum { MAX_DEVICES = 64, N = HFP4_SM90_DYN_STREAM_SLOTS };
-    static uintptr_t stream_keys[MAX_DEVICES][N]; /* 0: free, else the stream's key (odd) */
-    static int32_t captured_next[MAX_DEVICES];
-    static __thread char per_thread_marker; /* its address keys this thread's cudaStreamPerThread */
-    if (device < 0 || device >= MAX_DEVICES) return -1;
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
-        (void)cudaGetLastError(); /* (e.g. the legacy stream while another thread captures globally) */
-        return -1;
-    }
-    if (status == cudaStreamCaptureStatusActive) {
-        const int32_t v = __atomic_fetch_add(&captured_next[device], 1, __ATOMIC_RELAXED);
-        return v >= 0 && v < HFP4_SM90_DYN_SLOTS - N ? N + v : -1;
-    }
-    if (status != cudaStreamCaptureStatusNone) return -1;
-    /* (handles are pointers, or 0 / cudaStreamLegacy for the one legacy stream: an odd key is never 0) */
-    uintptr_t key = stream == cudaStreamPerThread ? (uintptr_t)&per_thread_marker : (uintptr_t)stream;
-    if (stream == cudaStreamLegacy) key = 0;
-    key = (key << 1) | 1u;
-    const uint32_t h = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 40) % N;
-    for (uint32_t i = 0; i < N; i++) {
-        uintptr_t *k = &stream_keys[device][(h + i) % N];
-        uintptr_t cur = __atomic_load_n(k, __ATOMIC_ACQUIRE);
-        if (cur == 0 && __atomic_compare_exchange_n(k, &cur, key, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            return (int32_t)((h + i) % N);
-        if (cur == key) return (int32_t)((h + i) % N);
-    }
-    return -1;
 }
 
 template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false>
@@ -100,7 +60,7 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     int64_t ctas = items < (int64_t)dev->num_sms * MINB ? items : (int64_t)dev->num_sms * MINB;
     HFP4_REQUIRE(ctas <= 0x7FFFFFFF, "%s: %lld work items exceed the grid limit", fn, (long long)ctas);
     hfp4_sm90_gemm_params params = plan->params;
-    if (BT <= 64 && params.dynamic) params.dyn_slot = dyn_slot_for(dev->device, stream); /* (dynamic_walk.cuh) */
+    if (BT <= 64 && params.dynamic) params.dyn_slot = hfp4__sm90_dyn_slot(dev->device, stream); /* (dyn_slots.h) */
     if (SPLIT) {
         /* the K-split (split_k.cuh): clusters of two CTAs, so an even grid; they split when the live
          * items are at most half the CTAs (HFP4_SM90_SPLIT_ITEMS overrides the bound: 0 never

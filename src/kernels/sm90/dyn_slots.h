@@ -1,0 +1,24 @@
+/*
+ * dyn_slots.h - which counter of the module's array (dynamic_walk.cuh) a decode launch's dynamic walk
+ * uses: no two launches that may run at the same time may share one, or each would skip the items
+ * the other took.
+ */
+#ifndef HFP4_SM90_DYN_SLOTS_H
+#define HFP4_SM90_DYN_SLOTS_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+/* The slot for a launch on `stream` of device `device`, or -1 (the launch walks statically: correct,
+ * slower) when none is left or the stream's capture state cannot be read:
+ * - a launch being captured into a graph: a slot of its own, never given again (so the launches of
+ *   a graph, whichever of them run at the same time, and the streams' launches never share one; a
+ *   copy of the graph, an instance of it or it added twice as child graphs, would share its slots
+ *   with the original: hfp4.h says so). Never freed: 64512 captured launches per device, then -1.
+ * - otherwise one slot per stream (a stream's launches run one after another, and the next reads
+ *   the counter only after the previous has completed, programmatic dependent launch included),
+ *   from a table keyed by the stream handle (the legacy stream as NULL or cudaStreamLegacy is one
+ *   key; cudaStreamPerThread is keyed by the calling thread). 1024 per device, then -1. */
+int32_t hfp4__sm90_dyn_slot(int device, cudaStream_t stream);
+
+#endif
