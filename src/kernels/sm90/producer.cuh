@@ -80,7 +80,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     /* (dynamic_walk.cuh: the walk's later items from the launch's counter) */
     const sm90_dyn dyn = {sm.dyn_ring, cfg::BALANCE && dyn_wanted(p, headers, split, balanced_items(p, sm.live_prefix), nck),
                           p.dyn_slot, pwarp, lane};
-    FOR_EACH_ITEM_DYN(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
+    FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
     sm90_tile tile;
     if (!resolve_tile<BT>(p, item, lay, tile)) continue;
     /* The warp that owns the item's first chunk (global chunk index iter) posts the header into

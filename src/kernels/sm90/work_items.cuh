@@ -251,11 +251,7 @@ static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p,
     return walk_next_by<BT>(p, prefix, w, (int32_t)gridDim.x);
 }
 
-/* The items of walker `start` of G (a CTA: blockIdx.x of gridDim.x; the K-split's clusters walk as
- * one: split_k.cuh) */
-#define FOR_EACH_ITEM(BT, p, prefix, item, lay, start, G)                                                       \
-    for (sm90_walk item##_w = {(int32_t)(start), 0, 0, 0u, 0, 0, 0}; walk_next_by<BT>((p), (prefix), item##_w, (G));) \
-        if (const int32_t item = item##_w.item, lay = item##_w.lay; true)
+/* (the producer's loop over its items: FOR_EACH_ITEM, dynamic_walk.cuh) */
 
 /* Work item -> (weight tile pair, token tile, group); false when the item has nothing to write.
  * `lay` is probe_layout's value for the item. Items run n-tile fastest, so the CTAs resident at one
