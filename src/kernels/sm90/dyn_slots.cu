@@ -1,13 +1,126 @@
 /*
  * dyn_slots.cu - see dyn_slots.h.
+ *
+ * Captured launches' slots go back to a per-device free list when CUDA destroys the user object that
+ * the capturing graph holds for each of them. What CUDA promises about that object's lifetime (CUDA
+ * C++ Programming Guide, "CUDA User Objects"; cuda_runtime_api.h, cudaUserObjectCreate and
+ * cudaStreamGetCaptureInfo):
+ * - a cloned cudaGraph_t retains a copy of every reference the source graph owns, and an
+ *   instantiated cudaGraphExec_t retains a copy of every reference in its source graph, so the slot
+ *   stays held while the graph, any clone of it or any instance of either exists;
+ * - "When a cudaGraphExec_t is destroyed without being synchronized, the references are retained
+ *   until the execution is completed"; likewise references that cudaGraphExecUpdate or
+ *   cudaGraphExecChildGraphNodeSetParams replace "are held until the launches have finished
+ *   executing". References of a child graph node belong to the child graph (a copy of the graph
+ *   added), so they follow it the same way;
+ * - the destructor then runs asynchronously, on a shared CUDA-internal thread, and may make no CUDA
+ *   API call (hence the free list is plain atomics; nothing in CUDA can wait on it either);
+ * - the capturing graph (cudaStreamGetCaptureInfo's graph_out) permits every operation but destroy
+ *   and node removal during the capture. (Not stated, inferred: a capture that ends invalidated,
+ *   cudaStreamEndCapture giving no graph, destroys the graph and so returns its slots too.)
+ * So a slot comes back only after every launch that used it has completed, and each of those
+ * launches zeroed its counter before completing (dynamic_walk.cuh, dyn_finish; a launch that never
+ * ran never touched it): a slot taken again is clean and no launch still uses it.
  */
 #include "dyn_slots.h"
 #include "fp8_fp4_gemm_params.h" /* HFP4_SM90_DYN_SLOTS, HFP4_SM90_DYN_STREAM_SLOTS */
 
+enum {
+    MAX_DEVICES = 64,
+    N = HFP4_SM90_DYN_STREAM_SLOTS,       /* slots [0, N): streams' */
+    CAPTURED = HFP4_SM90_DYN_SLOTS - N,   /* slots [N, N + CAPTURED): captured launches' */
+    CAPTURED_WORDS = (CAPTURED + 63) / 64
+};
+/* (the user object's pointer carries device and slot, so no context is allocated, and none leaks) */
+static_assert(CAPTURED <= (1 << 16), "a captured slot's index must fit in 16 bits of the user object's pointer");
+
+/* Per device: captured slots never handed out yet ([captured_fresh, CAPTURED)), and those returned
+ * (a bit each in captured_free; captured_free_count: bits set and not yet claimed by a taker). The
+ * destructor sets the bit before it counts it, and a taker claims a count before it clears a bit, so
+ * a taker that claimed a count always finds a bit set (bits set >= counts + claims in flight). */
+static int32_t captured_fresh[MAX_DEVICES];
+static uint64_t captured_free[MAX_DEVICES][CAPTURED_WORDS];
+static int32_t captured_free_count[MAX_DEVICES];
+
+/* Runs on CUDA's internal thread (or in the releasing call): no CUDA API, no blocking. Counts only a
+ * bit it set, so a slot given back twice (were CUDA ever to run a destructor for a failed create)
+ * cannot leave a count without a bit, on which a taker would spin. */
+static void captured_give_back(int device, int32_t v) {
+    const uint64_t bit = 1ull << (v % 64);
+    if (!(__atomic_fetch_or(&captured_free[device][v / 64], bit, __ATOMIC_RELEASE) & bit))
+        __atomic_fetch_add(&captured_free_count[device], 1, __ATOMIC_RELEASE);
+}
+
+static void CUDART_CB captured_destroy(void *ptr) {
+    const uintptr_t u = (uintptr_t)ptr;
+    captured_give_back((int)(u >> 16), (int32_t)(u & 0xFFFFu));
+}
+
+/* A captured slot (index from N), or -1 when all CAPTURED are held by live graphs */
+static int32_t captured_take(int device) {
+    int32_t c = __atomic_load_n(&captured_free_count[device], __ATOMIC_ACQUIRE);
+    while (c > 0) {
+        if (!__atomic_compare_exchange_n(&captured_free_count[device], &c, c - 1, true, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE))
+            continue;
+        /* a bit is ours; other takers may clear the one seen first, so scan until one is won */
+        for (;;) {
+            for (int w = 0; w < CAPTURED_WORDS; w++) {
+                uint64_t b = __atomic_load_n(&captured_free[device][w], __ATOMIC_ACQUIRE);
+                while (b != 0) {
+                    const uint64_t bit = b & (~b + 1);
+                    if (__atomic_compare_exchange_n(&captured_free[device][w], &b, b & ~bit, true, __ATOMIC_ACQ_REL,
+                                                    __ATOMIC_ACQUIRE))
+                        return w * 64 + __builtin_ctzll(bit);
+                }
+            }
+        }
+    }
+    /* none returned: a never-used one (never counted past CAPTURED, so the count cannot wrap around
+     * into slots still held however many captures fail for want of one) */
+    int32_t f = __atomic_load_n(&captured_fresh[device], __ATOMIC_RELAXED);
+    while (f < CAPTURED)
+        if (__atomic_compare_exchange_n(&captured_fresh[device], &f, f + 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return f;
+    return -1;
+}
+
+/* The slot of a launch being captured on `stream`, held by the capturing graph (see the top) */
+static int32_t captured_slot(int device, cudaStream_t stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaGraph_t graph = NULL;
+    /* (the first four parameters, the same in CUDA 12 and 13) */
+    if (cudaStreamGetCaptureInfo(stream, &status, NULL, &graph) != cudaSuccess) {
+        (void)cudaGetLastError(); /* (this query's own error, not the caller's) */
+        return -1;
+    }
+    if (status != cudaStreamCaptureStatusActive || graph == NULL) return -1; /* (invalidated meanwhile) */
+    const int32_t v = captured_take(device);
+    if (v < 0) return -1;
+    cudaUserObject_t obj;
+    if (cudaUserObjectCreate(&obj, (void *)((uintptr_t)device << 16 | (uintptr_t)v), captured_destroy, 1,
+                             cudaUserObjectNoDestructorSync) != cudaSuccess) {
+        (void)cudaGetLastError();
+        captured_give_back(device, v); /* (no object: nothing else will) */
+        return -1;
+    }
+    /* The graph takes a reference of its own (flags 0) and ours is released after, rather than ours
+     * moved (cudaGraphUserObjectMove): the API does not say whether a failed move still consumed the
+     * caller's reference, and this way a failure leaves ours for certain, whose release runs the
+     * destructor and so gives the slot back. */
+    if (cudaGraphRetainUserObject(graph, obj, 1, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        (void)cudaUserObjectRelease(obj, 1);
+        (void)cudaGetLastError();
+        return -1;
+    }
+    /* (fails only for an invalid handle or count; then the slot stays held: lost, never shared) */
+    if (cudaUserObjectRelease(obj, 1) != cudaSuccess) (void)cudaGetLastError();
+    return N + v;
+}
+
 int32_t hfp4__sm90_dyn_slot(int device, cudaStream_t stream) {
-    enum { MAX_DEVICES = 64, N = HFP4_SM90_DYN_STREAM_SLOTS };
     static uintptr_t stream_keys[MAX_DEVICES][N]; /* 0: free, else the stream's key (odd) */
-    static int32_t captured_next[MAX_DEVICES];
     static __thread char per_thread_marker; /* its address keys this thread's cudaStreamPerThread */
     if (device < 0 || device >= MAX_DEVICES) return -1;
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -17,10 +130,7 @@ int32_t hfp4__sm90_dyn_slot(int device, cudaStream_t stream) {
         (void)cudaGetLastError();
         return -1;
     }
-    if (status == cudaStreamCaptureStatusActive) {
-        const int32_t v = __atomic_fetch_add(&captured_next[device], 1, __ATOMIC_RELAXED);
-        return v >= 0 && v < HFP4_SM90_DYN_SLOTS - N ? N + v : -1;
-    }
+    if (status == cudaStreamCaptureStatusActive) return captured_slot(device, stream);
     if (status != cudaStreamCaptureStatusNone) return -1; /* (an invalidated capture) */
     /* handles are pointers, or NULL / cudaStreamLegacy for the one legacy stream: shifted and made odd,
      * a key is never 0, the free mark */

@@ -11,10 +11,15 @@
 
 /* The slot for a launch on `stream` of device `device`, or -1 (the launch walks statically: correct,
  * slower) when none is left or the stream's capture state cannot be read:
- * - a launch being captured into a graph: a slot of its own, never given again (so the launches of
- *   a graph, whichever of them run at the same time, and the streams' launches never share one; a
- *   copy of the graph, an instance of it or it added twice as child graphs, would share its slots
- *   with the original: hfp4.h says so). Never freed: 64512 captured launches per device, then -1.
+ * - a launch being captured into a graph: a slot of its own, not given again while the graph, or
+ *   any copy or instance of it, exists or has launches pending (so the launches of a graph,
+ *   whichever of them run at the same time, the launches of graphs alive at once, and the streams'
+ *   launches never share one; a copy of the graph, an instance of it or it added twice as child
+ *   graphs, would share its slots with the original: hfp4.h says so). The capturing graph holds a
+ *   CUDA user object for it, whose destructor returns it to a free list once all of those are gone
+ *   and their launches completed (dyn_slots.cu says what CUDA promises). 64512 per device held at
+ *   once, then -1; -1 also when the capturing graph or the user object cannot be had (no error is
+ *   left behind).
  * - otherwise one slot per stream (a stream's launches run one after another, and the next reads
  *   the counter only after the previous has completed, programmatic dependent launch included),
  *   from a table keyed by the stream handle (the legacy stream as NULL or cudaStreamLegacy is one

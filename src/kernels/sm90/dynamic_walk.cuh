@@ -28,7 +28,8 @@
  * its grid-dependency wait).
  * Whose counter: slot p.dyn_slot of a module array (one per device and context, zero at load), which
  * the launcher gives each launch so that no two launches that may run at once share one (dyn_slots.h:
- * a slot per stream outside a capture, a slot of its own, never reused, for each captured launch).
+ * a slot per stream outside a capture, a slot of its own for each captured launch, reused only after
+ * its graph and every instance of it are gone).
  * No slot left: the static walk.
  */
 #pragma once
