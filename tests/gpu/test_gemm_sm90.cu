@@ -8,6 +8,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "gemm_fixture.h"
 #include "harness.h"
@@ -447,6 +448,124 @@ TEST(gpu_dyn_slots) {
     cudaStreamDestroy(s2);
 }
 
+/* Holds its launch pending until the host sets *release (mapped host memory), or at most 2 s of the
+ * GPU's global timer, so a test that fails to release it still ends */
+static __global__ void hold_until_released(const volatile int *release) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (*release == 0 && t - t0 < 2000000000ull);
+}
+
+static void sleep_ms(long ms) {
+    const struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A graph captured on `s` that holds one captured launch's slot (*slot; -1: none), NULL on failure */
+static cudaGraph_t capture_one_slot(cudaStream_t s, int32_t *slot) {
+    *slot = -1;
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return NULL;
+    *slot = hfp4__sm90_dyn_slot(0, s);
+    cudaGraph_t g = NULL;
+    if (cudaStreamEndCapture(s, &g) != cudaSuccess) return NULL;
+    return g;
+}
+
+/* A captured launch's slot comes back once its graph, the graph's instance and the instance's launch
+ * are all gone (dyn_slots.cu: the graph holds a user object whose destructor returns it): not while
+ * the launch is still pending after graph and instance were destroyed, and within a bounded wait
+ * once it completed (CUDA runs the destructor asynchronously, so the test polls); graphs alive at
+ * the same time never share a slot. */
+TEST(gpu_dyn_slots_returned) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    enum { MAX_HELD = 2048, PENDING_ROUNDS = 50, POLL_MS = 1000 };
+    static cudaGraph_t held[MAX_HELD]; /* graphs kept alive to the end, so their slots stay taken */
+    static int32_t held_slot[MAX_HELD];
+    int n_held = 0, x_back = 0;
+    cudaStream_t s1 = NULL, s2 = NULL;
+    int *release_h = NULL, *release_d = NULL;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t exec = NULL;
+    int32_t x = -1;
+    CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) == cudaSuccess);
+    CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking) == cudaSuccess);
+    CHECK(cudaHostAlloc((void **)&release_h, sizeof(int), cudaHostAllocMapped) == cudaSuccess);
+    if (release_h) {
+        *(volatile int *)release_h = 0;
+        CHECK(cudaHostGetDevicePointer((void **)&release_d, release_h, 0) == cudaSuccess);
+    }
+    if (!hfp4_test_failed()) {
+        /* a graph of one launch with a captured slot, launched, then instance and graph destroyed
+         * while the launch is still held */
+        CHECK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+        x = hfp4__sm90_dyn_slot(0, s1);
+        hold_until_released<<<1, 1, 0, s1>>>(release_d);
+        CHECK(cudaStreamEndCapture(s1, &g) == cudaSuccess && g != NULL);
+        CHECK_MSG(x >= HFP4_SM90_DYN_STREAM_SLOTS && x < HFP4_SM90_DYN_SLOTS, "captured launch: slot %d", (int)x);
+        if (g) CHECK(cudaGraphInstantiate(&exec, g, 0) == cudaSuccess);
+        if (exec) CHECK(cudaGraphLaunch(exec, s1) == cudaSuccess);
+        if (exec) CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+        if (g) CHECK(cudaGraphDestroy(g) == cudaSuccess);
+    }
+    if (!hfp4_test_failed()) {
+        /* while the launch is pending its slot must not be given again */
+        for (int i = 0; i < PENDING_ROUNDS && n_held < MAX_HELD; i++) {
+            int32_t y;
+            cudaGraph_t h = capture_one_slot(s2, &y);
+            CHECK_MSG(h != NULL && y >= 0, "capture %d while the launch is pending: graph %p, slot %d", i, (void *)h,
+                      (int)y);
+            if (!h) break;
+            held[n_held] = h;
+            held_slot[n_held++] = y;
+            sleep_ms(1);
+        }
+        const cudaError_t q = cudaStreamQuery(s1);
+        (void)cudaGetLastError(); /* (cudaErrorNotReady is the expected answer, not an error) */
+        CHECK_MSG(q == cudaErrorNotReady, "the held launch ended early (%s): the check that its slot %d was not "
+                  "given again while it was pending proves nothing", cudaGetErrorString(q), (int)x);
+        for (int i = 0; i < n_held; i++)
+            CHECK_MSG(held_slot[i] != x, "slot %d given again while the launch that uses it was pending", (int)x);
+    }
+    if (release_h) __atomic_store_n((volatile int *)release_h, 1, __ATOMIC_SEQ_CST);
+    CHECK(cudaStreamSynchronize(s1) == cudaSuccess);
+    if (!hfp4_test_failed()) {
+        /* it completed: the slot comes back, asynchronously. Each round takes one slot and keeps its
+         * graph, so slots returned earlier (by other tests) are used up before x comes round, and the
+         * fresh ones taken while the destructor has not run yet are simply held too. */
+        for (int ms = 0; ms < POLL_MS && n_held < MAX_HELD && !x_back; ms++) {
+            CHECK(cudaDeviceSynchronize() == cudaSuccess);
+            int32_t y;
+            cudaGraph_t h = capture_one_slot(s2, &y);
+            CHECK_MSG(h != NULL && y >= 0, "capture after the launch completed: graph %p, slot %d", (void *)h, (int)y);
+            if (!h) break;
+            held[n_held] = h;
+            held_slot[n_held++] = y;
+            x_back = y == x;
+            if (!x_back) sleep_ms(1);
+        }
+        CHECK_MSG(x_back, "slot %d not given again within %d ms after its graph, instance and launch were gone "
+                  "(%d captures meanwhile): CUDA did not run the user object's destructor, or it did not return "
+                  "the slot", (int)x, (int)POLL_MS, n_held);
+        /* every held graph is alive: no two share a slot */
+        for (int i = 0; i < n_held; i++) {
+            CHECK_MSG(held_slot[i] >= HFP4_SM90_DYN_STREAM_SLOTS, "captured launch %d: slot %d", i, (int)held_slot[i]);
+            for (int j = 0; j < i; j++)
+                if (held_slot[i] == held_slot[j]) {
+                    CHECK_MSG(false, "graphs %d and %d, alive at once, share slot %d", j, i, (int)held_slot[i]);
+                    break;
+                }
+        }
+    }
+    for (int i = 0; i < n_held; i++) cudaGraphDestroy(held[i]);
+    if (release_h) cudaFreeHost(release_h);
+    if (s1) cudaStreamDestroy(s1);
+    if (s2) cudaStreamDestroy(s2);
+    CHECK_MSG(cudaGetLastError() == cudaSuccess, "an error was left behind");
+}
+
 /* The same GEMM on two streams at once, with enough items for the dynamic walk (>= 3 a CTA, 8 chunks
  * each): 64 groups x 32 weight tiles of the 8-token tile, K = 1024. */
 TEST(gpu_two_streams_at_once) {
@@ -460,6 +579,30 @@ TEST(gpu_two_streams_at_once) {
     c.expected_m = 4;
     c.chain = 3;
     check_case(&c, "contiguous, a second stream at once");
+}
+
+/* 1x32 activation scales at the decode tiles take the G32 kernels (consumer_pipelined.cuh, a
+ * promotion per k32 step in the look-ahead loop): the 8-token tile (two CTAs an SM, no item headers:
+ * the consumers vote on the chunk modes), 16 and 32 tokens (headers, and the carry from item to
+ * item: 24 experts x 16 weight tiles, ~3 items a CTA); one-base items, and with wide scale spreads
+ * items that keep the general path next to them; an odd chunk count (K = 1408); every activation
+ * scale form; the contiguous layout with 16-row segments. */
+TEST(gpu_decode_1x32_activation_scales) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    static const int64_t ms[] = {8, 16, 32};
+    for (int v = 0; v < 6; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_MASKED, ms[v % 3], 2048, v < 3 ? 1024 : 1408, 24, 960 + v);
+        c.a_gran = 32;
+        c.expected_m = ms[v % 3] - 2; /* (tiles of 8, 16 and 32 tokens) */
+        c.w_pow2 = v < 3 ? 1 : 2;
+        c.a_scale = v == 1 ? HFP4_DTYPE_UE8M0 : v == 4 ? HFP4_DTYPE_UE8M0_PACKED : HFP4_DTYPE_FP32;
+        check_case(&c, "masked, 1x32 scales");
+    }
+    gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 1024, 1024, 16, 970);
+    c.a_gran = 32;
+    c.alignment = 16;
+    c.expected_m = 12;
+    check_case(&c, "contiguous, 1x32 scales");
 }
 
 TEST(gpu_unsupported_is_reported) {

@@ -52,7 +52,7 @@ static __device__ __forceinline__ void step_scales(int st, uint32_t mode, uint32
 /* ---- consumers: warpgroup `warpgroup` owns weight rows [64 * wtile, 64 * wtile + 64) ----
  * p by value and pk, a pointer to the same kernel parameter, and chunks, gran32, warpgroup, tid,
  * lane as the kernel computed them: see the NOTE at the kernel (fp8_fp4_gemm.cuh). */
-template <int BT, bool W_FP32, int MINB, bool SPLIT = false>
+template <int BT, bool W_FP32, int MINB, bool SPLIT = false, bool G32 = false>
 static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params p, const hfp4_sm90_gemm_params *pk,
                                                      const CUtensorMap *d_map, const sm90_smem sm, int64_t chunks,
                                                      bool gran32, int warpgroup, int tid, int lane,
@@ -140,8 +140,16 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
          * (with or without the look-ahead loop), it was optimized before being inlined and the SASS
          * of the tiles changed by up to ~170 instructions. The look-ahead loop as a function
          * (pipelined_item) changes the instruction count of each tile by < 1 %. */
-        const bool one_base = (hflags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) != 0;
-        const bool all_folded = (hflags & HFP4_SM90_HDR_ALL_FOLDED(warpgroup)) != 0;
+        bool one_base = (hflags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) != 0;
+        bool all_folded = (hflags & HFP4_SM90_HDR_ALL_FOLDED(warpgroup)) != 0;
+        /* G32 kernels (1x32 activation scales, consumer_pipelined.cuh): one-base items take the
+         * look-ahead loop with a promotion per k32 step; every other item the general path. Without
+         * headers (the two-CTA 8-token tile, whose stages have no header slot to spare) each warp
+         * reads the modes itself: the loads go out together, one round trip as mode_next's above. */
+        if constexpr (G32) {
+            all_folded = false;
+            if (!headers) one_base = chunks_one_base(modes, nck, lane);
+        }
         HFP4_DIAG_PHASE(HFP4_DIAG_PH_MODES);
         if (threadIdx.x == 0 && HFP4_DIAG_FIRST_ITEM()) { /* (make DIAG=1 only) */
             HFP4_DIAG(HFP4_DIAG_CONS_ITEM);
@@ -152,14 +160,19 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
             /* (consumer_pipelined.cuh: CARRY) a run of one-base items in a loop of its own, so the
              * carried words hold registers only here; the decode tiles (HFP4_SM90_CARRY_MAX_BT) */
             if constexpr (BT <= HFP4_SM90_CARRY_MAX_BT) {
-                if (one_base && !split) {
+                if (one_base && !split && (!G32 || headers)) { /* (G32 without headers: voted, no carry) */
                     sm90_carried_chunk carry;
                     bool carried = false;
                     int64_t wt = wtile;
                     for (;;) {
-                        carried = pipelined_item<BT, W_FP32, MINB, false, true>(
-                            sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
-                            eb1, s, phase, &carry, carried);
+                        if constexpr (G32)
+                            carried = pipelined_item<BT, W_FP32, MINB, false, true, true>(
+                                sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1,
+                                eb0, eb1, s, phase, &carry, carried);
+                        else
+                            carried = pipelined_item<BT, W_FP32, MINB, false, true>(
+                                sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1,
+                                eb0, eb1, s, phase, &carry, carried);
                         HFP4_DIAG_PHASE(HFP4_DIAG_PH_LOOP);
                         to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
                         if (threadIdx.x == 0) { /* (make DIAG=1 only: the stamps of the item loop below) */
@@ -193,14 +206,19 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                     continue;
                 }
             }
-            if (one_base)
+            if (G32 && one_base)
+                pipelined_item<BT, W_FP32, MINB, false, false, G32>(
+                    sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0, eb1, s,
+                    phase);
+            else if (one_base)
                 pipelined_item<BT, W_FP32, MINB, false>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
                                                         r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
             else if (all_folded)
                 pipelined_item<BT, W_FP32, MINB, true>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
                                                        r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
         }
-        const bool pipelined = all_folded;
+        /* (a one-base item is all folded, but 1x32 scales clear all_folded) */
+        const bool pipelined = all_folded || (G32 && one_base);
         for (int32_t kc = 0; kc < (int32_t)nck && !pipelined; kc++) {
             mbar_wait(&full[s], phase);
             const uint8_t *w_st = w_stages + s * cfg::W_STAGE_BYTES + warpgroup * cfg::W_WG_BYTES + tid * 16;

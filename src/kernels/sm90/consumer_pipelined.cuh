@@ -103,6 +103,25 @@ static __device__ __forceinline__ void load_convert_folded(const sm90_lookahead_
  * carried, not the converted fragments (18): with those the two-CTA kernel spilled 128 bytes at
  * its 96 registers. The test never blocks, so a late stage delays neither the epilogue nor the
  * stage's release (a blocking wait there would, whenever the producer lags: T = 1..8). */
+/* G32 (1x32 activation scales, one-base items, the decode tiles up to HFP4_SM90_G32_MAX_BT tokens):
+ * the look-ahead loop with each chunk's 4 k32 steps in 4 accumulators, each promoted with its own
+ * k-group's activation scales (4 FFMA a step where 1x128 scales take 4 a chunk). The weight side is
+ * the one-base folding as for 1x128 (the 32-groups' relative exponents are inside the FP8 values),
+ * so the sums are those of the general per-32 path (consumer.cuh), which 1x32 scales took before:
+ * every step summed from zero, promoted in FP32. Why: transformers quantizes activations with
+ * gran_k 32 for its FP4 experts (docs: deepseek-v4.md), and the general path ran decode at ~60 %
+ * of the 1x128 speed (H200, masked T = 32: 2.37 vs 3.99 TB/s). Up to 32 tokens: the 4 accumulators
+ * are 2 BT registers a thread (64 at 32 tokens; at 64 the general path's NACC = 2 already spilled
+ * there). HFP4_SM90_G32_MAX_BT: tile_config.cuh. */
+/* Whether every chunk of a tile is folded with one base over K (its mode bytes, sm90_layout.h), by
+ * a whole warp: the G32 decision where there is no header to carry it (consumer.cuh) */
+static __device__ __forceinline__ bool chunks_one_base(const uint8_t *modes, int64_t chunks, int lane) {
+    bool ok = true;
+#pragma unroll 1 /* (K > 4096 only) */
+    for (int64_t c = lane; c < chunks; c += 32)
+        ok = ok && (__ldg(modes + c) & (HFP4_SM90_MODE_PER32 | HFP4_SM90_MODE_ONE_BASE)) == HFP4_SM90_MODE_ONE_BASE;
+    return __all_sync(0xFFFFFFFFu, ok);
+}
 #ifndef HFP4_SM90_CARRY_MAX_BT
 #define HFP4_SM90_CARRY_MAX_BT 64 /* (NVFLAGS_EXTRA=-DHFP4_SM90_CARRY_MAX_BT=0 builds without it, for A/Bs) */
 #endif
@@ -117,7 +136,7 @@ typedef struct sm90_carried_chunk { /* a chunk's words, loaded early (CARRY belo
  * fin is in absolute units and each chunk promotes with its rows' scales (emc: chunk kc's e_max,
  * emn: chunk kc + 1's, loaded here), FMUL + FFMA per accumulator but no vote and no branch; else one
  * FFMA per accumulator in the units of the rows' one base. */
-template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool HAS_NEXT, bool CARRY = false>
+template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool HAS_NEXT, bool CARRY = false, bool G32 = false>
 static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs &ad, uint32_t (&cur)[4][4],
                                                       uint32_t (&nxt)[4][4], const uint32_t (&emc)[2],
                                                       uint32_t (&emn)[2], float *fin, int &s, uint32_t &phase,
@@ -128,8 +147,15 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
     sm90_desc desc;
     desc.lo = ad.desc_lo + s * (cfg::A_TILE_BYTES >> 4);
     desc.hi = SM90_DESC_HI_K128_SWIZZLE128;
+    static_assert(!G32 || (!ROW_SCALED && BT <= HFP4_SM90_G32_MAX_BT), "G32: one-base items of the decode tiles");
+    /* G32 in halves (two CTAs an SM, 96 registers: 4 accumulators spilled): steps 0-1, their
+     * promotion, then steps 2-3 (below) */
+    constexpr bool HALVES = G32 && MINB == 2;
     float acc[BT / 2];
-    wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
+    float accs[HALVES ? 2 : 4][BT / 2]; /* (G32 only) */
+    if constexpr (HALVES) wgmma_fp8_rs_step_pair<BT, 0>(accs, cur, desc);
+    else if constexpr (G32) wgmma_fp8_rs_steps<BT>(accs, cur, desc);
+    else wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
     const int s1 = s + 1 == STAGES ? 0 : s + 1;
     const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
     /* NOTE: HAS_NEXT is a template argument (the item's last chunk is a step of its own,
@@ -174,12 +200,31 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
         }
     }
     wgmma_wait<0>();
-    wgmma_chunk_waited<BT>(acc, cur); /* the wgmmas read cur from registers until here */
-    if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
-    const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
-    if constexpr (ROW_SCALED)
-        promote<BT, true>(fin, acc, row_scale_from_emax(emc[0]), row_scale_from_emax(emc[1]), sa, 0);
-    else promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, 0); /* t4's offset is in ad.as */
+    if constexpr (HALVES) {
+        const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
+        wgmma_step_pair_waited<BT, 0>(accs, cur);
+#pragma unroll
+        for (int st = 0; st < 2; st++) promote<BT, false>(fin, accs[st], 1.0f, 1.0f, sa + st * BT, 0); /* k-group st */
+        wgmma_fp8_rs_step_pair<BT, 2>(accs, cur, desc);
+        if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
+        wgmma_wait<0>();
+        wgmma_step_pair_waited<BT, 2>(accs, cur);
+#pragma unroll
+        for (int st = 0; st < 2; st++) promote<BT, false>(fin, accs[st], 1.0f, 1.0f, sa + (2 + st) * BT, 0);
+    } else if constexpr (G32) {
+        wgmma_steps_waited<BT>(accs, cur);
+        if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
+        const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
+#pragma unroll
+        for (int st = 0; st < 4; st++) promote<BT, false>(fin, accs[st], 1.0f, 1.0f, sa + st * BT, 0); /* k-group st */
+    } else {
+        wgmma_chunk_waited<BT>(acc, cur); /* the wgmmas read cur from registers until here */
+        if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
+        const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
+        if constexpr (ROW_SCALED)
+            promote<BT, true>(fin, acc, row_scale_from_emax(emc[0]), row_scale_from_emax(emc[1]), sa, 0);
+        else promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, 0); /* t4's offset is in ad.as */
+    }
     mbar_arrive_sa(ad.full + (STAGES + s) * 8); /* the empty barrier, after the last read of the stage: wgmmas waited, scales used */
     s = s1;
     phase = phase1;
@@ -191,7 +236,7 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
  * the consumers' stage counter (s, phase). CARRY (one-base items only): `carried` says this thread
  * holds the item's first chunk words in *carry (the previous item's last step loaded them; the
  * stage has landed); the return value says *carry now holds the next item's. */
-template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool CARRY = false>
+template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool CARRY = false, bool G32 = false>
 static __device__ __forceinline__ bool pipelined_item(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
                                                       int r0, int t4, float *fin, float &rb0, float &rb1,
                                                       uint32_t &eb0, uint32_t &eb1, int &s, uint32_t &phase,
@@ -219,14 +264,14 @@ static __device__ __forceinline__ bool pipelined_item(const sm90_smem sm, int64_
      * last chunk converts no next one (HAS_NEXT false) */
     int32_t kc = 0;
     for (; kc + 2 < (int32_t)chunks; kc += 2) {
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true>(ad, fa, fb, ea, ebn, fin, s, phase);
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true>(ad, fb, fa, ebn, ea, fin, s, phase);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true, false, G32>(ad, fa, fb, ea, ebn, fin, s, phase);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true, false, G32>(ad, fb, fa, ebn, ea, fin, s, phase);
     }
     if (kc + 2 == (int32_t)chunks) {
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true>(ad, fa, fb, ea, ebn, fin, s, phase);
-        return pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false, CARRY>(ad, fb, fa, ebn, ea, fin, s, phase, &sm,
-                                                                          warpgroup, carry);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true, false, G32>(ad, fa, fb, ea, ebn, fin, s, phase);
+        return pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false, CARRY, G32>(ad, fb, fa, ebn, ea, fin, s, phase, &sm,
+                                                                               warpgroup, carry);
     }
-    return pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false, CARRY>(ad, fa, fb, ea, ebn, fin, s, phase, &sm,
-                                                                      warpgroup, carry);
+    return pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false, CARRY, G32>(ad, fa, fb, ea, ebn, fin, s, phase, &sm,
+                                                                           warpgroup, carry);
 }

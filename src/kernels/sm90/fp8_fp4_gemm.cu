@@ -22,11 +22,11 @@ static int comparison_switch_on(const char *name, int *cache) {
     return on;
 }
 
-template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false>
+template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false, bool G32 = false>
 static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
                           const CUtensorMap *map, const CUtensorMap *d_map, cudaStream_t stream) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
-    auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32, MINB, SPLIT>;
+    auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32, MINB, SPLIT, G32>;
     HFP4_REQUIRE(cfg::SMEM_BYTES <= dev->max_smem_optin, "%s: tile BT=%d needs %d bytes of shared memory, device has %d",
                  fn, BT, cfg::SMEM_BYTES, dev->max_smem_optin);
     /* NOTE: set on every call: the attribute belongs to the current context (a cache would go
@@ -111,6 +111,22 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
      * CTA per SM, for comparison. */
     static int two_ctas_switch = -1;
     const int two_ctas = comparison_switch_on("HFP4_SM90_DECODE_2CTA", &two_ctas_switch);
+    /* NOTE: 1x32 activation scales (transformers passes them) at the decode tiles up to 32 tokens
+     * take the G32 kernels (consumer_pipelined.cuh): masked graph, V4-Flash, H200: w13 T = 8 / 32
+     * 2.12 / 2.40 -> 3.08 / 3.55 TB/s (bench/RESULTS.md v14). HFP4_SM90_G32=0 keeps the general
+     * path, for comparison. */
+    static int g32_switch = -1;
+    if constexpr (!W_FP32)
+        if (plan->params.a_gran_k == 32 && plan->params.split != 2 && comparison_switch_on("HFP4_SM90_G32", &g32_switch)) {
+            static_assert(HFP4_SM90_G32_MAX_BT == 32, "the G32 kernels below");
+            switch (plan->block_tokens) {
+            case 8:
+                return two_ctas ? launch<8, W_FP32, 2, false, true>(fn, plan, dev, map, d_map, stream)
+                                : launch<8, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
+            case 16: return launch<16, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
+            case 32: return launch<32, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
+            }
+        }
     switch (plan->block_tokens) {
     case 8:
         /* the K-split kernel (split_k.cuh) where the plan asks for it (HFP4_SM90_SPLIT=1): launched

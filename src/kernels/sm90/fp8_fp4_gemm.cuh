@@ -58,14 +58,18 @@
 #include "split_k.cuh"
 #include "tile_config.cuh"
 
-/* SPLIT: the K-split kernel (split_k.cuh), launched in clusters of two CTAs */
-template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false>
+/* SPLIT: the K-split kernel (split_k.cuh), launched in clusters of two CTAs. G32: the kernel for 1x32
+ * activation scales at the decode tiles (consumer_pipelined.cuh), a copy of its own so that the
+ * 1x128 kernels' code stays as it was (with both paths in one kernel, 1x128 decode lost 2-9 %,
+ * H200) */
+template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false, bool G32 = false>
 __global__ void __launch_bounds__(384, MINB)
     hfp4_sm90_fp8_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap d_map,
                                   const __grid_constant__ hfp4_sm90_gemm_params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     /* (the 128-token tile's TMA-store epilogue has no add_partial: split_k.cuh serves the 8-token tile) */
     static_assert(!SPLIT || (BT == 8 && MINB == 2), "the K-split is built for the two-CTA 8-token tile only");
+    static_assert(!G32 || (!SPLIT && !W_FP32 && BT <= HFP4_SM90_G32_MAX_BT), "G32: UE8M0 weight scales, decode tiles");
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
     extern __shared__ uint8_t smem_raw[];
@@ -135,10 +139,10 @@ __global__ void __launch_bounds__(384, MINB)
     }
 
     const int64_t chunks = p.w_chunks;
-    const bool gran32 = p.a_gran_k == 32;
+    const bool gran32 = G32 || p.a_gran_k == 32; /* (the launcher picks G32 kernels for 1x32 scales only) */
 
     if (warpgroup == 2) {
-        run_producer<BT, W_FP32, MINB, SPLIT>(p, &a_map, sm, chunks, gran32, lane, split_on, rank);
+        run_producer<BT, W_FP32, MINB, SPLIT, G32>(p, &a_map, sm, chunks, gran32, lane, split_on, rank);
         if constexpr (SPLIT) { /* (split_k.cuh) the start's cluster barrier, then the one at the end */
             cluster_wait();
             cluster_arrive();
@@ -146,7 +150,7 @@ __global__ void __launch_bounds__(384, MINB)
         }
         return;
     }
-    run_consumers<BT, W_FP32, MINB, SPLIT>(p, &p, &d_map, sm, chunks, gran32, warpgroup, tid, lane, split_on, rank);
+    run_consumers<BT, W_FP32, MINB, SPLIT, G32>(p, &p, &d_map, sm, chunks, gran32, warpgroup, tid, lane, split_on, rank);
 #else
     /* Built for another architecture: never launched there (the host checks the device). */
     __trap();

@@ -100,13 +100,13 @@ static __device__ __forceinline__ const uint8_t *tile_pair_modes(const hfp4_sm90
     return p.w_modes + ((int64_t)tile.expert * p.w_tiles + tile.n_tile * 2) * chunks;
 }
 
-template <int BT, bool W_FP32>
+template <int BT, bool W_FP32, bool G32 = false>
 static __device__ __forceinline__ void read_item_header_data(const hfp4_sm90_gemm_params &p, const sm90_tile &tile,
                                                              int64_t chunks, bool gran32, int lane,
                                                              sm90_header_reads<BT> &r) {
     load_row_ids<BT, (BT + 31) / 32>(p, tile, lane, r.row_id);
     r.mode0 = r.mode1 = HFP4_SM90_MODE_ONE_BASE; /* neutral in the votes: folded and one-base */
-    if (!W_FP32 && !gran32) {
+    if (!W_FP32 && (!gran32 || G32)) {
         const uint8_t *modes = tile_pair_modes(p, tile, chunks);
         if (lane < chunks) {
             r.mode0 = __ldg(modes + lane);
@@ -115,13 +115,14 @@ static __device__ __forceinline__ void read_item_header_data(const hfp4_sm90_gem
     }
 }
 
-template <int BT, bool W_FP32>
+template <int BT, bool W_FP32, bool G32 = false>
 static __device__ __forceinline__ void finish_item_header(const hfp4_sm90_gemm_params &p, const sm90_tile &tile,
                                                           int64_t chunks, bool gran32, int lane,
                                                           const sm90_header_reads<BT> &r, uint32_t &flags,
                                                           uint32_t (&real_mask)[(BT + 31) / 32]) {
-    flags = 0; /* (1x32 activation scales or FP32 weight scales: every chunk goes the general path) */
-    if (!W_FP32 && !gran32) {
+    flags = 0; /* (FP32 weight scales: every chunk goes the general path; 1x32 activation scales: the
+                * general path, but in G32 kernels, whose consumers use one-base: consumer.cuh) */
+    if (!W_FP32 && (!gran32 || G32)) {
         const uint8_t *modes = tile_pair_modes(p, tile, chunks);
         uint32_t any0 = r.mode0, all0 = r.mode0, any1 = r.mode1, all1 = r.mode1;
 #pragma unroll 1 /* (K > 4096 only; unrolled, the 48-register producer of the 8-token tile spilled) */

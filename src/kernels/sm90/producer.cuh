@@ -40,7 +40,7 @@ static __device__ __forceinline__ void finish_header_stage(uint64_t *full, int l
  * activation scales and chunk modes by plain loads ----
  * p by value, and chunks, gran32, lane as the kernel computed them: see the NOTE at the kernel
  * (fp8_fp4_gemm.cuh). */
-template <int BT, bool W_FP32, int MINB, bool SPLIT = false>
+template <int BT, bool W_FP32, int MINB, bool SPLIT = false, bool G32 = false>
 static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params p, const CUtensorMap *a_map,
                                                     const sm90_smem sm, int64_t chunks, bool gran32, int lane,
                                                     bool split_on = false, uint32_t rank = 0) {
@@ -103,8 +103,8 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         uint32_t hflags = HFP4_SM90_HDR_ZERO, hmask[MASKS] = {};
         if (tile.compute) {
             sm90_header_reads<BT> reads;
-            read_item_header_data<BT, W_FP32>(p, tile, chunks, gran32, lane, reads);
-            finish_item_header<BT, W_FP32>(p, tile, chunks, gran32, lane, reads, hflags, hmask);
+            read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
+            finish_item_header<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads, hflags, hmask);
         }
         if (lane == 0) post_item_header<MASKS>(item_header_slot<BT, W_FP32, MINB>(a_scale_s, s), tile, hflags, hmask);
         if (!tile.compute) finish_header_stage(&full[s], lane);
