@@ -583,19 +583,19 @@ TEST(gpu_two_streams_at_once) {
 
 /* 1x32 activation scales at the decode tiles take the G32 kernels (consumer_pipelined.cuh, a
  * promotion per k32 step in the look-ahead loop): the 8-token tile (two CTAs an SM, no item headers:
- * the consumers vote on the chunk modes), 16 and 32 tokens (headers, and the carry from item to
- * item: 24 experts x 16 weight tiles, ~3 items a CTA); one-base items, and with wide scale spreads
+ * the consumers vote on the chunk modes), 16, 32 and 64 tokens (headers, and the carry from item to
+ * item: 24 experts x 16 weight tiles, ~3 items a CTA; 64 in halves); one-base items, and with wide scale spreads
  * items that keep the general path next to them; an odd chunk count (K = 1408); every activation
  * scale form; the contiguous layout with 16-row segments. */
 TEST(gpu_decode_1x32_activation_scales) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
-    static const int64_t ms[] = {8, 16, 32};
-    for (int v = 0; v < 6; v++) {
-        gemm_case c = base_case(HFP4_GROUPING_MASKED, ms[v % 3], 2048, v < 3 ? 1024 : 1408, 24, 960 + v);
+    static const int64_t ms[] = {8, 16, 32, 64};
+    for (int v = 0; v < 8; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_MASKED, ms[v % 4], 2048, v < 4 ? 1024 : 1408, 24, 960 + v);
         c.a_gran = 32;
-        c.expected_m = ms[v % 3] - 2; /* (tiles of 8, 16 and 32 tokens) */
-        c.w_pow2 = v < 3 ? 1 : 2;
-        c.a_scale = v == 1 ? HFP4_DTYPE_UE8M0 : v == 4 ? HFP4_DTYPE_UE8M0_PACKED : HFP4_DTYPE_FP32;
+        c.expected_m = ms[v % 4] - 2; /* (tiles of 8, 16, 32 and 64 tokens) */
+        c.w_pow2 = v < 4 ? 1 : 2;
+        c.a_scale = v == 1 ? HFP4_DTYPE_UE8M0 : v == 5 ? HFP4_DTYPE_UE8M0_PACKED : HFP4_DTYPE_FP32;
         check_case(&c, "masked, 1x32 scales");
     }
     gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 1024, 1024, 16, 970);

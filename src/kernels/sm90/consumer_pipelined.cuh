@@ -110,9 +110,9 @@ static __device__ __forceinline__ void load_convert_folded(const sm90_lookahead_
  * so the sums are those of the general per-32 path (consumer.cuh), which 1x32 scales took before:
  * every step summed from zero, promoted in FP32. Why: transformers quantizes activations with
  * gran_k 32 for its FP4 experts (docs: deepseek-v4.md), and the general path ran decode at ~60 %
- * of the 1x128 speed (H200, masked T = 32: 2.37 vs 3.99 TB/s). Up to 32 tokens: the 4 accumulators
- * are 2 BT registers a thread (64 at 32 tokens; at 64 the general path's NACC = 2 already spilled
- * there). HFP4_SM90_G32_MAX_BT: tile_config.cuh. */
+ * of the 1x128 speed (H200, masked T = 32: 2.37 vs 3.99 TB/s). Up to 64 tokens
+ * (HFP4_SM90_G32_MAX_BT, tile_config.cuh): the 4 accumulators are 2 BT registers a thread, so the
+ * 64-token tile takes them in halves, as the two-CTA 8-token tile does. */
 /* Whether every chunk of a tile is folded with one base over K (its mode bytes, sm90_layout.h), by
  * a whole warp: the G32 decision where there is no header to carry it (consumer.cuh) */
 static __device__ __forceinline__ bool chunks_one_base(const uint8_t *modes, int64_t chunks, int lane) {
@@ -148,9 +148,10 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
     desc.lo = ad.desc_lo + s * (cfg::A_TILE_BYTES >> 4);
     desc.hi = SM90_DESC_HI_K128_SWIZZLE128;
     static_assert(!G32 || (!ROW_SCALED && BT <= HFP4_SM90_G32_MAX_BT), "G32: one-base items of the decode tiles");
-    /* G32 in halves (two CTAs an SM, 96 registers: 4 accumulators spilled): steps 0-1, their
-     * promotion, then steps 2-3 (below) */
-    constexpr bool HALVES = G32 && MINB == 2;
+    /* G32 in halves (two CTAs an SM, 96 registers: 4 accumulators spilled; and the 64-token tile,
+     * whose 4 accumulators would be 128 registers): steps 0-1, their promotion, then steps 2-3
+     * (below) */
+    constexpr bool HALVES = G32 && (MINB == 2 || BT == 64);
     float acc[BT / 2];
     float accs[HALVES ? 2 : 4][BT / 2]; /* (G32 only) */
     if constexpr (HALVES) wgmma_fp8_rs_step_pair<BT, 0>(accs, cur, desc);

@@ -111,20 +111,21 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
      * CTA per SM, for comparison. */
     static int two_ctas_switch = -1;
     const int two_ctas = comparison_switch_on("HFP4_SM90_DECODE_2CTA", &two_ctas_switch);
-    /* NOTE: 1x32 activation scales (transformers passes them) at the decode tiles up to 32 tokens
+    /* NOTE: 1x32 activation scales (transformers passes them) at the decode tiles up to 64 tokens
      * take the G32 kernels (consumer_pipelined.cuh): masked graph, V4-Flash, H200: w13 T = 8 / 32
      * 2.12 / 2.40 -> 3.08 / 3.55 TB/s (bench/RESULTS.md v14). HFP4_SM90_G32=0 keeps the general
      * path, for comparison. */
     static int g32_switch = -1;
     if constexpr (!W_FP32)
         if (plan->params.a_gran_k == 32 && plan->params.split != 2 && comparison_switch_on("HFP4_SM90_G32", &g32_switch)) {
-            static_assert(HFP4_SM90_G32_MAX_BT == 32, "the G32 kernels below");
+            static_assert(HFP4_SM90_G32_MAX_BT == 64, "the G32 kernels below");
             switch (plan->block_tokens) {
             case 8:
                 return two_ctas ? launch<8, W_FP32, 2, false, true>(fn, plan, dev, map, d_map, stream)
                                 : launch<8, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
             case 16: return launch<16, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
             case 32: return launch<32, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
+            case 64: return launch<64, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
             }
         }
     switch (plan->block_tokens) {
