@@ -581,13 +581,13 @@ TEST(gpu_two_streams_at_once) {
     check_case(&c, "contiguous, a second stream at once");
 }
 
-/* 1x32 activation scales at the decode tiles take the G32 kernels (consumer_pipelined.cuh, a
+/* 1x32 activation scales take the G32 kernels (consumer_pipelined.cuh, a
  * promotion per k32 step in the look-ahead loop): the 8-token tile (two CTAs an SM, no item headers:
  * the consumers vote on the chunk modes), 16, 32 and 64 tokens (headers, and the carry from item to
  * item: 24 experts x 16 weight tiles, ~3 items a CTA; 64 in halves); one-base items, and with wide scale spreads
  * items that keep the general path next to them; an odd chunk count (K = 1408); every activation
- * scale form; the contiguous layout with 16-row segments. */
-TEST(gpu_decode_1x32_activation_scales) {
+ * scale form; the contiguous layout with 16-row segments; and the 128-token tile. */
+TEST(gpu_1x32_activation_scales_g32) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int64_t ms[] = {8, 16, 32, 64};
     for (int v = 0; v < 8; v++) {
@@ -603,6 +603,15 @@ TEST(gpu_decode_1x32_activation_scales) {
     c.alignment = 16;
     c.expected_m = 12;
     check_case(&c, "contiguous, 1x32 scales");
+    /* the 128-token tile (one step at a time): masked, odd chunk count; dense with a token tail */
+    c = base_case(HFP4_GROUPING_MASKED, 200, 1024, 1408, 5, 971);
+    c.a_gran = 32;
+    c.expected_m = 190;
+    check_case(&c, "masked, 1x32 scales, 128 tokens");
+    c = base_case(HFP4_GROUPING_NONE, 300, 1000, 1024, 1, 972);
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_UE8M0;
+    check_case(&c, "dense, 1x32 scales");
 }
 
 TEST(gpu_unsupported_is_reported) {

@@ -151,10 +151,13 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
     /* G32 in halves (two CTAs an SM, 96 registers: 4 accumulators spilled; and the 64-token tile,
      * whose 4 accumulators would be 128 registers): steps 0-1, their promotion, then steps 2-3
      * (below) */
-    constexpr bool HALVES = G32 && (MINB == 2 || BT == 64);
+    /* and one step at a time at 128 tokens (an accumulator is 64 registers there) */
+    constexpr bool QUARTERS = G32 && BT == 128;
+    constexpr bool HALVES = G32 && !QUARTERS && (MINB == 2 || BT == 64);
     float acc[BT / 2];
     float accs[HALVES ? 2 : 4][BT / 2]; /* (G32 only) */
-    if constexpr (HALVES) wgmma_fp8_rs_step_pair<BT, 0>(accs, cur, desc);
+    if constexpr (QUARTERS) wgmma_fp8_rs_step<BT, 0>(acc, cur, desc);
+    else if constexpr (HALVES) wgmma_fp8_rs_step_pair<BT, 0>(accs, cur, desc);
     else if constexpr (G32) wgmma_fp8_rs_steps<BT>(accs, cur, desc);
     else wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
     const int s1 = s + 1 == STAGES ? 0 : s + 1;
@@ -201,7 +204,24 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
         }
     }
     wgmma_wait<0>();
-    if constexpr (HALVES) {
+    if constexpr (QUARTERS) {
+        const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
+        wgmma_step_waited<BT, 0>(acc, cur);
+        promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, 0); /* k-group 0 */
+        wgmma_fp8_rs_step<BT, 1>(acc, cur, desc);
+        wgmma_wait<0>();
+        wgmma_step_waited<BT, 1>(acc, cur);
+        promote<BT, false>(fin, acc, 1.0f, 1.0f, sa + BT, 0);
+        wgmma_fp8_rs_step<BT, 2>(acc, cur, desc);
+        if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
+        wgmma_wait<0>();
+        wgmma_step_waited<BT, 2>(acc, cur);
+        promote<BT, false>(fin, acc, 1.0f, 1.0f, sa + 2 * BT, 0);
+        wgmma_fp8_rs_step<BT, 3>(acc, cur, desc);
+        wgmma_wait<0>();
+        wgmma_step_waited<BT, 3>(acc, cur);
+        promote<BT, false>(fin, acc, 1.0f, 1.0f, sa + 3 * BT, 0);
+    } else if constexpr (HALVES) {
         const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
         wgmma_step_pair_waited<BT, 0>(accs, cur);
 #pragma unroll

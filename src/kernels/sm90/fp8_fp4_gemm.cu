@@ -118,7 +118,7 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
     static int g32_switch = -1;
     if constexpr (!W_FP32)
         if (plan->params.a_gran_k == 32 && plan->params.split != 2 && comparison_switch_on("HFP4_SM90_G32", &g32_switch)) {
-            static_assert(HFP4_SM90_G32_MAX_BT == 64, "the G32 kernels below");
+            static_assert(HFP4_SM90_G32_MAX_BT == 128, "the G32 kernels below");
             switch (plan->block_tokens) {
             case 8:
                 return two_ctas ? launch<8, W_FP32, 2, false, true>(fn, plan, dev, map, d_map, stream)
@@ -126,6 +126,7 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
             case 16: return launch<16, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
             case 32: return launch<32, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
             case 64: return launch<64, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
+            case 128: return launch<128, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
             }
         }
     switch (plan->block_tokens) {

@@ -121,6 +121,26 @@ static __device__ __forceinline__ void wgmma_steps_waited(float (&d)[4][N / 2], 
     }
 }
 
+/* Step ST of a chunk into an accumulator of its own (d := step ST), one commit group: G32 at the
+ * 128-token tile, one step at a time (one accumulator is 64 registers there) */
+template <int N, int ST>
+static __device__ __forceinline__ void wgmma_fp8_rs_step(float (&d)[N / 2], uint32_t (&a)[4][4], sm90_desc desc_b) {
+#pragma unroll
+    for (int r = 0; r < 4; r++) reg_fence(a[ST][r]);
+#pragma unroll
+    for (int r = 0; r < N / 2; r++) reg_fence(d[r]);
+    wgmma_fence();
+    wgmma_fp8_rs<N>(d, a[ST], desc_advance_k32(desc_b, ST), 0);
+    wgmma_commit();
+}
+template <int N, int ST>
+static __device__ __forceinline__ void wgmma_step_waited(float (&d)[N / 2], uint32_t (&a)[4][4]) {
+#pragma unroll
+    for (int r = 0; r < N / 2; r++) reg_fence(d[r]);
+#pragma unroll
+    for (int r = 0; r < 4; r++) reg_fence(a[ST][r]);
+}
+
 /* Steps ST0 and ST0 + 1 of a chunk into 2 accumulators (d[i] := step ST0 + i), one commit group:
  * G32 in halves, where 4 accumulators do not fit (the two-CTA 8-token tile's 96 registers) */
 template <int N, int ST0>
