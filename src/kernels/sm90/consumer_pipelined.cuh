@@ -103,16 +103,17 @@ static __device__ __forceinline__ void load_convert_folded(const sm90_lookahead_
  * carried, not the converted fragments (18): with those the two-CTA kernel spilled 128 bytes at
  * its 96 registers. The test never blocks, so a late stage delays neither the epilogue nor the
  * stage's release (a blocking wait there would, whenever the producer lags: T = 1..8). */
-/* G32 (1x32 activation scales, one-base items, the decode tiles up to HFP4_SM90_G32_MAX_BT tokens):
- * the look-ahead loop with each chunk's 4 k32 steps in 4 accumulators, each promoted with its own
- * k-group's activation scales (4 FFMA a step where 1x128 scales take 4 a chunk). The weight side is
+/* G32 (1x32 activation scales, one-base items, every tile: HFP4_SM90_G32_MAX_BT): the look-ahead
+ * loop with each chunk's 4 k32 steps in accumulators of their own, each promoted with its own
+ * k-group's activation scales (a promotion a step where 1x128 scales take one a chunk). The weight side is
  * the one-base folding as for 1x128 (the 32-groups' relative exponents are inside the FP8 values),
  * so the sums are those of the general per-32 path (consumer.cuh), which 1x32 scales took before:
  * every step summed from zero, promoted in FP32. Why: transformers quantizes activations with
  * gran_k 32 for its FP4 experts (docs: deepseek-v4.md), and the general path ran decode at ~60 %
- * of the 1x128 speed (H200, masked T = 32: 2.37 vs 3.99 TB/s). Up to 64 tokens
- * (HFP4_SM90_G32_MAX_BT, tile_config.cuh): the 4 accumulators are 2 BT registers a thread, so the
- * 64-token tile takes them in halves, as the two-CTA 8-token tile does. */
+ * of the 1x128 speed (H200, masked T = 32: 2.37 vs 3.99 TB/s), prefill at ~40 %. The 4
+ * accumulators are 2 BT registers a thread: 4 at once up to 32 tokens, in halves at the two-CTA
+ * 8-token tile and at 64 tokens, one step at a time at 128 (QUARTERS: each step's wait then
+ * serializes the warpgroup, the other warpgroup's wgmmas fill it). */
 /* Whether every chunk of a tile is folded with one base over K (its mode bytes, sm90_layout.h), by
  * a whole warp: the G32 decision where there is no header to carry it (consumer.cuh) */
 static __device__ __forceinline__ bool chunks_one_base(const uint8_t *modes, int64_t chunks, int lane) {
@@ -147,7 +148,7 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
     sm90_desc desc;
     desc.lo = ad.desc_lo + s * (cfg::A_TILE_BYTES >> 4);
     desc.hi = SM90_DESC_HI_K128_SWIZZLE128;
-    static_assert(!G32 || (!ROW_SCALED && BT <= HFP4_SM90_G32_MAX_BT), "G32: one-base items of the decode tiles");
+    static_assert(!G32 || (!ROW_SCALED && BT <= HFP4_SM90_G32_MAX_BT), "G32: one-base items, UE8M0 weight scales");
     /* G32 in halves (two CTAs an SM, 96 registers: 4 accumulators spilled; and the 64-token tile,
      * whose 4 accumulators would be 128 registers): steps 0-1, their promotion, then steps 2-3
      * (below) */

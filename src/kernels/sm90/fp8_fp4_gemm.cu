@@ -111,10 +111,10 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
      * CTA per SM, for comparison. */
     static int two_ctas_switch = -1;
     const int two_ctas = comparison_switch_on("HFP4_SM90_DECODE_2CTA", &two_ctas_switch);
-    /* NOTE: 1x32 activation scales (transformers passes them) at the decode tiles up to 64 tokens
-     * take the G32 kernels (consumer_pipelined.cuh): masked graph, V4-Flash, H200: w13 T = 8 / 32
-     * 2.12 / 2.40 -> 3.08 / 3.55 TB/s (bench/RESULTS.md v14). HFP4_SM90_G32=0 keeps the general
-     * path, for comparison. */
+    /* NOTE: 1x32 activation scales (transformers passes them) take the G32 kernels
+     * (consumer_pipelined.cuh), with UE8M0 weight scales, at every tile: H200, V4-Flash masked graph
+     * w13 T = 8 / 32 2.14 / 2.42 -> 3.30 / 3.78 TB/s, prefill T = 16384 w13 254 -> 365 TFLOP/s
+     * (bench/RESULTS.md v14). HFP4_SM90_G32=0 keeps the general path, for comparison. */
     static int g32_switch = -1;
     if constexpr (!W_FP32)
         if (plan->params.a_gran_k == 32 && plan->params.split != 2 && comparison_switch_on("HFP4_SM90_G32", &g32_switch)) {

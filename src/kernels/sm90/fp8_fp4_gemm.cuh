@@ -59,7 +59,7 @@
 #include "tile_config.cuh"
 
 /* SPLIT: the K-split kernel (split_k.cuh), launched in clusters of two CTAs. G32: the kernel for 1x32
- * activation scales at the decode tiles (consumer_pipelined.cuh), a copy of its own so that the
+ * activation scales (consumer_pipelined.cuh), a copy of its own so that the
  * 1x128 kernels' code stays as it was (with both paths in one kernel, 1x128 decode lost 2-9 %,
  * H200) */
 template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false, bool G32 = false>
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(384, MINB)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     /* (the 128-token tile's TMA-store epilogue has no add_partial: split_k.cuh serves the 8-token tile) */
     static_assert(!SPLIT || (BT == 8 && MINB == 2), "the K-split is built for the two-CTA 8-token tile only");
-    static_assert(!G32 || (!SPLIT && !W_FP32 && BT <= HFP4_SM90_G32_MAX_BT), "G32: UE8M0 weight scales, decode tiles");
+    static_assert(!G32 || (!SPLIT && !W_FP32 && BT <= HFP4_SM90_G32_MAX_BT), "G32: UE8M0 weight scales, no K-split");
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     constexpr int STAGES = cfg::STAGES;
     extern __shared__ uint8_t smem_raw[];

@@ -16,7 +16,7 @@
 #define HFP4_K_MASKED 3
 
 #ifndef HFP4_SM90_G32_MAX_BT
-#define HFP4_SM90_G32_MAX_BT 128 /* 1x32 activation scales' look-ahead loop up to this tile (consumer_pipelined.cuh) */
+#define HFP4_SM90_G32_MAX_BT 128 /* 1x32 activation scales' look-ahead loop up to this tile: all (consumer_pipelined.cuh) */
 #endif
 #define HFP4_SM90_DYN_RING 16 /* dynamic_walk.cuh's ring: more slots than items a producer warp can lag */
 
