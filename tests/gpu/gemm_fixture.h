@@ -24,7 +24,9 @@ typedef struct gemm_case {
                              within 3 binades per 128-K chunk but ~23 over K (every chunk folded,
                              the row's base changes from chunk to chunk); 4: 7 binades, except
                              30 binades in every other chunk of every third 128-row tile (folded
-                             and per-32 chunks in one tile, all-folded tiles next to them) */
+                             and per-32 chunks in one tile, all-folded tiles next to them); 5: 7
+                             binades, except 30 binades in chunk 33 (K >= 4352) of every other
+                             128-row tile (a tile's only per-32 chunk past its 32nd) */
     hfp4_dtype d_dtype;   /* BF16 or FP32 */
     int with_c;
     int32_t alignment;    /* contiguous forms */
@@ -241,6 +243,8 @@ static void fx_build(gemm_host *h, const gemm_case *cs) {
             h->w_sf[i] = ldexpf(1.0f, -3 - (int)((j / 4) * 5 % 20) - (int)(fx_next(&s) % 4));
         else if (c->w_pow2 == 4)
             h->w_sf[i] = (row / 128) % 3 == 0 && (j / 4) % 2 == 1 ? fx_pow2(&s, -33, -3) : fx_pow2(&s, -9, -3);
+        else if (c->w_pow2 == 5)
+            h->w_sf[i] = (row / 128) % 2 == 0 && j / 4 == 33 ? fx_pow2(&s, -33, -3) : fx_pow2(&s, -9, -3);
         else
             h->w_sf[i] = c->w_pow2 == 2 ? fx_pow2(&s, -33, -3) : c->w_pow2 ? fx_pow2(&s, -9, -3)
                                                                            : (float)(fx_uniform(&s) * 0.01 + 0.0005);

@@ -581,22 +581,43 @@ TEST(gpu_two_streams_at_once) {
     check_case(&c, "contiguous, a second stream at once");
 }
 
-/* 1x32 activation scales take the G32 kernels (consumer_pipelined.cuh, a
- * promotion per k32 step in the look-ahead loop): the 8-token tile (two CTAs an SM, no item headers:
- * the consumers vote on the chunk modes), 16, 32 and 64 tokens (headers, and the carry from item to
- * item: 24 experts x 16 weight tiles, ~3 items a CTA; 64 in halves); one-base items, and with wide scale spreads
- * items that keep the general path next to them; an odd chunk count (K = 1408); every activation
- * scale form; the contiguous layout with 16-row segments; and the 128-token tile. */
+/* 1x32 activation scales take the G32 kernels (consumer_pipelined.cuh, a promotion per k32 step
+ * in the look-ahead loop): the 8-token tile (two CTAs an SM, no item headers: the consumers vote on
+ * the chunk modes), 16, 32 and 64 tokens (headers, and the carry from item to item: 24 experts x 16
+ * weight tiles, ~3 items a CTA; 64 in halves), 128 tokens (one step at a time). One-base items with
+ * 8 and 11 chunks (K = 1408) and every activation scale form; wide spreads (general items only);
+ * one-base and per-32 tiles in one launch (w_pow2 4: the carry's break, a CTA switching paths); a
+ * tile whose only per-32 chunk is its 34th (w_pow2 5, K = 4352: the vote and the header read more
+ * than 32 mode bytes); K not a multiple of 128; the contiguous layout; dense. */
 TEST(gpu_1x32_activation_scales_g32) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int64_t ms[] = {8, 16, 32, 64};
-    for (int v = 0; v < 8; v++) {
+    for (int v = 0; v < 12; v++) {
         gemm_case c = base_case(HFP4_GROUPING_MASKED, ms[v % 4], 2048, v < 4 ? 1024 : 1408, 24, 960 + v);
         c.a_gran = 32;
         c.expected_m = ms[v % 4] - 2; /* (tiles of 8, 16, 32 and 64 tokens) */
-        c.w_pow2 = v < 4 ? 1 : 2;
-        c.a_scale = v == 1 ? HFP4_DTYPE_UE8M0 : v == 5 ? HFP4_DTYPE_UE8M0_PACKED : HFP4_DTYPE_FP32;
+        c.w_pow2 = v < 8 ? 1 : 2;
+        c.a_scale = v % 3 == 1 ? HFP4_DTYPE_UE8M0 : v % 3 == 2 ? HFP4_DTYPE_UE8M0_PACKED : HFP4_DTYPE_FP32;
         check_case(&c, "masked, 1x32 scales");
+    }
+    static const int64_t mixed_ms[] = {8, 16, 64, 200};
+    for (int v = 0; v < 4; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_MASKED, mixed_ms[v], 1024, 1024, 16, 980 + v);
+        c.a_gran = 32;
+        c.expected_m = mixed_ms[v] - 2;
+        c.w_pow2 = 4;
+        check_case(&c, "masked, 1x32 scales, mixed tiles");
+    }
+    for (int v = 0; v < 2; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_MASKED, v ? 16 : 8, 512, 4352, 4, 984 + v);
+        c.a_gran = 32;
+        c.expected_m = v ? 14 : 6;
+        c.w_pow2 = 5;
+        check_case(&c, "masked, 1x32 scales, per-32 chunk 34");
+        c = base_case(HFP4_GROUPING_MASKED, v ? 16 : 8, 512, 1056, 6, 986 + v);
+        c.a_gran = 32;
+        c.expected_m = v ? 14 : 6;
+        check_case(&c, "masked, 1x32 scales, K % 128 != 0");
     }
     gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 1024, 1024, 16, 970);
     c.a_gran = 32;

@@ -5,7 +5,8 @@
  * the scales (promote.cuh), then stores its part of D (epilogue.cuh). An item whose chunks are all
  * folded (UE8M0 weight scales, 1x128 activation scales) takes the look-ahead path
  * (consumer_pipelined.cuh), in the rows' one base when the repack's mode bit 1 says so, else with
- * row scales; any other goes one chunk at a time, each chunk folded or per-32.
+ * row scales; so does a one-base item under 1x32 activation scales in the G32 kernels, with a
+ * promotion per k32 step; any other goes one chunk at a time, each chunk folded or per-32.
  */
 #pragma once
 #include <stdint.h>
@@ -145,7 +146,8 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         /* G32 kernels (1x32 activation scales, consumer_pipelined.cuh): one-base items take the
          * look-ahead loop with a promotion per k32 step; every other item the general path. Without
          * headers (the two-CTA 8-token tile, whose stages have no header slot to spare) each warp
-         * reads the modes itself: the loads go out together, one round trip as mode_next's above. */
+         * reads the modes itself: up to 32 chunks one load a lane, one round trip as mode_next's
+         * above (a loop beyond, K > 4096). */
         if constexpr (G32) {
             all_folded = false;
             if (!headers) one_base = chunks_one_base(modes, nck, lane);

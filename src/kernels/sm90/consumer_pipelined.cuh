@@ -1,6 +1,7 @@
 /*
  * consumer_pipelined.cuh - the pieces of the consumers' look-ahead path for an item whose chunks are
- * all folded (UE8M0 weight scales, 1x128 activation scales): the loop's shared-memory addresses
+ * all folded (UE8M0 weight scales; 1x128 activation scales, or 1x32 ones in the G32 kernels for
+ * one-base items): the loop's shared-memory addresses
  * (lookahead_addrs), one chunk's fragments (load_convert_folded),
  * one step of the loop (pipelined_step), which issues chunk kc's wgmmas and, when there is a
  * chunk kc + 1 (HAS_NEXT), loads and converts it beside chunk kc's promotion, and the loop itself
@@ -32,10 +33,12 @@
  * scheduled before the wgmma wait; timing-only build without it, H200: w13 T = 16384 552 -> 592,
  * dense 684 -> 740 TFLOP/s). The ROW_SCALED copy measured +19 % on decode and +5 % on prefill for
  * such items (`bench --w-scales drift`) and no loss for one-base ones. Items with a per-32 chunk,
- * 1x32 activation scales or FP32 weight scales go chunk by chunk (consumer.cuh).
+ * FP32 weight scales, or 1x32 activation scales outside the G32 kernels' one-base items (G32 below)
+ * go chunk by chunk (consumer.cuh).
  * The decision (per warpgroup, made by the producer for the item's header, item_header.cuh:
- * finish_item_header): one-base when every mode byte (one per chunk) is one-base and not per-32, all
- * folded when none is per-32. */
+ * finish_item_header; without headers, in the G32 kernels' two-CTA 8-token tile, by the consumers'
+ * vote, chunks_one_base): one-base when every mode byte (one per chunk) is one-base and not per-32,
+ * all folded when none is per-32. */
 /* A consumer thread's shared-window addresses of what the look-ahead loop reads, for stage 0: stage s
  * is at base + s x the region's stage stride (one IMAD each), set once per item.
  * NOTE: from the generic pointers of sm90_smem the loop recomputed the shared window's base

@@ -25,14 +25,17 @@
 #include "dyn_slots.h"
 #include "fp8_fp4_gemm_params.h" /* HFP4_SM90_DYN_SLOTS, HFP4_SM90_DYN_STREAM_SLOTS */
 
+#include <pthread.h>
+
 enum {
     MAX_DEVICES = 64,
     N = HFP4_SM90_DYN_STREAM_SLOTS,       /* slots [0, N): streams' */
     CAPTURED = HFP4_SM90_DYN_SLOTS - N,   /* slots [N, N + CAPTURED): captured launches' */
     CAPTURED_WORDS = (CAPTURED + 63) / 64
 };
-/* (the user object's pointer carries device and slot, so no context is allocated, and none leaks) */
-static_assert(CAPTURED <= (1 << 16), "a captured slot's index must fit in 16 bits of the user object's pointer");
+/* (the user object's pointer carries device and slot + 1, never NULL, so no context is allocated,
+ * and none leaks) */
+static_assert(CAPTURED < (1 << 16), "a captured slot's index + 1 must fit in 16 bits of the user object's pointer");
 
 /* Per device: captured slots never handed out yet ([captured_fresh, CAPTURED)), and those returned
  * (a bit each in captured_free; captured_free_count: bits set and not yet claimed by a taker). The
@@ -53,7 +56,7 @@ static void captured_give_back(int device, int32_t v) {
 
 static void CUDART_CB captured_destroy(void *ptr) {
     const uintptr_t u = (uintptr_t)ptr;
-    captured_give_back((int)(u >> 16), (int32_t)(u & 0xFFFFu));
+    captured_give_back((int)(u >> 16), (int32_t)(u & 0xFFFFu) - 1);
 }
 
 /* A captured slot (index from N), or -1 when all CAPTURED are held by live graphs */
@@ -98,7 +101,7 @@ static int32_t captured_slot(int device, cudaStream_t stream) {
     const int32_t v = captured_take(device);
     if (v < 0) return -1;
     cudaUserObject_t obj;
-    if (cudaUserObjectCreate(&obj, (void *)((uintptr_t)device << 16 | (uintptr_t)v), captured_destroy, 1,
+    if (cudaUserObjectCreate(&obj, (void *)((uintptr_t)device << 16 | (uintptr_t)(v + 1)), captured_destroy, 1,
                              cudaUserObjectNoDestructorSync) != cudaSuccess) {
         (void)cudaGetLastError();
         captured_give_back(device, v); /* (no object: nothing else will) */
@@ -108,7 +111,13 @@ static int32_t captured_slot(int device, cudaStream_t stream) {
      * moved (cudaGraphUserObjectMove): the API does not say whether a failed move still consumed the
      * caller's reference, and this way a failure leaves ours for certain, whose release runs the
      * destructor and so gives the slot back. */
-    if (cudaGraphRetainUserObject(graph, obj, 1, 0) != cudaSuccess) {
+    /* (a cudaGraph_t is not internally synchronized: two threads whose streams capture into one
+     * graph could call this at once; serialized here) */
+    static pthread_mutex_t retain_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&retain_lock);
+    const cudaError_t retained = cudaGraphRetainUserObject(graph, obj, 1, 0);
+    pthread_mutex_unlock(&retain_lock);
+    if (retained != cudaSuccess) {
         (void)cudaGetLastError();
         (void)cudaUserObjectRelease(obj, 1);
         (void)cudaGetLastError();

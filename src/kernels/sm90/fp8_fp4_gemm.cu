@@ -60,7 +60,11 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     int64_t ctas = items < (int64_t)dev->num_sms * MINB ? items : (int64_t)dev->num_sms * MINB;
     HFP4_REQUIRE(ctas <= 0x7FFFFFFF, "%s: %lld work items exceed the grid limit", fn, (long long)ctas);
     hfp4_sm90_gemm_params params = plan->params;
-    if (BT <= 64 && params.dynamic) params.dyn_slot = hfp4__sm90_dyn_slot(dev->device, stream); /* (dyn_slots.h) */
+    /* a counter slot (dyn_slots.h) only where the device may walk dynamically: dyn_wanted's item
+     * headers (item_headers_on) and 8 chunks, mirrored here, so that captured launches that never
+     * can (the TP shards' short K, 1x32 scales on the two-CTA 8-token tile) hold no slot */
+    const bool dyn_possible = (cfg::HEADER_SLOT || params.a_gran_k != 32) && params.w_chunks >= 8;
+    if (BT <= 64 && params.dynamic && dyn_possible) params.dyn_slot = hfp4__sm90_dyn_slot(dev->device, stream);
     if (SPLIT) {
         /* the K-split (split_k.cuh): clusters of two CTAs, so an even grid; they split when the live
          * items are at most half the CTAs (HFP4_SM90_SPLIT_ITEMS overrides the bound: 0 never

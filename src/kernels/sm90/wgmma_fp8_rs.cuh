@@ -5,7 +5,8 @@
  * B (N x 32 FP8, K-major) from a shared-memory descriptor (the activation tile), D is FP32 in
  * registers (N/2 per thread). scale_d = 0 overwrites D, 1 accumulates. The operand lists are long
  * and regular, so each wrapper spells them out; besides them only the 4 chained k32 steps of a
- * 128-K chunk (wgmma_fp8_rs_chunk) live here.
+ * 128-K chunk (wgmma_fp8_rs_chunk) and the G32 kernels' unchained forms (each step, a pair of steps
+ * or all four into accumulators of their own: consumer_pipelined.cuh) live here.
  */
 #pragma once
 #include <stdint.h>
@@ -142,7 +143,8 @@ static __device__ __forceinline__ void wgmma_step_waited(float (&d)[N / 2], uint
 }
 
 /* Steps ST0 and ST0 + 1 of a chunk into 2 accumulators (d[i] := step ST0 + i), one commit group:
- * G32 in halves, where 4 accumulators do not fit (the two-CTA 8-token tile's 96 registers) */
+ * G32 in halves, where 4 accumulators do not fit (the two-CTA 8-token tile's 96 registers, the
+ * 64-token tile's 4 x 32) */
 template <int N, int ST0>
 static __device__ __forceinline__ void wgmma_fp8_rs_step_pair(float (&d)[2][N / 2], uint32_t (&a)[4][4], sm90_desc desc_b) {
 #pragma unroll
