@@ -159,10 +159,10 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
     constexpr bool QUARTERS = G32 && BT == 128;
     constexpr bool HALVES = G32 && !QUARTERS && (MINB == 2 || BT == 64);
     float acc[BT / 2];
-    float accs[HALVES ? 2 : 4][BT / 2]; /* (G32 only) */
-    if constexpr (QUARTERS) wgmma_fp8_rs_step<BT, 0>(acc, cur, desc);
-    else if constexpr (HALVES) wgmma_fp8_rs_step_pair<BT, 0>(accs, cur, desc);
-    else if constexpr (G32) wgmma_fp8_rs_steps<BT>(accs, cur, desc);
+    float accs[QUARTERS ? 1 : HALVES ? 2 : 4][BT / 2]; /* (G32 only) */
+    if constexpr (QUARTERS) wgmma_fp8_rs_steps<BT, 1, 0>(accs, cur, desc);
+    else if constexpr (HALVES) wgmma_fp8_rs_steps<BT, 2, 0>(accs, cur, desc);
+    else if constexpr (G32) wgmma_fp8_rs_steps<BT, 4, 0, false>(accs, cur, desc);
     else wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
     const int s1 = s + 1 == STAGES ? 0 : s + 1;
     const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
@@ -210,34 +210,34 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
     wgmma_wait<0>();
     if constexpr (QUARTERS) {
         const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
-        wgmma_step_waited<BT, 0>(acc, cur);
-        promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, 0); /* k-group 0 */
-        wgmma_fp8_rs_step<BT, 1>(acc, cur, desc);
+        wgmma_steps_waited<BT, 1, 0>(accs, cur);
+        promote<BT, false>(fin, accs[0], 1.0f, 1.0f, sa, 0); /* k-group 0 */
+        wgmma_fp8_rs_steps<BT, 1, 1>(accs, cur, desc);
         wgmma_wait<0>();
-        wgmma_step_waited<BT, 1>(acc, cur);
-        promote<BT, false>(fin, acc, 1.0f, 1.0f, sa + BT, 0);
-        wgmma_fp8_rs_step<BT, 2>(acc, cur, desc);
+        wgmma_steps_waited<BT, 1, 1>(accs, cur);
+        promote<BT, false>(fin, accs[0], 1.0f, 1.0f, sa + BT, 0);
+        wgmma_fp8_rs_steps<BT, 1, 2>(accs, cur, desc);
         if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
         wgmma_wait<0>();
-        wgmma_step_waited<BT, 2>(acc, cur);
-        promote<BT, false>(fin, acc, 1.0f, 1.0f, sa + 2 * BT, 0);
-        wgmma_fp8_rs_step<BT, 3>(acc, cur, desc);
+        wgmma_steps_waited<BT, 1, 2>(accs, cur);
+        promote<BT, false>(fin, accs[0], 1.0f, 1.0f, sa + 2 * BT, 0);
+        wgmma_fp8_rs_steps<BT, 1, 3>(accs, cur, desc);
         wgmma_wait<0>();
-        wgmma_step_waited<BT, 3>(acc, cur);
-        promote<BT, false>(fin, acc, 1.0f, 1.0f, sa + 3 * BT, 0);
+        wgmma_steps_waited<BT, 1, 3>(accs, cur);
+        promote<BT, false>(fin, accs[0], 1.0f, 1.0f, sa + 3 * BT, 0);
     } else if constexpr (HALVES) {
         const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
-        wgmma_step_pair_waited<BT, 0>(accs, cur);
+        wgmma_steps_waited<BT, 2, 0>(accs, cur);
 #pragma unroll
         for (int st = 0; st < 2; st++) promote<BT, false>(fin, accs[st], 1.0f, 1.0f, sa + st * BT, 0); /* k-group st */
-        wgmma_fp8_rs_step_pair<BT, 2>(accs, cur, desc);
+        wgmma_fp8_rs_steps<BT, 2, 2>(accs, cur, desc);
         if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
         wgmma_wait<0>();
-        wgmma_step_pair_waited<BT, 2>(accs, cur);
+        wgmma_steps_waited<BT, 2, 2>(accs, cur);
 #pragma unroll
         for (int st = 0; st < 2; st++) promote<BT, false>(fin, accs[st], 1.0f, 1.0f, sa + (2 + st) * BT, 0);
     } else if constexpr (G32) {
-        wgmma_steps_waited<BT>(accs, cur);
+        wgmma_steps_waited<BT, 4>(accs, cur);
         if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
         const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
 #pragma unroll

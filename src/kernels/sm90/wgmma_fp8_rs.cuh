@@ -96,74 +96,34 @@ static __device__ __forceinline__ void wgmma_chunk_waited(float *d, uint32_t (&a
         for (int r = 0; r < 4; r++) reg_fence(a[st][r]);
 }
 
-/* A chunk's 4 k32 steps into 4 accumulators of their own (step st overwrites d[st]), issued and
- * committed as one group: for 1x32 activation scales, where each step's sum is promoted with its
- * own k-group's scales (consumer_pipelined.cuh, G32). The caller waits (wgmma_wait) and must keep a
+/* Steps ST0 .. ST0 + NA - 1 of a chunk into NA accumulators of their own (d[i] := step ST0 + i),
+ * issued and committed as one group: for 1x32 activation scales, where each step's sum is promoted
+ * with its own k-group's scales (consumer_pipelined.cuh, G32): all 4 at once where they fit, pairs
+ * (the two-CTA 8-token tile's 96 registers, the 64-token tile's 4 x 32), or one at a time (the
+ * 128-token tile: an accumulator is 64 registers). FENCE_D: d is fenced too (a group issued after
+ * the caller promoted from the same registers). The caller waits (wgmma_wait) and must keep a
  * unchanged until then (wgmma_steps_waited). */
-template <int N>
-static __device__ __forceinline__ void wgmma_fp8_rs_steps(float (&d)[4][N / 2], uint32_t (&a)[4][4], sm90_desc desc_b) {
+template <int N, int NA, int ST0 = 0, bool FENCE_D = true>
+static __device__ __forceinline__ void wgmma_fp8_rs_steps(float (&d)[NA][N / 2], uint32_t (&a)[4][4], sm90_desc desc_b) {
+    static_assert(ST0 >= 0 && NA >= 1 && ST0 + NA <= 4, "a chunk has 4 k32 steps");
 #pragma unroll
-    for (int st = 0; st < 4; st++)
-#pragma unroll
-        for (int r = 0; r < 4; r++) reg_fence(a[st][r]);
-    wgmma_fence();
-#pragma unroll
-    for (int st = 0; st < 4; st++) wgmma_fp8_rs<N>(d[st], a[st], desc_advance_k32(desc_b, st), 0);
-    wgmma_commit();
-}
-template <int N>
-static __device__ __forceinline__ void wgmma_steps_waited(float (&d)[4][N / 2], uint32_t (&a)[4][4]) {
-#pragma unroll
-    for (int st = 0; st < 4; st++) {
-#pragma unroll
-        for (int r = 0; r < N / 2; r++) reg_fence(d[st][r]);
+    for (int st = ST0; st < ST0 + NA; st++)
 #pragma unroll
         for (int r = 0; r < 4; r++) reg_fence(a[st][r]);
-    }
-}
-
-/* Step ST of a chunk into an accumulator of its own (d := step ST), one commit group: G32 at the
- * 128-token tile, one step at a time (one accumulator is 64 registers there) */
-template <int N, int ST>
-static __device__ __forceinline__ void wgmma_fp8_rs_step(float (&d)[N / 2], uint32_t (&a)[4][4], sm90_desc desc_b) {
+    if constexpr (FENCE_D)
 #pragma unroll
-    for (int r = 0; r < 4; r++) reg_fence(a[ST][r]);
+        for (int i = 0; i < NA; i++)
 #pragma unroll
-    for (int r = 0; r < N / 2; r++) reg_fence(d[r]);
-    wgmma_fence();
-    wgmma_fp8_rs<N>(d, a[ST], desc_advance_k32(desc_b, ST), 0);
-    wgmma_commit();
-}
-template <int N, int ST>
-static __device__ __forceinline__ void wgmma_step_waited(float (&d)[N / 2], uint32_t (&a)[4][4]) {
-#pragma unroll
-    for (int r = 0; r < N / 2; r++) reg_fence(d[r]);
-#pragma unroll
-    for (int r = 0; r < 4; r++) reg_fence(a[ST][r]);
-}
-
-/* Steps ST0 and ST0 + 1 of a chunk into 2 accumulators (d[i] := step ST0 + i), one commit group:
- * G32 in halves, where 4 accumulators do not fit (the two-CTA 8-token tile's 96 registers, the
- * 64-token tile's 4 x 32) */
-template <int N, int ST0>
-static __device__ __forceinline__ void wgmma_fp8_rs_step_pair(float (&d)[2][N / 2], uint32_t (&a)[4][4], sm90_desc desc_b) {
-#pragma unroll
-    for (int st = ST0; st < ST0 + 2; st++)
-#pragma unroll
-        for (int r = 0; r < 4; r++) reg_fence(a[st][r]);
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int r = 0; r < N / 2; r++) reg_fence(d[i][r]);
+            for (int r = 0; r < N / 2; r++) reg_fence(d[i][r]);
     wgmma_fence();
 #pragma unroll
-    for (int i = 0; i < 2; i++) wgmma_fp8_rs<N>(d[i], a[ST0 + i], desc_advance_k32(desc_b, ST0 + i), 0);
+    for (int i = 0; i < NA; i++) wgmma_fp8_rs<N>(d[i], a[ST0 + i], desc_advance_k32(desc_b, ST0 + i), 0);
     wgmma_commit();
 }
-template <int N, int ST0>
-static __device__ __forceinline__ void wgmma_step_pair_waited(float (&d)[2][N / 2], uint32_t (&a)[4][4]) {
+template <int N, int NA, int ST0 = 0>
+static __device__ __forceinline__ void wgmma_steps_waited(float (&d)[NA][N / 2], uint32_t (&a)[4][4]) {
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NA; i++) {
 #pragma unroll
         for (int r = 0; r < N / 2; r++) reg_fence(d[i][r]);
 #pragma unroll
