@@ -167,14 +167,9 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                     bool carried = false;
                     int64_t wt = wtile;
                     for (;;) {
-                        if constexpr (G32)
-                            carried = pipelined_item<BT, W_FP32, MINB, false, true, true>(
-                                sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1,
-                                eb0, eb1, s, phase, &carry, carried);
-                        else
-                            carried = pipelined_item<BT, W_FP32, MINB, false, true>(
-                                sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1,
-                                eb0, eb1, s, phase, &carry, carried);
+                        carried = pipelined_item<BT, W_FP32, MINB, false, true, G32>(
+                            sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
+                            eb1, s, phase, &carry, carried);
                         HFP4_DIAG_PHASE(HFP4_DIAG_PH_LOOP);
                         to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
                         if (threadIdx.x == 0) { /* (make DIAG=1 only: the stamps of the item loop below) */
@@ -208,13 +203,10 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                     continue;
                 }
             }
-            if (G32 && one_base)
-                pipelined_item<BT, W_FP32, MINB, false, false, G32>(
-                    sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0, eb1, s,
-                    phase);
-            else if (one_base)
-                pipelined_item<BT, W_FP32, MINB, false>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
-                                                        r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
+            if (one_base)
+                pipelined_item<BT, W_FP32, MINB, false, false, G32>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16,
+                                                                    warpgroup, r0, t4, fin.v, rb0, rb1, eb0, eb1, s,
+                                                                    phase);
             else if (all_folded)
                 pipelined_item<BT, W_FP32, MINB, true>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
                                                        r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);

@@ -106,10 +106,18 @@ static __device__ __forceinline__ void load_convert_folded(const sm90_lookahead_
  * carried, not the converted fragments (18): with those the two-CTA kernel spilled 128 bytes at
  * its 96 registers. The test never blocks, so a late stage delays neither the epilogue nor the
  * stage's release (a blocking wait there would, whenever the producer lags: T = 1..8). */
+#ifndef HFP4_SM90_CARRY_MAX_BT
+#define HFP4_SM90_CARRY_MAX_BT 64 /* (NVFLAGS_EXTRA=-DHFP4_SM90_CARRY_MAX_BT=0 builds without it, for A/Bs) */
+#endif
+typedef struct sm90_carried_chunk { /* a chunk's words, loaded early (CARRY below) */
+    uint4 q0, q1;
+    uint32_t e0, e1;
+} sm90_carried_chunk;
+
 /* G32 (1x32 activation scales, one-base items, every tile: HFP4_SM90_G32_MAX_BT): the look-ahead
  * loop with each chunk's 4 k32 steps in accumulators of their own, each promoted with its own
- * k-group's activation scales (a promotion a step where 1x128 scales take one a chunk). The weight side is
- * the one-base folding as for 1x128 (the 32-groups' relative exponents are inside the FP8 values),
+ * k-group's activation scales (a promotion a step where 1x128 scales take one a chunk). The weight
+ * side is the one-base folding as for 1x128 (the 32-groups' relative exponents are inside the FP8 values),
  * so the sums are those of the general per-32 path (consumer.cuh), which 1x32 scales took before:
  * every step summed from zero, promoted in FP32. Why: transformers quantizes activations with
  * gran_k 32 for its FP4 experts (docs: deepseek-v4.md), and the general path ran decode at ~60 %
@@ -126,13 +134,6 @@ static __device__ __forceinline__ bool chunks_one_base(const uint8_t *modes, int
         ok = ok && (__ldg(modes + c) & (HFP4_SM90_MODE_PER32 | HFP4_SM90_MODE_ONE_BASE)) == HFP4_SM90_MODE_ONE_BASE;
     return __all_sync(0xFFFFFFFFu, ok);
 }
-#ifndef HFP4_SM90_CARRY_MAX_BT
-#define HFP4_SM90_CARRY_MAX_BT 64 /* (NVFLAGS_EXTRA=-DHFP4_SM90_CARRY_MAX_BT=0 builds without it, for A/Bs) */
-#endif
-typedef struct sm90_carried_chunk { /* a chunk's words, loaded early (CARRY below) */
-    uint4 q0, q1;
-    uint32_t e0, e1;
-} sm90_carried_chunk;
 
 /* Chunk kc, in stage s, whose fragments (cur) are loaded: its wgmmas go out; with HAS_NEXT, chunk
  * kc + 1 is awaited, loaded and converted into nxt beside the promotion of chunk kc into fin; then
@@ -153,9 +154,8 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
     desc.hi = SM90_DESC_HI_K128_SWIZZLE128;
     static_assert(!G32 || (!ROW_SCALED && BT <= HFP4_SM90_G32_MAX_BT), "G32: one-base items, UE8M0 weight scales");
     /* G32 in halves (two CTAs an SM, 96 registers: 4 accumulators spilled; and the 64-token tile,
-     * whose 4 accumulators would be 128 registers): steps 0-1, their promotion, then steps 2-3
-     * (below) */
-    /* and one step at a time at 128 tokens (an accumulator is 64 registers there) */
+     * whose 4 accumulators would be 128 registers): steps 0-1, their promotion, then steps 2-3;
+     * one step at a time at 128 tokens (an accumulator is 64 registers there) (below) */
     constexpr bool QUARTERS = G32 && BT == 128;
     constexpr bool HALVES = G32 && !QUARTERS && (MINB == 2 || BT == 64);
     float acc[BT / 2];

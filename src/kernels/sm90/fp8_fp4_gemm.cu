@@ -106,6 +106,30 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     return HFP4_OK;
 }
 
+/* The tile's kernel: G32 the 1x32-scale copies (consumer_pipelined.cuh), two_ctas the 8-token
+ * tile at two CTAs per SM */
+template <bool W_FP32, bool G32>
+static hfp4_status dispatch_tile(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
+                                 const CUtensorMap *map, const CUtensorMap *d_map, cudaStream_t stream, int two_ctas) {
+    static_assert(HFP4_SM90_G32_MAX_BT == 128, "G32 kernels for every tile below");
+    switch (plan->block_tokens) {
+    case 8:
+        /* the K-split kernel (split_k.cuh) where the plan asks for it (HFP4_SM90_SPLIT=1): launched
+         * in clusters of two CTAs, which split items only when they are few. NOTE: the cluster
+         * launch alone (never splitting) measured +3...+7 % at T = 8 for some routings and -1...-2 %
+         * for another, -3 % at T = 1, and a layer's two GEMMs chained slower (bench/RESULTS.md v12) */
+        if constexpr (!W_FP32 && !G32) /* (the plan splits UE8M0 weight scales with 1x128 scales only) */
+            if (two_ctas && plan->params.split == 2) return launch<8, W_FP32, 2, true>(fn, plan, dev, map, d_map, stream);
+        return two_ctas ? launch<8, W_FP32, 2, false, G32>(fn, plan, dev, map, d_map, stream)
+                        : launch<8, W_FP32, 1, false, G32>(fn, plan, dev, map, d_map, stream);
+    case 16: return launch<16, W_FP32, 1, false, G32>(fn, plan, dev, map, d_map, stream);
+    case 32: return launch<32, W_FP32, 1, false, G32>(fn, plan, dev, map, d_map, stream);
+    case 64: return launch<64, W_FP32, 1, false, G32>(fn, plan, dev, map, d_map, stream);
+    case 128: return launch<128, W_FP32, 1, false, G32>(fn, plan, dev, map, d_map, stream);
+    }
+    return hfp4__fail(HFP4_ERR_INTERNAL, "%s: no kernel for block_tokens = %d", fn, plan->block_tokens);
+}
+
 template <bool W_FP32>
 static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
                                const CUtensorMap *map, const CUtensorMap *d_map, cudaStream_t stream) {
@@ -121,33 +145,9 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
      * (bench/RESULTS.md v14). HFP4_SM90_G32=0 keeps the general path, for comparison. */
     static int g32_switch = -1;
     if constexpr (!W_FP32)
-        if (plan->params.a_gran_k == 32 && plan->params.split != 2 && comparison_switch_on("HFP4_SM90_G32", &g32_switch)) {
-            static_assert(HFP4_SM90_G32_MAX_BT == 128, "the G32 kernels below");
-            switch (plan->block_tokens) {
-            case 8:
-                return two_ctas ? launch<8, W_FP32, 2, false, true>(fn, plan, dev, map, d_map, stream)
-                                : launch<8, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
-            case 16: return launch<16, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
-            case 32: return launch<32, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
-            case 64: return launch<64, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
-            case 128: return launch<128, W_FP32, 1, false, true>(fn, plan, dev, map, d_map, stream);
-            }
-        }
-    switch (plan->block_tokens) {
-    case 8:
-        /* the K-split kernel (split_k.cuh) where the plan asks for it (HFP4_SM90_SPLIT=1): launched
-         * in clusters of two CTAs, which split items only when they are few. NOTE: the cluster
-         * launch alone (never splitting) measured +3...+7 % at T = 8 for some routings and -1...-2 %
-         * for another, -3 % at T = 1, and a layer's two GEMMs chained slower (bench/RESULTS.md v12) */
-        if constexpr (!W_FP32) /* (the plan splits UE8M0 weight scales only) */
-            if (two_ctas && plan->params.split == 2) return launch<8, W_FP32, 2, true>(fn, plan, dev, map, d_map, stream);
-        return two_ctas ? launch<8, W_FP32, 2>(fn, plan, dev, map, d_map, stream) : launch<8, W_FP32>(fn, plan, dev, map, d_map, stream);
-    case 16: return launch<16, W_FP32>(fn, plan, dev, map, d_map, stream);
-    case 32: return launch<32, W_FP32>(fn, plan, dev, map, d_map, stream);
-    case 64: return launch<64, W_FP32>(fn, plan, dev, map, d_map, stream);
-    case 128: return launch<128, W_FP32>(fn, plan, dev, map, d_map, stream);
-    }
-    return hfp4__fail(HFP4_ERR_INTERNAL, "%s: no kernel for block_tokens = %d", fn, plan->block_tokens);
+        if (plan->params.a_gran_k == 32 && plan->params.split != 2 && comparison_switch_on("HFP4_SM90_G32", &g32_switch))
+            return dispatch_tile<W_FP32, true>(fn, plan, dev, map, d_map, stream, two_ctas);
+    return dispatch_tile<W_FP32, false>(fn, plan, dev, map, d_map, stream, two_ctas);
 }
 
 static hfp4_status plan_and_check(const char *fn, const hfp4_gemm_problem *problem, hfp4_sm90_plan *plan,
