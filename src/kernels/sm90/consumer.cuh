@@ -58,7 +58,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                                                      const CUtensorMap *d_map, const sm90_smem sm, int64_t chunks,
                                                      bool gran32, int warpgroup, int tid, int lane,
                                                      bool split_on = false, uint32_t rank = 0) {
-    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    typedef sm90_tile_config<BT, W_FP32, MINB, G32> cfg;
     constexpr int STAGES = cfg::STAGES;
     uint8_t *a_tiles = sm.a_tiles, *w_stages = sm.w_stages, *ws_stages = sm.ws_stages;
     float *a_scale_s = sm.a_scale_s, *out_s = sm.out_s;
@@ -74,7 +74,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
      * the last; the consumers neither walk nor resolve (an all-padding tile's header comes alone).
      * Without (1x32 scales where a stage has no header slot) they walk and resolve as the producer
      * does. */
-    const bool headers = item_headers_on<BT, W_FP32, MINB>(gran32);
+    const bool headers = item_headers_on<BT, W_FP32, MINB, G32>(gran32);
     constexpr int MASKS = (BT + 31) / 32;
     uint32_t *posted_masks = posted_masks_slot<BT, W_FP32, MINB>(out_s, warpgroup);
     sm90_walk walk = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0, 0};
@@ -91,7 +91,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     uint32_t hflags = 0;
     if (headers) {
         mbar_wait(&full[s], phase); /* the item's first stage: its chunk loop waits on it anyway */
-        const sm90_item_header *h = item_header_slot<BT, W_FP32, MINB>(a_scale_s, s);
+        const sm90_item_header *h = item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s);
         hflags = read_item_header(h, tile);
         if (hflags & HFP4_SM90_HDR_END) break;
         if (!tile.compute) { /* a stage with only the header of an all-padding tile: released now */
@@ -185,7 +185,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                         /* the next stage holds the next item's header (or the end mark): the whole
                          * warpgroup waits for it and decides from it whether the run goes on */
                         mbar_wait(&full[s], phase);
-                        const sm90_item_header *h = item_header_slot<BT, W_FP32, MINB>(a_scale_s, s);
+                        const sm90_item_header *h = item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s);
                         const uint32_t nflags = h->flags;
                         if ((nflags & (HFP4_SM90_HDR_END | HFP4_SM90_HDR_ZERO)) != 0 ||
                             (nflags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) == 0)

@@ -147,7 +147,7 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
                                                       uint32_t (&emn)[2], float *fin, int &s, uint32_t &phase,
                                                       const sm90_smem *sm = nullptr, int warpgroup = 0,
                                                       sm90_carried_chunk *carry = nullptr) {
-    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    typedef sm90_tile_config<BT, W_FP32, MINB, G32> cfg;
     constexpr int STAGES = cfg::STAGES;
     sm90_desc desc;
     desc.lo = ad.desc_lo + s * (cfg::A_TILE_BYTES >> 4);
@@ -195,7 +195,7 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
     bool loaded = false;
     if constexpr (CARRY && !HAS_NEXT && !ROW_SCALED) {
         if (mbar_test_wait_sa(ad.full + s1 * 8, phase1)) {
-            const uint32_t flags = item_header_slot<BT, W_FP32, MINB>(sm->a_scale_s, s1)->flags;
+            const uint32_t flags = item_header_slot<BT, W_FP32, MINB, G32>(sm->a_scale_s, s1)->flags;
             if ((flags & (HFP4_SM90_HDR_END | HFP4_SM90_HDR_ZERO)) == 0 && (flags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) != 0) {
                 const uint32_t w_st = ad.w + s1 * cfg::W_STAGE_BYTES;
                 carry->q0 = *(const uint4 *)smem_ptr(w_st);

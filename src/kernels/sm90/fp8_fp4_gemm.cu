@@ -25,7 +25,7 @@ static int comparison_switch_on(const char *name, int *cache) {
 template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false, bool G32 = false>
 static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
                           const CUtensorMap *map, const CUtensorMap *d_map, cudaStream_t stream) {
-    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    typedef sm90_tile_config<BT, W_FP32, MINB, G32> cfg;
     auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32, MINB, SPLIT, G32>;
     HFP4_REQUIRE(cfg::SMEM_BYTES <= dev->max_smem_optin, "%s: tile BT=%d needs %d bytes of shared memory, device has %d",
                  fn, BT, cfg::SMEM_BYTES, dev->max_smem_optin);

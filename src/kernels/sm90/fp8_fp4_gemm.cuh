@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(384, MINB)
     /* (the 128-token tile's TMA-store epilogue has no add_partial: split_k.cuh serves the 8-token tile) */
     static_assert(!SPLIT || (BT == 8 && MINB == 2), "the K-split is built for the two-CTA 8-token tile only");
     static_assert(!G32 || (!SPLIT && !W_FP32 && BT <= HFP4_SM90_G32_MAX_BT), "G32: UE8M0 weight scales, no K-split");
-    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    typedef sm90_tile_config<BT, W_FP32, MINB, G32> cfg;
     constexpr int STAGES = cfg::STAGES;
     extern __shared__ uint8_t smem_raw[];
     /* aligned by pointer arithmetic on smem_raw (not through an integer cast), so the compiler
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(384, MINB)
     uint32_t rank = 0;
     if constexpr (SPLIT) {
         cluster_arrive();
-        split_on = split_active<BT>(p, sm.live_prefix) && item_headers_on<BT, W_FP32, MINB>(p.a_gran_k == 32);
+        split_on = split_active<BT>(p, sm.live_prefix) && item_headers_on<BT, W_FP32, MINB, G32>(p.a_gran_k == 32);
         rank = cluster_cta_rank();
     }
 

@@ -43,9 +43,9 @@ typedef struct __align__(16) sm90_item_header {
 /* Stage s's header: slot s of the header region after all stages' activation scales
  * (cfg::HEADER_SLOT), else after the stage's k-group 0 scales (16-byte aligned: a stage's scales
  * start 16-aligned, BT floats a k-group) */
-template <int BT, bool W_FP32, int MINB>
+template <int BT, bool W_FP32, int MINB, bool G32>
 static __device__ __forceinline__ sm90_item_header *item_header_slot(float *a_scale_s, int s) {
-    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    typedef sm90_tile_config<BT, W_FP32, MINB, G32> cfg;
     static_assert(cfg::HEADER_BYTES == (int)sizeof(sm90_item_header), "the header's slot");
     static_assert(cfg::HEADER_SLOT || 3 * BT * 4 >= (int)sizeof(sm90_item_header), "the header must fit k-groups 1..3's slots");
     if constexpr (cfg::HEADER_SLOT)
@@ -55,9 +55,9 @@ static __device__ __forceinline__ sm90_item_header *item_header_slot(float *a_sc
 
 /* Whether the items of a launch come with headers: always where a stage has a header slot of its
  * own, else only with 1x128 activation scales (k-groups 1..3's slots free) */
-template <int BT, bool W_FP32, int MINB>
+template <int BT, bool W_FP32, int MINB, bool G32>
 static __device__ __forceinline__ bool item_headers_on(bool gran32) {
-    return sm90_tile_config<BT, W_FP32, MINB>::HEADER_SLOT || !gran32;
+    return sm90_tile_config<BT, W_FP32, MINB, G32>::HEADER_SLOT || !gran32;
 }
 
 /* The expert id (contiguous) or 0 of token column 32 q + lane of the tile, for q < MASKS, or -1

@@ -44,7 +44,7 @@ template <int BT, bool W_FP32, int MINB, bool SPLIT = false, bool G32 = false>
 static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params p, const CUtensorMap *a_map,
                                                     const sm90_smem sm, int64_t chunks, bool gran32, int lane,
                                                     bool split_on = false, uint32_t rank = 0) {
-    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    typedef sm90_tile_config<BT, W_FP32, MINB, G32> cfg;
     constexpr int STAGES = cfg::STAGES;
     uint8_t *a_tiles = sm.a_tiles, *w_stages = sm.w_stages, *ws_stages = sm.ws_stages;
     float *a_scale_s = sm.a_scale_s;
@@ -69,7 +69,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     /* item headers (item_header.cuh: item_headers_on): the warp that publishes an item's first
      * chunk posts its header (an all-padding tile's in a stage of its own); the others count the
      * stage */
-    const bool headers = item_headers_on<BT, W_FP32, MINB>(gran32);
+    const bool headers = item_headers_on<BT, W_FP32, MINB, G32>(gran32);
     constexpr int MASKS = (BT + 31) / 32;
     /* the K-split (split_k.cuh): the two CTAs of a cluster walk as one walker and take a part of
      * each item's chunks */
@@ -106,7 +106,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
             read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
             finish_item_header<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads, hflags, hmask);
         }
-        if (lane == 0) post_item_header<MASKS>(item_header_slot<BT, W_FP32, MINB>(a_scale_s, s), tile, hflags, hmask);
+        if (lane == 0) post_item_header<MASKS>(item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s), tile, hflags, hmask);
         if (!tile.compute) finish_header_stage(&full[s], lane);
     }
     if (!tile.compute) {
@@ -230,7 +230,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     /* the end mark, in the stage of the chunk that would come next; the consumers never release it */
     if (headers && pwarp == (int)(iter % 4)) {
         const int s = wait_free_stage<STAGES>(empty, iter);
-        if (lane == 0) item_header_slot<BT, W_FP32, MINB>(a_scale_s, s)->flags = HFP4_SM90_HDR_END;
+        if (lane == 0) item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s)->flags = HFP4_SM90_HDR_END;
         finish_header_stage(&full[s], lane);
     }
     dyn_finish(dyn);

@@ -18,6 +18,9 @@
 #ifndef HFP4_SM90_G32_MAX_BT
 #define HFP4_SM90_G32_MAX_BT 128 /* 1x32 activation scales' look-ahead loop up to this tile: all (consumer_pipelined.cuh) */
 #endif
+#ifndef HFP4_SM90_G32_HEADER_SLOT
+#define HFP4_SM90_G32_HEADER_SLOT 0 /* 1: G32 kernels trade a stage for item headers where they must (below) */
+#endif
 #define HFP4_SM90_DYN_RING 16 /* dynamic_walk.cuh's ring: more slots than items a producer warp can lag */
 
 /* MINB = CTAs per SM the kernel is built for: 1, or 2 for the 8-token decode tile (larger tiles
@@ -29,7 +32,7 @@
  * activation scales. As many stages as shared memory allows
  * (up to 12): decode lives on bytes in flight, and 8 KB of weights per stage puts 40-96 KB per SM in
  * flight where Little's law asks for ~30 KB. */
-template <int BT, bool W_FP32, int MINB = 1>
+template <int BT, bool W_FP32, int MINB = 1, bool G32 = false>
 struct sm90_tile_config {
     static_assert(MINB == 1 || (MINB == 2 && BT <= 8), "two CTAs per SM only for the 8-token tile");
     static constexpr int A_TILE_BYTES = BT * 128;
@@ -64,7 +67,13 @@ struct sm90_tile_config {
      * k-groups 1..3's activation-scale slots, free with 1x128 scales only. (A slot after each
      * stage's scales made their stage stride 2096 bytes at 128 tokens, and the look-ahead loop
      * spilled.) */
-    static constexpr bool HEADER_SLOT = (FIT_HDR < MAX_STAGES ? FIT_HDR : MAX_STAGES) == (FIT_BARE < MAX_STAGES ? FIT_BARE : MAX_STAGES);
+    static constexpr bool HEADER_SLOT_FREE = (FIT_HDR < MAX_STAGES ? FIT_HDR : MAX_STAGES) == (FIT_BARE < MAX_STAGES ? FIT_BARE : MAX_STAGES);
+    /* HFP4_SM90_G32_HEADER_SLOT: G32 kernels (1x32 activation scales fill k-groups 1..3) take a
+     * header slot even where it costs a stage (the two-CTA 8-token tile: 10 stages, not 11), since
+     * without headers the items get neither the dynamic walk nor the carry (bench/RESULTS.md v15).
+     * (Only STAGES and the carve-up depend on G32: a stage's strides are the same, so the helpers
+     * that only step stages, stage_copies.cuh and epilogue.cuh, take the plain configuration.) */
+    static constexpr bool HEADER_SLOT = HEADER_SLOT_FREE || (G32 && HFP4_SM90_G32_HEADER_SLOT);
     static constexpr int HDR_STAGE_BYTES = HEADER_SLOT ? HEADER_BYTES : 0;
     static constexpr int STAGE_BYTES = DATA_STAGE_BYTES + HDR_STAGE_BYTES;
     static constexpr int FIT = BUDGET / STAGE_BYTES;
