@@ -72,8 +72,8 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     /* NOTE: with item headers (item_header.cuh: item_headers_on) the producer hands out the items:
      * each computing item's header waits beside its first stage, and a header marked "end" follows
      * the last; the consumers neither walk nor resolve (an all-padding tile's header comes alone).
-     * Without (1x32 scales where a stage has no header slot) they walk and resolve as the producer
-     * does. */
+     * Without (1x32 scales where a stage has no header slot: non-G32 kernels, or
+     * HFP4_SM90_G32_HEADER_SLOT=0) they walk and resolve as the producer does. */
     const bool headers = item_headers_on<BT, W_FP32, MINB, G32>(gran32);
     constexpr int MASKS = (BT + 31) / 32;
     uint32_t *posted_masks = posted_masks_slot<BT, W_FP32, MINB>(out_s, warpgroup);
@@ -145,9 +145,9 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         bool all_folded = (hflags & HFP4_SM90_HDR_ALL_FOLDED(warpgroup)) != 0;
         /* G32 kernels (1x32 activation scales, consumer_pipelined.cuh): one-base items take the
          * look-ahead loop with a promotion per k32 step; every other item the general path. Without
-         * headers (the two-CTA 8-token tile, whose stages have no header slot to spare) each warp
-         * reads the modes itself: up to 32 chunks one load a lane, one round trip as mode_next's
-         * above (a loop beyond, K > 4096). */
+         * headers (HFP4_SM90_G32_HEADER_SLOT=0: the two-CTA 8-token tile keeps its eleventh stage and
+         * no header slot) each warp reads the modes itself: up to 32 chunks one load a lane, one
+         * round trip as mode_next's above (a loop beyond, K > 4096). */
         if constexpr (G32) {
             all_folded = false;
             if (!headers) one_base = chunks_one_base(modes, nck, lane);
@@ -160,9 +160,12 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         }
         if constexpr (!W_FP32) { /* (FP32 weight scales: never all folded) */
             /* (consumer_pipelined.cuh: CARRY) a run of one-base items in a loop of its own, so the
-             * carried words hold registers only here; the decode tiles (HFP4_SM90_CARRY_MAX_BT) */
+             * carried words hold registers only here; the decode tiles (HFP4_SM90_CARRY_MAX_BT).
+             * NOTE: not in the G32 kernel of the two-CTA 8-token tile (96 registers, its steps in
+             * halves): with the carry, H200 V4-Flash masked graph 1x32 w13 T = 8 / 32 3.66 / 3.95
+             * TB/s, without 3.71 / 3.99, w2 T = 32 3.57 -> 3.66 (bench/RESULTS.md v15) */
             if constexpr (BT <= HFP4_SM90_CARRY_MAX_BT) {
-                if (one_base && !split && (!G32 || headers)) { /* (G32 without headers: voted, no carry) */
+                if (one_base && !split && (!G32 || (headers && MINB == 1))) { /* (G32 without headers: voted, no carry) */
                     sm90_carried_chunk carry;
                     bool carried = false;
                     int64_t wt = wtile;

@@ -36,8 +36,8 @@
  * FP32 weight scales, or 1x32 activation scales outside the G32 kernels' one-base items (G32 below)
  * go chunk by chunk (consumer.cuh).
  * The decision (per warpgroup, made by the producer for the item's header, item_header.cuh:
- * finish_item_header; without headers, in the G32 kernels' two-CTA 8-token tile, by the consumers'
- * vote, chunks_one_base): one-base when every mode byte (one per chunk) is one-base and not per-32,
+ * finish_item_header; without headers, in a G32 kernel built with HFP4_SM90_G32_HEADER_SLOT=0, by
+ * the consumers' vote, chunks_one_base): one-base when every mode byte (one per chunk) is one-base and not per-32,
  * all folded when none is per-32. */
 /* A consumer thread's shared-window addresses of what the look-ahead loop reads, for stage 0: stage s
  * is at base + s x the region's stage stride (one IMAD each), set once per item.

@@ -62,7 +62,7 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     hfp4_sm90_gemm_params params = plan->params;
     /* a counter slot (dyn_slots.h) only where the device may walk dynamically: dyn_wanted's item
      * headers (item_headers_on) and 8 chunks, mirrored here, so that captured launches that never
-     * can (the TP shards' short K, 1x32 scales on the two-CTA 8-token tile) hold no slot */
+     * can (the TP shards' short K, 1x32 scales on a tile without a header slot) hold no slot */
     const bool dyn_possible = (cfg::HEADER_SLOT || params.a_gran_k != 32) && params.w_chunks >= 8;
     if (BT <= 64 && params.dynamic && dyn_possible) params.dyn_slot = hfp4__sm90_dyn_slot(dev->device, stream);
     if (SPLIT) {

@@ -19,7 +19,7 @@
 #define HFP4_SM90_G32_MAX_BT 128 /* 1x32 activation scales' look-ahead loop up to this tile: all (consumer_pipelined.cuh) */
 #endif
 #ifndef HFP4_SM90_G32_HEADER_SLOT
-#define HFP4_SM90_G32_HEADER_SLOT 0 /* 1: G32 kernels trade a stage for item headers where they must (below) */
+#define HFP4_SM90_G32_HEADER_SLOT 1 /* G32 kernels trade a stage for item headers where they must (below) */
 #endif
 #define HFP4_SM90_DYN_RING 16 /* dynamic_walk.cuh's ring: more slots than items a producer warp can lag */
 
@@ -70,7 +70,9 @@ struct sm90_tile_config {
     static constexpr bool HEADER_SLOT_FREE = (FIT_HDR < MAX_STAGES ? FIT_HDR : MAX_STAGES) == (FIT_BARE < MAX_STAGES ? FIT_BARE : MAX_STAGES);
     /* HFP4_SM90_G32_HEADER_SLOT: G32 kernels (1x32 activation scales fill k-groups 1..3) take a
      * header slot even where it costs a stage (the two-CTA 8-token tile: 10 stages, not 11), since
-     * without headers the items get neither the dynamic walk nor the carry (bench/RESULTS.md v15).
+     * without headers the items get no dynamic walk: H200, V4-Flash masked graph, 1x32 scales, w13
+     * T = 8 / 32 3.26 / 3.73 -> 3.71 / 3.99 TB/s, w2 2.92 / 3.40 -> 3.06 / 3.66, T = 1 w13 1.73 ->
+     * 1.68, w2 1.27 -> 1.17: at T = 1 the stream of a CTA follows its stages (bench/RESULTS.md v15).
      * (Only STAGES and the carve-up depend on G32: a stage's strides are the same, so the helpers
      * that only step stages, stage_copies.cuh and epilogue.cuh, take the plain configuration.) */
     static constexpr bool HEADER_SLOT = HEADER_SLOT_FREE || (G32 && HFP4_SM90_G32_HEADER_SLOT);
