@@ -119,6 +119,10 @@ $(BUILD)/ss_swap: bench/micro/ss_swap.cu bench/micro/micro_timing.cuh $(wildcard
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
+$(BUILD)/bf16_ceiling: bench/micro/bf16_ceiling.cu bench/micro/micro_timing.cuh $(wildcard src/kernels/sm90/*.cuh)
+	@mkdir -p $(BUILD)
+	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
+
 bench: $(BUILD)/hfp4
 	$(BUILD)/hfp4 bench $(BENCH_ARGS)
 

@@ -490,6 +490,7 @@ TEST(gpu_dyn_slots_returned) {
     cudaGraph_t g = NULL;
     cudaGraphExec_t exec = NULL;
     int32_t x = -1;
+    hfp4__sm90_dyn_plain_slots_spend(0); /* (the slots this test follows are those that come back) */
     CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) == cudaSuccess);
     CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking) == cudaSuccess);
     CHECK(cudaHostAlloc((void **)&release_h, sizeof(int), cudaHostAllocMapped) == cudaSuccess);

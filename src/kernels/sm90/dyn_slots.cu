@@ -30,7 +30,8 @@
 enum {
     MAX_DEVICES = 64,
     N = HFP4_SM90_DYN_STREAM_SLOTS,       /* slots [0, N): streams' */
-    CAPTURED = HFP4_SM90_DYN_SLOTS - N,   /* slots [N, N + CAPTURED): captured launches' */
+    PLAIN = HFP4_SM90_DYN_PLAIN_SLOTS,    /* slots [N + CAPTURED, HFP4_SM90_DYN_SLOTS): captured, never returned */
+    CAPTURED = HFP4_SM90_DYN_SLOTS - N - PLAIN, /* slots [N, N + CAPTURED): captured launches', returned */
     CAPTURED_WORDS = (CAPTURED + 63) / 64
 };
 /* (the user object's pointer carries device and slot + 1, never NULL, so no context is allocated,
@@ -42,6 +43,7 @@ static_assert(CAPTURED < (1 << 16), "a captured slot's index + 1 must fit in 16 
  * destructor sets the bit before it counts it, and a taker claims a count before it clears a bit, so
  * a taker that claimed a count always finds a bit set (bits set >= counts + claims in flight). */
 static int32_t captured_fresh[MAX_DEVICES];
+static int32_t captured_plain[MAX_DEVICES]; /* plain slots handed out ([N + CAPTURED, N + CAPTURED + PLAIN)) */
 static uint64_t captured_free[MAX_DEVICES][CAPTURED_WORDS];
 static int32_t captured_free_count[MAX_DEVICES];
 
@@ -90,6 +92,13 @@ static int32_t captured_take(int device) {
 
 /* The slot of a launch being captured on `stream`, held by the capturing graph (see the top) */
 static int32_t captured_slot(int device, cudaStream_t stream) {
+    /* NOTE: a graph that holds a user object replays ~2 us slower (H200, a graph of one decode
+     * GEMM: V4-Flash w2 T = 1 21.1 -> 23.4 us; bench/RESULTS.md v15), so the first PLAIN captured
+     * launches of a device take slots that are never given back and need no object */
+    int32_t pf = __atomic_load_n(&captured_plain[device], __ATOMIC_RELAXED);
+    while (pf < PLAIN)
+        if (__atomic_compare_exchange_n(&captured_plain[device], &pf, pf + 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return N + CAPTURED + pf;
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     cudaGraph_t graph = NULL;
     /* (the first four parameters, the same in CUDA 12 and 13) */
@@ -155,4 +164,8 @@ int32_t hfp4__sm90_dyn_slot(int device, cudaStream_t stream) {
         if (cur == key) return (int32_t)((h + i) % N); /* (also when another thread just inserted it) */
     }
     return -1;
+}
+
+void hfp4__sm90_dyn_plain_slots_spend(int device) {
+    if (device >= 0 && device < MAX_DEVICES) __atomic_store_n(&captured_plain[device], (int32_t)PLAIN, __ATOMIC_RELAXED);
 }

@@ -13,6 +13,9 @@
 #define HFP4_SM90_BALANCE_MAX_TILES 6144 /* token tiles whose bitmask + word prefix fit the same space */
 #define HFP4_SM90_DYN_SLOTS 65536        /* dynamic-walk counters per device (dynamic_walk.cuh): 512 KB */
 #define HFP4_SM90_DYN_STREAM_SLOTS 1024  /* of them, for streams (the rest: launches captured into graphs) */
+#ifndef HFP4_SM90_DYN_PLAIN_SLOTS
+#define HFP4_SM90_DYN_PLAIN_SLOTS 32768  /* of the captured ones, handed out first and never returned (dyn_slots.cu) */
+#endif
 
 typedef struct hfp4_sm90_gemm_params {
     /* problem */
