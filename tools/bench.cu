@@ -85,7 +85,8 @@ static int usage_error(const char *arg) {
     fprintf(stderr,
             "hfp4 bench: bad option '%s'\n"
             "usage: hfp4 bench [--json] [--quick] [--iters N] [--replays N] [--tokens T1,T2,...] [--gran 32|128]\n"
-            "                  [--sf-layout k|mn] [--w-scales narrow|drift] [--seconds-budget S] [--routing-seed S]\n"
+            "                  [--sf-layout k|mn] [--a-scales fp32|ue8m0] [--w-scales narrow|drift] [--seconds-budget S]\n"
+            "                  [--routing-seed S]\n"
             "                  [--only SECTION[,SECTION...]] [--dense-shape M,N,K]...\n"
             "  sections: w13 w2 dense sf gran launch graph gemv tp pro (default: all)\n"
             "  --iters N           stream-launched cases: median of N launches (3..1000, default 20)\n"
@@ -94,6 +95,7 @@ static int usage_error(const char *arg) {
             "  --gran G            activation scale gran_k of every FP8 x FP4 case (default 128)\n"
             "  --sf-layout L       FP32 activation scales K-major (k, default) or MN-major (mn: DeepGEMM's\n"
             "                      TMA-aligned layout, where a group's rows are a multiple of 4)\n"
+            "  --a-scales D        activation scale dtype: fp32 (default) or ue8m0 (bytes; the same 2^-8)\n"
             "  --w-scales S        expert weight scales: narrow (default: exponents 118..123, every tile\n"
             "                      one-base) or drift (row bases climb over K: the chunk-by-chunk path)\n"
             "  --seconds-budget S  cases that would start after S seconds are skipped and listed\n"
@@ -142,6 +144,8 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
             }
         } else if (!strcmp(argv[i], "--sf-layout") && i + 1 < argc) {
             if (two_way_option("--sf-layout", argv[++i], "k", "mn", &bench_a_scales_mn_major) != 0) return 2;
+        } else if (!strcmp(argv[i], "--a-scales") && i + 1 < argc) {
+            if (two_way_option("--a-scales", argv[++i], "fp32", "ue8m0", &bench_a_scales_ue8m0) != 0) return 2;
         } else if (!strcmp(argv[i], "--w-scales") && i + 1 < argc) {
             if (two_way_option("--w-scales", argv[++i], "narrow", "drift", &bench_w_scales_drift) != 0) return 2;
         } else if (!strcmp(argv[i], "--routing-seed") && i + 1 < argc) {

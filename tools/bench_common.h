@@ -142,6 +142,9 @@ void bench_expert_problem(hfp4_gemm_problem *p, const bench_acts *x, const bench
 /* --sf-layout mn: FP32 activation scales MN-major (DeepGEMM's TMA-aligned layout) where the rows
  * of a group are a multiple of 4, else K-major (the default) */
 extern int bench_a_scales_mn_major;
+extern int bench_a_scales_ue8m0; /* --a-scales ue8m0: activation scales as UE8M0 bytes (2^-8), else FP32 */
+/* The activation scales of a bench case (count values): FP32 1/256, or UE8M0 bytes of the same value */
+int bench_fill_a_scales(void *sf, size_t count);
 /* --w-scales drift: expert weight scales whose row base climbs over K (bench_util.cu), so no tile is
  * one-base and the kernels go chunk by chunk; default: exponents 118..123 (every tile one-base) */
 extern int bench_w_scales_drift;

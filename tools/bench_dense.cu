@@ -35,7 +35,7 @@ static void dense_case(bench_ctx *c, const char *name, int64_t m, int64_t n, int
     if (!BENCH_CUDA(cudaMalloc(&a, (size_t)m * k)) || !BENCH_CUDA(cudaMalloc(&sf, (size_t)m * sfk * 4)) ||
         !BENCH_CUDA(cudaMalloc(&d, (size_t)m * n * 2)) || bench_fill_random(a, (size_t)m * k, 1) != 0)
         goto fail;
-    if (zero_a_scales ? !BENCH_CUDA(cudaMemset(sf, 0, (size_t)m * sfk * 4)) : bench_fill_f32(sf, (size_t)m * sfk, 1.0f / 256) != 0)
+    if (zero_a_scales ? !BENCH_CUDA(cudaMemset(sf, 0, (size_t)m * sfk * 4)) : bench_fill_a_scales(sf, (size_t)m * sfk) != 0)
         goto fail;
     bench_fill_problem(&p, HFP4_GROUPING_NONE, m, n, k, 1, gran, a, sf, d, NULL, &w.b, m);
     if (bench_time_gemm(c, &p, label, &us) != 0) goto fail;

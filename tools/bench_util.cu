@@ -111,6 +111,7 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         if (r->flush) printf(", \"flush\": \"%s\"", r->flush);
         /* the non-default data options, so a row says what it timed */
         if (bench_a_scales_mn_major) printf(", \"a_scales\": \"mn\"");
+        if (bench_a_scales_ue8m0) printf(", \"a_scale_dtype\": \"ue8m0\"");
         if (bench_w_scales_drift) printf(", \"w_scales\": \"drift\"");
         if (bench_routing_seed) printf(", \"routing_seed\": %llu", (unsigned long long)bench_routing_seed);
         if (r->clock.sm_mhz > 0)
@@ -129,6 +130,7 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         if (r->gran && r->gran != 128) printf("  gran_k %d", r->gran);
         if (r->flush) printf("  [%s]", r->flush);
         if (bench_a_scales_mn_major) printf("  [a scales mn]");
+        if (bench_a_scales_ue8m0) printf("  [a scales ue8m0]");
         if (bench_w_scales_drift) printf("  [w scales drift]");
         if (r->clock.sm_mhz > 0) printf("  [%d MHz %d W 0x%llx]", r->clock.sm_mhz, r->clock.power_w, r->clock.reasons);
         printf("\n");
@@ -363,7 +365,7 @@ int bench_acts_alloc(bench_acts *x, hfp4_grouping g, const bench_routing *r, int
     if (!BENCH_CUDA(cudaMalloc(&x->a, (size_t)rows_a * k)) || !BENCH_CUDA(cudaMalloc(&x->sf, (size_t)rows_a * sfk * 4)) ||
         !BENCH_CUDA(cudaMalloc(&x->d, (size_t)rows_a * n * 2)) || !BENCH_CUDA(cudaMalloc(&x->layout, sizeof(int32_t) * nlay)))
         goto done;
-    if (bench_fill_random(x->a, (size_t)rows_a * k, 1) != 0 || bench_fill_f32(x->sf, (size_t)rows_a * sfk, 1.0f / 256) != 0)
+    if (bench_fill_random(x->a, (size_t)rows_a * k, 1) != 0 || bench_fill_a_scales(x->sf, (size_t)rows_a * sfk) != 0)
         goto done;
     if (!BENCH_CUDA(cudaMemcpy(x->layout, hl, sizeof(int32_t) * nlay, cudaMemcpyHostToDevice))) goto done;
     rc = 0;
@@ -382,6 +384,12 @@ void bench_acts_free(bench_acts *x) {
 }
 
 int bench_a_scales_mn_major = 0;
+int bench_a_scales_ue8m0 = 0;
+
+int bench_fill_a_scales(void *sf, size_t count) {
+    if (bench_a_scales_ue8m0) return BENCH_CUDA(cudaMemset(sf, 119, count)) ? 0 : -1; /* 2^-8 */
+    return bench_fill_f32(sf, count, 1.0f / 256);
+}
 
 void bench_fill_problem(hfp4_gemm_problem *p, hfp4_grouping g, int64_t m, int64_t n, int64_t k, int32_t groups, int gran,
                         void *a, void *a_sf, void *d, void *layout, const hfp4_matrix *b, int64_t expected_m) {
@@ -401,7 +409,7 @@ void bench_fill_problem(hfp4_gemm_problem *p, hfp4_grouping g, int64_t m, int64_
     p->a.ld = k;
     p->a.stride_group = g == HFP4_GROUPING_MASKED ? m * k : 0;
     p->a.scales.data = a_sf;
-    p->a.scales.dtype = HFP4_DTYPE_FP32;
+    p->a.scales.dtype = bench_a_scales_ue8m0 ? HFP4_DTYPE_UE8M0 : HFP4_DTYPE_FP32; /* (the same strides: one value each) */
     p->a.scales.gran_mn = 1;
     p->a.scales.gran_k = gran;
     p->a.scales.stride_mn = sfk;

@@ -12,6 +12,7 @@
 
 #include "gemm_fixture.h"
 #include "harness.h"
+#include "sm90/bf16_fp4_gemm.h"
 #include "sm90/dyn_slots.h"
 #include "sm90/fp8_fp4_gemm_params.h"
 
@@ -634,6 +635,52 @@ TEST(gpu_1x32_activation_scales_g32) {
     c.a_gran = 32;
     c.a_scale = HFP4_DTYPE_UE8M0;
     check_case(&c, "dense, 1x32 scales");
+}
+
+/* The BF16 path (bf16_fp4_gemm.cu, opt-in): 128-token tiles with 1x32 UE8M0 activation scales
+ * through BF16 tensor cores, against the reference: dense with token and N tails, masked with an odd
+ * chunk count, contiguous, per-32 and mixed weight chunks, K % 128 != 0, both UE8M0 forms. */
+TEST(gpu_bf16_path_1x32) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    hfp4__sm90_bf16_set(1);
+    gemm_case c = base_case(HFP4_GROUPING_NONE, 300, 1000, 1024, 1, 1972);
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_UE8M0;
+    check_case(&c, "bf16 path: dense, token and N tails");
+    c = base_case(HFP4_GROUPING_MASKED, 200, 1024, 1408, 5, 1971);
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_UE8M0_PACKED;
+    c.expected_m = 190;
+    check_case(&c, "bf16 path: masked, 11 chunks");
+    c = base_case(HFP4_GROUPING_MASKED, 256, 512, 1056, 3, 1973);
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_UE8M0;
+    c.expected_m = 250;
+    c.w_pow2 = 4;
+    check_case(&c, "bf16 path: masked, mixed chunks, K % 128 != 0");
+    c = base_case(HFP4_GROUPING_MASKED, 160, 512, 4352, 2, 1974);
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_UE8M0;
+    c.expected_m = 150;
+    c.w_pow2 = 5;
+    check_case(&c, "bf16 path: masked, a per-32 chunk past the 32nd");
+    c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 1024, 1024, 4, 1975);
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_UE8M0_PACKED;
+    c.expected_m = 256;
+    check_case(&c, "bf16 path: contiguous");
+    c = base_case(HFP4_GROUPING_NONE, 256, 512, 2048, 1, 1976);
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_UE8M0;
+    c.w_pow2 = 2;
+    check_case(&c, "bf16 path: dense, wide weight scales");
+    c = base_case(HFP4_GROUPING_NONE, 130, 384, 512, 1, 1977);
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_UE8M0;
+    c.d_dtype = HFP4_DTYPE_FP32;
+    c.with_c = 1;
+    check_case(&c, "bf16 path: dense, FP32 D with C");
+    hfp4__sm90_bf16_set(0);
 }
 
 TEST(gpu_unsupported_is_reported) {

@@ -3,6 +3,7 @@
  */
 #include "../../runtime/cuda_runtime.h"
 #include "../../plan/sm90_plan.h"
+#include "bf16_fp4_gemm.h"
 #include "dyn_slots.h"
 #include "fp8_fp4_gemm.cuh"
 #include "diag_timeline_print.cuh"
@@ -187,6 +188,7 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
         }
     }
     cudaStream_t s = (cudaStream_t)stream;
+    if (hfp4__sm90_bf16_wanted(&plan)) return hfp4__sm90_bf16_gemm(fn, problem, &plan, &dev, &d_map, s);
     return plan.w_fp32 ? dispatch_bt<true>(fn, &plan, &dev, &map, &d_map, s)
                        : dispatch_bt<false>(fn, &plan, &dev, &map, &d_map, s);
 }
