@@ -16,7 +16,13 @@
  * (two 64-K TMA boxes, 128-byte swizzle) and both warpgroups' repacked weights and scale words;
  * two consumer warpgroups convert each chunk's FP4 words to BF16 fragments with every 32-group's
  * scale folded (the next chunk's under the current chunk's wgmmas) and issue 8 m64n128k16 wgmmas;
- * the epilogue is the FP8 kernels' (epilogue.cuh: transpose, masks, TMA store).
+ * a full tile's D goes out by the FP8 kernels' TMA store (tma_store.cuh), staged in its last chunk's
+ * activation tile, other tiles from registers.
+ * Where it stands (H200, bench/RESULTS.md v15): 1x32 UE8M0 scales, dense 8192^3 419 -> 487-534 TFLOP/s,
+ * V4-Flash w13 T = 16384 370 -> 411-420, w2 377 -> 394: the consumers are latency-bound (2 warps a
+ * scheduler, tensor pipe ~60 % busy under ncu), not bound by L2 (loading half the activation tile
+ * changed nothing). Opt-in because the temporary holds all of A as BF16 (M x K x 2 bytes: 0.8 GB
+ * for V4-Flash w13 at T = 16384).
  * Exactness: a weight scale byte outside [2, 252] with non-zero codes (scales below 2^-125 or above
  * 2^125) would not convert exactly: those rows' outputs are NaN (never silently wrong). The FP32
  * accumulation is the tensor cores' over all of K, as in any BF16 GEMM.
@@ -84,19 +90,21 @@ constexpr int W_STAGE_BYTES = 2 * W_WG_BYTES;
 constexpr int WS_WG_BYTES = 64 * 4;
 constexpr int WS_STAGE_BYTES = 2 * WS_WG_BYTES;
 constexpr int STAGE_BYTES = A_STAGE_BYTES + W_STAGE_BYTES + WS_STAGE_BYTES;
-typedef sm90_tile_config<BT, false, 1> fp8cfg; /* (the epilogue's transpose buffers: OUT_LD) */
-constexpr int OUT_BYTES = 2 * BT * fp8cfg::OUT_LD * 4;
-constexpr int STAGES = (232448 - 1024 - OUT_BYTES - 16 * 8) / STAGE_BYTES < 8 ? (232448 - 1024 - OUT_BYTES - 16 * 8) / STAGE_BYTES : 8;
+/* NOTE: no transpose buffer: a full tile's TMA store stages in its last chunk's activation tile (a
+ * warpgroup's 64 x 128 BF16 box is one 16 KB atom), released after the store has read it; other
+ * tiles store from registers. With the FP8 kernels' transpose buffers (68 KB) 3 stages fit, and the
+ * consumers waited for data (H200, dense 8192^3: 544 TFLOP/s under ncu, tensor pipe 56 % busy). */
+constexpr int STAGES = (232448 - 1024 - 16 * 8) / STAGE_BYTES < 8 ? (232448 - 1024 - 16 * 8) / STAGE_BYTES : 8;
 constexpr int A_OFF = 0, W_OFF = STAGES * A_STAGE_BYTES, WS_OFF = W_OFF + STAGES * W_STAGE_BYTES;
-constexpr int OUT_OFF = WS_OFF + STAGES * WS_STAGE_BYTES, BAR_OFF = OUT_OFF + OUT_BYTES;
+constexpr int BAR_OFF = WS_OFF + STAGES * WS_STAGE_BYTES;
 constexpr int SMEM_BYTES = 1024 + BAR_OFF + 2 * STAGES * 8;
 static_assert(STAGES >= 2 && SMEM_BYTES <= 232448, "the BF16 path's stages");
-static_assert(OUT_OFF % 16 == 0 && BAR_OFF % 8 == 0, "alignment");
+static_assert(BAR_OFF % 8 == 0 && A_ATOM_BYTES % 1024 == 0, "alignment");
 } // namespace bf16cfg
 
 /* One chunk of a consumer warpgroup: the wgmmas of cur (already converted), the next chunk's
  * conversion into nxt under them when HAS_NEXT, then the wait and the stage's release. */
-template <bool HAS_NEXT>
+template <bool HAS_NEXT, bool RELEASE = true>
 static __device__ __forceinline__ void bf16_step(float *acc, uint32_t (&cur)[8][4], uint32_t (&nxt)[8][4],
                                                  uint32_t desc_lo0, uint32_t w_base, uint32_t ws_base,
                                                  uint64_t *full, uint64_t *empty, int &s, uint32_t &phase,
@@ -120,9 +128,35 @@ static __device__ __forceinline__ void bf16_step(float *acc, uint32_t (&cur)[8][
     for (int k = 0; k < 8; k++)
 #pragma unroll
         for (int r = 0; r < 4; r++) reg_fence(cur[k][r]);
-    mbar_arrive(&empty[s]);
+    if constexpr (RELEASE) mbar_arrive(&empty[s]);
     s = s1;
     phase = phase1;
+}
+
+/* A tile's D from the thread's sums, element by element (tiles the TMA store does not take: partial
+ * token tiles, FP32 D, C); real_mask: the tile's real token columns */
+static __device__ __forceinline__ void store_tile_direct(const hfp4_sm90_gemm_params &p, const sm90_tile &tile,
+                                                         int64_t wtile, int64_t dgroup, const sm90_fin<128> &fin,
+                                                         const uint32_t (&real_mask)[4], int tid, int lane) {
+    const int r0 = (tid / 32) * 16 + lane / 4, t4 = lane % 4;
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int c = 8 * j + 2 * t4 + (e & 1);
+            const int64_t row = tile.m0 + c, n = wtile * 64 + r0 + 8 * (e >> 1);
+            if (row >= tile.zero_end || n >= p.n) continue;
+            const bool real = (real_mask[c / 32] >> (c % 32)) & 1u;
+            const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
+            float v = real ? fin.v[4 * j + e] : 0.0f;
+            if (p.d_fp32) {
+                if (real && p.c) v += ((const float *)p.c)[off];
+                ((float *)p.d)[off] = v;
+            } else {
+                if (real && p.c) v += __bfloat162float(((const __nv_bfloat16 *)p.c)[off]);
+                ((__nv_bfloat16 *)p.d)[off] = __float2bfloat16_rn(v);
+            }
+        }
 }
 
 __global__ void __launch_bounds__(384, 1)
@@ -133,7 +167,6 @@ __global__ void __launch_bounds__(384, 1)
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     uint8_t *a_tiles = smem + A_OFF, *w_stages = smem + W_OFF, *ws_stages = smem + WS_OFF;
-    float *out_s = (float *)(smem + OUT_OFF);
     uint64_t *full = (uint64_t *)(smem + BAR_OFF), *empty = full + STAGES;
     const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128, lane = threadIdx.x % 32;
     if (threadIdx.x == 0) {
@@ -221,11 +254,14 @@ __global__ void __launch_bounds__(384, 1)
             bf16_step<true>(fin.v, fa, fb, desc_lo0, w_base, ws_base, full, empty, s, phase, kc == 0, mode_of(kc + 1), exact);
             bf16_step<true>(fin.v, fb, fa, desc_lo0, w_base, ws_base, full, empty, s, phase, false, mode_of(kc + 2), exact);
         }
+        int s_last;
         if (kc + 2 == chunks) {
             bf16_step<true>(fin.v, fa, fb, desc_lo0, w_base, ws_base, full, empty, s, phase, kc == 0, mode_of(kc + 1), exact);
-            bf16_step<false>(fin.v, fb, fa, desc_lo0, w_base, ws_base, full, empty, s, phase, false, 0u, exact);
+            s_last = s;
+            bf16_step<false, false>(fin.v, fb, fa, desc_lo0, w_base, ws_base, full, empty, s, phase, false, 0u, exact);
         } else {
-            bf16_step<false>(fin.v, fa, fb, desc_lo0, w_base, ws_base, full, empty, s, phase, kc == 0, 0u, exact);
+            s_last = s;
+            bf16_step<false, false>(fin.v, fa, fb, desc_lo0, w_base, ws_base, full, empty, s, phase, kc == 0, 0u, exact);
         }
         /* a scale that BF16 cannot carry exactly: the quad's rows (r0, r0 + 8) are NaN, not wrong */
         uint32_t bad = exact ? 0u : 1u;
@@ -234,7 +270,22 @@ __global__ void __launch_bounds__(384, 1)
         if (bad)
 #pragma unroll
             for (int i = 0; i < BT / 2; i++) fin.v[i] = __uint_as_float(0x7FC00000u);
-        store_tile<BT, false, 1>(p, &d_map, tile, wtile, dgroup, fin, out_s, false, warpgroup, tid, lane);
+        int32_t row_id[4];
+        uint32_t real_mask[4];
+        load_row_ids<BT, 4>(p, tile, lane, row_id);
+        real_row_masks<4>(p, row_id, real_mask);
+        if (p.d_tma && tile.zero_end == min(tile.m0 + (int64_t)BT, p.m)) {
+            /* staged in the last chunk's activation tile, which the stage's release hands back only
+             * once the store has read it; both warpgroups' wgmmas read all of it, so neither writes
+             * before the other's last wgmmas are done (p.d_tma is the same for both) */
+            named_barrier_sync<3, 256>();
+            const uint32_t staging = smem_addr(a_tiles + s_last * A_STAGE_BYTES + warpgroup * A_ATOM_BYTES);
+            store_tile_tma<1>(&d_map, tile, wtile, dgroup, fin, staging, real_mask, warpgroup, tid, lane);
+            if (tid == 0) bulk_wait_read();
+        } else {
+            store_tile_direct(p, tile, wtile, dgroup, fin, real_mask, tid, lane);
+        }
+        mbar_arrive(&empty[s_last]);
     }
     if (p.d_tma && tid == 0) bulk_wait_all(); /* the last TMA store has written D before the CTA ends */
 #endif
