@@ -81,53 +81,44 @@ __global__ void __launch_bounds__(256) hfp4_sm90_bf16_act_kernel(const uint8_t *
 
 /* ---- the GEMM ---- */
 
-/* The CTA of the BF16 path: WGS consumer warpgroups of 64 weight rows each (2, or 3 for more warps
- * per scheduler: HFP4_SM90_BF16_WGS=3) and one producer warpgroup, 128 tokens. */
-template <int WGS>
-struct bf16_cfg {
-    static constexpr int BT = 128;
-    static constexpr int THREADS = 128 * (WGS + 1);
-    static constexpr int A_ATOM_BYTES = BT * 128;              /* 128 tokens x 64 BF16: one TMA box */
-    static constexpr int A_STAGE_BYTES = 2 * A_ATOM_BYTES;     /* 128 K */
-    static constexpr int W_WG_BYTES = 2 * HFP4_SM90_PAIR_BYTES; /* 64 rows x 128 K of FP4 */
-    static constexpr int W_STAGE_BYTES = WGS * W_WG_BYTES;
-    static constexpr int WS_WG_BYTES = 64 * 4;
-    static constexpr int WS_STAGE_BYTES = WGS * WS_WG_BYTES;
-    static constexpr int STAGE_BYTES = A_STAGE_BYTES + W_STAGE_BYTES + WS_STAGE_BYTES;
-    /* NOTE: no transpose buffer: a full tile's TMA store stages in its last chunk's activation tile (a
-     * warpgroup's 64 x 128 BF16 box is one 16 KB atom, so warpgroups 0 and 1), released after the
-     * store has read it; other tiles and warpgroup 2 store from registers. With the FP8 kernels'
-     * transpose buffers (68 KB) 3 stages fit, and the consumers waited for data (H200, dense 8192^3:
-     * 2.02 ms under ncu, 1.90 with 5 stages). */
-    static constexpr int FIT = (232448 - 1024 - 16 * 8) / STAGE_BYTES;
-    static constexpr int STAGES = FIT < 8 ? FIT : 8;
-    static constexpr int A_OFF = 0, W_OFF = STAGES * A_STAGE_BYTES, WS_OFF = W_OFF + STAGES * W_STAGE_BYTES;
-    static constexpr int BAR_OFF = WS_OFF + STAGES * WS_STAGE_BYTES;
-    static constexpr int SMEM_BYTES = 1024 + BAR_OFF + 2 * STAGES * 8;
-    /* setmaxnreg: the producer's and the consumers' registers within what the CTA is launched with */
-    static constexpr int LAUNCH_REGS = (65536 / THREADS) & ~7;
-    static constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = WGS == 2 ? 224 : 152;
-    static_assert(PRODUCER_REGS + WGS * CONSUMER_REGS <= (WGS + 1) * LAUNCH_REGS, "setmaxnreg.inc would wait forever");
-    static_assert(STAGES >= 2 && SMEM_BYTES <= 232448, "the BF16 path's stages");
-    static_assert(BAR_OFF % 8 == 0 && A_ATOM_BYTES % 1024 == 0, "alignment");
-};
+namespace bf16cfg {
+constexpr int BT = 128;
+constexpr int A_ATOM_BYTES = BT * 128;              /* 128 tokens x 64 BF16: one TMA box */
+constexpr int A_STAGE_BYTES = 2 * A_ATOM_BYTES;     /* 128 K */
+constexpr int W_WG_BYTES = 2 * HFP4_SM90_PAIR_BYTES; /* 64 rows x 128 K of FP4 */
+constexpr int W_STAGE_BYTES = 2 * W_WG_BYTES;
+constexpr int WS_WG_BYTES = 64 * 4;
+constexpr int WS_STAGE_BYTES = 2 * WS_WG_BYTES;
+constexpr int STAGE_BYTES = A_STAGE_BYTES + W_STAGE_BYTES + WS_STAGE_BYTES;
+/* NOTE: no transpose buffer: a full tile's TMA store stages in its last chunk's activation tile (a
+ * warpgroup's 64 x 128 BF16 box is one 16 KB atom), released after the store has read it; other
+ * tiles store from registers. With the FP8 kernels' transpose buffers (68 KB) 3 stages fit, and the
+ * consumers waited for data (H200, dense 8192^3: 544 TFLOP/s under ncu, tensor pipe 56 % busy). */
+constexpr int STAGES = (232448 - 1024 - 16 * 8) / STAGE_BYTES < 8 ? (232448 - 1024 - 16 * 8) / STAGE_BYTES : 8;
+constexpr int A_OFF = 0, W_OFF = STAGES * A_STAGE_BYTES, WS_OFF = W_OFF + STAGES * W_STAGE_BYTES;
+constexpr int BAR_OFF = WS_OFF + STAGES * WS_STAGE_BYTES;
+constexpr int SMEM_BYTES = 1024 + BAR_OFF + 2 * STAGES * 8;
+static_assert(STAGES >= 2 && SMEM_BYTES <= 232448, "the BF16 path's stages");
+static_assert(BAR_OFF % 8 == 0 && A_ATOM_BYTES % 1024 == 0, "alignment");
+} // namespace bf16cfg
 
 /* One chunk of a consumer warpgroup: the wgmmas of cur (already converted), the next chunk's
  * conversion into nxt under them when HAS_NEXT, then the wait and the stage's release. */
-template <class CFG, bool HAS_NEXT, bool RELEASE = true>
+template <bool HAS_NEXT, bool RELEASE = true>
 static __device__ __forceinline__ void bf16_step(float *acc, uint32_t (&cur)[8][4], uint32_t (&nxt)[8][4],
                                                  uint32_t desc_lo0, uint32_t w_base, uint32_t ws_base,
                                                  uint64_t *full, uint64_t *empty, int &s, uint32_t &phase,
                                                  bool first, uint32_t mode_next, bool &exact) {
+    using namespace bf16cfg;
     sm90_desc desc;
-    desc.lo = desc_lo0 + (uint32_t)s * (CFG::A_STAGE_BYTES >> 4);
+    desc.lo = desc_lo0 + (uint32_t)s * (A_STAGE_BYTES >> 4);
     desc.hi = SM90_DESC_HI_K128_SWIZZLE128;
-    wgmma_bf16_chunk(acc, cur, desc, CFG::A_ATOM_BYTES >> 4, !first);
-    const int s1 = s + 1 == CFG::STAGES ? 0 : s + 1;
+    wgmma_bf16_chunk(acc, cur, desc, A_ATOM_BYTES >> 4, !first);
+    const int s1 = s + 1 == STAGES ? 0 : s + 1;
     const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
     if constexpr (HAS_NEXT) {
         mbar_wait(&full[s1], phase1);
-        const uint32_t w = w_base + s1 * CFG::W_STAGE_BYTES, ws = ws_base + s1 * CFG::WS_STAGE_BYTES;
+        const uint32_t w = w_base + s1 * W_STAGE_BYTES, ws = ws_base + s1 * WS_STAGE_BYTES;
         const uint4 q0 = *(const uint4 *)smem_ptr(w), q1 = *(const uint4 *)smem_ptr(w + HFP4_SM90_PAIR_BYTES);
         const uint32_t eg = *(const uint32_t *)smem_ptr(ws), er = *(const uint32_t *)smem_ptr(ws + 32);
         exact &= convert_chunk_bf16(nxt, q0, q1, eg, er, (mode_next & HFP4_SM90_MODE_PER32) != 0);
@@ -143,7 +134,7 @@ static __device__ __forceinline__ void bf16_step(float *acc, uint32_t (&cur)[8][
 }
 
 /* A tile's D from the thread's sums, element by element (tiles the TMA store does not take: partial
- * token tiles, FP32 D, C; and warpgroup 2's); real_mask: the tile's real token columns */
+ * token tiles, FP32 D, C); real_mask: the tile's real token columns */
 static __device__ __forceinline__ void store_tile_direct(const hfp4_sm90_gemm_params &p, const sm90_tile &tile,
                                                          int64_t wtile, int64_t dgroup, const sm90_fin<128> &fin,
                                                          const uint32_t (&real_mask)[4], int tid, int lane) {
@@ -168,59 +159,52 @@ static __device__ __forceinline__ void store_tile_direct(const hfp4_sm90_gemm_pa
         }
 }
 
-/* Work items: (WGS 64-row weight tiles, token tile, group), p.tiles_n counting WGS-tile groups (the
- * launcher's copy of the plan's parameters); warpgroup w takes weight tile WGS n_tile + w, and past
- * the last (N % (64 WGS)) it computes on the last one and stores nothing. */
-template <int WGS>
-__global__ void __launch_bounds__(128 * (WGS + 1), 1)
+__global__ void __launch_bounds__(384, 1)
     hfp4_sm90_bf16_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap d_map,
                                    const __grid_constant__ hfp4_sm90_gemm_params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef bf16_cfg<WGS> cfg;
-    constexpr int BT = cfg::BT, STAGES = cfg::STAGES;
+    using namespace bf16cfg;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
-    uint8_t *a_tiles = smem + cfg::A_OFF, *w_stages = smem + cfg::W_OFF, *ws_stages = smem + cfg::WS_OFF;
-    uint64_t *full = (uint64_t *)(smem + cfg::BAR_OFF), *empty = full + STAGES;
+    uint8_t *a_tiles = smem + A_OFF, *w_stages = smem + W_OFF, *ws_stages = smem + WS_OFF;
+    uint64_t *full = (uint64_t *)(smem + BAR_OFF), *empty = full + STAGES;
     const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128, lane = threadIdx.x % 32;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 128 * WGS);
+            mbar_init(&empty[s], 256);
         }
         mbar_fence_init();
     }
     __syncthreads();
     const int64_t chunks = p.w_chunks;
-    const int32_t w_tiles = (int32_t)p.w_tiles;
-    if (warpgroup == WGS) {
-        warpgroup_reg_dealloc<cfg::PRODUCER_REGS>();
-        if (threadIdx.x / 32 != 4 * WGS) return; /* one producer warp */
+    if (warpgroup == 2) {
+        warpgroup_reg_dealloc<56>(); /* (56 + 2 x 224 <= 3 x 168: setmaxnreg.inc would wait forever above) */
+        if (threadIdx.x / 32 != 8) return;
         if (lane == 0) tma_prefetch_descriptor(&a_map);
         int64_t it = 0;
         sm90_walk walk = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0, 0};
         while (walk_next<BT>(p, nullptr, walk)) {
             sm90_tile tile;
             if (!resolve_tile<BT>(p, walk.item, walk.lay, tile) || !tile.compute) continue;
+            const uint8_t *w_src = tile_weights(p, tile), *ws_src = tile_weight_scales<false>(p, tile, chunks);
             for (int64_t kc = 0; kc < chunks; kc++, it++) {
                 const int s = (int)(it % STAGES);
                 const uint32_t phase = (uint32_t)((it / STAGES) & 1);
                 if (lane == 0) {
                     mbar_wait(&empty[s], phase ^ 1);
                     uint64_t *bar = &full[s];
-                    mbar_arrive_expect_tx(bar, cfg::STAGE_BYTES);
-                    uint8_t *a_dst = a_tiles + s * cfg::A_STAGE_BYTES;
+                    mbar_arrive_expect_tx(bar, STAGE_BYTES);
+                    uint8_t *a_dst = a_tiles + s * A_STAGE_BYTES;
                     tma_load_3d(a_dst, &a_map, bar, (int32_t)(kc * 128), tile.m0, tile.a_group);
-                    tma_load_3d(a_dst + cfg::A_ATOM_BYTES, &a_map, bar, (int32_t)(kc * 128 + 64), tile.m0, tile.a_group);
-                    uint8_t *w_dst = w_stages + s * cfg::W_STAGE_BYTES, *ws_dst = ws_stages + s * cfg::WS_STAGE_BYTES;
+                    tma_load_3d(a_dst + A_ATOM_BYTES, &a_map, bar, (int32_t)(kc * 128 + 64), tile.m0, tile.a_group);
+                    uint8_t *w_dst = w_stages + s * W_STAGE_BYTES, *ws_dst = ws_stages + s * WS_STAGE_BYTES;
 #pragma unroll
-                    for (int wg = 0; wg < WGS; wg++) {
-                        const int64_t t = min(tile.n_tile * WGS + wg, w_tiles - 1);
-                        const uint8_t *w_src = p.w + (int64_t)tile.expert * p.w_group_bytes + t * p.w_pairs * HFP4_SM90_PAIR_BYTES;
-                        const uint8_t *ws_src = (const uint8_t *)p.w_scales +
-                                                ((int64_t)tile.expert * p.w_scale_group_elems + (t * chunks + kc) * 64) * 4;
-                        bulk_load(w_dst + wg * cfg::W_WG_BYTES, w_src + kc * cfg::W_WG_BYTES, cfg::W_WG_BYTES, bar);
-                        bulk_load(ws_dst + wg * cfg::WS_WG_BYTES, ws_src, cfg::WS_WG_BYTES, bar);
+                    for (int wg = 0; wg < 2; wg++) {
+                        bulk_load(w_dst + wg * W_WG_BYTES, w_src + wg * p.w_pairs * HFP4_SM90_PAIR_BYTES + kc * W_WG_BYTES,
+                                  W_WG_BYTES, bar);
+                        bulk_load(ws_dst + wg * WS_WG_BYTES, ws_src + (wg * p.w_chunks + kc) * WS_WG_BYTES, WS_WG_BYTES,
+                                  bar);
                     }
                 }
                 __syncwarp();
@@ -228,24 +212,22 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         }
         return;
     }
-    warpgroup_reg_alloc<cfg::CONSUMER_REGS>();
+    warpgroup_reg_alloc<224>();
     const int warp_in_wg = tid / 32, g8 = lane / 4;
     const int r0 = warp_in_wg * 16 + g8;
     const uint32_t desc_lo0 = smem_desc_lo_k128(smem_addr(a_tiles));
-    const uint32_t w_base = smem_addr(w_stages) + warpgroup * cfg::W_WG_BYTES + tid * 16;
-    const uint32_t ws_base = smem_addr(ws_stages) + warpgroup * cfg::WS_WG_BYTES + r0 * 4;
+    const uint32_t w_base = smem_addr(w_stages) + warpgroup * W_WG_BYTES + tid * 16;
+    const uint32_t ws_base = smem_addr(ws_stages) + warpgroup * WS_WG_BYTES + r0 * 4;
     int s = 0;
     uint32_t phase = 0;
     sm90_walk walk = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0, 0};
     while (walk_next<BT>(p, nullptr, walk)) {
         sm90_tile tile;
         if (!resolve_tile<BT>(p, walk.item, walk.lay, tile)) continue;
-        const int32_t wt = tile.n_tile * WGS + warpgroup;
-        const bool stores = wt < w_tiles; /* (past the last weight tile: computes on it, stores nothing) */
-        const int64_t wtile = min(wt, w_tiles - 1);
+        const int64_t wtile = tile.n_tile * 2 + warpgroup;
         const int64_t dgroup = p.grouping == HFP4_K_MASKED ? tile.a_group : 0;
         if (!tile.compute) {
-            if (stores) store_zero_tile<BT>(p, tile, wtile, dgroup, tid);
+            store_zero_tile<BT>(p, tile, wtile, dgroup, tid);
             continue;
         }
         /* the tile's chunk modes, a byte a lane (32 chunks at a time) */
@@ -256,7 +238,7 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         bool exact = true;
         mbar_wait(&full[s], phase);
         {
-            const uint32_t w = w_base + s * cfg::W_STAGE_BYTES, ws = ws_base + s * cfg::WS_STAGE_BYTES;
+            const uint32_t w = w_base + s * W_STAGE_BYTES, ws = ws_base + s * WS_STAGE_BYTES;
             const uint4 q0 = *(const uint4 *)smem_ptr(w), q1 = *(const uint4 *)smem_ptr(w + HFP4_SM90_PAIR_BYTES);
             const uint32_t eg = *(const uint32_t *)smem_ptr(ws), er = *(const uint32_t *)smem_ptr(ws + 32);
             const uint32_t m0 = __shfl_sync(0xFFFFFFFFu, mreg, 0);
@@ -269,17 +251,17 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         };
         int64_t kc = 0;
         for (; kc + 2 < chunks; kc += 2) {
-            bf16_step<cfg, true>(fin.v, fa, fb, desc_lo0, w_base, ws_base, full, empty, s, phase, kc == 0, mode_of(kc + 1), exact);
-            bf16_step<cfg, true>(fin.v, fb, fa, desc_lo0, w_base, ws_base, full, empty, s, phase, false, mode_of(kc + 2), exact);
+            bf16_step<true>(fin.v, fa, fb, desc_lo0, w_base, ws_base, full, empty, s, phase, kc == 0, mode_of(kc + 1), exact);
+            bf16_step<true>(fin.v, fb, fa, desc_lo0, w_base, ws_base, full, empty, s, phase, false, mode_of(kc + 2), exact);
         }
         int s_last;
         if (kc + 2 == chunks) {
-            bf16_step<cfg, true>(fin.v, fa, fb, desc_lo0, w_base, ws_base, full, empty, s, phase, kc == 0, mode_of(kc + 1), exact);
+            bf16_step<true>(fin.v, fa, fb, desc_lo0, w_base, ws_base, full, empty, s, phase, kc == 0, mode_of(kc + 1), exact);
             s_last = s;
-            bf16_step<cfg, false, false>(fin.v, fb, fa, desc_lo0, w_base, ws_base, full, empty, s, phase, false, 0u, exact);
+            bf16_step<false, false>(fin.v, fb, fa, desc_lo0, w_base, ws_base, full, empty, s, phase, false, 0u, exact);
         } else {
             s_last = s;
-            bf16_step<cfg, false, false>(fin.v, fa, fb, desc_lo0, w_base, ws_base, full, empty, s, phase, kc == 0, 0u, exact);
+            bf16_step<false, false>(fin.v, fa, fb, desc_lo0, w_base, ws_base, full, empty, s, phase, kc == 0, 0u, exact);
         }
         /* a scale that BF16 cannot carry exactly: the quad's rows (r0, r0 + 8) are NaN, not wrong */
         uint32_t bad = exact ? 0u : 1u;
@@ -294,19 +276,13 @@ __global__ void __launch_bounds__(128 * (WGS + 1), 1)
         real_row_masks<4>(p, row_id, real_mask);
         if (p.d_tma && tile.zero_end == min(tile.m0 + (int64_t)BT, p.m)) {
             /* staged in the last chunk's activation tile, which the stage's release hands back only
-             * once the store has read it; every warpgroup's wgmmas read all of it, so none writes
-             * before the others' last wgmmas are done (p.d_tma and the tile are the same for all) */
-            named_barrier_sync<3, 128 * WGS>();
-            if (warpgroup < 2) {
-                if (stores) {
-                    const uint32_t staging = smem_addr(a_tiles + s_last * cfg::A_STAGE_BYTES + warpgroup * cfg::A_ATOM_BYTES);
-                    store_tile_tma<1>(&d_map, tile, wtile, dgroup, fin, staging, real_mask, warpgroup, tid, lane);
-                    if (tid == 0) bulk_wait_read();
-                }
-            } else if (stores) {
-                store_tile_direct(p, tile, wtile, dgroup, fin, real_mask, tid, lane);
-            }
-        } else if (stores) {
+             * once the store has read it; both warpgroups' wgmmas read all of it, so neither writes
+             * before the other's last wgmmas are done (p.d_tma is the same for both) */
+            named_barrier_sync<3, 256>();
+            const uint32_t staging = smem_addr(a_tiles + s_last * A_STAGE_BYTES + warpgroup * A_ATOM_BYTES);
+            store_tile_tma<1>(&d_map, tile, wtile, dgroup, fin, staging, real_mask, warpgroup, tid, lane);
+            if (tid == 0) bulk_wait_read();
+        } else {
             store_tile_direct(p, tile, wtile, dgroup, fin, real_mask, tid, lane);
         }
         mbar_arrive(&empty[s_last]);
@@ -333,40 +309,15 @@ int hfp4__sm90_bf16_wanted(const hfp4_sm90_plan *plan) {
            (p->a_scale_dtype == HFP4_DTYPE_UE8M0 || p->a_scale_dtype == HFP4_DTYPE_UE8M0_PACKED);
 }
 
-/* The GEMM launch for WGS consumer warpgroups: the plan's parameters with items of WGS weight tiles */
-template <int WGS>
-static cudaError_t launch_bf16(const hfp4_sm90_gemm_params &plan_p, const hfp4_current_device *dev,
-                               const CUtensorMap &a_map, const CUtensorMap *d_map, cudaStream_t stream) {
-    typedef bf16_cfg<WGS> cfg;
-    hfp4_sm90_gemm_params p = plan_p;
-    const int64_t per_token_tile = p.tiles_total / p.tiles_n; /* token tiles x groups */
-    p.tiles_n = (p.w_tiles + WGS - 1) / WGS;
-    p.tiles_total = p.tiles_n * per_token_tile;
-    hfp4_sm90_divisor((uint32_t)p.tiles_n, &p.tiles_n_mul, &p.tiles_n_shift);
-    auto kernel = hfp4_sm90_bf16_fp4_gemm_kernel<WGS>;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::SMEM_BYTES);
-    if (err != cudaSuccess) return err;
-    const int ctas = (int)(p.tiles_total < dev->num_sms ? p.tiles_total : dev->num_sms);
-    kernel<<<ctas, cfg::THREADS, cfg::SMEM_BYTES, stream>>>(a_map, *d_map, p);
-    return cudaGetLastError();
-}
-
 hfp4_status hfp4__sm90_bf16_gemm(const char *fn, const hfp4_gemm_problem *problem, const hfp4_sm90_plan *plan,
                                  const hfp4_current_device *dev, const CUtensorMap *d_map, cudaStream_t stream) {
+    using namespace bf16cfg;
     const hfp4_sm90_gemm_params &p = plan->params;
-    static int wgs_switch = -1; /* HFP4_SM90_BF16_WGS=3: three consumer warpgroups (for comparison) */
-    int wgs = __atomic_load_n(&wgs_switch, __ATOMIC_RELAXED);
-    if (wgs < 0) {
-        const char *env = getenv("HFP4_SM90_BF16_WGS");
-        wgs = env && strcmp(env, "3") == 0 ? 3 : 2;
-        __atomic_store_n(&wgs_switch, wgs, __ATOMIC_RELAXED);
-    }
-    const int smem = wgs == 3 ? bf16_cfg<3>::SMEM_BYTES : bf16_cfg<2>::SMEM_BYTES;
     const int64_t groups = problem->grouping == HFP4_GROUPING_MASKED ? problem->num_groups : 1;
     const int64_t k_pad = p.w_chunks * 128, rows_total = groups * p.m;
     const size_t bytes = (size_t)rows_total * (size_t)k_pad * 2;
-    HFP4_REQUIRE(smem <= dev->max_smem_optin, "%s: the BF16 path needs %d bytes of shared memory, device has %d", fn,
-                 smem, dev->max_smem_optin);
+    HFP4_REQUIRE(SMEM_BYTES <= dev->max_smem_optin, "%s: the BF16 path needs %d bytes of shared memory, device has %d",
+                 fn, SMEM_BYTES, dev->max_smem_optin);
     void *ap = NULL;
     HFP4_CUDA_TRY(fn, cudaMallocAsync(&ap, bytes, stream));
     const int64_t threads = rows_total * (k_pad / 32);
@@ -379,9 +330,18 @@ hfp4_status hfp4__sm90_bf16_gemm(const char *fn, const hfp4_gemm_problem *proble
         CUtensorMap a_map;
         const int64_t dims[3] = {k_pad, p.m, groups};
         const int64_t strides[2] = {k_pad * 2, p.m * k_pad * 2};
-        const uint32_t box[3] = {64, 128, 1};
+        const uint32_t box[3] = {64, (uint32_t)BT, 1};
         st = hfp4__make_tensor_map_bf16_3d(fn, &a_map, ap, dims, strides, box);
-        if (st == HFP4_OK) err = wgs == 3 ? launch_bf16<3>(p, dev, a_map, d_map, stream) : launch_bf16<2>(p, dev, a_map, d_map, stream);
+        if (st == HFP4_OK) {
+            auto kernel = hfp4_sm90_bf16_fp4_gemm_kernel;
+            err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+            if (err == cudaSuccess) {
+                const int64_t items = p.tiles_total;
+                const int ctas = (int)(items < dev->num_sms ? items : dev->num_sms);
+                kernel<<<ctas, 384, SMEM_BYTES, stream>>>(a_map, *d_map, p);
+                err = cudaGetLastError();
+            }
+        }
     }
     const cudaError_t ferr = cudaFreeAsync(ap, stream);
     if (st != HFP4_OK) return st;
