@@ -434,7 +434,8 @@ void bench_expert_problem(hfp4_gemm_problem *p, const bench_acts *x, const bench
 }
 
 double bench_expert_bytes(int64_t hit, int64_t rows, int64_t n, int64_t k, int gran) {
-    return hit * n * (k / 2.0 + k / 32.0) + rows * (k + 4.0 * ((k + gran - 1) / gran)) + rows * n * 2.0;
+    const double scale_bytes = bench_a_scales_ue8m0 ? 1.0 : 4.0;
+    return hit * n * (k / 2.0 + k / 32.0) + rows * (k + scale_bytes * ((k + gran - 1) / gran)) + rows * n * 2.0;
 }
 
 double bench_fp8_expert_bytes(int64_t hit, int64_t rows, int64_t n, int64_t k) {

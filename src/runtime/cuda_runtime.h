@@ -39,5 +39,8 @@ hfp4_status hfp4__make_tensor_map_u8_3d(const char *fn, CUtensorMap *map, const 
 /* The same for BF16 elements (D's TMA stores); strides in bytes. */
 hfp4_status hfp4__make_tensor_map_bf16_3d(const char *fn, CUtensorMap *map, const void *base, const int64_t dims[3],
                                           const int64_t strides[2], const uint32_t box[3]);
+/* The same for an operand named `what` in the error message (the BF16 copy of A: bf16_fp4_gemm.cu). */
+hfp4_status hfp4__make_tensor_map_bf16_3d_named(const char *fn, const char *what, CUtensorMap *map, const void *base,
+                                                const int64_t dims[3], const int64_t strides[2], const uint32_t box[3]);
 
 #endif

@@ -680,6 +680,28 @@ TEST(gpu_bf16_path_1x32) {
     c.d_dtype = HFP4_DTYPE_FP32;
     c.with_c = 1;
     check_case(&c, "bf16 path: dense, FP32 D with C");
+    c = base_case(HFP4_GROUPING_NONE, 130, 384, 512, 1, 1978);
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_UE8M0;
+    c.with_c = 1;
+    check_case(&c, "bf16 path: dense, BF16 D with C");
+    /* more items than CTAs (each CTA carries its stage phases from tile to tile, and releases each
+     * tile's last stage after its TMA store), with an odd chunk count; one and two chunks */
+    c = base_case(HFP4_GROUPING_NONE, 2048, 2048, 1408, 1, 1979);
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_UE8M0_PACKED;
+    check_case(&c, "bf16 path: dense, 256 items, 11 chunks");
+    for (int v = 0; v < 2; v++) {
+        c = base_case(HFP4_GROUPING_NONE, 256, 512, v ? 256 : 128, 1, 1980 + v);
+        c.a_gran = 32;
+        c.a_scale = HFP4_DTYPE_UE8M0;
+        check_case(&c, v ? "bf16 path: dense, 2 chunks" : "bf16 path: dense, 1 chunk");
+    }
+    c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 1000, 512, 1024, 4, 1982);
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_UE8M0;
+    c.expected_m = 250;
+    check_case(&c, "bf16 path: psum");
     hfp4__sm90_bf16_set(0);
 }
 

@@ -51,6 +51,8 @@ __global__ void __launch_bounds__(256) hfp4_sm90_bf16_act_kernel(const uint8_t *
     if (idx >= rows_total * kgroups) return;
     const int64_t rg = idx / kgroups, kg = idx % kgroups;
     const int64_t g = rg / p.m, row = rg % p.m;
+    /* (masked: rows past masked_m feed only token columns that are never stored) */
+    if (p.grouping == HFP4_K_MASKED && row >= min((int64_t)p.layout[g], p.m)) return;
     const uint8_t *src = a + g * a_stride_group + row * lda + kg * 32;
     uint8_t v[32];
     const int64_t k0 = kg * 32;
@@ -70,7 +72,11 @@ __global__ void __launch_bounds__(256) hfp4_sm90_bf16_act_kernel(const uint8_t *
         for (int e = 0; e < 2; e++) {
             __nv_fp8_e4m3 f;
             f.__x = v[bf16_act_perm(2 * q + e)];
-            b2[e] = __float2bfloat16_rn((float)f * s); /* exact: 4 significant bits times a power of two */
+            /* exact (4 significant bits times a power of two) unless the product leaves FP32's normal
+             * range: then NaN, which reaches every sum of this token, never a silently wrong one */
+            const float x = (float)f, v = x * s;
+            const bool lost = x != 0.0f && (fabsf(v) < 0x1p-126f || fabsf(v) > 0x1p127f);
+            b2[e] = __float2bfloat16_rn(lost ? __uint_as_float(0x7FC00000u) : v);
         }
         memcpy(&w[q], b2, 4);
     }
@@ -98,6 +104,9 @@ constexpr int STAGES = (232448 - 1024 - 16 * 8) / STAGE_BYTES < 8 ? (232448 - 10
 constexpr int A_OFF = 0, W_OFF = STAGES * A_STAGE_BYTES, WS_OFF = W_OFF + STAGES * W_STAGE_BYTES;
 constexpr int BAR_OFF = WS_OFF + STAGES * WS_STAGE_BYTES;
 constexpr int SMEM_BYTES = 1024 + BAR_OFF + 2 * STAGES * 8;
+/* setmaxnreg: PRODUCER_REGS + 2 x CONSUMER_REGS <= 3 x 168, the registers a 384-thread CTA has */
+constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
+static_assert(PRODUCER_REGS + 2 * CONSUMER_REGS <= 3 * 168, "setmaxnreg.inc would wait forever");
 static_assert(STAGES >= 2 && SMEM_BYTES <= 232448, "the BF16 path's stages");
 static_assert(BAR_OFF % 8 == 0 && A_ATOM_BYTES % 1024 == 0, "alignment");
 } // namespace bf16cfg
@@ -179,7 +188,7 @@ __global__ void __launch_bounds__(384, 1)
     __syncthreads();
     const int64_t chunks = p.w_chunks;
     if (warpgroup == 2) {
-        warpgroup_reg_dealloc<56>(); /* (56 + 2 x 224 <= 3 x 168: setmaxnreg.inc would wait forever above) */
+        warpgroup_reg_dealloc<PRODUCER_REGS>();
         if (threadIdx.x / 32 != 8) return;
         if (lane == 0) tma_prefetch_descriptor(&a_map);
         int64_t it = 0;
@@ -212,7 +221,7 @@ __global__ void __launch_bounds__(384, 1)
         }
         return;
     }
-    warpgroup_reg_alloc<224>();
+    warpgroup_reg_alloc<CONSUMER_REGS>();
     const int warp_in_wg = tid / 32, g8 = lane / 4;
     const int r0 = warp_in_wg * 16 + g8;
     const uint32_t desc_lo0 = smem_desc_lo_k128(smem_addr(a_tiles));
@@ -309,37 +318,78 @@ int hfp4__sm90_bf16_wanted(const hfp4_sm90_plan *plan) {
            (p->a_scale_dtype == HFP4_DTYPE_UE8M0 || p->a_scale_dtype == HFP4_DTYPE_UE8M0_PACKED);
 }
 
+/* A launch of `kernel` on `stream` (cudaLaunchKernelEx reports this launch's own error, never one
+ * the caller left pending) */
+template <typename... Args>
+static cudaError_t launch_on(void (*kernel)(Args...), unsigned grid, unsigned block, size_t smem, cudaStream_t stream,
+                             Args... args) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(grid, 1, 1);
+    config.blockDim = dim3(block, 1, 1);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
 hfp4_status hfp4__sm90_bf16_gemm(const char *fn, const hfp4_gemm_problem *problem, const hfp4_sm90_plan *plan,
-                                 const hfp4_current_device *dev, const CUtensorMap *d_map, cudaStream_t stream) {
+                                 const hfp4_current_device *dev, const CUtensorMap *d_map, cudaStream_t stream,
+                                 int *taken) {
     using namespace bf16cfg;
+    *taken = 0;
     const hfp4_sm90_gemm_params &p = plan->params;
     const int64_t groups = problem->grouping == HFP4_GROUPING_MASKED ? problem->num_groups : 1;
     const int64_t k_pad = p.w_chunks * 128, rows_total = groups * p.m;
     const size_t bytes = (size_t)rows_total * (size_t)k_pad * 2;
+    /* NOTE: the FP8 path instead (as exact, slower) when the temporary would exceed
+     * HFP4_SM90_BF16_MAX_TEMP, when the stream is being captured (a graph with memory nodes cannot
+     * be cloned, instantiated twice at once or added as a child graph), or when it cannot be had */
+    if (bytes > (size_t)HFP4_SM90_BF16_MAX_TEMP) return HFP4_OK;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
+        (void)cudaGetLastError(); /* (this query's own error) */
+        return HFP4_OK;
+    }
+    if (capture != cudaStreamCaptureStatusNone) return HFP4_OK;
     HFP4_REQUIRE(SMEM_BYTES <= dev->max_smem_optin, "%s: the BF16 path needs %d bytes of shared memory, device has %d",
                  fn, SMEM_BYTES, dev->max_smem_optin);
+    /* the setmaxnreg split assumes the registers the kernel was built with (fp8_fp4_gemm.cu says why) */
+    static int built_regs = 0;
+    int regs = __atomic_load_n(&built_regs, __ATOMIC_RELAXED);
+    if (regs == 0) {
+        cudaFuncAttributes attr;
+        HFP4_CUDA_TRY(fn, cudaFuncGetAttributes(&attr, hfp4_sm90_bf16_fp4_gemm_kernel));
+        regs = attr.numRegs;
+        __atomic_store_n(&built_regs, regs, __ATOMIC_RELAXED);
+    }
+    HFP4_REQUIRE(regs * 3 >= PRODUCER_REGS + 2 * CONSUMER_REGS,
+                 "%s: BF16 kernel built with %d registers per thread, its register split needs %d (rebuild hfp4)", fn,
+                 regs, (PRODUCER_REGS + 2 * CONSUMER_REGS + 2) / 3);
     void *ap = NULL;
-    HFP4_CUDA_TRY(fn, cudaMallocAsync(&ap, bytes, stream));
+    if (cudaMallocAsync(&ap, bytes, stream) != cudaSuccess) {
+        (void)cudaGetLastError(); /* (the allocation's own error: the FP8 path runs) */
+        return HFP4_OK;
+    }
+    *taken = 1;
     const int64_t threads = rows_total * (k_pad / 32);
-    hfp4_sm90_bf16_act_kernel<<<(unsigned)((threads + 255) / 256), 256, 0, stream>>>(
-        (const uint8_t *)problem->a.data, problem->a.ld, groups > 1 ? problem->a.stride_group : 0, (__nv_bfloat16 *)ap,
-        k_pad, rows_total, p);
+    cudaError_t err = launch_on(hfp4_sm90_bf16_act_kernel, (unsigned)((threads + 255) / 256), 256, 0, stream,
+                                (const uint8_t *)problem->a.data, (int64_t)problem->a.ld,
+                                (int64_t)(groups > 1 ? problem->a.stride_group : 0), (__nv_bfloat16 *)ap, k_pad,
+                                rows_total, p);
     hfp4_status st = HFP4_OK;
-    cudaError_t err = cudaGetLastError();
     if (err == cudaSuccess) {
         CUtensorMap a_map;
         const int64_t dims[3] = {k_pad, p.m, groups};
         const int64_t strides[2] = {k_pad * 2, p.m * k_pad * 2};
         const uint32_t box[3] = {64, (uint32_t)BT, 1};
-        st = hfp4__make_tensor_map_bf16_3d(fn, &a_map, ap, dims, strides, box);
+        st = hfp4__make_tensor_map_bf16_3d_named(fn, "the BF16 copy of A", &a_map, ap, dims, strides, box);
         if (st == HFP4_OK) {
-            auto kernel = hfp4_sm90_bf16_fp4_gemm_kernel;
-            err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+            err = cudaFuncSetAttribute(hfp4_sm90_bf16_fp4_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       SMEM_BYTES);
             if (err == cudaSuccess) {
                 const int64_t items = p.tiles_total;
                 const int ctas = (int)(items < dev->num_sms ? items : dev->num_sms);
-                kernel<<<ctas, 384, SMEM_BYTES, stream>>>(a_map, *d_map, p);
-                err = cudaGetLastError();
+                err = launch_on(hfp4_sm90_bf16_fp4_gemm_kernel, (unsigned)ctas, 384, (size_t)SMEM_BYTES, stream, a_map,
+                                *d_map, p);
             }
         }
     }

@@ -210,9 +210,11 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                 pipelined_item<BT, W_FP32, MINB, false, false, G32>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16,
                                                                     warpgroup, r0, t4, fin.v, rb0, rb1, eb0, eb1, s,
                                                                     phase);
-            else if (all_folded)
-                pipelined_item<BT, W_FP32, MINB, true>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
-                                                       r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
+            else if constexpr (!G32) { /* (G32 clears all_folded; its configuration is not this call's) */
+                if (all_folded)
+                    pipelined_item<BT, W_FP32, MINB, true>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
+                                                           r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
+            }
         }
         /* (a one-base item is all folded, but 1x32 scales clear all_folded) */
         const bool pipelined = all_folded || (G32 && one_base);

@@ -37,6 +37,7 @@ enum {
 /* (the user object's pointer carries device and slot + 1, never NULL, so no context is allocated,
  * and none leaks) */
 static_assert(CAPTURED < (1 << 16), "a captured slot's index + 1 must fit in 16 bits of the user object's pointer");
+static_assert(PLAIN >= 0 && CAPTURED >= 64, "HFP4_SM90_DYN_PLAIN_SLOTS leaves too few returned slots");
 
 /* Per device: captured slots never handed out yet ([captured_fresh, CAPTURED)), and those returned
  * (a bit each in captured_free; captured_free_count: bits set and not yet claimed by a taker). The

@@ -188,7 +188,11 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
         }
     }
     cudaStream_t s = (cudaStream_t)stream;
-    if (hfp4__sm90_bf16_wanted(&plan)) return hfp4__sm90_bf16_gemm(fn, problem, &plan, &dev, &d_map, s);
+    if (hfp4__sm90_bf16_wanted(&plan)) {
+        int taken = 0;
+        const hfp4_status st = hfp4__sm90_bf16_gemm(fn, problem, &plan, &dev, &d_map, s, &taken);
+        if (st != HFP4_OK || taken) return st;
+    }
     return plan.w_fp32 ? dispatch_bt<true>(fn, &plan, &dev, &map, &d_map, s)
                        : dispatch_bt<false>(fn, &plan, &dev, &map, &d_map, s);
 }
