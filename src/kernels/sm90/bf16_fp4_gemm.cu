@@ -155,16 +155,7 @@ static __device__ __forceinline__ void store_tile_direct(const hfp4_sm90_gemm_pa
             const int c = 8 * j + 2 * t4 + (e & 1);
             const int64_t row = tile.m0 + c, n = wtile * 64 + r0 + 8 * (e >> 1);
             if (row >= tile.zero_end || n >= p.n) continue;
-            const bool real = (real_mask[c / 32] >> (c % 32)) & 1u;
-            const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
-            float v = real ? fin.v[4 * j + e] : 0.0f;
-            if (p.d_fp32) {
-                if (real && p.c) v += ((const float *)p.c)[off];
-                ((float *)p.d)[off] = v;
-            } else {
-                if (real && p.c) v += __bfloat162float(((const __nv_bfloat16 *)p.c)[off]);
-                ((__nv_bfloat16 *)p.d)[off] = __float2bfloat16_rn(v);
-            }
+            store_d_value(p, dgroup * p.d_stride_group + row * p.ldd + n, fin.v[4 * j + e], column_is_real(real_mask, c));
         }
 }
 

@@ -53,6 +53,19 @@ static __device__ __forceinline__ void store_zero_tile(const hfp4_sm90_gemm_para
     }
 }
 
+/* One element of D at offset off: sum (C added when the row is real and the problem has C), or 0 for
+ * a row that is not real; BF16 or FP32 as D is */
+static __device__ __forceinline__ void store_d_value(const hfp4_sm90_gemm_params &p, int64_t off, float sum, bool real) {
+    float v = real ? sum : 0.0f;
+    if (p.d_fp32) {
+        if (real && p.c) v += ((const float *)p.c)[off];
+        ((float *)p.d)[off] = v;
+    } else {
+        if (real && p.c) v += __bfloat162float(((const __nv_bfloat16 *)p.c)[off]);
+        ((__nv_bfloat16 *)p.d)[off] = __float2bfloat16_rn(v);
+    }
+}
+
 /* Whether token column c of the tile is a real row: bit c % 32 of real_mask[c / 32]. */
 template <int MASKS>
 static __device__ __forceinline__ bool column_is_real(const uint32_t (&real_mask)[MASKS], int c) {
@@ -161,16 +174,7 @@ static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p,
             const bool real = column_is_real(real_mask, c);
             const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
             if (n + 8 > p.n) { /* the N tail: element by element */
-                for (int e = 0; e < 8 && n + e < p.n; e++) {
-                    float v = real ? os[c * cfg::OUT_LD + r8 + e] : 0.0f;
-                    if (p.d_fp32) {
-                        if (real && p.c) v += ((const float *)p.c)[off + e];
-                        ((float *)p.d)[off + e] = v;
-                    } else {
-                        if (real && p.c) v += __bfloat162float(((const __nv_bfloat16 *)p.c)[off + e]);
-                        ((__nv_bfloat16 *)p.d)[off + e] = __float2bfloat16_rn(v);
-                    }
-                }
+                for (int e = 0; e < 8 && n + e < p.n; e++) store_d_value(p, off + e, os[c * cfg::OUT_LD + r8 + e], real);
                 continue;
             }
             float v[8];
@@ -214,14 +218,7 @@ static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p,
         if (n >= p.n || row >= tile.zero_end) continue;
         const bool real = column_is_real(real_mask, c);
         const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
-        float v = real ? os[c * cfg::OUT_LD + rr] : 0.0f;
-        if (p.d_fp32) {
-            if (real && p.c) v += ((const float *)p.c)[off];
-            ((float *)p.d)[off] = v;
-        } else {
-            if (real && p.c) v += __bfloat162float(((const __nv_bfloat16 *)p.c)[off]);
-            ((__nv_bfloat16 *)p.d)[off] = __float2bfloat16_rn(v);
-        }
+        store_d_value(p, off, os[c * cfg::OUT_LD + rr], real);
     }
 }
 
