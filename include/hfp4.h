@@ -319,7 +319,10 @@ HFP4_API hfp4_status hfp4_device_query(int device, hfp4_device_info *info);
  * a.stride_group) a multiple of 16 bytes, as the TMA loads need; B: FP4_E2M1_SM90 produced by a
  * repack; D: BF16 or FP32, optional C. The result matches hfp4_ref_gemm within the bound of
  * docs/TESTING.md (FP8 tensor cores accumulate each 128-K chunk with ~13 bits, as DeepGEMM's do). Stream-ordered: allocates nothing, never synchronizes and never
- * reads device memory from the host, so it may be captured in a CUDA graph. problem->layout is a
+ * reads device memory from the host, so it may be captured in a CUDA graph. (Opt-in exception,
+ * environment HFP4_SM90_BF16=1: prefill problems with 1x32 UE8M0 activation scales outside a
+ * capture run through BF16 tensor cores on a BF16 copy of A that the call allocates and frees on
+ * the stream, cudaMallocAsync / cudaFreeAsync, up to 2 GiB; docs/SM90_KERNEL.md.) problem->layout is a
  * device pointer. Errors: INVALID_ARGUMENT (as hfp4_ref_gemm, minus checks that would need to read
  * device memory), UNSUPPORTED (no SM90 device, operand combination without a kernel: the message
  * names why), NO_DEVICE, CUDA.
