@@ -19,13 +19,15 @@
  * a full tile's D goes out by the FP8 kernels' TMA store (tma_store.cuh), staged in its last chunk's
  * activation tile, other tiles from registers.
  * Where it stands (H200, bench/RESULTS.md v15): 1x32 UE8M0 scales, dense 8192^3 419 -> 487-534 TFLOP/s,
- * V4-Flash w13 T = 16384 370 -> 411-420, w2 377 -> 394: the consumers are latency-bound (2 warps a
- * scheduler, tensor pipe ~60 % busy under ncu), not bound by L2 (loading half the activation tile
- * changed nothing). Opt-in because the temporary holds all of A as BF16 (M x K x 2 bytes: 0.8 GB
- * for V4-Flash w13 at T = 16384).
+ * V4-Flash w13 T = 16384 370 -> 411-420, w2 377 -> 394. Under ncu the tensor pipe is ~60 % busy;
+ * not L2 (loading half the activation tile changed nothing), and neither a second wgmma group in
+ * flight nor a third consumer warpgroup helped. Opt-in because the temporary holds all of A as BF16
+ * (M x K x 2 bytes: 0.8 GB for V4-Flash w13 at T = 16384); past HFP4_SM90_BF16_MAX_TEMP, when it
+ * cannot be allocated, or under stream capture, the FP8 path runs (bf16_fp4_gemm.h).
  * Exactness: a weight scale byte outside [2, 252] with non-zero codes (scales below 2^-125 or above
- * 2^125) would not convert exactly: those rows' outputs are NaN (never silently wrong). The FP32
- * accumulation is the tensor cores' over all of K, as in any BF16 GEMM.
+ * 2^125), or a scaled activation outside FP32's normal range, would not convert exactly: those
+ * outputs are NaN (never silently wrong). The FP32 accumulation is the tensor cores' over all of K,
+ * as in any BF16 GEMM.
  */
 #include "../../runtime/cuda_runtime.h"
 #include "../../plan/sm90_plan.h"
