@@ -449,6 +449,29 @@ TEST(gpu_dyn_slots) {
     cudaStreamDestroy(s2);
 }
 
+/* Captured launches take the plain range first (slots never given back, so the graph holds no user
+ * object: dyn_slots.cu), one after the other from its start, then, once it is spent, slots that come
+ * back, below it (this test runs before gpu_dyn_slots_returned, which spends the plain range). */
+TEST(gpu_dyn_slots_plain) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    enum { PLAIN_START = HFP4_SM90_DYN_SLOTS - HFP4_SM90_DYN_PLAIN_SLOTS };
+    cudaStream_t s1;
+    CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) == cudaSuccess);
+    int32_t x[3] = {-1, -1, -1};
+    for (int i = 0; i < 3 && !hfp4_test_failed(); i++) {
+        if (i == 2) hfp4__sm90_dyn_plain_slots_spend(0);
+        CHECK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+        x[i] = hfp4__sm90_dyn_slot(0, s1);
+        cudaGraph_t g = NULL;
+        CHECK(cudaStreamEndCapture(s1, &g) == cudaSuccess);
+        if (g) cudaGraphDestroy(g);
+    }
+    CHECK_MSG(x[0] >= PLAIN_START && x[0] < HFP4_SM90_DYN_SLOTS && x[1] == x[0] + 1,
+              "plain captured slots %d, %d (range from %d)", (int)x[0], (int)x[1], (int)PLAIN_START);
+    CHECK_MSG(x[2] >= HFP4_SM90_DYN_STREAM_SLOTS && x[2] < PLAIN_START, "after the plain range: slot %d", (int)x[2]);
+    cudaStreamDestroy(s1);
+}
+
 /* Holds its launch pending until the host sets *release (mapped host memory), or at most 2 s of the
  * GPU's global timer, so a test that fails to release it still ends */
 static __global__ void hold_until_released(const volatile int *release) {
