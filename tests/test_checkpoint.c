@@ -5,6 +5,7 @@
  * malformed files (each rejected with INVALID_ARGUMENT and a message naming the problem).
  */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -718,6 +719,38 @@ TEST(checkpoint_fp4_pair_errors) {
         hfp4__st_close(f);
     }
     expert_free(&x);
+    remove_tmpdir(dir);
+}
+
+/* F32 scales that are zero, negative or not finite: `hfp4 repack` refuses them as `hfp4 inspect`
+ * does (it used to write a container; a fuzzing review) */
+TEST(checkpoint_repack_rejects_nonpositive_fp32_scales) {
+    char dir[512];
+    if (make_tmpdir(dir) != 0) SKIP("cannot create a temporary directory");
+    static const float bad[3] = {-2.0f, 0.0f, INFINITY};
+    static const char *const said[3] = {"is -2; scales must be positive and finite", "is 0; scales must be positive",
+                                        "is inf; scales must be positive"};
+    for (int v = 0; v < 3; v++) {
+        expert x;
+        expert_make(&x, 1, 64, 64, 120, 1, 30 + v);
+        expert_f32_from_e(&x);
+        x.f[5] = bad[v]; /* row 2, k-group 1 */
+        st_entry e[] = {{"e.0.weight", "I8", 2, {64, 32}, x.w, 2048}, {"e.0.scale", "F32", 2, {64, 2}, x.f, 512}};
+        const char *p = in_dir(dir, "neg.safetensors");
+        CHECK(write_st(p, NULL, e, 2) == 0);
+        hfp4__st_file *f = NULL;
+        CHECK_STATUS(hfp4__st_open(p, &f), HFP4_OK);
+        if (f) {
+            hfp4__fp4_expert pe;
+            CHECK_STATUS(hfp4__fp4_expert_pair(f, "e.0.weight", &pe), HFP4_OK);
+            hfp4__repack_result res;
+            CHECK_REJECT(hfp4__repack_experts_to_file(f, &pe, 1, in_dir(dir, "neg.bin"), &res),
+                         HFP4_ERR_INVALID_ARGUMENT, said[v]);
+            CHECK_MSG(strstr(hfp4_last_error(), "row 2, k-group 1") != NULL, "message: %s", hfp4_last_error());
+            hfp4__st_close(f);
+        }
+        expert_free(&x);
+    }
     remove_tmpdir(dir);
 }
 

@@ -339,6 +339,7 @@ TEST(ue8m0_from_float) {
                   bits_of(bad_special[i]));
         CHECK(e == 0xAB);
     }
+    CHECK_MSG(hfp4_ue8m0_from_float(1.0f, NULL) == -1, "ue8m0_from_float(1, NULL) accepted"); /* (no write through NULL) */
 }
 
 /* ---- BF16 ------------------------------------------------------------------------------------ */

@@ -566,6 +566,15 @@ TEST(quant_fp8_per_token_rejects_bad_arguments) {
     EXPECT_REJECT(c, "sf strides (mn 1, k 1) are too small for 4 scale rows x 2 scale columns");
     c = base_fp8_per_token(); c.sf.stride_k = -1;
     EXPECT_REJECT(c, "must be >= 0");
+    /* strides and sizes whose offsets would overflow int64 (a fuzzing review's crashes) */
+    c = base_fp8_per_token(); c.ldx = (int64_t)1 << 62;
+    EXPECT_REJECT(c, "x's last element lies past 2^60");
+    c = base_fp8_per_token(); c.ldq = (int64_t)1 << 62;
+    EXPECT_REJECT(c, "q's last byte lies past 2^60");
+    c = base_fp8_per_token(); c.k = INT64_MAX - 1; c.ldx = INT64_MAX; c.ldq = INT64_MAX;
+    EXPECT_REJECT(c, "lies past 2^60");
+    c = base_fp8_per_token(); c.sf.stride_mn = (int64_t)1 << 62;
+    EXPECT_REJECT(c, "the last scale lies past 2^60");
 }
 
 TEST(quant_fp4_per_token_rejects_bad_arguments) {

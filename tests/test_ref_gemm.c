@@ -964,6 +964,28 @@ TEST(check_rejects_small_leading_dimensions_and_group_strides) {
     fx_free(&f);
 }
 
+/* Strides so large that an offset would overflow int64: rejected before any address is formed (they
+ * crashed the reference before; found by a fuzzing review) */
+TEST(check_rejects_overflowing_strides) {
+    const int64_t huge = (int64_t)1 << 62;
+    fixture f;
+    fx_valid(&f, HFP4_GROUPING_NONE);
+    EXPECT_INVALID(&f, "a.ld = 4611686018427387904", p_.a.ld = huge);
+    EXPECT_INVALID(&f, "a.ld = 9223372036854775807", p_.a.ld = INT64_MAX);
+    EXPECT_INVALID(&f, "d.ld = 4611686018427387904", p_.d.ld = huge);
+    EXPECT_INVALID(&f, "b.ld = 4611686018427387904", p_.b.ld = huge);
+    EXPECT_INVALID(&f, "b.scales strides", p_.b.scales.stride_mn = INT64_MAX);
+    EXPECT_INVALID(&f, "b.scales strides", p_.b.scales.stride_k = (int64_t)1 << 61);
+    EXPECT_INVALID(&f, "a.scales strides", p_.a.scales.stride_mn = huge);
+    EXPECT_INVALID(&f, "problem->a.ld", p_.k = INT64_MAX - 1; p_.a.cols = INT64_MAX - 1; p_.b.cols = INT64_MAX - 1);
+    fx_free(&f);
+    fx_valid(&f, HFP4_GROUPING_MASKED);
+    EXPECT_INVALID(&f, "a.ld", p_.a.stride_group = huge);
+    EXPECT_INVALID(&f, "d.ld", p_.d.stride_group = huge);
+    EXPECT_INVALID(&f, "a.scales strides", p_.a.scales.stride_group = huge);
+    fx_free(&f);
+}
+
 TEST(check_rejects_bad_scales) {
     fixture f;
     fx_valid(&f, HFP4_GROUPING_MASKED); /* A FP32 K-major (1,32), B UE8M0 K-major (1,32) */

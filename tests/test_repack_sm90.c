@@ -220,6 +220,21 @@ TEST(repack_sm90_rejects_lossy_and_bad_requests) {
                  "not finite");
     free(buf32);
     CHECK_REJECT(hfp4_sm90_weights_size(1, 64, 100, HFP4_DTYPE_FP32, &bytes), HFP4_ERR_INVALID_ARGUMENT, "k = 100");
+    /* sizes and strides whose products would overflow (a fuzzing review: a wrapped size came back OK) */
+    CHECK_REJECT(hfp4_sm90_weights_size(1, (int64_t)1 << 56, 128, HFP4_DTYPE_UE8M0, &bytes), HFP4_ERR_INVALID_ARGUMENT,
+                 "would pass 2^59 bytes");
+    CHECK_REJECT(hfp4_sm90_weights_size(INT32_MAX, (int64_t)1 << 31, (int64_t)1 << 31, HFP4_DTYPE_FP32, &bytes),
+                 HFP4_ERR_INVALID_ARGUMENT, "would pass 2^59 bytes");
+    CHECK_REJECT(hfp4_sm90_weights_size(1, INT64_MAX, 32, HFP4_DTYPE_FP32, &bytes), HFP4_ERR_INVALID_ARGUMENT,
+                 "would pass 2^59 bytes");
+    bad = p.m;
+    bad.ld = (int64_t)1 << 62;
+    CHECK_REJECT(hfp4_ref_repack_sm90(&bad, 1, HFP4_DTYPE_FP32, buf, bytes, &out), HFP4_ERR_INVALID_ARGUMENT,
+                 "lies past 2^60");
+    bad = p.m;
+    bad.scales.stride_k = (int64_t)1 << 62;
+    CHECK_REJECT(hfp4_ref_repack_sm90(&bad, 1, HFP4_DTYPE_FP32, buf, bytes, &out), HFP4_ERR_INVALID_ARGUMENT,
+                 "past 2^60");
     free(buf);
     free(p.codes);
     free(p.sf);

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -28,7 +29,9 @@ static hfp4_status write_zeros(FILE *f, int64_t n, const char *path) {
 }
 
 /* UE8M0 storage unless some FP32 source scale is not a power of two (hfp4_sm90_weights_scale_dtype's
- * rule, applied over every group before anything is written). Invalid values are left for the
+ * rule, applied over every group before anything is written). FP32 scales must be positive and
+ * finite, the checkpoint rule `hfp4 inspect` applies too (docs/CHECKPOINTS.md; the library's repack
+ * would take a zero or negative scale as the number it is); the UE8M0 NaN byte is left for the
  * repack to reject with its message. */
 static hfp4_status choose_scale_dtype(hfp4__st_file *file, const hfp4__fp4_expert *parts, int32_t count, hfp4_dtype *sdt) {
     *sdt = HFP4_DTYPE_UE8M0;
@@ -37,18 +40,24 @@ static hfp4_status choose_scale_dtype(hfp4__st_file *file, const hfp4__fp4_exper
         uint64_t bytes = hfp4__fp4_expert_scale_bytes(&parts[p], 1);
         float *s = malloc((size_t)bytes);
         if (!s) return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "out of memory for %llu bytes of scales", (unsigned long long)bytes);
-        for (int32_t g = 0; g < parts[p].groups && *sdt == HFP4_DTYPE_UE8M0; g++) {
+        for (int32_t g = 0; g < parts[p].groups; g++) {
             hfp4_status st = hfp4__st_read(file, parts[p].scale, bytes * (uint64_t)g, bytes, s);
             if (st != HFP4_OK) {
                 free(s);
                 return st;
             }
             for (uint64_t i = 0; i < bytes / 4; i++) {
-                uint8_t e;
-                if (hfp4_ue8m0_from_float(s[i], &e) != 0) {
-                    *sdt = HFP4_DTYPE_FP32;
-                    break;
+                if (!(isfinite(s[i]) && s[i] > 0.0f)) {
+                    const int64_t kg = parts[p].k / 32, row = (int64_t)(i / (uint64_t)kg), j = (int64_t)(i % (uint64_t)kg);
+                    const double v = (double)s[i];
+                    free(s);
+                    return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT,
+                                      "repack: tensor '%s': scale of group %d, row %lld, k-group %lld is %g; scales "
+                                      "must be positive and finite",
+                                      parts[p].scale->name, (int)g, (long long)row, (long long)j, v);
                 }
+                uint8_t e;
+                if (hfp4_ue8m0_from_float(s[i], &e) != 0) *sdt = HFP4_DTYPE_FP32;
             }
         }
         free(s);

@@ -42,6 +42,26 @@ hfp4_status hfp4__fail(hfp4_status status, const char *fmt, ...)
     } while (0)
 
 static inline int64_t hfp4__ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The largest element offset hfp4 computes into a caller's array (1 EiB of bytes; more is a garbage
+ * stride, and products of such values would overflow int64) */
+#define HFP4_MAX_EXTENT ((int64_t)1 << 60)
+
+/* Whether count items `stride` apart, each `span` long, end at or below HFP4_MAX_EXTENT: (count - 1)
+ * * stride + span, evaluated without overflow (count >= 1, stride >= 0, span >= 0). */
+static inline int hfp4__extent_ok(int64_t count, int64_t stride, int64_t span) {
+    if (count < 1 || stride < 0 || span < 0 || span > HFP4_MAX_EXTENT) return 0;
+    return count == 1 || stride <= (HFP4_MAX_EXTENT - span) / (count - 1);
+}
+
+/* The span of a [groups][rows][cols] array with row stride ld and group stride stride_group (all in
+ * elements), or -1 when it passes HFP4_MAX_EXTENT */
+static inline int64_t hfp4__array_span(int64_t groups, int64_t stride_group, int64_t rows, int64_t ld, int64_t cols) {
+    if (!hfp4__extent_ok(rows, ld, cols)) return -1;
+    const int64_t row_span = (rows - 1) * ld + cols;
+    if (!hfp4__extent_ok(groups, stride_group, row_span)) return -1;
+    return (groups - 1) * stride_group + row_span;
+}
 static inline int64_t hfp4__align(int64_t a, int64_t b) { return hfp4__ceil_div(a, b) * b; }
 
 /* Number of worker threads to use for `requested` (0 = one per online CPU), at most `work_items`. */

@@ -101,6 +101,7 @@ float hfp4_ceil_to_ue8m0(float x) {
 }
 
 int hfp4_ue8m0_from_float(float x, uint8_t *e) {
+    if (e == NULL) return -1;
     uint32_t bits = float_bits(x);
     if (bits == 0x00400000u) { /* 2^-127 */
         *e = 0;

@@ -54,6 +54,12 @@ hfp4_status hfp4__check_scales(const char *fn, const char *what, const hfp4_scal
     HFP4_CHECK_ARG(s->stride_mn >= 0 && s->stride_k >= 0 && s->stride_group >= 0,
                    "%s: %s strides (mn %lld, k %lld, group %lld) must be >= 0", fn, what, (long long)s->stride_mn,
                    (long long)s->stride_k, (long long)s->stride_group);
+    /* every offset below 2^60 (and so none of the products below can overflow) */
+    HFP4_CHECK_ARG(hfp4__extent_ok(srows, s->stride_mn, 1) &&
+                       hfp4__extent_ok(sk, s->stride_k, 1 + (srows - 1) * s->stride_mn) &&
+                       hfp4__extent_ok(groups, s->stride_group, (srows - 1) * s->stride_mn + (sk - 1) * s->stride_k + 1),
+                   "%s: %s strides (mn %lld, k %lld, group %lld): the last scale lies past 2^60 units", fn, what,
+                   (long long)s->stride_mn, (long long)s->stride_k, (long long)s->stride_group);
     /* The rows x K-groups grid must not alias: the inner stride steps within the outer one. */
     int ok;
     if (srows <= 1) ok = sk <= 1 || s->stride_k >= 1;

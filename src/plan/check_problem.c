@@ -86,6 +86,9 @@ static hfp4_status check_a(const char *fn, const hfp4_gemm_problem *p) {
         HFP4_CHECK_ARG(a->stride_group >= 1 && a->ld <= a->stride_group / p->m,
                        "%s: problem->a.stride_group = %lld must be >= m * a.ld = %lld * %lld (one group of A)", fn,
                        (long long)a->stride_group, (long long)p->m, (long long)a->ld);
+    HFP4_CHECK_ARG(hfp4__array_span(groups, a->stride_group, p->m, a->ld, p->k) >= 0,
+                   "%s: problem->a.ld = %lld, stride_group = %lld: A's last element lies past 2^60 elements", fn,
+                   (long long)a->ld, (long long)a->stride_group);
     if (a->dtype == HFP4_DTYPE_BF16) {
         HFP4_CHECK_ARG(a->scales.dtype == HFP4_DTYPE_NONE,
                        "%s: problem->a.scales.dtype = %s (%d) must be none for bf16 activations", fn,
@@ -128,6 +131,9 @@ static hfp4_status check_b(const char *fn, const hfp4_gemm_problem *p) {
         /* The geometry follows from (G, N, K, scale dtype); a buffer repacked for other values
          * would be read at the wrong offsets without any error, so the descriptor the repack
          * returned must match the problem exactly. */
+        HFP4_CHECK_ARG(hfp4_sm90_geometry_fits(p->num_groups, p->n, p->k),
+                       "%s: num_groups = %d, n = %lld, k = %lld: repacked weights of this shape would pass 2^59 bytes",
+                       fn, (int)p->num_groups, (long long)p->n, (long long)p->k);
         hfp4_sm90_geometry geo =
             hfp4_sm90_geometry_make(p->num_groups, p->n, p->k, b->scales.dtype == HFP4_DTYPE_FP32);
         HFP4_CHECK_ARG(((uintptr_t)b->data) % 16 == 0, "%s: problem->b.data = %p must be 16-byte aligned", fn, b->data);
@@ -148,6 +154,9 @@ static hfp4_status check_b(const char *fn, const hfp4_gemm_problem *p) {
         HFP4_CHECK_ARG(b->stride_group >= 1 && b->ld <= b->stride_group / p->n,
                        "%s: problem->b.stride_group = %lld must be >= n * b.ld = %lld * %lld (one expert's weights)",
                        fn, (long long)b->stride_group, (long long)p->n, (long long)b->ld);
+    HFP4_CHECK_ARG(hfp4__array_span(p->num_groups, b->stride_group, p->n, b->ld, row_units) >= 0,
+                   "%s: problem->b.ld = %lld, stride_group = %lld: B's last byte lies past 2^60", fn, (long long)b->ld,
+                   (long long)b->stride_group);
     if (fp4)
         return hfp4__check_scales(fn, "problem->b.scales", &b->scales,
                                   BIT(HFP4_DTYPE_FP32) | BIT(HFP4_DTYPE_UE8M0) | BIT(HFP4_DTYPE_UE8M0_PACKED),
@@ -168,10 +177,14 @@ static hfp4_status check_d(const char *fn, const hfp4_gemm_problem *p) {
                    (int)d->dtype);
     HFP4_CHECK_ARG(d->ld >= p->n, "%s: problem->d.ld = %lld must be >= n = %lld", fn, (long long)d->ld,
                    (long long)p->n);
-    if (p->grouping == HFP4_GROUPING_MASKED && p->num_groups > 1)
+    const int64_t d_groups = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1;
+    if (d_groups > 1)
         HFP4_CHECK_ARG(d->stride_group >= 1 && d->ld <= d->stride_group / p->m,
                        "%s: problem->d.stride_group = %lld must be >= m * d.ld = %lld * %lld (one group of D)", fn,
                        (long long)d->stride_group, (long long)p->m, (long long)d->ld);
+    HFP4_CHECK_ARG(hfp4__array_span(d_groups, d->stride_group, p->m, d->ld, p->n) >= 0,
+                   "%s: problem->d.ld = %lld, stride_group = %lld: D's last element lies past 2^60 elements", fn,
+                   (long long)d->ld, (long long)d->stride_group);
     return HFP4_OK;
 }
 

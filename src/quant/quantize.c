@@ -136,6 +136,10 @@ static hfp4_status check_common(const char *fn, const void *x, hfp4_dtype x_dtyp
     int64_t row_bytes = target == TARGET_FP8 ? k : k / 2;
     HFP4_CHECK_ARG(ldq >= row_bytes, "%s: ldq = %lld must be >= %lld (bytes of one row of q for k = %lld)", fn,
                    (long long)ldq, (long long)row_bytes, (long long)k);
+    HFP4_CHECK_ARG(hfp4__extent_ok(m, ldx, k), "%s: m = %lld rows of ldx = %lld: x's last element lies past 2^60", fn,
+                   (long long)m, (long long)ldx);
+    HFP4_CHECK_ARG(hfp4__extent_ok(m, ldq, row_bytes), "%s: m = %lld rows of ldq = %lld: q's last byte lies past 2^60",
+                   fn, (long long)m, (long long)ldq);
     return HFP4_OK;
 }
 

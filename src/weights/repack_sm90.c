@@ -22,10 +22,17 @@ static hfp4_status check_source(const char *fn, const hfp4_matrix *w, int32_t gr
                    (long long)w->cols);
     HFP4_CHECK_ARG(w->ld >= w->cols / 2, "%s: w->ld = %lld bytes is smaller than K/2 = %lld", fn, (long long)w->ld,
                    (long long)(w->cols / 2));
+    HFP4_CHECK_ARG(hfp4_sm90_geometry_fits(groups, w->rows, w->cols),
+                   "%s: num_groups = %d, N = %lld, K = %lld: the repacked weights would pass 2^59 bytes", fn,
+                   (int)groups, (long long)w->rows, (long long)w->cols);
+    /* N * ld <= stride_group, written without the product so that huge values cannot overflow */
     if (groups > 1)
-        HFP4_CHECK_ARG(w->stride_group >= w->rows * w->ld,
-                       "%s: w->stride_group = %lld bytes is smaller than N*ld = %lld", fn, (long long)w->stride_group,
-                       (long long)(w->rows * w->ld));
+        HFP4_CHECK_ARG(w->stride_group >= 1 && w->ld <= w->stride_group / w->rows,
+                       "%s: w->stride_group = %lld bytes is smaller than N * ld = %lld * %lld", fn,
+                       (long long)w->stride_group, (long long)w->rows, (long long)w->ld);
+    HFP4_CHECK_ARG(hfp4__array_span(groups, w->stride_group, w->rows, w->ld, w->cols / 2) >= 0,
+                   "%s: w->ld = %lld, stride_group = %lld: the weights' last byte lies past 2^60", fn,
+                   (long long)w->ld, (long long)w->stride_group);
     unsigned allowed = (1u << HFP4_DTYPE_FP32) | (1u << HFP4_DTYPE_UE8M0) | (1u << HFP4_DTYPE_UE8M0_PACKED);
     return hfp4__check_scales(fn, "w->scales", &w->scales, allowed, groups, w->rows, w->cols, 1, 32);
 }
@@ -38,6 +45,9 @@ hfp4_status hfp4_sm90_weights_size(int32_t num_groups, int64_t n, int64_t k, hfp
     HFP4_CHECK_ARG(k >= 1 && k % 32 == 0, "%s: k = %lld must be a positive multiple of 32", fn, (long long)k);
     HFP4_CHECK_ARG(scale_dtype == HFP4_DTYPE_UE8M0 || scale_dtype == HFP4_DTYPE_FP32,
                    "%s: scale_dtype = %s must be ue8m0 or fp32", fn, hfp4_dtype_name(scale_dtype));
+    HFP4_CHECK_ARG(hfp4_sm90_geometry_fits(num_groups, n, k),
+                   "%s: num_groups = %d, n = %lld, k = %lld: the repacked weights would pass 2^59 bytes", fn,
+                   (int)num_groups, (long long)n, (long long)k);
     hfp4_sm90_geometry g = hfp4_sm90_geometry_make(num_groups, n, k, scale_dtype == HFP4_DTYPE_FP32);
     *bytes = (size_t)g.total_bytes;
     return HFP4_OK;

@@ -64,6 +64,17 @@ typedef struct hfp4_sm90_geometry {
     int32_t scale_fp32;        /* 1: FP32 scales, 0: UE8M0                    */
 } hfp4_sm90_geometry;
 
+/* Whether the geometry of (groups, n, k) stays far from int64 overflow: the padded weights below
+ * 2^59 bytes (the scales and modes are smaller still) */
+static inline int hfp4_sm90_geometry_fits(int64_t groups, int64_t n, int64_t k) {
+    const int64_t limit = (int64_t)1 << 59, lim_dim = (int64_t)1 << 40;
+    if (groups < 1 || n < 1 || k < 1 || n > lim_dim || k > lim_dim) return 0;
+    const int64_t n_pad = (n + HFP4_SM90_N_ALIGN - 1) / HFP4_SM90_N_ALIGN * HFP4_SM90_N_ALIGN;
+    const int64_t k_pad = (k + HFP4_SM90_K_CHUNK - 1) / HFP4_SM90_K_CHUNK * HFP4_SM90_K_CHUNK;
+    if (n_pad > limit / k_pad) return 0;
+    return groups <= limit / (n_pad * k_pad);
+}
+
 static inline hfp4_sm90_geometry hfp4_sm90_geometry_make(int64_t groups, int64_t n, int64_t k, int scale_fp32) {
     hfp4_sm90_geometry g;
     g.groups = groups;
