@@ -26,6 +26,7 @@
  * limit, at 1.4-1.8 GHz.
  */
 #include <math.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +107,19 @@ static int usage_error(const char *arg) {
     return 2;
 }
 
+/* A whole-string decimal integer in [lo, hi] into *out; else a message naming the option and its text */
+static int int_option(const char *opt, const char *text, long lo, long hi, int *out) {
+    char *end = NULL;
+    errno = 0;
+    const long v = strtol(text, &end, 10);
+    if (end == text || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "hfp4 bench: %s %s: must be an integer in %ld..%ld\n", opt, text, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
 extern "C" int hfp4_cmd_bench(int argc, char **argv) {
     bench_ctx c;
     memset(&c, 0, sizeof c);
@@ -120,8 +134,11 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
         char *end = NULL;
         if (!strcmp(argv[i], "--json")) c.json = 1;
         else if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--iters") && i + 1 < argc) c.iters = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--replays") && i + 1 < argc) c.replays = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
+            if (int_option("--iters", argv[++i], 3, 1000, &c.iters) != 0) return 2;
+        } else if (!strcmp(argv[i], "--replays") && i + 1 < argc) {
+            if (int_option("--replays", argv[++i], 10, 10000, &c.replays) != 0) return 2;
+        }
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--dense-shape") && i + 1 < argc) {
             long long m, n, k;
@@ -137,7 +154,7 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
             ndense++;
         }
         else if (!strcmp(argv[i], "--gran") && i + 1 < argc) {
-            c.gran = atoi(argv[++i]);
+            if (int_option("--gran", argv[++i], 32, 128, &c.gran) != 0) return 2;
             if (c.gran != 32 && c.gran != 128) {
                 fprintf(stderr, "hfp4 bench: --gran %s: must be 32 or 128\n", argv[i]);
                 return 2;
@@ -165,7 +182,11 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
             /* comma-separated token counts, e.g. --tokens 32,4096 */
             char *list = argv[++i];
-            while (*list && ntok_arg < 16) {
+            while (*list) {
+                if (ntok_arg == 16) {
+                    fprintf(stderr, "hfp4 bench: --tokens '%s': at most 16 counts\n", argv[i]);
+                    return 2;
+                }
                 long long v = strtoll(list, &end, 10);
                 if (end == list || v < 1 || v > 1000000) {
                     fprintf(stderr, "hfp4 bench: --tokens '%s': each count must be an integer in 1..1000000\n", argv[i]);
@@ -178,17 +199,13 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
                     return 2;
                 }
             }
+        } else if (i + 1 == argc && argv[i][0] == '-' && argv[i][1] == '-' && strcmp(argv[i], "--json") &&
+                   strcmp(argv[i], "--quick")) {
+            fprintf(stderr, "hfp4 bench: %s needs a value\n", argv[i]);
+            return 2;
         } else {
             return usage_error(argv[i]);
         }
-    }
-    if (c.iters < 3 || c.iters > 1000) {
-        fprintf(stderr, "hfp4 bench: --iters %d must be in 3..1000\n", c.iters);
-        return 2;
-    }
-    if (c.replays < 10 || c.replays > 10000) {
-        fprintf(stderr, "hfp4 bench: --replays %d must be in 10..10000\n", c.replays);
-        return 2;
     }
     if (only && check_only(only) != 0) return 2;
     hfp4_device_info info;

@@ -157,7 +157,9 @@ int hfp4_cmd_inspect(int argc, char **argv) {
         st = hfp4__fp4_expert_pair(f, t->name, &e);
         if (st == HFP4_OK) st = hfp4__fp4_expert_stats(f, &e, &s);
         if (st != HFP4_OK) {
-            printf("  error: %s\n", hfp4_last_error());
+            printf("  error: %s\n", hfp4_last_error()); /* (in the listing, and on stderr for scripts) */
+            fflush(stdout);
+            fprintf(stderr, "hfp4 inspect: %s\n", hfp4_last_error());
             errors++;
             if (rc != 1) rc = exit_code(st);
             continue;

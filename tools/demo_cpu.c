@@ -27,8 +27,10 @@ static double demo_normal(void) {
 }
 
 int hfp4_cmd_demo_cpu(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
+    if (argc > 0) {
+        fprintf(stderr, "hfp4 demo: unexpected argument '%s' (demo takes none)\n", argv[0]);
+        return 2;
+    }
     enum { E = 8, N = 512, K = 2048, TOKENS = 48, TOPK = 2, ALIGN = 128 };
     printf("hfp4 %s demo (CPU reference): %d experts of [N=%d, K=%d] FP4 weights, %d tokens routed top-%d\n",
            hfp4_version_string(), E, N, K, TOKENS, TOPK);

@@ -52,10 +52,12 @@ static int run_checks(void) {
 }
 
 extern "C" int hfp4_cmd_verify(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
+    if (argc > 0) {
+        fprintf(stderr, "hfp4 verify: unexpected argument '%s' (verify takes none)\n", argv[0]);
+        return 2;
+    }
     if (!hfp4_have_hopper()) {
-        printf("hfp4 verify: no Hopper (SM90) GPU here; nothing to verify\n");
+        fprintf(stderr, "hfp4 verify: no Hopper (SM90) GPU here; nothing to verify\n");
         return 3;
     }
     return run_checks() ? 1 : 0;

@@ -49,7 +49,13 @@ int main(int argc, char **argv) {
     if (argc < 2) return usage(stderr);
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) return usage(stdout);
-    if (!strcmp(cmd, "info")) return cmd_info();
+    if (!strcmp(cmd, "info")) {
+        if (argc > 2) {
+            fprintf(stderr, "hfp4 info: unexpected argument '%s' (info takes none)\n", argv[2]);
+            return 2;
+        }
+        return cmd_info();
+    }
     if (!strcmp(cmd, "demo")) {
         int rc = hfp4_cmd_demo_cpu(argc - 2, argv + 2);
         if (rc != 0) return rc;

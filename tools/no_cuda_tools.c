@@ -9,7 +9,7 @@
 int hfp4_have_hopper(void) { return 0; }
 
 static int no_gpu(const char *what) {
-    printf("hfp4 %s: this build has no CUDA (nvcc was not found at build time); it needs a Hopper GPU\n", what);
+    fprintf(stderr, "hfp4 %s: this build has no CUDA (nvcc was not found at build time); it needs a Hopper GPU\n", what);
     return 3;
 }
 

@@ -67,12 +67,18 @@ def _lut(name: str, fn_name: str, count: int, dtype) -> np.ndarray:
     return t
 
 
-def _codes(x, name: str) -> np.ndarray:
+def _codes(x, name: str, limit: int = 256) -> np.ndarray:
+    """Integer codes in [0, limit), else InvalidArgument naming the first one outside (a code out of
+    range is a caller's bug, not a pattern to mask)."""
     x = np.asarray(x)
-    if x.dtype.kind not in "ui" and x.dtype.itemsize == 1:  # ml_dtypes float8 / e8m0: bytes
+    if x.dtype.itemsize == 1 and x.dtype.kind != "b":  # int8 (packed FP4 checkpoints), ml_dtypes float8 / e8m0: bytes
         x = x.view(np.uint8)
     if x.dtype.kind not in "ui":
         raise L.invalid_argument("%s: expected integer codes (uint8 bytes), got dtype %s" % (name, x.dtype))
+    if x.size and (x.min() < 0 or x.max() >= limit):
+        bad = np.flatnonzero((x.reshape(-1) < 0) | (x.reshape(-1) >= limit))[0]
+        idx = list(map(int, np.unravel_index(bad, x.shape))) if x.ndim else []
+        raise L.invalid_argument("%s: code%s = %d is outside 0..%d" % (name, idx, int(x.reshape(-1)[bad]), limit - 1))
     return x
 
 
@@ -168,10 +174,11 @@ def bf16_decode(bits) -> np.ndarray:
     """BF16 bit patterns (uint16) -> float32 (exact), via hfp4_bf16_decode. NaN patterns keep their
     sign and payload but come back quiet: the values cross a Python float on their way out of C."""
     b = np.asarray(bits)
-    if b.dtype.itemsize == 2 and b.dtype.kind not in "ui":  # ml_dtypes bfloat16
+    if b.dtype.itemsize == 2 and b.dtype.kind != "u":  # ml_dtypes bfloat16, or int16 bit patterns (torch views)
         b = b.view(np.uint16)
     if b.dtype.kind not in "ui":
         raise L.invalid_argument("bf16_decode: expected uint16 bit patterns, got dtype %s" % b.dtype)
+    b = _codes(b, "bf16_decode", 65536)
     return _lut("bf16", "hfp4_bf16_decode", 65536, np.float32)[(b & 0xFFFF).astype(np.intp)]
 
 
@@ -385,6 +392,8 @@ def repack_sm90_host(b, scale_dtype=None) -> SM90Weights:
         sdt = sd.value
     else:
         sdt = {"ue8m0": L.DTYPE_UE8M0, "fp32": L.DTYPE_FP32}.get(scale_dtype, scale_dtype)
+        if not isinstance(sdt, int) or isinstance(sdt, bool):
+            raise L.invalid_argument("repack_sm90_host: scale_dtype = %r must be 'ue8m0', 'fp32' or None" % (scale_dtype,))
     nbytes = c_size_t()
     L.check(lib.hfp4_sm90_weights_size(groups, n, k, sdt, byref(nbytes)))
     raw = np.zeros(nbytes.value + 256, dtype=np.uint8)

@@ -121,3 +121,17 @@ def test_bf16():
     # NaNs keep sign and payload; signaling ones come back quiet (they cross a Python float)
     assert (dec.view(np.uint32)[~non_nan] == (bits.astype(np.uint32)[~non_nan] << 16) | 0x00400000).all()
     assert (hfp4.bf16_encode(dec[non_nan]) == bits[non_nan]).all()
+
+
+def test_decoders_reject_codes_out_of_range():
+    # a code outside its width is a caller's bug: named, not masked (a fuzzing review)
+    for fn, bad, text in [(hfp4.fp4_decode, [3, 300], "code[1] = 300"), (hfp4.fp8_decode, [256], "code[0] = 256"),
+                          (hfp4.ue8m0_decode, [[1, -1]], "code[0, 1] = -1"),
+                          (hfp4.bf16_decode, np.array([70000]), "code[0] = 70000")]:
+        with pytest.raises(hfp4.InvalidArgument) as ei:
+            fn(bad)
+        assert text in str(ei.value)
+    assert hfp4.fp8_decode(np.array([255], dtype=np.uint8))[0] != hfp4.fp8_decode(np.array([255], dtype=np.uint8))[0]
+    # 1- and 2-byte signed views of the same bits are bytes / bit patterns, not negative codes
+    assert (hfp4.fp4_unpack(np.array([-1], dtype=np.int8)) == [15, 15]).all()
+    assert hfp4.bf16_decode(np.array([-16512], dtype=np.int16))[0] == -1.0  # 0xBF80
