@@ -575,6 +575,10 @@ TEST(quant_fp8_per_token_rejects_bad_arguments) {
     EXPECT_REJECT(c, "lies past 2^60");
     c = base_fp8_per_token(); c.sf.stride_mn = (int64_t)1 << 62;
     EXPECT_REJECT(c, "the last scale lies past 2^60");
+    c = base_fp8_per_token(); c.x = (const char *)c.x + 2;
+    EXPECT_REJECT(c, "must be 4-byte aligned for fp32");
+    c = base_fp8_per_token(); c.sf.data = (const char *)c.sf.data + 1;
+    EXPECT_REJECT(c, "sf.data");
 }
 
 TEST(quant_fp4_per_token_rejects_bad_arguments) {

@@ -986,6 +986,14 @@ TEST(check_rejects_overflowing_strides) {
     fx_free(&f);
 }
 
+TEST(check_rejects_d_overlapping_an_input) {
+    fixture f;
+    fx_valid(&f, HFP4_GROUPING_NONE);
+    EXPECT_INVALID(&f, "overlaps a.data", p_.d.data = (void *)p_.a.data);
+    EXPECT_INVALID(&f, "overlaps b.data", p_.d.data = (void *)((const uint8_t *)p_.b.data + 8));
+    fx_free(&f);
+}
+
 TEST(check_rejects_bad_scales) {
     fixture f;
     fx_valid(&f, HFP4_GROUPING_MASKED); /* A FP32 K-major (1,32), B UE8M0 K-major (1,32) */

@@ -233,6 +233,30 @@ static hfp4_status check_layout(const char *fn, const hfp4_gemm_problem *p) {
     return HFP4_OK;
 }
 
+/* Whether D's bytes overlap A's or B's data (C may be D, the inputs may not: a GEMM that writes
+ * what it still reads computes garbage). Checked for the reference's host pointers; spans are
+ * checked above. */
+static int overlaps(const void *x, int64_t x_bytes, const void *y, int64_t y_bytes) {
+    const uintptr_t a = (uintptr_t)x, b = (uintptr_t)y;
+    return a < b + (uintptr_t)y_bytes && b < a + (uintptr_t)x_bytes;
+}
+
+static hfp4_status check_no_alias(const char *fn, const hfp4_gemm_problem *p) {
+    const int64_t a_groups = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1;
+    const int64_t a_elem = p->a.dtype == HFP4_DTYPE_BF16 ? 2 : 1, d_elem = p->d.dtype == HFP4_DTYPE_FP32 ? 4 : 2;
+    const int64_t a_bytes = hfp4__array_span(a_groups, p->a.stride_group, p->m, p->a.ld, p->k) * a_elem;
+    const int64_t d_bytes = hfp4__array_span(a_groups, p->d.stride_group, p->m, p->d.ld, p->n) * d_elem;
+    HFP4_CHECK_ARG(!overlaps(p->d.data, d_bytes, p->a.data, a_bytes), "%s: problem->d.data = %p overlaps a.data = %p", fn,
+                   p->d.data, p->a.data);
+    if (p->b.dtype != HFP4_DTYPE_FP4_E2M1_SM90) {
+        const int64_t row_units = p->b.dtype == HFP4_DTYPE_FP4_E2M1 ? p->k / 2 : p->k;
+        const int64_t b_bytes = hfp4__array_span(p->num_groups, p->b.stride_group, p->n, p->b.ld, row_units);
+        HFP4_CHECK_ARG(!overlaps(p->d.data, d_bytes, p->b.data, b_bytes), "%s: problem->d.data = %p overlaps b.data = %p",
+                       fn, p->d.data, p->b.data);
+    }
+    return HFP4_OK;
+}
+
 hfp4_status hfp4_check_problem(const hfp4_gemm_problem *p, int device_pointers) {
     /* The two callers are the reference (host) and the GPU calls (device): name them in messages. */
     const char *fn = fn_name(device_pointers);
@@ -241,6 +265,9 @@ hfp4_status hfp4_check_problem(const hfp4_gemm_problem *p, int device_pointers) 
     HFP4_TRY(check_a(fn, p));
     HFP4_TRY(check_b(fn, p));
     HFP4_TRY(check_d(fn, p));
-    if (!device_pointers) HFP4_TRY(check_layout(fn, p));
+    if (!device_pointers) { /* (the GPU calls' plan tests describe every operand with one dummy buffer) */
+        HFP4_TRY(check_no_alias(fn, p));
+        HFP4_TRY(check_layout(fn, p));
+    }
     return HFP4_OK;
 }

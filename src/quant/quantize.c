@@ -131,6 +131,11 @@ static hfp4_status check_common(const char *fn, const void *x, hfp4_dtype x_dtyp
                    "%s: x_dtype = %s (%d) must be fp32 or bf16", fn, hfp4_dtype_name(x_dtype), (int)x_dtype);
     HFP4_CHECK_ARG(m > 0, "%s: m = %lld must be > 0", fn, (long long)m);
     HFP4_CHECK_ARG(k > 0, "%s: k = %lld must be > 0", fn, (long long)k);
+    const uintptr_t x_align = x_dtype == HFP4_DTYPE_FP32 ? 4 : 2;
+    HFP4_CHECK_ARG((uintptr_t)x % x_align == 0, "%s: x = %p must be %d-byte aligned for %s", fn, x, (int)x_align,
+                   hfp4_dtype_name(x_dtype));
+    HFP4_CHECK_ARG(sf->dtype == HFP4_DTYPE_UE8M0 || sf->data == NULL || (uintptr_t)sf->data % 4 == 0,
+                   "%s: sf.data = %p must be 4-byte aligned for %s scales", fn, sf->data, hfp4_dtype_name(sf->dtype));
     if (target == TARGET_FP4) HFP4_CHECK_ARG(k % 2 == 0, "%s: k = %lld must be even", fn, (long long)k);
     HFP4_CHECK_ARG(ldx >= k, "%s: ldx = %lld must be >= k = %lld", fn, (long long)ldx, (long long)k);
     int64_t row_bytes = target == TARGET_FP8 ? k : k / 2;
