@@ -79,7 +79,8 @@ typedef struct st_entry {
 
 /* A well-formed file: entries laid out in order, data_offsets computed, optional metadata JSON. */
 static int write_st(const char *path, const char *metadata, const st_entry *e, int n) {
-    size_t cap = 256 + (size_t)n * 512, used = 0, off = 0;
+    size_t cap = 256 + (metadata ? strlen(metadata) : 0) + (size_t)n * 512, used = 0, off = 0;
+    for (int i = 0; i < n; i++) cap += strlen(e[i].name); /* (names of any length) */
     char *h = malloc(cap);
     used += (size_t)snprintf(h + used, cap - used, "{");
     if (metadata) used += (size_t)snprintf(h + used, cap - used, "\"__metadata__\":%s%s", metadata, n ? "," : "");
@@ -716,6 +717,33 @@ TEST(checkpoint_fp4_pair_errors) {
         CHECK(hfp4__fp4_expert_candidate(f, hfp4__st_find(f, "a.weight")));
         CHECK(!hfp4__fp4_expert_candidate(f, hfp4__st_find(f, "d.weight")));
         CHECK(!hfp4__fp4_expert_candidate(f, hfp4__st_find(f, "f.weight"))); /* 4-D */
+        hfp4__st_close(f);
+    }
+    expert_free(&x);
+    remove_tmpdir(dir);
+}
+
+/* A weight whose name is longer than any fixed buffer still pairs with its scale (it used to be
+ * skipped as "no FP4 expert weights" past ~1 KB; a fuzzing review) */
+TEST(checkpoint_long_tensor_names_pair) {
+    char dir[512];
+    if (make_tmpdir(dir) != 0) SKIP("cannot create a temporary directory");
+    expert x;
+    expert_make(&x, 1, 64, 64, 120, 0, 40);
+    static char wname[2100], sname[2100];
+    memset(wname, 'x', 2000);
+    strcpy(wname + 2000, ".weight");
+    memset(sname, 'x', 2000);
+    strcpy(sname + 2000, ".scale");
+    st_entry e[] = {{wname, "I8", 2, {64, 32}, x.w, 2048}, {sname, "F8_E8M0", 2, {64, 2}, x.e, 128}};
+    const char *p = in_dir(dir, "long.safetensors");
+    CHECK(write_st(p, NULL, e, 2) == 0);
+    hfp4__st_file *f = NULL;
+    CHECK_STATUS(hfp4__st_open(p, &f), HFP4_OK);
+    if (f) {
+        hfp4__fp4_expert pe;
+        CHECK(hfp4__fp4_expert_candidate(f, hfp4__st_find(f, wname)));
+        CHECK_STATUS(hfp4__fp4_expert_pair(f, wname, &pe), HFP4_OK);
         hfp4__st_close(f);
     }
     expert_free(&x);

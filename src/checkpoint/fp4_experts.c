@@ -24,10 +24,24 @@ int hfp4__fp4_scale_name(const char *weight_name, char *buf, size_t cap) {
 
 static int is_fp4_dtype(hfp4__st_dtype d) { return d == HFP4__ST_I8 || d == HFP4__ST_U8 || d == HFP4__ST_F4; }
 
+/* The scale tensor's name for weight_name in a buffer of its own (NULL when out of memory); the
+ * caller frees it. (A fixed buffer skipped weights with names over 1 KB without a word.) */
+static char *scale_name_of(const char *weight_name) {
+    const size_t cap = strlen(weight_name) + sizeof "_scale_inv";
+    char *buf = malloc(cap);
+    if (buf && hfp4__fp4_scale_name(weight_name, buf, cap) != 0) {
+        free(buf);
+        buf = NULL;
+    }
+    return buf;
+}
+
 int hfp4__fp4_expert_candidate(const hfp4__st_file *file, const hfp4__st_tensor *t) {
-    char scale[1024];
     if (!is_fp4_dtype(t->dtype) || (t->ndim != 2 && t->ndim != 3)) return 0;
-    return hfp4__fp4_scale_name(t->name, scale, sizeof scale) == 0 && hfp4__st_find(file, scale) != NULL;
+    char *scale = scale_name_of(t->name);
+    const int found = scale != NULL && hfp4__st_find(file, scale) != NULL;
+    free(scale);
+    return found;
 }
 
 hfp4_status hfp4__fp4_expert_pair(const hfp4__st_file *file, const char *weight_name, hfp4__fp4_expert *out) {
@@ -43,14 +57,22 @@ hfp4_status hfp4__fp4_expert_pair(const hfp4__st_file *file, const char *weight_
     HFP4_CHECK_ARG(w->ndim == 2 || w->ndim == 3,
                    "safetensors '%s': tensor '%s': shape %s has %d dimensions; FP4 expert weights are [N, K/2] or [E, N, K/2]",
                    p, weight_name, sh, w->ndim);
-    char scale_name[1024];
-    HFP4_CHECK_ARG(hfp4__fp4_scale_name(weight_name, scale_name, sizeof scale_name) == 0,
-                   "safetensors '%s': tensor '%s': name is too long", p, weight_name);
+    char *scale_name = scale_name_of(weight_name);
+    if (scale_name == NULL)
+        return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "safetensors '%s': tensor '%s': out of memory for its scale's name", p,
+                          weight_name);
     const hfp4__st_tensor *s = hfp4__st_find(file, scale_name);
-    HFP4_CHECK_ARG(s != NULL, "safetensors '%s': tensor '%s': no scale tensor '%s' in this file", p, weight_name, scale_name);
+    if (s == NULL) {
+        hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "safetensors '%s': tensor '%s': no scale tensor '%s' in this file", p,
+                   weight_name, scale_name);
+        free(scale_name);
+        return HFP4_ERR_INVALID_ARGUMENT;
+    }
+    free(scale_name);
+    const char *const scale_name_found = s->name;
     hfp4__st_shape_string(s, ssh, sizeof ssh);
     HFP4_CHECK_ARG(s->dtype == HFP4__ST_F8_E8M0 || s->dtype == HFP4__ST_F32,
-                   "safetensors '%s': scale tensor '%s': dtype %s; FP4 expert scales are F8_E8M0 or F32", p, scale_name,
+                   "safetensors '%s': scale tensor '%s': dtype %s; FP4 expert scales are F8_E8M0 or F32", p, scale_name_found,
                    hfp4__st_dtype_name(s->dtype));
 
     int64_t groups = w->ndim == 3 ? w->shape[0] : 1;
@@ -67,7 +89,7 @@ hfp4_status hfp4__fp4_expert_pair(const hfp4__st_file *file, const char *weight_
     HFP4_CHECK_ARG(shape_ok,
                    "safetensors '%s': scale tensor '%s': shape %s does not match weight '%s' %s (K = %lld): expected %s[%lld, "
                    "%lld]",
-                   p, scale_name, ssh, weight_name, sh, (long long)k, w->ndim == 3 ? "[E] + " : "", (long long)n,
+                   p, scale_name_found, ssh, weight_name, sh, (long long)k, w->ndim == 3 ? "[E] + " : "", (long long)n,
                    (long long)(k / 32));
     out->weight = w;
     out->scale = s;
