@@ -107,6 +107,21 @@ hfp4_status hfp4__make_tensor_map_bf16_3d_named(const char *fn, const char *what
     return make_tensor_map_3d(fn, map, base, 1, what, dims, strides, box);
 }
 
+hfp4_status hfp4__require_kernel_regs(const char *fn, const char *what, const void *kernel, int *cache, int warpgroups,
+                                      int split) {
+    int regs = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    if (regs == 0) {
+        cudaFuncAttributes attr;
+        HFP4_CUDA_TRY(fn, cudaFuncGetAttributes(&attr, kernel));
+        regs = attr.numRegs;
+        __atomic_store_n(cache, regs, __ATOMIC_RELAXED);
+    }
+    HFP4_REQUIRE(regs * warpgroups >= split,
+                 "%s: %s built with %d registers per thread, its register split needs %d (rebuild hfp4)", fn, what, regs,
+                 (split + warpgroups - 1) / warpgroups);
+    return HFP4_OK;
+}
+
 extern "C" hfp4_status hfp4_device_query(int device, hfp4_device_info *info) {
     const char *fn = "hfp4_device_query";
     HFP4_CHECK_ARG(info != NULL, "%s: info is NULL", fn);

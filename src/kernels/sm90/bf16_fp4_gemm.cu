@@ -345,18 +345,9 @@ hfp4_status hfp4__sm90_bf16_gemm(const char *fn, const hfp4_gemm_problem *proble
     if (capture != cudaStreamCaptureStatusNone) return HFP4_OK;
     HFP4_REQUIRE(SMEM_BYTES <= dev->max_smem_optin, "%s: the BF16 path needs %d bytes of shared memory, device has %d",
                  fn, SMEM_BYTES, dev->max_smem_optin);
-    /* the setmaxnreg split assumes the registers the kernel was built with (fp8_fp4_gemm.cu says why) */
-    static int built_regs = 0;
-    int regs = __atomic_load_n(&built_regs, __ATOMIC_RELAXED);
-    if (regs == 0) {
-        cudaFuncAttributes attr;
-        HFP4_CUDA_TRY(fn, cudaFuncGetAttributes(&attr, hfp4_sm90_bf16_fp4_gemm_kernel));
-        regs = attr.numRegs;
-        __atomic_store_n(&built_regs, regs, __ATOMIC_RELAXED);
-    }
-    HFP4_REQUIRE(regs * 3 >= PRODUCER_REGS + 2 * CONSUMER_REGS,
-                 "%s: BF16 kernel built with %d registers per thread, its register split needs %d (rebuild hfp4)", fn,
-                 regs, (PRODUCER_REGS + 2 * CONSUMER_REGS + 2) / 3);
+    static int built_regs = 0; /* (hfp4__require_kernel_regs says why) */
+    HFP4_TRY(hfp4__require_kernel_regs(fn, "the BF16 kernel", (const void *)hfp4_sm90_bf16_fp4_gemm_kernel, &built_regs,
+                                       3, PRODUCER_REGS + 2 * CONSUMER_REGS));
     void *ap = NULL;
     if (cudaMallocAsync(&ap, bytes, stream) != cudaSuccess) {
         (void)cudaGetLastError(); /* (the allocation's own error: the FP8 path runs) */

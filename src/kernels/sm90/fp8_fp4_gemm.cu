@@ -38,20 +38,9 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     if (MINB > 1)
         HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                                cudaSharedmemCarveoutMaxShared));
-    /* NOTE: the warpgroups' setmaxnreg split assumes the registers per thread the kernel was built
-     * with; if a toolkit ever compiled it to fewer, the consumers' setmaxnreg.inc would wait forever
-     * (a hang, not an error), so refuse instead. */
-    static int built_regs = 0; /* per instantiation; the same value from every thread */
-    int regs = __atomic_load_n(&built_regs, __ATOMIC_RELAXED);
-    if (regs == 0) {
-        cudaFuncAttributes attr;
-        HFP4_CUDA_TRY(fn, cudaFuncGetAttributes(&attr, kernel));
-        regs = attr.numRegs;
-        __atomic_store_n(&built_regs, regs, __ATOMIC_RELAXED);
-    }
-    HFP4_REQUIRE(regs * 3 >= cfg::PRODUCER_REGS + 2 * cfg::CONSUMER_REGS,
-                 "%s: kernel built with %d registers per thread, its register split needs %d (rebuild hfp4)", fn, regs,
-                 (cfg::PRODUCER_REGS + 2 * cfg::CONSUMER_REGS + 2) / 3);
+    static int built_regs = 0; /* per instantiation (hfp4__require_kernel_regs says why) */
+    HFP4_TRY(hfp4__require_kernel_regs(fn, "kernel", (const void *)kernel, &built_regs, 3,
+                                       cfg::PRODUCER_REGS + 2 * cfg::CONSUMER_REGS));
     /* Persistent: one CTA per SM (MINB per SM) walks the work items, so the producer streams the
      * next item's weights while the consumers finish the current one, and unrouted experts' or
      * all-padding items cost a shuffle, not a CTA launch (FOR_EACH_ITEM probes 32 items per load).
