@@ -154,11 +154,9 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
             ndense++;
         }
         else if (!strcmp(argv[i], "--gran") && i + 1 < argc) {
-            if (int_option("--gran", argv[++i], 32, 128, &c.gran) != 0) return 2;
-            if (c.gran != 32 && c.gran != 128) {
-                fprintf(stderr, "hfp4 bench: --gran %s: must be 32 or 128\n", argv[i]);
-                return 2;
-            }
+            int g32 = 0;
+            if (two_way_option("--gran", argv[++i], "128", "32", &g32) != 0) return 2;
+            c.gran = g32 ? 32 : 128;
         } else if (!strcmp(argv[i], "--sf-layout") && i + 1 < argc) {
             if (two_way_option("--sf-layout", argv[++i], "k", "mn", &bench_a_scales_mn_major) != 0) return 2;
         } else if (!strcmp(argv[i], "--a-scales") && i + 1 < argc) {

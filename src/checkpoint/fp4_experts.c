@@ -69,10 +69,9 @@ hfp4_status hfp4__fp4_expert_pair(const hfp4__st_file *file, const char *weight_
         return HFP4_ERR_INVALID_ARGUMENT;
     }
     free(scale_name);
-    const char *const scale_name_found = s->name;
     hfp4__st_shape_string(s, ssh, sizeof ssh);
     HFP4_CHECK_ARG(s->dtype == HFP4__ST_F8_E8M0 || s->dtype == HFP4__ST_F32,
-                   "safetensors '%s': scale tensor '%s': dtype %s; FP4 expert scales are F8_E8M0 or F32", p, scale_name_found,
+                   "safetensors '%s': scale tensor '%s': dtype %s; FP4 expert scales are F8_E8M0 or F32", p, s->name,
                    hfp4__st_dtype_name(s->dtype));
 
     int64_t groups = w->ndim == 3 ? w->shape[0] : 1;
@@ -89,7 +88,7 @@ hfp4_status hfp4__fp4_expert_pair(const hfp4__st_file *file, const char *weight_
     HFP4_CHECK_ARG(shape_ok,
                    "safetensors '%s': scale tensor '%s': shape %s does not match weight '%s' %s (K = %lld): expected %s[%lld, "
                    "%lld]",
-                   p, scale_name_found, ssh, weight_name, sh, (long long)k, w->ndim == 3 ? "[E] + " : "", (long long)n,
+                   p, s->name, ssh, weight_name, sh, (long long)k, w->ndim == 3 ? "[E] + " : "", (long long)n,
                    (long long)(k / 32));
     out->weight = w;
     out->scale = s;

@@ -103,6 +103,9 @@ static hfp4_status check_a(const char *fn, const hfp4_gemm_problem *p) {
                               p->m, p->k, 1, a->scales.gran_k);
 }
 
+/* Bytes of one row of a plain B (packed FP4: K/2; FP8: K) */
+static int64_t b_row_bytes(const hfp4_gemm_problem *p) { return p->b.dtype == HFP4_DTYPE_FP4_E2M1 ? p->k / 2 : p->k; }
+
 /* B: [G, N, K] FP4 (packed, (1,32) scales), FP8 ((128,128) or (1,128) scales) or repacked SM90. */
 static hfp4_status check_b(const char *fn, const hfp4_gemm_problem *p) {
     const hfp4_matrix *b = &p->b;
@@ -147,7 +150,7 @@ static hfp4_status check_b(const char *fn, const hfp4_gemm_problem *p) {
     }
 
     int fp4 = b->dtype == HFP4_DTYPE_FP4_E2M1;
-    int64_t row_units = fp4 ? p->k / 2 : p->k; /* bytes in both cases */
+    const int64_t row_units = b_row_bytes(p);
     HFP4_CHECK_ARG(b->ld >= row_units, "%s: problem->b.ld = %lld must be >= %lld (%s)", fn, (long long)b->ld,
                    (long long)row_units, fp4 ? "k/2 bytes of packed fp4" : "k");
     if (p->num_groups > 1)
@@ -242,15 +245,14 @@ static int overlaps(const void *x, int64_t x_bytes, const void *y, int64_t y_byt
 }
 
 static hfp4_status check_no_alias(const char *fn, const hfp4_gemm_problem *p) {
-    const int64_t a_groups = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1;
+    const int64_t groups = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1; /* (A's and D's) */
     const int64_t a_elem = p->a.dtype == HFP4_DTYPE_BF16 ? 2 : 1, d_elem = p->d.dtype == HFP4_DTYPE_FP32 ? 4 : 2;
-    const int64_t a_bytes = hfp4__array_span(a_groups, p->a.stride_group, p->m, p->a.ld, p->k) * a_elem;
-    const int64_t d_bytes = hfp4__array_span(a_groups, p->d.stride_group, p->m, p->d.ld, p->n) * d_elem;
+    const int64_t a_bytes = hfp4__array_span(groups, p->a.stride_group, p->m, p->a.ld, p->k) * a_elem;
+    const int64_t d_bytes = hfp4__array_span(groups, p->d.stride_group, p->m, p->d.ld, p->n) * d_elem;
     HFP4_CHECK_ARG(!overlaps(p->d.data, d_bytes, p->a.data, a_bytes), "%s: problem->d.data = %p overlaps a.data = %p", fn,
                    p->d.data, p->a.data);
     if (p->b.dtype != HFP4_DTYPE_FP4_E2M1_SM90) {
-        const int64_t row_units = p->b.dtype == HFP4_DTYPE_FP4_E2M1 ? p->k / 2 : p->k;
-        const int64_t b_bytes = hfp4__array_span(p->num_groups, p->b.stride_group, p->n, p->b.ld, row_units);
+        const int64_t b_bytes = hfp4__array_span(p->num_groups, p->b.stride_group, p->n, p->b.ld, b_row_bytes(p));
         HFP4_CHECK_ARG(!overlaps(p->d.data, d_bytes, p->b.data, b_bytes), "%s: problem->d.data = %p overlaps b.data = %p",
                        fn, p->d.data, p->b.data);
     }

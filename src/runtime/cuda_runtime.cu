@@ -97,13 +97,8 @@ hfp4_status hfp4__make_tensor_map_u8_3d(const char *fn, CUtensorMap *map, const 
     return make_tensor_map_3d(fn, map, base, 0, "A", dims, strides, box);
 }
 
-hfp4_status hfp4__make_tensor_map_bf16_3d(const char *fn, CUtensorMap *map, const void *base, const int64_t dims[3],
-                                          const int64_t strides[2], const uint32_t box[3]) {
-    return make_tensor_map_3d(fn, map, base, 1, "D", dims, strides, box);
-}
-
-hfp4_status hfp4__make_tensor_map_bf16_3d_named(const char *fn, const char *what, CUtensorMap *map, const void *base,
-                                                const int64_t dims[3], const int64_t strides[2], const uint32_t box[3]) {
+hfp4_status hfp4__make_tensor_map_bf16_3d(const char *fn, const char *what, CUtensorMap *map, const void *base,
+                                          const int64_t dims[3], const int64_t strides[2], const uint32_t box[3]) {
     return make_tensor_map_3d(fn, map, base, 1, what, dims, strides, box);
 }
 

@@ -36,9 +36,10 @@ hfp4_status hfp4__require_sm90(const char *fn, hfp4_current_device *out);
 /* Encodes a 3D uint8 tiled tensor map (128-byte swizzle, zero fill out of bounds). */
 hfp4_status hfp4__make_tensor_map_u8_3d(const char *fn, CUtensorMap *map, const void *base, const int64_t dims[3],
                                         const int64_t strides[2], const uint32_t box[3]);
-/* The same for BF16 elements (D's TMA stores); strides in bytes. */
-hfp4_status hfp4__make_tensor_map_bf16_3d(const char *fn, CUtensorMap *map, const void *base, const int64_t dims[3],
-                                          const int64_t strides[2], const uint32_t box[3]);
+/* The same for BF16 elements (D's TMA stores, the BF16 path's copy of A); strides in bytes; `what`
+ * names the operand in the error message. */
+hfp4_status hfp4__make_tensor_map_bf16_3d(const char *fn, const char *what, CUtensorMap *map, const void *base,
+                                          const int64_t dims[3], const int64_t strides[2], const uint32_t box[3]);
 /* The warpgroups' setmaxnreg split of an SM90 kernel assumes the registers per thread it was built
  * with: if a toolkit ever compiled it to fewer, the consumers' setmaxnreg.inc would wait forever (a
  * hang, not an error), so the launchers refuse: UNSUPPORTED unless the kernel's registers times
@@ -47,8 +48,5 @@ hfp4_status hfp4__make_tensor_map_bf16_3d(const char *fn, CUtensorMap *map, cons
 hfp4_status hfp4__require_kernel_regs(const char *fn, const char *what, const void *kernel, int *cache, int warpgroups,
                                       int split);
 
-/* The same for an operand named `what` in the error message (the BF16 copy of A: bf16_fp4_gemm.cu). */
-hfp4_status hfp4__make_tensor_map_bf16_3d_named(const char *fn, const char *what, CUtensorMap *map, const void *base,
-                                                const int64_t dims[3], const int64_t strides[2], const uint32_t box[3]);
 
 #endif

@@ -113,6 +113,17 @@ static_assert(STAGES >= 2 && SMEM_BYTES <= 232448, "the BF16 path's stages");
 static_assert(BAR_OFF % 8 == 0 && A_ATOM_BYTES % 1024 == 0, "alignment");
 } // namespace bf16cfg
 
+/* Stage s's chunk of this thread (its weight words at w_base, its rows' scale words at ws_base, the
+ * chunk's mode byte) as BF16 fragments; false where a scale would not convert exactly */
+static __device__ __forceinline__ bool load_convert_bf16(uint32_t (&frags)[8][4], int s, uint32_t w_base,
+                                                         uint32_t ws_base, uint32_t mode) {
+    using namespace bf16cfg;
+    const uint32_t w = w_base + s * W_STAGE_BYTES, ws = ws_base + s * WS_STAGE_BYTES;
+    const uint4 q0 = *(const uint4 *)smem_ptr(w), q1 = *(const uint4 *)smem_ptr(w + HFP4_SM90_PAIR_BYTES);
+    const uint32_t eg = *(const uint32_t *)smem_ptr(ws), er = *(const uint32_t *)smem_ptr(ws + 32);
+    return convert_chunk_bf16(frags, q0, q1, eg, er, (mode & HFP4_SM90_MODE_PER32) != 0);
+}
+
 /* One chunk of a consumer warpgroup: the wgmmas of cur (already converted), the next chunk's
  * conversion into nxt under them when HAS_NEXT, then the wait and the stage's release. */
 template <bool HAS_NEXT, bool RELEASE = true>
@@ -129,10 +140,7 @@ static __device__ __forceinline__ void bf16_step(float *acc, uint32_t (&cur)[8][
     const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
     if constexpr (HAS_NEXT) {
         mbar_wait(&full[s1], phase1);
-        const uint32_t w = w_base + s1 * W_STAGE_BYTES, ws = ws_base + s1 * WS_STAGE_BYTES;
-        const uint4 q0 = *(const uint4 *)smem_ptr(w), q1 = *(const uint4 *)smem_ptr(w + HFP4_SM90_PAIR_BYTES);
-        const uint32_t eg = *(const uint32_t *)smem_ptr(ws), er = *(const uint32_t *)smem_ptr(ws + 32);
-        exact &= convert_chunk_bf16(nxt, q0, q1, eg, er, (mode_next & HFP4_SM90_MODE_PER32) != 0);
+        exact &= load_convert_bf16(nxt, s1, w_base, ws_base, mode_next);
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -239,13 +247,7 @@ __global__ void __launch_bounds__(384, 1)
         uint32_t fa[8][4], fb[8][4];
         bool exact = true;
         mbar_wait(&full[s], phase);
-        {
-            const uint32_t w = w_base + s * W_STAGE_BYTES, ws = ws_base + s * WS_STAGE_BYTES;
-            const uint4 q0 = *(const uint4 *)smem_ptr(w), q1 = *(const uint4 *)smem_ptr(w + HFP4_SM90_PAIR_BYTES);
-            const uint32_t eg = *(const uint32_t *)smem_ptr(ws), er = *(const uint32_t *)smem_ptr(ws + 32);
-            const uint32_t m0 = __shfl_sync(0xFFFFFFFFu, mreg, 0);
-            exact &= convert_chunk_bf16(fa, q0, q1, eg, er, (m0 & HFP4_SM90_MODE_PER32) != 0);
-        }
+        exact &= load_convert_bf16(fa, s, w_base, ws_base, __shfl_sync(0xFFFFFFFFu, mreg, 0));
         /* the mode of chunk c, from the lanes' bytes (reloaded every 32 chunks) */
         auto mode_of = [&](int64_t c) -> uint32_t {
             if (c % 32 == 0) mreg = c + lane < chunks ? __ldg(modes + c + lane) : 0u;
@@ -365,7 +367,7 @@ hfp4_status hfp4__sm90_bf16_gemm(const char *fn, const hfp4_gemm_problem *proble
         const int64_t dims[3] = {k_pad, p.m, groups};
         const int64_t strides[2] = {k_pad * 2, p.m * k_pad * 2};
         const uint32_t box[3] = {64, (uint32_t)BT, 1};
-        st = hfp4__make_tensor_map_bf16_3d_named(fn, "the BF16 copy of A", &a_map, ap, dims, strides, box);
+        st = hfp4__make_tensor_map_bf16_3d(fn, "the BF16 copy of A", &a_map, ap, dims, strides, box);
         if (st == HFP4_OK) {
             err = cudaFuncSetAttribute(hfp4_sm90_bf16_fp4_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        SMEM_BYTES);

@@ -171,7 +171,7 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
         const int64_t strides[2] = {problem->d.ld * 2, g > 1 ? problem->d.stride_group * 2 : problem->d.ld * 2 * problem->m};
         const uint32_t d_box[3] = {64, 128, 1};
         /* a map the driver rejects (D beyond its limits) leaves the vector stores, which need none */
-        if (hfp4__make_tensor_map_bf16_3d(fn, &d_map, problem->d.data, dims, strides, d_box) != HFP4_OK) {
+        if (hfp4__make_tensor_map_bf16_3d(fn, "D", &d_map, problem->d.data, dims, strides, d_box) != HFP4_OK) {
             plan.params.d_tma = 0;
             hfp4_clear_error(); /* the call succeeds: no stale message */
         }
