@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "sm90/bf16_fp4_gemm.h"
 #include "sm90/dyn_slots.h"
+#include "sm90/warp_decode.h"
 #include "sm90/fp8_fp4_gemm_params.h"
 
 static int have_sm90(void) {
@@ -726,6 +727,66 @@ TEST(gpu_bf16_path_1x32) {
     c.expected_m = 250;
     check_case(&c, "bf16 path: psum");
     hfp4__sm90_bf16_set(0);
+}
+
+/* The warp path (warp_decode.cu) against the reference: masked decode batches (groups with no rows,
+ * groups past 8 rows: several token blocks of one tile), N and K tails, every weight-scale form
+ * (folded, per-32, mixed, FP32), 1x32 activation scales in every form, FP32 D and C, dense GEMVs,
+ * 256 experts with a few routed, and a chained launch (PDL) reading the first's output. */
+TEST(gpu_warp_decode) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    hfp4__sm90_warp_decode_set(1);
+    gemm_case c = base_case(HFP4_GROUPING_MASKED, 8, 512, 1024, 6, 2001);
+    c.expected_m = 2;
+    check_case(&c, "warp: masked, 8 rows");
+    c = base_case(HFP4_GROUPING_MASKED, 21, 1000, 1056, 5, 2002);
+    c.expected_m = 4;
+    check_case(&c, "warp: masked, 21 rows, N and K tails");
+    static const int pows[] = {0, 2, 3, 4};
+    for (int i = 0; i < 4; i++) {
+        c = base_case(HFP4_GROUPING_MASKED, 6, 384, i == 3 ? 4352 : 2048, 4, 2003 + i);
+        c.expected_m = 3;
+        c.w_pow2 = pows[i];
+        check_case(&c, "warp: masked, weight-scale forms");
+    }
+    static const hfp4_dtype a_forms[] = {HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_UE8M0_PACKED};
+    for (int i = 0; i < 3; i++) {
+        c = base_case(HFP4_GROUPING_MASKED, 9, 512, 1056, 3, 2010 + i);
+        c.expected_m = 5;
+        c.a_gran = 32;
+        c.a_scale = a_forms[i];
+        c.w_pow2 = i == 2 ? 4 : 1;
+        check_case(&c, "warp: masked, 1x32 scales");
+        c = base_case(HFP4_GROUPING_MASKED, 7, 256, 640, 3, 2020 + i);
+        c.expected_m = 5;
+        c.a_scale = a_forms[i];
+        c.a_mn_major = i == 0;
+        check_case(&c, "warp: masked, 1x128 scale forms");
+    }
+    c = base_case(HFP4_GROUPING_MASKED, 5, 640, 512, 3, 2030);
+    c.expected_m = 5;
+    c.d_dtype = HFP4_DTYPE_FP32;
+    c.with_c = 1;
+    c.d_pad = 3;
+    check_case(&c, "warp: masked, FP32 D with C, padded rows");
+    c = base_case(HFP4_GROUPING_MASKED, 5, 640, 512, 3, 2031);
+    c.expected_m = 5;
+    c.with_c = 1;
+    c.w_pow2 = 0;
+    check_case(&c, "warp: masked, BF16 D with C, FP32 w scales");
+    static const int64_t dense[][3] = {{1, 4096, 4096}, {5, 1000, 160}, {8, 4096, 1024}, {3, 128, 32}};
+    for (int i = 0; i < 4; i++) {
+        c = base_case(HFP4_GROUPING_NONE, dense[i][0], dense[i][1], dense[i][2], 1, 2040 + i);
+        check_case(&c, "warp: dense GEMV");
+    }
+    c = base_case(HFP4_GROUPING_MASKED, 4, 2048, 4096, 256, 2050);
+    c.expected_m = 1;
+    check_case(&c, "warp: masked, 256 experts");
+    c = base_case(HFP4_GROUPING_MASKED, 6, 512, 1024, 5, 2051);
+    c.expected_m = 2;
+    c.chain = 1;
+    check_case(&c, "warp: masked, chained launch");
+    hfp4__sm90_warp_decode_set(-1);
 }
 
 TEST(gpu_unsupported_is_reported) {

@@ -4,6 +4,7 @@
 #include "../../runtime/cuda_runtime.h"
 #include "../../plan/sm90_plan.h"
 #include "bf16_fp4_gemm.h"
+#include "warp_decode.h"
 #include "dyn_slots.h"
 #include "fp8_fp4_gemm.cuh"
 #include "diag_timeline_print.cuh"
@@ -158,6 +159,8 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
     hfp4_sm90_plan plan;
     hfp4_current_device dev;
     HFP4_TRY(plan_and_check(fn, problem, &plan, &dev));
+    cudaStream_t s = (cudaStream_t)stream;
+    if (hfp4__sm90_warp_decode_wanted(problem, &plan)) return hfp4__sm90_warp_decode(fn, problem, &plan, &dev, s);
     CUtensorMap map, d_map;
     uint32_t box[3] = {128, (uint32_t)plan.block_tokens, 1};
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &map, problem->a.data, plan.a_dims, plan.a_strides, box));
@@ -176,7 +179,6 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
             hfp4_clear_error(); /* the call succeeds: no stale message */
         }
     }
-    cudaStream_t s = (cudaStream_t)stream;
     if (hfp4__sm90_bf16_wanted(&plan)) {
         int taken = 0;
         const hfp4_status st = hfp4__sm90_bf16_gemm(fn, problem, &plan, &dev, &d_map, s, &taken);

@@ -1,0 +1,366 @@
+/*
+ * warp_decode.cu - the warp path of hfp4_gemm (warp_decode.h): FP8 x FP4 for groups of a few rows.
+ *
+ * Why a second kernel for decode: the main kernel (fp8_fp4_gemm.cuh) feeds wgmma from a TMA
+ * pipeline run by producer warps, 128 weight rows per item. With one token (six experts, 192 such
+ * items on 264 CTA slots) its SMs get one or two items each, a CTA streams at ~24 GB/s (its
+ * consumers' chain) and the first chunk arrives 6-10 us after entry (bench/RESULTS.md v12-v13), so
+ * T = 1 reached ~1.8 TB/s. Here each warp owns a 16-row slice of a 64-row weight tile and runs the
+ * whole K on its own: the repacked layout (sm90_layout.h) gives each thread, per k32 step, exactly
+ * its A fragment of mma.sync m16n8k32 (which wgmma's register operand shares), so the words go
+ * from global memory into registers with 16-byte loads, a few chunks ahead, and nothing waits on
+ * another warp. A CTA is the tile's four warps; the live tiles (64 rows x up to 8 tokens of a
+ * group) are ranked through a prefix of the groups in shared memory and dealt round-robin to a
+ * persistent grid of a few CTAs per SM, so every SM streams about the same bytes.
+ *
+ * Numerics: every k32 step is one mma (a fresh sum of 32 exact products, C = 0) promoted into FP32
+ * with its own weight scale (the group's UE8M0 exponent, or the FP32 scale) and activation scale:
+ * exact for every scale form (folded, per-32, FP32 weight scales, 1x128 or 1x32 activation scales)
+ * with one code path. At decode the bytes bound, not the instructions, so the per-step promotion
+ * (4 FFMA and 4 FMUL a thread) costs no time.
+ */
+#include "warp_decode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "epilogue.cuh"
+#include "fp4_to_fp8.cuh"
+#include "ptx.cuh"
+#include "scales.cuh"
+#include "wgmma_fp8_rs.cuh"
+
+#define WD_THREADS 128   /* one warpgroup: one 64-row weight tile                                 */
+#define WD_MAX_CTAS_PER_SM 4
+#define WD_TOKENS 8      /* tokens per unit (wgmma N)                                              */
+#define WD_MAX_K 16384   /* the unit's activations (8 x K bytes) live in shared memory             */
+
+/* One 16-byte global load that bypasses L1 (each weight byte is read once). */
+static __device__ __forceinline__ uint4 ldg_stream_16(const void *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* What the warp path reads besides the main kernel's parameters: A itself (the main kernel reads it
+ * through a tensor map). */
+typedef struct wd_operands {
+    const uint8_t *a;
+    int64_t a_ld, a_stride_group; /* bytes */
+    int32_t groups;               /* masked: num_groups; dense: 1 */
+    int32_t tiles;                /* 64-row tiles holding real rows: ceil(n / 64) */
+    int32_t kgroups;              /* activation-scale k-groups staged per unit: chunks (1x128) or 4 x chunks (1x32) */
+    uint32_t act_bytes;           /* shared memory: activations (chunks x 1 KB), then scales, then the prefix */
+} wd_operands;
+
+/* One chunk (128 K) of a thread's weight operands, loaded ahead of its use. */
+template <bool W_FP32>
+struct wd_chunk {
+    uint4 q0, q1;      /* FP4 words of the chunk's two 64-K pairs                              */
+    uint32_t sw0, sw1; /* UE8M0: the scale words of rows g and g + 8                            */
+    float4 sf0, sf1;   /* FP32 weight scales of rows g and g + 8 (W_FP32)                       */
+    uint32_t mode;     /* the tile's chunk mode (sm90_layout.h)                                 */
+};
+
+template <bool W_FP32>
+static __device__ __forceinline__ void wd_load_chunk(wd_chunk<W_FP32> &ch, const uint8_t *wq, const void *wsc,
+                                                     const uint8_t *modes, int64_t c) {
+    ch.q0 = ldg_stream_16(wq + (2 * c) * HFP4_SM90_PAIR_BYTES);
+    ch.q1 = ldg_stream_16(wq + (2 * c + 1) * HFP4_SM90_PAIR_BYTES);
+    if constexpr (W_FP32) {
+        ch.sf0 = __ldg((const float4 *)wsc + c * 64);
+        ch.sf1 = __ldg((const float4 *)wsc + c * 64 + 8);
+        ch.mode = HFP4_SM90_MODE_PER32;
+    } else {
+        ch.sw0 = __ldg((const uint32_t *)wsc + c * 64);
+        ch.sw1 = __ldg((const uint32_t *)wsc + c * 64 + 8);
+        ch.mode = modes[c];
+    }
+}
+
+/* The weight scale of 32-group j (0..3) of a chunk for a row, from its UE8M0 scale word. */
+static __device__ __forceinline__ float wd_group_scale(uint32_t word, uint32_t mode, int j) {
+    const uint32_t e = (mode & HFP4_SM90_MODE_PER32) ? (word >> (8 * j)) & 0xFFu
+                                                     : ((word >> 16) & 0xFFu) + ((word >> (4 * j)) & 15u) - 12u;
+    return ue8m0_to_float(e);
+}
+
+/* A chunk into fin (rows g, g + 8 of the warp's slice x tokens 2t, 2t + 1). as: the unit's staged
+ * activation scales ([kgroup][8 tokens]); desc: the chunk's activation tile. Folded chunks (1x128
+ * scales, UE8M0 weights): the relative exponents ride in the conversion tables, the 4 k32 steps chain
+ * into one accumulator and one promotion; otherwise every step has its own accumulator and promotion
+ * with its own weight and activation scales (per-32 chunks, FP32 weight scales, 1x32 scales). */
+template <bool W_FP32, bool G32>
+static __device__ __forceinline__ void wd_compute_chunk(const wd_chunk<W_FP32> &ch, const float *as, int64_t c,
+                                                        sm90_desc desc, int t, float (&fin)[4]) {
+    uint32_t a[4][4];
+    if (!W_FP32 && !G32 && !(ch.mode & HFP4_SM90_MODE_PER32)) {
+        convert_folded_chunk(a, ch.q0, ch.q1, ch.sw0, ch.sw1);
+        float acc[4];
+        wgmma_fp8_rs_chunk<8>(acc, a, desc);
+        wgmma_wait<0>();
+        wgmma_chunk_waited<8>(acc, a);
+        const float2 s = *(const float2 *)(as + c * 8 + 2 * t);
+        const float r0 = row_scale_from_emax((ch.sw0 >> 16) & 0xFFu), r1 = row_scale_from_emax((ch.sw1 >> 16) & 0xFFu);
+        fin[0] = fmaf(acc[0], r0 * s.x, fin[0]);
+        fin[1] = fmaf(acc[1], r0 * s.y, fin[1]);
+        fin[2] = fmaf(acc[2], r1 * s.x, fin[2]);
+        fin[3] = fmaf(acc[3], r1 * s.y, fin[3]);
+        return;
+    }
+    convert_folded_chunk(a, ch.q0, ch.q1, 0x6666u, 0x6666u); /* off 6 in every step: the plain values */
+    float acc[4][4];
+    wgmma_fp8_rs_steps<8, 4>(acc, a, desc);
+    wgmma_wait<0>();
+    wgmma_steps_waited<8, 4>(acc, a);
+    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* 1x128: the steps summed in activation-scale units */
+#pragma unroll
+    for (int s = 0; s < 4; s++) {
+        float w0, w1;
+        if constexpr (W_FP32) {
+            const float f0[4] = {ch.sf0.x, ch.sf0.y, ch.sf0.z, ch.sf0.w}, f1[4] = {ch.sf1.x, ch.sf1.y, ch.sf1.z, ch.sf1.w};
+            w0 = f0[s];
+            w1 = f1[s];
+        } else {
+            w0 = wd_group_scale(ch.sw0, ch.mode, s);
+            w1 = wd_group_scale(ch.sw1, ch.mode, s);
+        }
+        if constexpr (G32) {
+            const float2 sa = *(const float2 *)(as + (4 * c + s) * 8 + 2 * t);
+            fin[0] = fmaf(acc[s][0], w0 * sa.x, fin[0]);
+            fin[1] = fmaf(acc[s][1], w0 * sa.y, fin[1]);
+            fin[2] = fmaf(acc[s][2], w1 * sa.x, fin[2]);
+            fin[3] = fmaf(acc[s][3], w1 * sa.y, fin[3]);
+        } else {
+            part[0] = fmaf(acc[s][0], w0, part[0]);
+            part[1] = fmaf(acc[s][1], w0, part[1]);
+            part[2] = fmaf(acc[s][2], w1, part[2]);
+            part[3] = fmaf(acc[s][3], w1, part[3]);
+        }
+    }
+    if constexpr (!G32) {
+        const float2 s = *(const float2 *)(as + c * 8 + 2 * t);
+        fin[0] = fmaf(part[0], s.x, fin[0]);
+        fin[1] = fmaf(part[1], s.y, fin[1]);
+        fin[2] = fmaf(part[2], s.x, fin[2]);
+        fin[3] = fmaf(part[3], s.y, fin[3]);
+    }
+}
+
+/* Rows of group g the kernel computes: masked_m clamped to [0, m], or m (dense). */
+static __device__ __forceinline__ int64_t wd_group_rows(const hfp4_sm90_gemm_params &p, int g) {
+    int64_t rows = p.grouping == 3 /* masked */ ? (int64_t)p.layout[g] : p.m;
+    return rows < 0 ? 0 : (rows > p.m ? p.m : rows);
+}
+
+/* prefix[0..groups]: the live units (tiles x token blocks of 8) before each group. All threads. */
+static __device__ void wd_build_prefix(const hfp4_sm90_gemm_params &p, const wd_operands &o, int32_t *prefix) {
+    __shared__ int32_t warp_sums[WD_THREADS / 32];
+    const int per = (o.groups + WD_THREADS - 1) / WD_THREADS;
+    const int g0 = threadIdx.x * per;
+    int32_t mine = 0;
+    for (int i = 0; i < per && g0 + i < o.groups; i++)
+        mine += (int32_t)((wd_group_rows(p, g0 + i) + WD_TOKENS - 1) / WD_TOKENS) * o.tiles;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int32_t incl = mine;
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        const int32_t v = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+        if (lane >= d) incl += v;
+    }
+    if (lane == 31) warp_sums[warp] = incl;
+    __syncthreads();
+    int32_t before = incl - mine;
+    for (int w = 0; w < warp; w++) before += warp_sums[w];
+    for (int i = 0; i < per && g0 + i < o.groups; i++) {
+        prefix[g0 + i] = before;
+        before += (int32_t)((wd_group_rows(p, g0 + i) + WD_TOKENS - 1) / WD_TOKENS) * o.tiles;
+    }
+    if (threadIdx.x == WD_THREADS - 1) prefix[o.groups] = before;
+    __syncthreads();
+}
+
+/* The unit's activations into shared memory as the tensor core reads them: per chunk an 8-token x
+ * 128-byte tile, 128-byte swizzled (16-byte block j of token r at (j ^ r) x 16), zeros past K; and
+ * their scales as floats, [kgroup][8 tokens], 1.0 past the activations' k-groups. Tokens past the
+ * unit's rows are not written: their columns of D are never stored, and a column's sums use only
+ * its own token. All threads; the caller synchronizes. */
+static __device__ __forceinline__ void wd_stage_unit(const hfp4_sm90_gemm_params &p, const wd_operands &o,
+                                                     uint8_t *act, float *as, int64_t group, int64_t tok_base,
+                                                     int64_t ntok) {
+    const int blocks = (int)p.w_chunks * 8; /* 16-byte blocks of a token (K <= WD_MAX_K) */
+    for (int r = 0; r < ntok; r++) {
+        const uint8_t *row = o.a + group * o.a_stride_group + (tok_base + r) * o.a_ld;
+        for (int i = threadIdx.x; i < blocks; i += WD_THREADS) {
+            const int c = i >> 3, j = i & 7, k = i * 16;
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);
+            if (k < p.k) v = __ldg((const uint4 *)(row + k));
+            *(uint4 *)(act + c * 1024 + r * 128 + ((j ^ r) * 16)) = v;
+        }
+        for (int kg = threadIdx.x; kg < o.kgroups; kg += WD_THREADS)
+            as[kg * 8 + r] = kg < p.a_k_groups ? load_a_scale(p, group, tok_base + r, kg) : 1.0f;
+    }
+}
+
+/* Chunks a warpgroup has in flight ahead of the one it computes (16 warps a SM x 3 x 1 KB: ~48 KB of
+ * weight loads, Little's law asks ~30 KB at the copy rate); 2 with FP32 weight scales, whose 8 floats
+ * a chunk take the registers of the third. */
+template <bool W_FP32>
+struct wd_depth {
+    static constexpr int value = W_FP32 ? 2 : 3;
+};
+
+template <bool W_FP32, bool G32>
+__global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
+    hfp4_sm90_warp_decode_kernel(const __grid_constant__ hfp4_sm90_gemm_params p, const wd_operands o) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ uint8_t wd_smem_raw[];
+    /* the activation tiles must start 1024-byte aligned (the swizzle's atom); the launcher adds the slack */
+    uint8_t *act = wd_smem_raw + ((1024u - (smem_addr(wd_smem_raw) & 1023u)) & 1023u);
+    float *as = (float *)(act + o.act_bytes);
+    int32_t *prefix = (int32_t *)(as + (int64_t)o.kgroups * 8);
+    /* programmatic dependent launch (as the main kernel: its NOTE at grid_dependency_wait): nothing
+     * in global memory is read before the grids before this one have completed */
+    grid_launch_dependents();
+    grid_dependency_wait();
+    wd_build_prefix(p, o, prefix);
+    const int32_t units = prefix[o.groups];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int g = lane / 4, t = lane % 4;
+    const int64_t chunks = p.w_chunks;
+    const sm90_desc desc0 = smem_desc_k128_swizzle128(act);
+    constexpr int WD_DEPTH = wd_depth<W_FP32>::value;
+    for (int32_t u = blockIdx.x; u < units; u += gridDim.x) {
+        /* the group holding unit u: the last one whose prefix is <= u (groups without units have
+         * the same prefix as the next, and the search skips them) */
+        int lo = 0, hi = o.groups - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (prefix[mid] <= u) lo = mid;
+            else hi = mid - 1;
+        }
+        const int64_t group = lo, local = u - prefix[lo];
+        const int64_t block = local / o.tiles, tile = local % o.tiles;
+        const int64_t rows = wd_group_rows(p, lo), tok_base = block * WD_TOKENS;
+        const int64_t ntok = rows - tok_base < WD_TOKENS ? rows - tok_base : WD_TOKENS;
+        const uint8_t *wq = p.w + group * p.w_group_bytes + tile * p.w_pairs * HFP4_SM90_PAIR_BYTES +
+                            (warp * 32 + lane) * 16;
+        const int64_t srow = (tile * chunks) * 64 + warp * 16 + g; /* row g's scale entry of chunk 0 */
+        const void *wsc = W_FP32 ? (const void *)((const float4 *)p.w_scales + group * p.w_scale_group_elems + srow)
+                                 : (const void *)((const uint32_t *)p.w_scales + group * p.w_scale_group_elems + srow);
+        const uint8_t *modes = p.w_modes + (group * p.w_tiles + tile) * chunks;
+
+        /* the first chunks' weights go out before the staging (they do not depend on it) */
+        wd_chunk<W_FP32> ring[WD_DEPTH];
+#pragma unroll
+        for (int i = 0; i < WD_DEPTH; i++)
+            if (i < chunks) wd_load_chunk(ring[i], wq, wsc, modes, i);
+        __syncthreads(); /* the previous unit's wgmmas have read the tiles (each waited before its epilogue) */
+        wd_stage_unit(p, o, act, as, group, tok_base, ntok);
+        fence_proxy_async_shared(); /* generic-proxy writes, read by wgmma (async proxy) */
+        __syncthreads();
+
+        float fin[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int64_t c0 = 0; c0 < chunks; c0 += WD_DEPTH) {
+#pragma unroll
+            for (int i = 0; i < WD_DEPTH; i++) {
+                const int64_t c = c0 + i;
+                if (c >= chunks) break;
+                const wd_chunk<W_FP32> cur = ring[i];
+                if (c + WD_DEPTH < chunks) wd_load_chunk(ring[i], wq, wsc, modes, c + WD_DEPTH);
+                wd_compute_chunk<W_FP32, G32>(cur, as, c, desc_advance_rows(desc0, (int)(8 * c)), t, fin);
+            }
+        }
+        /* D[group][token][n]: rows g, g + 8 of the warp's slice, tokens 2t, 2t + 1 */
+        const int64_t n0 = tile * 64 + warp * 16 + g;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int64_t n = n0 + 8 * r;
+            if (n >= p.n) continue;
+#pragma unroll
+            for (int cidx = 0; cidx < 2; cidx++) {
+                if (2 * t + cidx >= ntok) continue;
+                store_d_value(p, group * p.d_stride_group + (tok_base + 2 * t + cidx) * p.ldd + n, fin[2 * r + cidx], true);
+            }
+        }
+    }
+#else
+    /* Built for another architecture: never launched there (the host checks the device). */
+    __trap();
+#endif
+}
+
+static int warp_switch = -1; /* -1: the environment decides; 0 off; 1 on */
+
+void hfp4__sm90_warp_decode_set(int on) { __atomic_store_n(&warp_switch, on < 0 ? -1 : (on ? 1 : 0), __ATOMIC_RELAXED); }
+
+int hfp4__sm90_warp_decode_wanted(const hfp4_gemm_problem *problem, const hfp4_sm90_plan *plan) {
+    int on = __atomic_load_n(&warp_switch, __ATOMIC_RELAXED);
+    if (on < 0) {
+        const char *env = getenv("HFP4_SM90_WARP_DECODE");
+        on = env && strcmp(env, "1") == 0;
+    }
+    if (!on) return 0;
+    const hfp4_sm90_gemm_params *k = &plan->params;
+    int64_t rows;
+    if (problem->grouping == HFP4_GROUPING_MASKED) rows = problem->expected_m > 0 ? problem->expected_m : problem->m;
+    else if (problem->grouping == HFP4_GROUPING_NONE) rows = problem->m;
+    else return 0;
+    return rows <= WD_TOKENS && k->num_groups <= HFP4_SM90_WARP_MAX_GROUPS && k->m <= ((int64_t)1 << 30) &&
+           k->k <= WD_MAX_K;
+}
+
+template <bool W_FP32, bool G32>
+static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem, const hfp4_sm90_plan *plan,
+                               const hfp4_current_device *dev, cudaStream_t stream) {
+    auto kernel = hfp4_sm90_warp_decode_kernel<W_FP32, G32>;
+    const hfp4_sm90_gemm_params &k = plan->params;
+    wd_operands o;
+    o.a = (const uint8_t *)problem->a.data;
+    o.a_ld = problem->a.ld;
+    o.groups = problem->grouping == HFP4_GROUPING_MASKED ? problem->num_groups : 1;
+    o.a_stride_group = problem->grouping == HFP4_GROUPING_MASKED ? problem->a.stride_group : 0;
+    o.tiles = (int32_t)((problem->n + 63) / 64);
+    o.kgroups = (int32_t)(G32 ? 4 * k.w_chunks : k.w_chunks);
+    o.act_bytes = (uint32_t)(k.w_chunks * 1024);
+    const size_t smem = 1024 /* alignment slack */ + o.act_bytes + sizeof(float) * 8 * (size_t)o.kgroups +
+                        sizeof(int32_t) * ((size_t)o.groups + 1);
+    HFP4_REQUIRE(smem <= (size_t)dev->max_smem_optin, "%s: the warp path needs %zu bytes of shared memory, device has %d",
+                 fn, smem, dev->max_smem_optin);
+    HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    /* the units (tiles x token blocks x groups) are counted in 32 bits on the device */
+    const int64_t most = (int64_t)o.tiles * ((k.m + WD_TOKENS - 1) / WD_TOKENS) * o.groups;
+    HFP4_REQUIRE(most < ((int64_t)1 << 31), "%s: %lld warp-path units (m = %lld, n = %lld, groups = %d) exceed 2^31", fn,
+                 (long long)most, (long long)k.m, (long long)problem->n, (int)o.groups);
+    /* persistent: as many CTAs as fit on the SMs at once (units are dealt round-robin, so a CTA that
+     * waited for a slot would hold the last ones back) */
+    int per_sm = 0;
+    HFP4_CUDA_TRY(fn, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WD_THREADS, smem));
+    HFP4_REQUIRE(per_sm >= 1, "%s: the warp path's kernel does not fit on an SM (%zu bytes of shared memory)", fn, smem);
+    int64_t ctas = (int64_t)dev->num_sms * per_sm;
+    if (ctas > most) ctas = most > 0 ? most : 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3((unsigned)ctas, 1, 1);
+    config.blockDim = dim3(WD_THREADS, 1, 1);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    const char *pdl = getenv("HFP4_SM90_PDL");
+    config.attrs = attr;
+    config.numAttrs = pdl && strcmp(pdl, "0") == 0 ? 0 : 1;
+    HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, k, o));
+    return HFP4_OK;
+}
+
+hfp4_status hfp4__sm90_warp_decode(const char *fn, const hfp4_gemm_problem *problem, const hfp4_sm90_plan *plan,
+                                   const hfp4_current_device *dev, cudaStream_t stream) {
+    const bool g32 = plan->params.a_gran_k == 32;
+    if (plan->w_fp32) return g32 ? launch_warp<true, true>(fn, problem, plan, dev, stream)
+                                 : launch_warp<true, false>(fn, problem, plan, dev, stream);
+    return g32 ? launch_warp<false, true>(fn, problem, plan, dev, stream)
+               : launch_warp<false, false>(fn, problem, plan, dev, stream);
+}
