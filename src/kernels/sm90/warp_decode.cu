@@ -31,7 +31,7 @@
 #include "wgmma_fp8_rs.cuh"
 
 #define WD_THREADS 128   /* one warpgroup: one 64-row weight tile                                 */
-#define WD_MAX_CTAS_PER_SM 4
+#define WD_MAX_CTAS_PER_SM 3
 #define WD_TOKENS 8      /* tokens per unit (wgmma N)                                              */
 #define WD_MAX_K 16384   /* the unit's activations (8 x K bytes) live in shared memory             */
 
@@ -52,33 +52,29 @@ typedef struct wd_operands {
     int32_t groups;               /* masked: num_groups; dense: 1 */
     int32_t tiles;                /* 64-row tiles holding real rows: ceil(n / 64) */
     int32_t kgroups;              /* activation-scale k-groups staged per unit: chunks (1x128) or 4 x chunks (1x32) */
-    uint32_t act_bytes;           /* shared memory: activations (chunks x 1 KB), then scales, then the prefix */
+    uint32_t act_bytes;           /* shared memory: activations (chunks x 1 KB), their scales, the weight
+                                     scales (scale_bytes), the chunk modes, the prefix                 */
+    uint32_t scale_bytes;
 } wd_operands;
 
-/* One chunk (128 K) of a thread's weight operands, loaded ahead of its use. */
-template <bool W_FP32>
-struct wd_chunk {
-    uint4 q0, q1;      /* FP4 words of the chunk's two 64-K pairs                              */
-    uint32_t sw0, sw1; /* UE8M0: the scale words of rows g and g + 8                            */
-    float4 sf0, sf1;   /* FP32 weight scales of rows g and g + 8 (W_FP32)                       */
-    uint32_t mode;     /* the tile's chunk mode (sm90_layout.h)                                 */
-};
+/* One chunk (128 K) of a thread's FP4 weight words (two 64-K pairs), loaded ahead of its use. */
+typedef struct wd_chunk {
+    uint4 q0, q1;
+} wd_chunk;
 
-template <bool W_FP32>
-static __device__ __forceinline__ void wd_load_chunk(wd_chunk<W_FP32> &ch, const uint8_t *wq, const void *wsc,
-                                                     const uint8_t *modes, int64_t c) {
+static __device__ __forceinline__ void wd_load_chunk(wd_chunk &ch, const uint8_t *wq, int64_t c) {
     ch.q0 = ldg_stream_16(wq + (2 * c) * HFP4_SM90_PAIR_BYTES);
     ch.q1 = ldg_stream_16(wq + (2 * c + 1) * HFP4_SM90_PAIR_BYTES);
-    if constexpr (W_FP32) {
-        ch.sf0 = __ldg((const float4 *)wsc + c * 64);
-        ch.sf1 = __ldg((const float4 *)wsc + c * 64 + 8);
-        ch.mode = HFP4_SM90_MODE_PER32;
-    } else {
-        ch.sw0 = __ldg((const uint32_t *)wsc + c * 64);
-        ch.sw1 = __ldg((const uint32_t *)wsc + c * 64 + 8);
-        ch.mode = modes[c];
-    }
 }
+
+/* A chunk's weight scales for rows g and g + 8 and the tile's chunk mode, read from the unit's staged
+ * copy in shared memory. */
+template <bool W_FP32>
+struct wd_scales {
+    uint32_t sw0, sw1; /* UE8M0 scale words                      */
+    float4 sf0, sf1;   /* FP32 weight scales (W_FP32)             */
+    uint32_t mode;
+};
 
 /* The weight scale of 32-group j (0..3) of a chunk for a row, from its UE8M0 scale word. */
 static __device__ __forceinline__ float wd_group_scale(uint32_t word, uint32_t mode, int j) {
@@ -93,11 +89,11 @@ static __device__ __forceinline__ float wd_group_scale(uint32_t word, uint32_t m
  * into one accumulator and one promotion; otherwise every step has its own accumulator and promotion
  * with its own weight and activation scales (per-32 chunks, FP32 weight scales, 1x32 scales). */
 template <bool W_FP32, bool G32>
-static __device__ __forceinline__ void wd_compute_chunk(const wd_chunk<W_FP32> &ch, const float *as, int64_t c,
-                                                        sm90_desc desc, int t, float (&fin)[4]) {
+static __device__ __forceinline__ void wd_compute_chunk(const wd_chunk &w, const wd_scales<W_FP32> &ch, const float *as,
+                                                        int64_t c, sm90_desc desc, int t, float (&fin)[4]) {
     uint32_t a[4][4];
     if (!W_FP32 && !G32 && !(ch.mode & HFP4_SM90_MODE_PER32)) {
-        convert_folded_chunk(a, ch.q0, ch.q1, ch.sw0, ch.sw1);
+        convert_folded_chunk(a, w.q0, w.q1, ch.sw0, ch.sw1);
         float acc[4];
         wgmma_fp8_rs_chunk<8>(acc, a, desc);
         wgmma_wait<0>();
@@ -110,7 +106,7 @@ static __device__ __forceinline__ void wd_compute_chunk(const wd_chunk<W_FP32> &
         fin[3] = fmaf(acc[3], r1 * s.y, fin[3]);
         return;
     }
-    convert_folded_chunk(a, ch.q0, ch.q1, 0x6666u, 0x6666u); /* off 6 in every step: the plain values */
+    convert_folded_chunk(a, w.q0, w.q1, 0x6666u, 0x6666u); /* off 6 in every step: the plain values */
     float acc[4][4];
     wgmma_fp8_rs_steps<8, 4>(acc, a, desc);
     wgmma_wait<0>();
@@ -186,10 +182,11 @@ static __device__ void wd_build_prefix(const hfp4_sm90_gemm_params &p, const wd_
  * 128-byte tile, 128-byte swizzled (16-byte block j of token r at (j ^ r) x 16), zeros past K; and
  * their scales as floats, [kgroup][8 tokens], 1.0 past the activations' k-groups. Tokens past the
  * unit's rows are not written: their columns of D are never stored, and a column's sums use only
- * its own token. All threads; the caller synchronizes. */
+ * its own token; the tile's weight scales and chunk modes. All threads; the caller synchronizes. */
+template <bool W_FP32>
 static __device__ __forceinline__ void wd_stage_unit(const hfp4_sm90_gemm_params &p, const wd_operands &o,
-                                                     uint8_t *act, float *as, int64_t group, int64_t tok_base,
-                                                     int64_t ntok) {
+                                                     uint8_t *act, float *as, void *wsc, uint8_t *modes, int64_t group,
+                                                     int64_t tile, int64_t tok_base, int64_t ntok) {
     const int blocks = (int)p.w_chunks * 8; /* 16-byte blocks of a token (K <= WD_MAX_K) */
     for (int r = 0; r < ntok; r++) {
         const uint8_t *row = o.a + group * o.a_stride_group + (tok_base + r) * o.a_ld;
@@ -202,14 +199,21 @@ static __device__ __forceinline__ void wd_stage_unit(const hfp4_sm90_gemm_params
         for (int kg = threadIdx.x; kg < o.kgroups; kg += WD_THREADS)
             as[kg * 8 + r] = kg < p.a_k_groups ? load_a_scale(p, group, tok_base + r, kg) : 1.0f;
     }
+    /* the tile's weight scales (contiguous: [chunks][64 rows] words or float4s) and chunk modes */
+    const int64_t chunks = p.w_chunks;
+    const int per_chunk = W_FP32 ? 64 : 16; /* 16-byte words a chunk */
+    const uint4 *src = W_FP32 ? (const uint4 *)((const float4 *)p.w_scales + group * p.w_scale_group_elems + tile * chunks * 64)
+                              : (const uint4 *)((const uint32_t *)p.w_scales + group * p.w_scale_group_elems + tile * chunks * 64);
+    for (int i = threadIdx.x; i < chunks * per_chunk; i += WD_THREADS) ((uint4 *)wsc)[i] = __ldg(src + i);
+    for (int i = threadIdx.x; i < chunks; i += WD_THREADS) modes[i] = p.w_modes[(group * p.w_tiles + tile) * chunks + i];
 }
 
-/* Chunks a warpgroup has in flight ahead of the one it computes (16 warps a SM x 3 x 1 KB: ~48 KB of
- * weight loads, Little's law asks ~30 KB at the copy rate); 2 with FP32 weight scales, whose 8 floats
- * a chunk take the registers of the third. */
-template <bool W_FP32>
+/* Chunks a warpgroup has in flight ahead of the one it computes: 8 x 4 KB, so three CTAs keep ~100 KB
+ * of weight loads in flight a SM (at 2.4 TB/s a first build with 3 chunks had ~35 KB: under load the
+ * loads take ~2 us, and rate = bytes in flight / latency). */
+template <bool W_FP32, bool G32>
 struct wd_depth {
-    static constexpr int value = W_FP32 ? 2 : 3;
+    static constexpr int value = (W_FP32 || G32) ? 6 : 8; /* (the per-32 forms' registers: 6 is spill-free) */
 };
 
 template <bool W_FP32, bool G32>
@@ -220,7 +224,9 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
     /* the activation tiles must start 1024-byte aligned (the swizzle's atom); the launcher adds the slack */
     uint8_t *act = wd_smem_raw + ((1024u - (smem_addr(wd_smem_raw) & 1023u)) & 1023u);
     float *as = (float *)(act + o.act_bytes);
-    int32_t *prefix = (int32_t *)(as + (int64_t)o.kgroups * 8);
+    void *wsc = (void *)(as + (int64_t)o.kgroups * 8);             /* [chunks][64 rows] words or float4s */
+    uint8_t *modes = (uint8_t *)wsc + o.scale_bytes;               /* [chunks]                          */
+    int32_t *prefix = (int32_t *)(modes + ((p.w_chunks + 15) & ~15)); /* [groups + 1]                    */
     /* programmatic dependent launch (as the main kernel: its NOTE at grid_dependency_wait): nothing
      * in global memory is read before the grids before this one have completed */
     grid_launch_dependents();
@@ -231,7 +237,7 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
     const int g = lane / 4, t = lane % 4;
     const int64_t chunks = p.w_chunks;
     const sm90_desc desc0 = smem_desc_k128_swizzle128(act);
-    constexpr int WD_DEPTH = wd_depth<W_FP32>::value;
+    constexpr int WD_DEPTH = wd_depth<W_FP32, G32>::value;
     for (int32_t u = blockIdx.x; u < units; u += gridDim.x) {
         /* the group holding unit u: the last one whose prefix is <= u (groups without units have
          * the same prefix as the next, and the search skips them) */
@@ -247,18 +253,14 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
         const int64_t ntok = rows - tok_base < WD_TOKENS ? rows - tok_base : WD_TOKENS;
         const uint8_t *wq = p.w + group * p.w_group_bytes + tile * p.w_pairs * HFP4_SM90_PAIR_BYTES +
                             (warp * 32 + lane) * 16;
-        const int64_t srow = (tile * chunks) * 64 + warp * 16 + g; /* row g's scale entry of chunk 0 */
-        const void *wsc = W_FP32 ? (const void *)((const float4 *)p.w_scales + group * p.w_scale_group_elems + srow)
-                                 : (const void *)((const uint32_t *)p.w_scales + group * p.w_scale_group_elems + srow);
-        const uint8_t *modes = p.w_modes + (group * p.w_tiles + tile) * chunks;
 
         /* the first chunks' weights go out before the staging (they do not depend on it) */
-        wd_chunk<W_FP32> ring[WD_DEPTH];
+        wd_chunk ring[WD_DEPTH];
 #pragma unroll
         for (int i = 0; i < WD_DEPTH; i++)
-            if (i < chunks) wd_load_chunk(ring[i], wq, wsc, modes, i);
+            if (i < chunks) wd_load_chunk(ring[i], wq, i);
         __syncthreads(); /* the previous unit's wgmmas have read the tiles (each waited before its epilogue) */
-        wd_stage_unit(p, o, act, as, group, tok_base, ntok);
+        wd_stage_unit<W_FP32>(p, o, act, as, wsc, modes, group, tile, tok_base, ntok);
         fence_proxy_async_shared(); /* generic-proxy writes, read by wgmma (async proxy) */
         __syncthreads();
 
@@ -268,9 +270,20 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
             for (int i = 0; i < WD_DEPTH; i++) {
                 const int64_t c = c0 + i;
                 if (c >= chunks) break;
-                const wd_chunk<W_FP32> cur = ring[i];
-                if (c + WD_DEPTH < chunks) wd_load_chunk(ring[i], wq, wsc, modes, c + WD_DEPTH);
-                wd_compute_chunk<W_FP32, G32>(cur, as, c, desc_advance_rows(desc0, (int)(8 * c)), t, fin);
+                const wd_chunk cur = ring[i];
+                if (c + WD_DEPTH < chunks) wd_load_chunk(ring[i], wq, c + WD_DEPTH);
+                wd_scales<W_FP32> sc;
+                const int srow = (int)c * 64 + warp * 16 + g;
+                if constexpr (W_FP32) {
+                    sc.sf0 = ((const float4 *)wsc)[srow];
+                    sc.sf1 = ((const float4 *)wsc)[srow + 8];
+                    sc.mode = HFP4_SM90_MODE_PER32;
+                } else {
+                    sc.sw0 = ((const uint32_t *)wsc)[srow];
+                    sc.sw1 = ((const uint32_t *)wsc)[srow + 8];
+                    sc.mode = modes[c];
+                }
+                wd_compute_chunk<W_FP32, G32>(cur, sc, as, c, desc_advance_rows(desc0, (int)(8 * c)), t, fin);
             }
         }
         /* D[group][token][n]: rows g, g + 8 of the warp's slice, tokens 2t, 2t + 1 */
@@ -325,8 +338,9 @@ static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem,
     o.tiles = (int32_t)((problem->n + 63) / 64);
     o.kgroups = (int32_t)(G32 ? 4 * k.w_chunks : k.w_chunks);
     o.act_bytes = (uint32_t)(k.w_chunks * 1024);
-    const size_t smem = 1024 /* alignment slack */ + o.act_bytes + sizeof(float) * 8 * (size_t)o.kgroups +
-                        sizeof(int32_t) * ((size_t)o.groups + 1);
+    o.scale_bytes = (uint32_t)(k.w_chunks * 64 * (W_FP32 ? 16 : 4));
+    const size_t smem = 1024 /* alignment slack */ + o.act_bytes + sizeof(float) * 8 * (size_t)o.kgroups + o.scale_bytes +
+                        (size_t)((k.w_chunks + 15) & ~15) + sizeof(int32_t) * ((size_t)o.groups + 1);
     HFP4_REQUIRE(smem <= (size_t)dev->max_smem_optin, "%s: the warp path needs %zu bytes of shared memory, device has %d",
                  fn, smem, dev->max_smem_optin);
     HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
