@@ -31,9 +31,25 @@
 #include "wgmma_fp8_rs.cuh"
 
 #define WD_THREADS 128   /* one warpgroup: one 64-row weight tile                                 */
+#ifndef WD_MAX_CTAS_PER_SM
 #define WD_MAX_CTAS_PER_SM 3
+#endif
 #define WD_TOKENS 8      /* tokens per unit (wgmma N)                                              */
 #define WD_MAX_K 16384   /* the unit's activations (8 x K bytes) live in shared memory             */
+
+/* (make a build with -DHFP4_WD_DIAG to print one launch's timeline: globaltimer stamps of a few CTAs) */
+#ifdef HFP4_WD_DIAG
+#include <stdio.h>
+__device__ unsigned wd_diag_launch;
+static __device__ __forceinline__ uint64_t wd_now(void) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    return t;
+}
+#define WD_STAMP(var) const uint64_t var = wd_now()
+#else
+#define WD_STAMP(var)
+#endif
 
 /* One 16-byte global load that bypasses L1 (each weight byte is read once). */
 static __device__ __forceinline__ uint4 ldg_stream_16(const void *p) {
@@ -213,7 +229,10 @@ static __device__ __forceinline__ void wd_stage_unit(const hfp4_sm90_gemm_params
  * loads take ~2 us, and rate = bytes in flight / latency). */
 template <bool W_FP32, bool G32>
 struct wd_depth {
-    static constexpr int value = (W_FP32 || G32) ? 6 : 8; /* (the per-32 forms' registers: 6 is spill-free) */
+#ifndef WD_DEPTH_FAST
+#define WD_DEPTH_FAST 8
+#endif
+    static constexpr int value = (W_FP32 || G32) ? 6 : WD_DEPTH_FAST; /* (the per-32 forms' registers: 6 is spill-free) */
 };
 
 template <bool W_FP32, bool G32>
@@ -229,9 +248,18 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
     int32_t *prefix = (int32_t *)(modes + ((p.w_chunks + 15) & ~15)); /* [groups + 1]                    */
     /* programmatic dependent launch (as the main kernel: its NOTE at grid_dependency_wait): nothing
      * in global memory is read before the grids before this one have completed */
+    WD_STAMP(t_entry);
     grid_launch_dependents();
     grid_dependency_wait();
     wd_build_prefix(p, o, prefix);
+    WD_STAMP(t_prefix);
+#ifdef HFP4_WD_DIAG
+    __shared__ unsigned launch_no;
+    if (threadIdx.x == 0) launch_no = blockIdx.x == 0 ? atomicAdd(&wd_diag_launch, 1) : atomicAdd(&wd_diag_launch, 0);
+    __syncthreads();
+    uint64_t t_staged = 0, t_loop = 0;
+    int my_units = 0;
+#endif
     const int32_t units = prefix[o.groups];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int g = lane / 4, t = lane % 4;
@@ -263,6 +291,9 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
         wd_stage_unit<W_FP32>(p, o, act, as, wsc, modes, group, tile, tok_base, ntok);
         fence_proxy_async_shared(); /* generic-proxy writes, read by wgmma (async proxy) */
         __syncthreads();
+#ifdef HFP4_WD_DIAG
+        if (my_units++ == 0) t_staged = wd_now();
+#endif
 
         float fin[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int64_t c0 = 0; c0 < chunks; c0 += WD_DEPTH) {
@@ -289,6 +320,9 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
                 if (c + WD_DEPTH < chunks) wd_load_chunk(ring[i], wq, c + WD_DEPTH);
             }
         }
+#ifdef HFP4_WD_DIAG
+        t_loop = wd_now();
+#endif
         /* D[group][token][n]: rows g, g + 8 of the warp's slice, tokens 2t, 2t + 1 */
         const int64_t n0 = tile * 64 + warp * 16 + g;
 #pragma unroll
@@ -302,6 +336,13 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
             }
         }
     }
+#ifdef HFP4_WD_DIAG
+    if (threadIdx.x == 0 && launch_no == 40 && blockIdx.x % 16 == 0)
+        printf("wd_diag cta %d units %d entry %llu prefix +%llu staged +%llu loop +%llu end +%llu\n", (int)blockIdx.x,
+               my_units, (unsigned long long)t_entry, (unsigned long long)(t_prefix - t_entry),
+               (unsigned long long)(t_staged ? t_staged - t_entry : 0), (unsigned long long)(t_loop ? t_loop - t_entry : 0),
+               (unsigned long long)(wd_now() - t_entry));
+#endif
 #else
     /* Built for another architecture: never launched there (the host checks the device). */
     __trap();
