@@ -337,7 +337,7 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
         }
     }
 #ifdef HFP4_WD_DIAG
-    if (threadIdx.x == 0 && launch_no == 40 && blockIdx.x % 16 == 0)
+    if (threadIdx.x == 0 && launch_no == 3 && blockIdx.x % 8 == 0)
         printf("wd_diag cta %d units %d entry %llu prefix +%llu staged +%llu loop +%llu end +%llu\n", (int)blockIdx.x,
                my_units, (unsigned long long)t_entry, (unsigned long long)(t_prefix - t_entry),
                (unsigned long long)(t_staged ? t_staged - t_entry : 0), (unsigned long long)(t_loop ? t_loop - t_entry : 0),
