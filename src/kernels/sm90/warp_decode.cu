@@ -108,6 +108,10 @@ template <bool W_FP32, bool G32>
 static __device__ __forceinline__ void wd_compute_chunk(const wd_chunk &w, const wd_scales<W_FP32> &ch, const float *as,
                                                         int64_t c, sm90_desc desc, int t, float (&fin)[4]) {
     uint32_t a[4][4];
+#ifdef HFP4_WD_NO_COMPUTE /* (a timing-only build: the loads consumed, no math; wrong results) */
+    fin[0] += __uint_as_float((w.q0.x ^ w.q0.y ^ w.q0.z ^ w.q0.w ^ w.q1.x ^ w.q1.y ^ w.q1.z ^ w.q1.w ^ ch.sw0) & 0x3F800000u);
+    return;
+#endif
     if (!W_FP32 && !G32 && !(ch.mode & HFP4_SM90_MODE_PER32)) {
         convert_folded_chunk(a, w.q0, w.q1, ch.sw0, ch.sw1);
         float acc[4];
@@ -194,39 +198,134 @@ static __device__ void wd_build_prefix(const hfp4_sm90_gemm_params &p, const wd_
     __syncthreads();
 }
 
+/* Copies n 16-byte words, word i from src(i) (zero when src(i) is NULL) to dst(i), the loads of up
+ * to 8 words a thread issued together: a unit's staging is then one memory round trip, not one per
+ * word (a first form, load-store per word behind the weight loads, took ~9 us at T = 1). */
+template <typename SRC, typename DST>
+static __device__ __forceinline__ void wd_copy16(int n, SRC src, DST dst) {
+    for (int base = threadIdx.x; base < n; base += 8 * WD_THREADS) {
+        uint4 v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int i = base + j * WD_THREADS;
+            const uint4 *p = i < n ? src(i) : (const uint4 *)0;
+            v[j] = p ? __ldg(p) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int i = base + j * WD_THREADS;
+            if (i < n) *dst(i) = v[j];
+        }
+    }
+}
+
 /* The unit's activations into shared memory as the tensor core reads them: per chunk an 8-token x
- * 128-byte tile, 128-byte swizzled (16-byte block j of token r at (j ^ r) x 16), zeros past K; and
- * their scales as floats, [kgroup][8 tokens], 1.0 past the activations' k-groups. Tokens past the
- * unit's rows are not written: their columns of D are never stored, and a column's sums use only
- * its own token; the tile's weight scales and chunk modes. All threads; the caller synchronizes. */
+ * 128-byte tile, 128-byte swizzled (16-byte block j of token r at (j ^ r) x 16), zeros past K; their
+ * scales as floats, [kgroup][8 tokens], 1.0 past the activations' k-groups; the tile's weight scales
+ * and chunk modes. Tokens past the unit's rows are not written: their columns of D are never stored,
+ * and a column's sums use only its own token. All threads; the caller synchronizes. */
 template <bool W_FP32>
 static __device__ __forceinline__ void wd_stage_unit(const hfp4_sm90_gemm_params &p, const wd_operands &o,
                                                      uint8_t *act, float *as, void *wsc, uint8_t *modes, int64_t group,
-                                                     int64_t tile, int64_t tok_base, int64_t ntok) {
-    const int blocks = (int)p.w_chunks * 8; /* 16-byte blocks of a token (K <= WD_MAX_K) */
-    for (int r = 0; r < ntok; r++) {
-        const uint8_t *row = o.a + group * o.a_stride_group + (tok_base + r) * o.a_ld;
-        for (int i = threadIdx.x; i < blocks; i += WD_THREADS) {
-            const int c = i >> 3, j = i & 7, k = i * 16;
-            uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (k < p.k) v = __ldg((const uint4 *)(row + k));
-            *(uint4 *)(act + c * 1024 + r * 128 + ((j ^ r) * 16)) = v;
-        }
-        for (int kg = threadIdx.x; kg < o.kgroups; kg += WD_THREADS)
-            as[kg * 8 + r] = kg < p.a_k_groups ? load_a_scale(p, group, tok_base + r, kg) : 1.0f;
-    }
-    /* the tile's weight scales (contiguous: [chunks][64 rows] words or float4s) and chunk modes */
-    const int64_t chunks = p.w_chunks;
-    const int per_chunk = W_FP32 ? 64 : 16; /* 16-byte words a chunk */
+                                                     int64_t tile, int64_t tok_base, int ntok) {
+    const int chunks = (int)p.w_chunks, blocks = chunks * 8; /* 16-byte blocks of a token (K <= WD_MAX_K) */
+    const uint8_t *rows = o.a + group * o.a_stride_group + tok_base * o.a_ld;
+    const int64_t a_ld = o.a_ld, k = p.k;
+    wd_copy16(
+        ntok * blocks,
+        [&](int i) -> const uint4 * {
+            const int r = i / blocks, b = i - r * blocks;
+            return (int64_t)b * 16 < k ? (const uint4 *)(rows + r * a_ld + b * 16) : (const uint4 *)0;
+        },
+        [&](int i) -> uint4 * {
+            const int r = i / blocks, b = i - r * blocks, c = b >> 3, j = b & 7;
+            return (uint4 *)(act + c * 1024 + r * 128 + ((j ^ r) * 16));
+        });
+    /* the tile's weight scales (contiguous: [chunks][64 rows] words or float4s) */
     const uint4 *src = W_FP32 ? (const uint4 *)((const float4 *)p.w_scales + group * p.w_scale_group_elems + tile * chunks * 64)
                               : (const uint4 *)((const uint32_t *)p.w_scales + group * p.w_scale_group_elems + tile * chunks * 64);
-    for (int i = threadIdx.x; i < chunks * per_chunk; i += WD_THREADS) ((uint4 *)wsc)[i] = __ldg(src + i);
+    wd_copy16(
+        chunks * (W_FP32 ? 64 : 16), [&](int i) { return src + i; }, [&](int i) { return (uint4 *)wsc + i; });
+    for (int i = threadIdx.x; i < ntok * o.kgroups; i += WD_THREADS) {
+        const int r = i / o.kgroups, kg = i - r * o.kgroups;
+        as[kg * 8 + r] = kg < p.a_k_groups ? load_a_scale(p, group, tok_base + r, kg) : 1.0f;
+    }
     for (int i = threadIdx.x; i < chunks; i += WD_THREADS) modes[i] = p.w_modes[(group * p.w_tiles + tile) * chunks + i];
 }
 
 /* Chunks a warpgroup has in flight ahead of the one it computes: 8 x 4 KB, so three CTAs keep ~100 KB
  * of weight loads in flight a SM (at 2.4 TB/s a first build with 3 chunks had ~35 KB: under load the
  * loads take ~2 us, and rate = bytes in flight / latency). */
+#ifdef HFP4_WD_LOOKAHEAD
+/* The look-ahead form of a chunk (HFP4_WD_LOOKAHEAD): the next chunk's fragments are converted while
+ * this chunk's wgmmas run, and the wait names them as operands, so ptxas cannot move the conversion
+ * after it (it did in the main kernel's loop, bench/RESULTS.md v9). */
+template <bool W_FP32, bool G32>
+static __device__ __forceinline__ void wd_convert(const wd_chunk &w, const wd_scales<W_FP32> &ch, uint32_t (&a)[4][4]) {
+    if (!W_FP32 && !G32 && !(ch.mode & HFP4_SM90_MODE_PER32)) convert_folded_chunk(a, w.q0, w.q1, ch.sw0, ch.sw1);
+    else convert_folded_chunk(a, w.q0, w.q1, 0x6666u, 0x6666u);
+}
+template <bool W_FP32, bool G32>
+static __device__ __forceinline__ bool wd_folded(const wd_scales<W_FP32> &ch) {
+    return !W_FP32 && !G32 && !(ch.mode & HFP4_SM90_MODE_PER32);
+}
+static __device__ __forceinline__ void wd_wait_holding(uint32_t (&a)[4][4]) {
+    asm volatile("wgmma.wait_group.sync.aligned 0;"
+                 : "+r"(a[0][0]), "+r"(a[0][1]), "+r"(a[0][2]), "+r"(a[0][3]), "+r"(a[1][0]), "+r"(a[1][1]), "+r"(a[1][2]),
+                   "+r"(a[1][3]), "+r"(a[2][0]), "+r"(a[2][1]), "+r"(a[2][2]), "+r"(a[2][3]), "+r"(a[3][0]), "+r"(a[3][1]),
+                   "+r"(a[3][2]), "+r"(a[3][3])
+                 :
+                 : "memory");
+}
+/* promotion of a waited chunk: acc1 (folded: one chained sum) or acc4 (a sum per step) */
+template <bool W_FP32, bool G32>
+static __device__ __forceinline__ void wd_promote(const wd_scales<W_FP32> &ch, const float (&acc1)[4],
+                                                  const float (&acc4)[4][4], const float *as, int64_t c, int t,
+                                                  float (&fin)[4]) {
+    if (wd_folded<W_FP32, G32>(ch)) {
+        const float2 s = *(const float2 *)(as + c * 8 + 2 * t);
+        const float r0 = row_scale_from_emax((ch.sw0 >> 16) & 0xFFu), r1 = row_scale_from_emax((ch.sw1 >> 16) & 0xFFu);
+        fin[0] = fmaf(acc1[0], r0 * s.x, fin[0]);
+        fin[1] = fmaf(acc1[1], r0 * s.y, fin[1]);
+        fin[2] = fmaf(acc1[2], r1 * s.x, fin[2]);
+        fin[3] = fmaf(acc1[3], r1 * s.y, fin[3]);
+        return;
+    }
+    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int s = 0; s < 4; s++) {
+        float w0, w1;
+        if constexpr (W_FP32) {
+            const float f0[4] = {ch.sf0.x, ch.sf0.y, ch.sf0.z, ch.sf0.w}, f1[4] = {ch.sf1.x, ch.sf1.y, ch.sf1.z, ch.sf1.w};
+            w0 = f0[s];
+            w1 = f1[s];
+        } else {
+            w0 = wd_group_scale(ch.sw0, ch.mode, s);
+            w1 = wd_group_scale(ch.sw1, ch.mode, s);
+        }
+        if constexpr (G32) {
+            const float2 sa = *(const float2 *)(as + (4 * c + s) * 8 + 2 * t);
+            fin[0] = fmaf(acc4[s][0], w0 * sa.x, fin[0]);
+            fin[1] = fmaf(acc4[s][1], w0 * sa.y, fin[1]);
+            fin[2] = fmaf(acc4[s][2], w1 * sa.x, fin[2]);
+            fin[3] = fmaf(acc4[s][3], w1 * sa.y, fin[3]);
+        } else {
+            part[0] = fmaf(acc4[s][0], w0, part[0]);
+            part[1] = fmaf(acc4[s][1], w0, part[1]);
+            part[2] = fmaf(acc4[s][2], w1, part[2]);
+            part[3] = fmaf(acc4[s][3], w1, part[3]);
+        }
+    }
+    if constexpr (!G32) {
+        const float2 s = *(const float2 *)(as + c * 8 + 2 * t);
+        fin[0] = fmaf(part[0], s.x, fin[0]);
+        fin[1] = fmaf(part[1], s.y, fin[1]);
+        fin[2] = fmaf(part[2], s.x, fin[2]);
+        fin[3] = fmaf(part[3], s.y, fin[3]);
+    }
+}
+#endif
+
 template <bool W_FP32, bool G32>
 struct wd_depth {
 #ifndef WD_DEPTH_FAST
@@ -282,13 +381,14 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
         const uint8_t *wq = p.w + group * p.w_group_bytes + tile * p.w_pairs * HFP4_SM90_PAIR_BYTES +
                             (warp * 32 + lane) * 16;
 
-        /* the first chunks' weights go out before the staging (they do not depend on it) */
+        /* the staging's loads go out first (the first chunk needs them; behind ~12 MB of weight
+         * loads from every SM they would wait their turn), then the first chunks' weights */
+        __syncthreads(); /* the previous unit's wgmmas have read the tiles (each waited before its epilogue) */
+        wd_stage_unit<W_FP32>(p, o, act, as, wsc, modes, group, tile, tok_base, (int)ntok);
         wd_chunk ring[WD_DEPTH];
 #pragma unroll
         for (int i = 0; i < WD_DEPTH; i++)
             if (i < chunks) wd_load_chunk(ring[i], wq, i);
-        __syncthreads(); /* the previous unit's wgmmas have read the tiles (each waited before its epilogue) */
-        wd_stage_unit<W_FP32>(p, o, act, as, wsc, modes, group, tile, tok_base, ntok);
         fence_proxy_async_shared(); /* generic-proxy writes, read by wgmma (async proxy) */
         __syncthreads();
 #ifdef HFP4_WD_DIAG
@@ -296,22 +396,64 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
 #endif
 
         float fin[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        auto scales_of = [&](int64_t c) {
+            wd_scales<W_FP32> sc;
+            const int srow = (int)c * 64 + warp * 16 + g;
+            if constexpr (W_FP32) {
+                sc.sf0 = ((const float4 *)wsc)[srow];
+                sc.sf1 = ((const float4 *)wsc)[srow + 8];
+                sc.mode = HFP4_SM90_MODE_PER32;
+            } else {
+                sc.sw0 = ((const uint32_t *)wsc)[srow];
+                sc.sw1 = ((const uint32_t *)wsc)[srow + 8];
+                sc.mode = modes[c];
+            }
+            return sc;
+        };
+#ifdef HFP4_WD_LOOKAHEAD
+        static_assert(WD_DEPTH % 2 == 0, "the fragment sets alternate with the chunk's parity");
+        uint32_t a[2][4][4];
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int st = 0; st < 4; st++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) a[h][st][r] = 0u;
+        wd_scales<W_FP32> sc_cur = scales_of(0);
+        wd_convert<W_FP32, G32>(ring[0], sc_cur, a[0]);
+        if (WD_DEPTH < chunks) wd_load_chunk(ring[0], wq, WD_DEPTH);
         for (int64_t c0 = 0; c0 < chunks; c0 += WD_DEPTH) {
 #pragma unroll
             for (int i = 0; i < WD_DEPTH; i++) {
                 const int64_t c = c0 + i;
                 if (c >= chunks) break;
-                wd_scales<W_FP32> sc;
-                const int srow = (int)c * 64 + warp * 16 + g;
-                if constexpr (W_FP32) {
-                    sc.sf0 = ((const float4 *)wsc)[srow];
-                    sc.sf1 = ((const float4 *)wsc)[srow + 8];
-                    sc.mode = HFP4_SM90_MODE_PER32;
-                } else {
-                    sc.sw0 = ((const uint32_t *)wsc)[srow];
-                    sc.sw1 = ((const uint32_t *)wsc)[srow + 8];
-                    sc.mode = modes[c];
+                const int cur = i & 1;
+                const sm90_desc desc = desc_advance_rows(desc0, (int)(8 * c));
+                float acc1[4], acc4[4][4];
+                const bool folded = wd_folded<W_FP32, G32>(sc_cur);
+                if (folded) wgmma_fp8_rs_chunk<8>(acc1, a[cur], desc);
+                else wgmma_fp8_rs_steps<8, 4>(acc4, a[cur], desc);
+                wd_scales<W_FP32> sc_next = sc_cur;
+                if (c + 1 < chunks) {
+                    const int nxt = (i + 1) % WD_DEPTH; /* (static: the loop is unrolled) */
+                    sc_next = scales_of(c + 1);
+                    wd_convert<W_FP32, G32>(ring[nxt], sc_next, a[cur ^ 1]);
+                    if (c + 1 + WD_DEPTH < chunks) wd_load_chunk(ring[nxt], wq, c + 1 + WD_DEPTH);
                 }
+                wd_wait_holding(a[cur ^ 1]);
+                if (folded) wgmma_chunk_waited<8>(acc1, a[cur]);
+                else wgmma_steps_waited<8, 4>(acc4, a[cur]);
+                wd_promote<W_FP32, G32>(sc_cur, acc1, acc4, as, c, t, fin);
+                sc_cur = sc_next;
+            }
+        }
+#else
+        for (int64_t c0 = 0; c0 < chunks; c0 += WD_DEPTH) {
+#pragma unroll
+            for (int i = 0; i < WD_DEPTH; i++) {
+                const int64_t c = c0 + i;
+                if (c >= chunks) break;
+                const wd_scales<W_FP32> sc = scales_of(c);
                 wd_compute_chunk<W_FP32, G32>(ring[i], sc, as, c, desc_advance_rows(desc0, (int)(8 * c)), t, fin);
                 /* NOTE: the next load into this slot goes out after the chunk's use, into the same
                  * registers; a copy of the slot before the load (cur = ring[i]) made ptxas rotate
@@ -320,6 +462,7 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
                 if (c + WD_DEPTH < chunks) wd_load_chunk(ring[i], wq, c + WD_DEPTH);
             }
         }
+#endif
 #ifdef HFP4_WD_DIAG
         t_loop = wd_now();
 #endif
