@@ -177,6 +177,14 @@ static __device__ __forceinline__ void cp_async_4_zfill(void *dst, const void *s
                  : "memory");
 }
 
+/* 16-byte asynchronous copy global -> shared (cp.async.cg: L2 only); with `valid` false nothing is
+ * read and the destination gets zeros. cp_async_wait_all waits for this thread's copies. */
+static __device__ __forceinline__ void cp_async_16_zfill(void *dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0)
+                 : "memory");
+}
+static __device__ __forceinline__ void cp_async_wait_all(void) { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 /* One arrival on `bar`, made when all of this thread's earlier cp.async copies have landed. */
 static __device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint64_t *bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");

@@ -198,64 +198,74 @@ static __device__ void wd_build_prefix(const hfp4_sm90_gemm_params &p, const wd_
     __syncthreads();
 }
 
-/* Copies n 16-byte words, word i from src(i) (zero when src(i) is NULL) to dst(i), the loads of up
- * to 8 words a thread issued together: a unit's staging is then one memory round trip, not one per
- * word (a first form, load-store per word behind the weight loads, took ~9 us at T = 1). */
-template <typename SRC, typename DST>
-static __device__ __forceinline__ void wd_copy16(int n, SRC src, DST dst) {
-    for (int base = threadIdx.x; base < n; base += 8 * WD_THREADS) {
-        uint4 v[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int i = base + j * WD_THREADS;
-            const uint4 *p = i < n ? src(i) : (const uint4 *)0;
-            v[j] = p ? __ldg(p) : make_uint4(0u, 0u, 0u, 0u);
-        }
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int i = base + j * WD_THREADS;
-            if (i < n) *dst(i) = v[j];
+/* The unit's operands into shared memory: the activations as the tensor core reads them (per chunk
+ * an 8-token x 128-byte tile, 128-byte swizzled: 16-byte block j of token r at (j ^ r) x 16, zeros
+ * past K), their scales as floats ([kgroup][8 tokens], 1.0 past the activations' k-groups), the
+ * tile's weight scales and chunk modes. Tokens past the unit's rows are not written: their columns
+ * of D are never stored, and a column's sums use only its own token. restage_acts: the activations
+ * and their scales too (not when the previous unit had the same group and tokens).
+ * Split in two so that the weight ring's loads go out between them: wd_stage_issue starts the
+ * copies (cp.async, asynchronous) and returns this thread's activation scales and chunk-mode bytes
+ * as loaded values; wd_stage_finish stores those and waits for the copies. A first form (a load and
+ * a store per word, behind the weight loads) took ~9 us at T = 1, a second (loads issued together,
+ * one phase after another) ~5 us. All threads; the caller synchronizes. */
+#define WD_STAGE_SCALARS 4 /* activation scales and mode bytes a thread holds between the halves */
+typedef struct wd_stage_regs {
+    float as[WD_STAGE_SCALARS];
+    uint32_t mode[WD_STAGE_SCALARS];
+} wd_stage_regs;
+
+template <bool W_FP32>
+static __device__ __forceinline__ void wd_stage_issue(const hfp4_sm90_gemm_params &p, const wd_operands &o, uint8_t *act,
+                                                      void *wsc, int64_t group, int64_t tile, int64_t tok_base, int ntok,
+                                                      bool restage_acts, wd_stage_regs &r) {
+    const int chunks = (int)p.w_chunks, blocks = chunks * 8; /* 16-byte blocks of a token (K <= WD_MAX_K) */
+    if (restage_acts) {
+        const uint8_t *rows = o.a + group * o.a_stride_group + tok_base * o.a_ld;
+        for (int i = threadIdx.x; i < ntok * blocks; i += WD_THREADS) {
+            const int t = i / blocks, b = i - t * blocks, c = b >> 3, j = b & 7;
+            const bool in = (int64_t)b * 16 < p.k;
+            cp_async_16_zfill(act + c * 1024 + t * 128 + ((j ^ t) * 16), in ? rows + t * o.a_ld + b * 16 : rows, in);
         }
     }
-}
-
-/* The unit's activations into shared memory as the tensor core reads them: per chunk an 8-token x
- * 128-byte tile, 128-byte swizzled (16-byte block j of token r at (j ^ r) x 16), zeros past K; their
- * scales as floats, [kgroup][8 tokens], 1.0 past the activations' k-groups; the tile's weight scales
- * and chunk modes. Tokens past the unit's rows are not written: their columns of D are never stored,
- * and a column's sums use only its own token. All threads; the caller synchronizes. */
-template <bool W_FP32>
-static __device__ __forceinline__ void wd_stage_unit(const hfp4_sm90_gemm_params &p, const wd_operands &o,
-                                                     uint8_t *act, float *as, void *wsc, uint8_t *modes, int64_t group,
-                                                     int64_t tile, int64_t tok_base, int ntok) {
-    const int chunks = (int)p.w_chunks, blocks = chunks * 8; /* 16-byte blocks of a token (K <= WD_MAX_K) */
-    const uint8_t *rows = o.a + group * o.a_stride_group + tok_base * o.a_ld;
-    const int64_t a_ld = o.a_ld, k = p.k;
-    wd_copy16(
-        ntok * blocks,
-        [&](int i) -> const uint4 * {
-            const int r = i / blocks, b = i - r * blocks;
-            return (int64_t)b * 16 < k ? (const uint4 *)(rows + r * a_ld + b * 16) : (const uint4 *)0;
-        },
-        [&](int i) -> uint4 * {
-            const int r = i / blocks, b = i - r * blocks, c = b >> 3, j = b & 7;
-            return (uint4 *)(act + c * 1024 + r * 128 + ((j ^ r) * 16));
-        });
     /* the tile's weight scales (contiguous: [chunks][64 rows] words or float4s) */
     const uint4 *src = W_FP32 ? (const uint4 *)((const float4 *)p.w_scales + group * p.w_scale_group_elems + tile * chunks * 64)
                               : (const uint4 *)((const uint32_t *)p.w_scales + group * p.w_scale_group_elems + tile * chunks * 64);
-    wd_copy16(
-        chunks * (W_FP32 ? 64 : 16), [&](int i) { return src + i; }, [&](int i) { return (uint4 *)wsc + i; });
-    for (int i = threadIdx.x; i < ntok * o.kgroups; i += WD_THREADS) {
-        const int r = i / o.kgroups, kg = i - r * o.kgroups;
-        as[kg * 8 + r] = kg < p.a_k_groups ? load_a_scale(p, group, tok_base + r, kg) : 1.0f;
+    for (int i = threadIdx.x; i < chunks * (W_FP32 ? 64 : 16); i += WD_THREADS) cp_async_16_zfill((uint4 *)wsc + i, src + i, true);
+    const int nas = restage_acts ? ntok * o.kgroups : 0;
+#pragma unroll
+    for (int q = 0; q < WD_STAGE_SCALARS; q++) {
+        const int i = threadIdx.x + q * WD_THREADS;
+        if (i < nas) {
+            const int t = i / o.kgroups, kg = i - t * o.kgroups;
+            r.as[q] = kg < p.a_k_groups ? load_a_scale(p, group, tok_base + t, kg) : 1.0f;
+        }
+        if (i < chunks) r.mode[q] = p.w_modes[(group * p.w_tiles + tile) * chunks + i];
     }
-    for (int i = threadIdx.x; i < chunks; i += WD_THREADS) modes[i] = p.w_modes[(group * p.w_tiles + tile) * chunks + i];
 }
 
-/* Chunks a warpgroup has in flight ahead of the one it computes: 8 x 4 KB, so three CTAs keep ~100 KB
- * of weight loads in flight a SM (at 2.4 TB/s a first build with 3 chunks had ~35 KB: under load the
- * loads take ~2 us, and rate = bytes in flight / latency). */
+static __device__ __forceinline__ void wd_stage_finish(const hfp4_sm90_gemm_params &p, const wd_operands &o, float *as,
+                                                       uint8_t *modes, int64_t group, int64_t tok_base, int ntok,
+                                                       bool restage_acts, const wd_stage_regs &r) {
+    const int chunks = (int)p.w_chunks, nas = restage_acts ? ntok * o.kgroups : 0;
+#pragma unroll
+    for (int q = 0; q < WD_STAGE_SCALARS; q++) {
+        const int i = threadIdx.x + q * WD_THREADS;
+        if (i < nas) {
+            const int t = i / o.kgroups, kg = i - t * o.kgroups;
+            as[kg * 8 + t] = r.as[q];
+        }
+        if (i < chunks) modes[i] = (uint8_t)r.mode[q];
+    }
+    /* the rest, when a unit has more than the registers hold (long K, 1x32 scales, many tokens) */
+    for (int i = threadIdx.x + WD_STAGE_SCALARS * WD_THREADS; i < nas; i += WD_THREADS) {
+        const int t = i / o.kgroups, kg = i - t * o.kgroups;
+        as[kg * 8 + t] = kg < p.a_k_groups ? load_a_scale(p, group, tok_base + t, kg) : 1.0f;
+    }
+    static_assert(WD_MAX_K / 128 <= WD_STAGE_SCALARS * WD_THREADS, "the chunk modes fit the registers");
+    cp_async_wait_all();
+}
+
 #ifdef HFP4_WD_LOOKAHEAD
 /* The look-ahead form of a chunk (HFP4_WD_LOOKAHEAD): the next chunk's fragments are converted while
  * this chunk's wgmmas run, and the wait names them as operands, so ptxas cannot move the conversion
@@ -365,7 +375,12 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
     const int64_t chunks = p.w_chunks;
     const sm90_desc desc0 = smem_desc_k128_swizzle128(act);
     constexpr int WD_DEPTH = wd_depth<W_FP32, G32>::value;
-    for (int32_t u = blockIdx.x; u < units; u += gridDim.x) {
+    /* NOTE: CTA c takes units [c U / G, (c + 1) U / G): consecutive units then mostly share a group
+     * and token block (the tiles of one expert), whose activations are staged once for them all */
+    const int32_t u_begin = (int32_t)((int64_t)blockIdx.x * units / gridDim.x);
+    const int32_t u_end = (int32_t)((int64_t)(blockIdx.x + 1) * units / gridDim.x);
+    int64_t staged_group = -1, staged_block = -1;
+    for (int32_t u = u_begin; u < u_end; u++) {
         /* the group holding unit u: the last one whose prefix is <= u (groups without units have
          * the same prefix as the next, and the search skips them) */
         int lo = 0, hi = o.groups - 1;
@@ -377,18 +392,24 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
         const int64_t group = lo, local = u - prefix[lo];
         const int64_t block = local / o.tiles, tile = local % o.tiles;
         const int64_t rows = wd_group_rows(p, lo), tok_base = block * WD_TOKENS;
-        const int64_t ntok = rows - tok_base < WD_TOKENS ? rows - tok_base : WD_TOKENS;
+        const int ntok = (int)(rows - tok_base < WD_TOKENS ? rows - tok_base : WD_TOKENS);
         const uint8_t *wq = p.w + group * p.w_group_bytes + tile * p.w_pairs * HFP4_SM90_PAIR_BYTES +
                             (warp * 32 + lane) * 16;
+        const bool restage = group != staged_group || block != staged_block;
+        staged_group = group;
+        staged_block = block;
 
-        /* the staging's loads go out first (the first chunk needs them; behind ~12 MB of weight
-         * loads from every SM they would wait their turn), then the first chunks' weights */
+        /* the staging's copies go out first (the first chunk needs them; behind ~12 MB of weight
+         * loads from every SM they would wait their turn), then the first chunks' weights, then
+         * the staging completes */
         __syncthreads(); /* the previous unit's wgmmas have read the tiles (each waited before its epilogue) */
-        wd_stage_unit<W_FP32>(p, o, act, as, wsc, modes, group, tile, tok_base, (int)ntok);
+        wd_stage_regs sr;
+        wd_stage_issue<W_FP32>(p, o, act, wsc, group, tile, tok_base, ntok, restage, sr);
         wd_chunk ring[WD_DEPTH];
 #pragma unroll
         for (int i = 0; i < WD_DEPTH; i++)
             if (i < chunks) wd_load_chunk(ring[i], wq, i);
+        wd_stage_finish(p, o, as, modes, group, tok_base, ntok, restage, sr);
         fence_proxy_async_shared(); /* generic-proxy writes, read by wgmma (async proxy) */
         __syncthreads();
 #ifdef HFP4_WD_DIAG
