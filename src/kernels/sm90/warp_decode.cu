@@ -336,6 +336,10 @@ static __device__ __forceinline__ void wd_promote(const wd_scales<W_FP32> &ch, c
 }
 #endif
 
+#ifndef WD_EARLY
+#define WD_EARLY 2 /* ring slots loaded before the staging has landed (see the NOTE in the kernel) */
+#endif
+
 template <bool W_FP32, bool G32>
 struct wd_depth {
 #ifndef WD_DEPTH_FAST
@@ -399,17 +403,21 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
         staged_group = group;
         staged_block = block;
 
-        /* the staging's copies go out first (the first chunk needs them; behind ~12 MB of weight
-         * loads from every SM they would wait their turn), then the first chunks' weights, then
-         * the staging completes */
+        /* NOTE: the staging's copies go out first, then the first WD_EARLY chunks' weights; the
+         * rest of the ring only once the staging has landed. At T = 1 every SM starts at once, and
+         * the whole ring's loads (~12 MB from all SMs) queued ahead of the staging held the first
+         * chunk back to ~9 us after entry (make a build with -DHFP4_WD_DIAG for the timeline). */
         __syncthreads(); /* the previous unit's wgmmas have read the tiles (each waited before its epilogue) */
         wd_stage_regs sr;
         wd_stage_issue<W_FP32>(p, o, act, wsc, group, tile, tok_base, ntok, restage, sr);
         wd_chunk ring[WD_DEPTH];
 #pragma unroll
-        for (int i = 0; i < WD_DEPTH; i++)
+        for (int i = 0; i < WD_EARLY; i++)
             if (i < chunks) wd_load_chunk(ring[i], wq, i);
         wd_stage_finish(p, o, as, modes, group, tok_base, ntok, restage, sr);
+#pragma unroll
+        for (int i = WD_EARLY; i < WD_DEPTH; i++)
+            if (i < chunks) wd_load_chunk(ring[i], wq, i);
         fence_proxy_async_shared(); /* generic-proxy writes, read by wgmma (async proxy) */
         __syncthreads();
 #ifdef HFP4_WD_DIAG
