@@ -786,6 +786,11 @@ TEST(gpu_warp_decode) {
     c.expected_m = 2;
     c.chain = 1;
     check_case(&c, "warp: masked, chained launch");
+    /* beyond what the warp path takes (its staged FP32 weight scales would not fit): the main kernel */
+    c = base_case(HFP4_GROUPING_MASKED, 4, 256, 8192, 3, 2052);
+    c.expected_m = 2;
+    c.w_pow2 = 0;
+    check_case(&c, "warp: masked, refused (FP32 scales, K 8192)");
     hfp4__sm90_warp_decode_set(-1);
 }
 

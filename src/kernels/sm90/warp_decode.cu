@@ -1,23 +1,27 @@
 /*
- * warp_decode.cu - the warp path of hfp4_gemm (warp_decode.h): FP8 x FP4 for groups of a few rows.
+ * warp_decode.cu - the warp path of hfp4_gemm (warp_decode.h): FP8 x FP4 for groups of a few rows,
+ * opt-in (HFP4_SM90_WARP_DECODE=1).
  *
- * Why a second kernel for decode: the main kernel (fp8_fp4_gemm.cuh) feeds wgmma from a TMA
- * pipeline run by producer warps, 128 weight rows per item. With one token (six experts, 192 such
- * items on 264 CTA slots) its SMs get one or two items each, a CTA streams at ~24 GB/s (its
- * consumers' chain) and the first chunk arrives 6-10 us after entry (bench/RESULTS.md v12-v13), so
- * T = 1 reached ~1.8 TB/s. Here each warp owns a 16-row slice of a 64-row weight tile and runs the
- * whole K on its own: the repacked layout (sm90_layout.h) gives each thread, per k32 step, exactly
- * its A fragment of mma.sync m16n8k32 (which wgmma's register operand shares), so the words go
- * from global memory into registers with 16-byte loads, a few chunks ahead, and nothing waits on
- * another warp. A CTA is the tile's four warps; the live tiles (64 rows x up to 8 tokens of a
- * group) are ranked through a prefix of the groups in shared memory and dealt round-robin to a
- * persistent grid of a few CTAs per SM, so every SM streams about the same bytes.
+ * Why a second decode kernel: the main kernel (fp8_fp4_gemm.cuh) feeds wgmma from a TMA pipeline run
+ * by producer warps, 128 weight rows per item. With one token (six experts, 192 such items on 264
+ * CTA slots) its SMs get one or two items each and the first chunk arrives 6-10 us after entry
+ * (bench/RESULTS.md v12-v13): T = 1 reached ~1.8 TB/s. Here a CTA is one warpgroup and a unit of
+ * work one 64-row weight tile x up to 8 tokens of a group: the repacked layout (sm90_layout.h) gives
+ * each thread, per k32 step, exactly its register fragment of wgmma m64n8k32, so the weight words go
+ * from global memory straight into registers with 16-byte loads, 8 chunks ahead (no producer, no
+ * barriers), and the unit's activations, their scales and the tile's weight scales are staged in
+ * shared memory once per unit (cp.async). The live units are ranked through a prefix of the groups
+ * in shared memory; each CTA of a persistent grid (3 a SM) takes a contiguous range of them, so the
+ * SMs stream about the same bytes and consecutive units share their activations.
  *
- * Numerics: every k32 step is one mma (a fresh sum of 32 exact products, C = 0) promoted into FP32
- * with its own weight scale (the group's UE8M0 exponent, or the FP32 scale) and activation scale:
- * exact for every scale form (folded, per-32, FP32 weight scales, 1x128 or 1x32 activation scales)
- * with one code path. At decode the bytes bound, not the instructions, so the per-step promotion
- * (4 FFMA and 4 FMUL a thread) costs no time.
+ * Numerics are the main kernel's: folded chunks (1x128 scales, UE8M0 weights) chain their 4 k32
+ * steps into one accumulator with the relative exponents in the conversion tables and promote once;
+ * per-32 chunks, FP32 weight scales and 1x32 activation scales promote every k32 step's sum with its
+ * own weight and activation scales.
+ *
+ * Where it stands (H200, bench/RESULTS.md v16): V4-Flash masked graph T = 1 w13 1.91 / w2 1.35 TB/s
+ * against the main kernel's 1.82 / 1.27; from T = 8 on it is 20-30 % slower (each warpgroup's chain
+ * of ~180 instructions a chunk with only 12 warps a SM), hence opt-in.
  */
 #include "warp_decode.h"
 
@@ -36,6 +40,7 @@
 #endif
 #define WD_TOKENS 8      /* tokens per unit (wgmma N)                                              */
 #define WD_MAX_K 16384   /* the unit's activations (8 x K bytes) live in shared memory             */
+#define WD_MAX_SMEM (72 * 1024) /* a launch's shared memory, so that 3 CTAs fit a SM (V4 w13: ~43 KB)  */
 
 /* (make a build with -DHFP4_WD_DIAG to print one launch's timeline: globaltimer stamps of a few CTAs) */
 #ifdef HFP4_WD_DIAG
@@ -266,78 +271,9 @@ static __device__ __forceinline__ void wd_stage_finish(const hfp4_sm90_gemm_para
     cp_async_wait_all();
 }
 
-#ifdef HFP4_WD_LOOKAHEAD
-/* The look-ahead form of a chunk (HFP4_WD_LOOKAHEAD): the next chunk's fragments are converted while
- * this chunk's wgmmas run, and the wait names them as operands, so ptxas cannot move the conversion
- * after it (it did in the main kernel's loop, bench/RESULTS.md v9). */
-template <bool W_FP32, bool G32>
-static __device__ __forceinline__ void wd_convert(const wd_chunk &w, const wd_scales<W_FP32> &ch, uint32_t (&a)[4][4]) {
-    if (!W_FP32 && !G32 && !(ch.mode & HFP4_SM90_MODE_PER32)) convert_folded_chunk(a, w.q0, w.q1, ch.sw0, ch.sw1);
-    else convert_folded_chunk(a, w.q0, w.q1, 0x6666u, 0x6666u);
-}
-template <bool W_FP32, bool G32>
-static __device__ __forceinline__ bool wd_folded(const wd_scales<W_FP32> &ch) {
-    return !W_FP32 && !G32 && !(ch.mode & HFP4_SM90_MODE_PER32);
-}
-static __device__ __forceinline__ void wd_wait_holding(uint32_t (&a)[4][4]) {
-    asm volatile("wgmma.wait_group.sync.aligned 0;"
-                 : "+r"(a[0][0]), "+r"(a[0][1]), "+r"(a[0][2]), "+r"(a[0][3]), "+r"(a[1][0]), "+r"(a[1][1]), "+r"(a[1][2]),
-                   "+r"(a[1][3]), "+r"(a[2][0]), "+r"(a[2][1]), "+r"(a[2][2]), "+r"(a[2][3]), "+r"(a[3][0]), "+r"(a[3][1]),
-                   "+r"(a[3][2]), "+r"(a[3][3])
-                 :
-                 : "memory");
-}
-/* promotion of a waited chunk: acc1 (folded: one chained sum) or acc4 (a sum per step) */
-template <bool W_FP32, bool G32>
-static __device__ __forceinline__ void wd_promote(const wd_scales<W_FP32> &ch, const float (&acc1)[4],
-                                                  const float (&acc4)[4][4], const float *as, int64_t c, int t,
-                                                  float (&fin)[4]) {
-    if (wd_folded<W_FP32, G32>(ch)) {
-        const float2 s = *(const float2 *)(as + c * 8 + 2 * t);
-        const float r0 = row_scale_from_emax((ch.sw0 >> 16) & 0xFFu), r1 = row_scale_from_emax((ch.sw1 >> 16) & 0xFFu);
-        fin[0] = fmaf(acc1[0], r0 * s.x, fin[0]);
-        fin[1] = fmaf(acc1[1], r0 * s.y, fin[1]);
-        fin[2] = fmaf(acc1[2], r1 * s.x, fin[2]);
-        fin[3] = fmaf(acc1[3], r1 * s.y, fin[3]);
-        return;
-    }
-    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int s = 0; s < 4; s++) {
-        float w0, w1;
-        if constexpr (W_FP32) {
-            const float f0[4] = {ch.sf0.x, ch.sf0.y, ch.sf0.z, ch.sf0.w}, f1[4] = {ch.sf1.x, ch.sf1.y, ch.sf1.z, ch.sf1.w};
-            w0 = f0[s];
-            w1 = f1[s];
-        } else {
-            w0 = wd_group_scale(ch.sw0, ch.mode, s);
-            w1 = wd_group_scale(ch.sw1, ch.mode, s);
-        }
-        if constexpr (G32) {
-            const float2 sa = *(const float2 *)(as + (4 * c + s) * 8 + 2 * t);
-            fin[0] = fmaf(acc4[s][0], w0 * sa.x, fin[0]);
-            fin[1] = fmaf(acc4[s][1], w0 * sa.y, fin[1]);
-            fin[2] = fmaf(acc4[s][2], w1 * sa.x, fin[2]);
-            fin[3] = fmaf(acc4[s][3], w1 * sa.y, fin[3]);
-        } else {
-            part[0] = fmaf(acc4[s][0], w0, part[0]);
-            part[1] = fmaf(acc4[s][1], w0, part[1]);
-            part[2] = fmaf(acc4[s][2], w1, part[2]);
-            part[3] = fmaf(acc4[s][3], w1, part[3]);
-        }
-    }
-    if constexpr (!G32) {
-        const float2 s = *(const float2 *)(as + c * 8 + 2 * t);
-        fin[0] = fmaf(part[0], s.x, fin[0]);
-        fin[1] = fmaf(part[1], s.y, fin[1]);
-        fin[2] = fmaf(part[2], s.x, fin[2]);
-        fin[3] = fmaf(part[3], s.y, fin[3]);
-    }
-}
-#endif
 
 #ifndef WD_EARLY
-#define WD_EARLY 2 /* ring slots loaded before the staging has landed (see the NOTE in the kernel) */
+#define WD_EARLY 0 /* ring slots loaded before the staging has landed (see the NOTE in the kernel) */
 #endif
 
 template <bool W_FP32, bool G32>
@@ -403,10 +339,12 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
         staged_group = group;
         staged_block = block;
 
-        /* NOTE: the staging's copies go out first, then the first WD_EARLY chunks' weights; the
-         * rest of the ring only once the staging has landed. At T = 1 every SM starts at once, and
-         * the whole ring's loads (~12 MB from all SMs) queued ahead of the staging held the first
-         * chunk back to ~9 us after entry (make a build with -DHFP4_WD_DIAG for the timeline). */
+        /* NOTE: the staging's copies go out first, then the first WD_EARLY chunks' weights (none by
+         * default), and the rest of the ring once the staging has landed. At T = 1 every SM starts
+         * at once, and the whole ring's loads (~12 MB from all SMs) issued with the staging held
+         * the first chunk back to ~9 us after entry; staged first, ~6 us (-DHFP4_WD_DIAG builds
+         * print the timeline). H200, masked graph T = 1 / 32, w13: ring first 1.82 / 2.85, 2 slots
+         * early 1.83 / 2.85, none 1.91 / 3.08 TB/s (bench/RESULTS.md v16). */
         __syncthreads(); /* the previous unit's wgmmas have read the tiles (each waited before its epilogue) */
         wd_stage_regs sr;
         wd_stage_issue<W_FP32>(p, o, act, wsc, group, tile, tok_base, ntok, restage, sr);
@@ -439,44 +377,6 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
             }
             return sc;
         };
-#ifdef HFP4_WD_LOOKAHEAD
-        static_assert(WD_DEPTH % 2 == 0, "the fragment sets alternate with the chunk's parity");
-        uint32_t a[2][4][4];
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-            for (int st = 0; st < 4; st++)
-#pragma unroll
-                for (int r = 0; r < 4; r++) a[h][st][r] = 0u;
-        wd_scales<W_FP32> sc_cur = scales_of(0);
-        wd_convert<W_FP32, G32>(ring[0], sc_cur, a[0]);
-        if (WD_DEPTH < chunks) wd_load_chunk(ring[0], wq, WD_DEPTH);
-        for (int64_t c0 = 0; c0 < chunks; c0 += WD_DEPTH) {
-#pragma unroll
-            for (int i = 0; i < WD_DEPTH; i++) {
-                const int64_t c = c0 + i;
-                if (c >= chunks) break;
-                const int cur = i & 1;
-                const sm90_desc desc = desc_advance_rows(desc0, (int)(8 * c));
-                float acc1[4], acc4[4][4];
-                const bool folded = wd_folded<W_FP32, G32>(sc_cur);
-                if (folded) wgmma_fp8_rs_chunk<8>(acc1, a[cur], desc);
-                else wgmma_fp8_rs_steps<8, 4>(acc4, a[cur], desc);
-                wd_scales<W_FP32> sc_next = sc_cur;
-                if (c + 1 < chunks) {
-                    const int nxt = (i + 1) % WD_DEPTH; /* (static: the loop is unrolled) */
-                    sc_next = scales_of(c + 1);
-                    wd_convert<W_FP32, G32>(ring[nxt], sc_next, a[cur ^ 1]);
-                    if (c + 1 + WD_DEPTH < chunks) wd_load_chunk(ring[nxt], wq, c + 1 + WD_DEPTH);
-                }
-                wd_wait_holding(a[cur ^ 1]);
-                if (folded) wgmma_chunk_waited<8>(acc1, a[cur]);
-                else wgmma_steps_waited<8, 4>(acc4, a[cur]);
-                wd_promote<W_FP32, G32>(sc_cur, acc1, acc4, as, c, t, fin);
-                sc_cur = sc_next;
-            }
-        }
-#else
         for (int64_t c0 = 0; c0 < chunks; c0 += WD_DEPTH) {
 #pragma unroll
             for (int i = 0; i < WD_DEPTH; i++) {
@@ -491,7 +391,6 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
                 if (c + WD_DEPTH < chunks) wd_load_chunk(ring[i], wq, c + WD_DEPTH);
             }
         }
-#endif
 #ifdef HFP4_WD_DIAG
         t_loop = wd_now();
 #endif
@@ -521,15 +420,27 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
 #endif
 }
 
+/* Shared memory of a launch: alignment slack, the activation tiles, their scales, the weight scales,
+ * the chunk modes and the group prefix (the kernel's carve-up) */
+static size_t warp_smem_bytes(int64_t chunks, int g32, int w_fp32, int64_t groups) {
+    return 1024 + (size_t)chunks * 1024 + sizeof(float) * 8 * (size_t)(g32 ? 4 * chunks : chunks) +
+           (size_t)chunks * 64 * (w_fp32 ? 16 : 4) + (size_t)((chunks + 15) & ~15) + sizeof(int32_t) * ((size_t)groups + 1);
+}
+
 static int warp_switch = -1; /* -1: the environment decides; 0 off; 1 on */
+static int warp_env = -1;    /* HFP4_SM90_WARP_DECODE, read once */
 
 void hfp4__sm90_warp_decode_set(int on) { __atomic_store_n(&warp_switch, on < 0 ? -1 : (on ? 1 : 0), __ATOMIC_RELAXED); }
 
 int hfp4__sm90_warp_decode_wanted(const hfp4_gemm_problem *problem, const hfp4_sm90_plan *plan) {
     int on = __atomic_load_n(&warp_switch, __ATOMIC_RELAXED);
     if (on < 0) {
-        const char *env = getenv("HFP4_SM90_WARP_DECODE");
-        on = env && strcmp(env, "1") == 0;
+        on = __atomic_load_n(&warp_env, __ATOMIC_RELAXED);
+        if (on < 0) {
+            const char *env = getenv("HFP4_SM90_WARP_DECODE");
+            on = env && strcmp(env, "1") == 0;
+            __atomic_store_n(&warp_env, on, __ATOMIC_RELAXED);
+        }
     }
     if (!on) return 0;
     const hfp4_sm90_gemm_params *k = &plan->params;
@@ -537,8 +448,11 @@ int hfp4__sm90_warp_decode_wanted(const hfp4_gemm_problem *problem, const hfp4_s
     if (problem->grouping == HFP4_GROUPING_MASKED) rows = problem->expected_m > 0 ? problem->expected_m : problem->m;
     else if (problem->grouping == HFP4_GROUPING_NONE) rows = problem->m;
     else return 0;
-    return rows <= WD_TOKENS && k->num_groups <= HFP4_SM90_WARP_MAX_GROUPS && k->m <= ((int64_t)1 << 30) &&
-           k->k <= WD_MAX_K;
+    const int64_t groups = problem->grouping == HFP4_GROUPING_MASKED ? problem->num_groups : 1;
+    /* (the main kernel serves what the warp path cannot: long K, FP32 weight scales whose staged
+     * copy would not fit, very many groups) */
+    return rows <= WD_TOKENS && groups <= HFP4_SM90_WARP_MAX_GROUPS && k->m <= ((int64_t)1 << 30) && k->k <= WD_MAX_K &&
+           warp_smem_bytes(k->w_chunks, k->a_gran_k == 32, plan->w_fp32, groups) <= WD_MAX_SMEM;
 }
 
 template <bool W_FP32, bool G32>
@@ -555,8 +469,7 @@ static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem,
     o.kgroups = (int32_t)(G32 ? 4 * k.w_chunks : k.w_chunks);
     o.act_bytes = (uint32_t)(k.w_chunks * 1024);
     o.scale_bytes = (uint32_t)(k.w_chunks * 64 * (W_FP32 ? 16 : 4));
-    const size_t smem = 1024 /* alignment slack */ + o.act_bytes + sizeof(float) * 8 * (size_t)o.kgroups + o.scale_bytes +
-                        (size_t)((k.w_chunks + 15) & ~15) + sizeof(int32_t) * ((size_t)o.groups + 1);
+    const size_t smem = warp_smem_bytes(k.w_chunks, G32, W_FP32, o.groups);
     HFP4_REQUIRE(smem <= (size_t)dev->max_smem_optin, "%s: the warp path needs %zu bytes of shared memory, device has %d",
                  fn, smem, dev->max_smem_optin);
     HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
