@@ -170,6 +170,47 @@ static __device__ __forceinline__ void wd_compute_chunk(const wd_chunk &w, const
     }
 }
 
+#ifdef HFP4_WD_PAIR
+/* Two folded chunks at once (HFP4_WD_PAIR, an experiment): both converted (two independent chains),
+ * their 8 wgmmas in one group with one wait, each promoted. */
+static __device__ __forceinline__ void wd_compute_pair(const wd_chunk &w0, const wd_chunk &w1, const wd_scales<false> &s0,
+                                                       const wd_scales<false> &s1, const float *as, int64_t c,
+                                                       sm90_desc desc, int t, float (&fin)[4]) {
+    uint32_t a0[4][4], a1[4][4];
+    convert_folded_chunk(a0, w0.q0, w0.q1, s0.sw0, s0.sw1);
+    convert_folded_chunk(a1, w1.q0, w1.q1, s1.sw0, s1.sw1);
+    float acc0[4], acc1[4];
+#pragma unroll
+    for (int st = 0; st < 4; st++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            reg_fence(a0[st][r]);
+            reg_fence(a1[st][r]);
+        }
+    wgmma_fence();
+    const sm90_desc d1 = desc_advance_rows(desc, 8);
+#pragma unroll
+    for (int st = 0; st < 4; st++) wgmma_fp8_rs<8>(acc0, a0[st], desc_advance_k32(desc, st), st > 0);
+#pragma unroll
+    for (int st = 0; st < 4; st++) wgmma_fp8_rs<8>(acc1, a1[st], desc_advance_k32(d1, st), st > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_chunk_waited<8>(acc0, a0);
+    wgmma_chunk_waited<8>(acc1, a1);
+    const float2 x0 = *(const float2 *)(as + c * 8 + 2 * t), x1 = *(const float2 *)(as + (c + 1) * 8 + 2 * t);
+    const float r00 = row_scale_from_emax((s0.sw0 >> 16) & 0xFFu), r01 = row_scale_from_emax((s0.sw1 >> 16) & 0xFFu);
+    const float r10 = row_scale_from_emax((s1.sw0 >> 16) & 0xFFu), r11 = row_scale_from_emax((s1.sw1 >> 16) & 0xFFu);
+    fin[0] = fmaf(acc0[0], r00 * x0.x, fin[0]);
+    fin[1] = fmaf(acc0[1], r00 * x0.y, fin[1]);
+    fin[2] = fmaf(acc0[2], r01 * x0.x, fin[2]);
+    fin[3] = fmaf(acc0[3], r01 * x0.y, fin[3]);
+    fin[0] = fmaf(acc1[0], r10 * x1.x, fin[0]);
+    fin[1] = fmaf(acc1[1], r10 * x1.y, fin[1]);
+    fin[2] = fmaf(acc1[2], r11 * x1.x, fin[2]);
+    fin[3] = fmaf(acc1[3], r11 * x1.y, fin[3]);
+}
+#endif
+
 /* Rows of group g the kernel computes: masked_m clamped to [0, m], or m (dense). */
 static __device__ __forceinline__ int64_t wd_group_rows(const hfp4_sm90_gemm_params &p, int g) {
     int64_t rows = p.grouping == 3 /* masked */ ? (int64_t)p.layout[g] : p.m;
@@ -378,6 +419,32 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
             return sc;
         };
         for (int64_t c0 = 0; c0 < chunks; c0 += WD_DEPTH) {
+#ifdef HFP4_WD_PAIR
+            static_assert(WD_DEPTH % 2 == 0, "pairs of ring slots");
+            if constexpr (!W_FP32 && !G32) {
+#pragma unroll
+                for (int i = 0; i < WD_DEPTH; i += 2) {
+                    const int64_t c = c0 + i;
+                    if (c >= chunks) break;
+                    const wd_scales<W_FP32> s0 = scales_of(c);
+                    const sm90_desc desc = desc_advance_rows(desc0, (int)(8 * c));
+                    if (c + 1 < chunks) {
+                        const wd_scales<W_FP32> s1 = scales_of(c + 1);
+                        if (!((s0.mode | s1.mode) & HFP4_SM90_MODE_PER32)) {
+                            wd_compute_pair(ring[i], ring[i + 1], s0, s1, as, c, desc, t, fin);
+                        } else {
+                            wd_compute_chunk<W_FP32, G32>(ring[i], s0, as, c, desc, t, fin);
+                            wd_compute_chunk<W_FP32, G32>(ring[i + 1], s1, as, c + 1, desc_advance_rows(desc, 8), t, fin);
+                        }
+                        if (c + 1 + WD_DEPTH < chunks) wd_load_chunk(ring[i + 1], wq, c + 1 + WD_DEPTH);
+                    } else {
+                        wd_compute_chunk<W_FP32, G32>(ring[i], s0, as, c, desc, t, fin);
+                    }
+                    if (c + WD_DEPTH < chunks) wd_load_chunk(ring[i], wq, c + WD_DEPTH);
+                }
+            } else
+#endif
+            {
 #pragma unroll
             for (int i = 0; i < WD_DEPTH; i++) {
                 const int64_t c = c0 + i;
@@ -389,6 +456,7 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
                  * the ring by moves that waited for the load just issued (ncu: a third of all
                  * stalls on L1TEX), i.e. no load ahead at all */
                 if (c + WD_DEPTH < chunks) wd_load_chunk(ring[i], wq, c + WD_DEPTH);
+            }
             }
         }
 #ifdef HFP4_WD_DIAG
