@@ -222,6 +222,56 @@ TEST(sm90_plan_balances_the_decode_walk) {
     unsetenv("HFP4_SM90_BALANCE");
 }
 
+/* The warp path (warp_decode.cu) is opt-in and takes only what it serves: the masked layout or a dense
+ * GEMM with at most 8 expected rows per group, K <= 16384 and 72 KB of shared memory. */
+TEST(sm90_plan_warp_path_is_opt_in_and_bounded) {
+    hfp4_sm90_plan plan;
+    hfp4_gemm_problem p = grouped_problem(HFP4_GROUPING_MASKED, 16, 256, 1);
+    hfp4__sm90_warp_set(-1);
+    if (!getenv("HFP4_SM90_WARP_DECODE")) { /* off unless asked for */
+        CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+        CHECK_EQ_I64(plan.warp_decode, 0);
+    }
+    hfp4__sm90_warp_set(1);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.warp_decode, 1);
+    p = grouped_problem(HFP4_GROUPING_MASKED, 16, 256, 8);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.warp_decode, 1);
+    p = grouped_problem(HFP4_GROUPING_MASKED, 16, 256, 9); /* more rows expected than a unit holds */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.warp_decode, 0);
+    p = grouped_problem(HFP4_GROUPING_MASKED, 8, 256, 0); /* no hint: m decides */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.warp_decode, 1);
+    p = grouped_problem(HFP4_GROUPING_MASKED, 16, 256, 0);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.warp_decode, 0);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 2); /* contiguous: the main kernel */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.warp_decode, 0);
+    p = valid_problem(1, 4096, 4096); /* a dense GEMV: 32 chunks, ~42 KB */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.warp_decode, 1);
+    p = valid_problem(9, 4096, 4096);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.warp_decode, 0);
+    p = valid_problem(1, 256, 16384); /* within K, but 128 KB of activation tiles */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.warp_decode, 0);
+    /* the shared memory: V4-Flash w13 (32 chunks, 1x128, UE8M0, 256 experts) and the FP32-scale limit */
+    CHECK_EQ_I64(hfp4__sm90_warp_smem_bytes(32, 0, 0, 256), 1024 + 32768 + 1024 + 8192 + 32 + 4 * 257);
+    CHECK(hfp4__sm90_warp_smem_bytes(34, 0, 1, 8) <= HFP4_SM90_WARP_MAX_SMEM);  /* K 4352, FP32 scales */
+    CHECK(hfp4__sm90_warp_smem_bytes(64, 0, 1, 8) > HFP4_SM90_WARP_MAX_SMEM);   /* K 8192, FP32 scales */
+    CHECK(hfp4__sm90_warp_smem_bytes(32, 1, 0, 384) <= HFP4_SM90_WARP_MAX_SMEM); /* K 4096, 1x32 scales */
+    CHECK(hfp4__sm90_warp_smem_bytes(64, 0, 0, 1) > HFP4_SM90_WARP_MAX_SMEM);   /* K 8192: 64 KB of tiles */
+    hfp4__sm90_warp_set(0);
+    p = grouped_problem(HFP4_GROUPING_MASKED, 16, 256, 1);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.warp_decode, 0);
+    hfp4__sm90_warp_set(-1);
+}
+
 /* The psum layout's token tiles divide rows (< 2^30) by m_alignment with the plan's
  * hfp4_sm90_divisor constants (work_items.cuh: resolve_tile): any positive multiple of 8 the
  * problem check accepts, up to 2^31 - 8, beyond the bound test's sample of divisors up to 2^30. */

@@ -158,6 +158,8 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
         k->dyn_slot = -1;
     }
 
+    plan->warp_decode = hfp4__sm90_warp_wanted(p, plan);
+
     plan->a_dims[0] = p->k;
     plan->a_dims[1] = p->m;
     plan->a_dims[2] = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1;
@@ -166,4 +168,41 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     plan->a_strides[1] = p->grouping == HFP4_GROUPING_MASKED && p->num_groups > 1 ? p->a.stride_group : p->a.ld * p->m;
     if (plan->a_strides[1] % 16 != 0) plan->a_strides[1] = hfp4__align(plan->a_strides[1], 16); /* unused when 1 group */
     return HFP4_OK;
+}
+
+int64_t hfp4__sm90_warp_smem_bytes(int64_t chunks, int gran32, int w_fp32, int64_t groups) {
+    return 1024 + chunks * 1024 + (int64_t)sizeof(float) * 8 * (gran32 ? 4 * chunks : chunks) + chunks * 64 * (w_fp32 ? 16 : 4) +
+           ((chunks + 15) & ~(int64_t)15) + (int64_t)sizeof(int32_t) * (groups + 1);
+}
+
+static int warp_override = -1; /* hfp4__sm90_warp_set: -1 the switch decides */
+static int warp_env = -1;      /* HFP4_SM90_WARP_DECODE, read once */
+
+void hfp4__sm90_warp_set(int on) { __atomic_store_n(&warp_override, on < 0 ? -1 : (on ? 1 : 0), __ATOMIC_RELAXED); }
+
+int hfp4__sm90_warp_wanted(const hfp4_gemm_problem *p, const hfp4_sm90_plan *plan) {
+    int on = __atomic_load_n(&warp_override, __ATOMIC_RELAXED);
+    if (on < 0) {
+        on = __atomic_load_n(&warp_env, __ATOMIC_RELAXED);
+        if (on < 0) {
+            const char *env = getenv("HFP4_SM90_WARP_DECODE");
+            on = env && strcmp(env, "1") == 0;
+            __atomic_store_n(&warp_env, on, __ATOMIC_RELAXED);
+        }
+    }
+    if (!on) return 0;
+    int64_t rows, groups = 1;
+    if (p->grouping == HFP4_GROUPING_MASKED) {
+        rows = p->expected_m > 0 ? p->expected_m : p->m;
+        groups = p->num_groups;
+    } else if (p->grouping == HFP4_GROUPING_NONE) {
+        rows = p->m;
+    } else {
+        return 0;
+    }
+    const hfp4_sm90_gemm_params *k = &plan->params;
+    /* (the main kernel serves the rest: more rows, long K, very many groups, FP32 weight scales
+     * whose staged copy would not fit) */
+    return rows <= HFP4_SM90_WARP_TOKENS && groups <= HFP4_SM90_WARP_MAX_GROUPS && p->k <= HFP4_SM90_WARP_MAX_K &&
+           hfp4__sm90_warp_smem_bytes(k->w_chunks, k->a_gran_k == 32, plan->w_fp32, groups) <= HFP4_SM90_WARP_MAX_SMEM;
 }

@@ -735,7 +735,7 @@ TEST(gpu_bf16_path_1x32) {
  * 256 experts with a few routed, and a chained launch (PDL) reading the first's output. */
 TEST(gpu_warp_decode) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
-    hfp4__sm90_warp_decode_set(1);
+    hfp4__sm90_warp_set(1);
     gemm_case c = base_case(HFP4_GROUPING_MASKED, 8, 512, 1024, 6, 2001);
     c.expected_m = 2;
     check_case(&c, "warp: masked, 8 rows");
@@ -791,7 +791,7 @@ TEST(gpu_warp_decode) {
     c.expected_m = 2;
     c.w_pow2 = 0;
     check_case(&c, "warp: masked, refused (FP32 scales, K 8192)");
-    hfp4__sm90_warp_decode_set(-1);
+    hfp4__sm90_warp_set(-1);
 }
 
 TEST(gpu_unsupported_is_reported) {

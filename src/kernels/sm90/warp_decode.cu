@@ -38,9 +38,8 @@
 #ifndef WD_MAX_CTAS_PER_SM
 #define WD_MAX_CTAS_PER_SM 3
 #endif
-#define WD_TOKENS 8      /* tokens per unit (wgmma N)                                              */
-#define WD_MAX_K 16384   /* the unit's activations (8 x K bytes) live in shared memory             */
-#define WD_MAX_SMEM (72 * 1024) /* a launch's shared memory, so that 3 CTAs fit a SM (V4 w13: ~43 KB)  */
+#define WD_TOKENS HFP4_SM90_WARP_TOKENS /* tokens per unit (wgmma N); the limits are the plan's (sm90_plan.h) */
+#define WD_MAX_K HFP4_SM90_WARP_MAX_K
 
 /* (make a build with -DHFP4_WD_DIAG to print one launch's timeline: globaltimer stamps of a few CTAs) */
 #ifdef HFP4_WD_DIAG
@@ -484,41 +483,6 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
 #endif
 }
 
-/* Shared memory of a launch: alignment slack, the activation tiles, their scales, the weight scales,
- * the chunk modes and the group prefix (the kernel's carve-up) */
-static size_t warp_smem_bytes(int64_t chunks, int g32, int w_fp32, int64_t groups) {
-    return 1024 + (size_t)chunks * 1024 + sizeof(float) * 8 * (size_t)(g32 ? 4 * chunks : chunks) +
-           (size_t)chunks * 64 * (w_fp32 ? 16 : 4) + (size_t)((chunks + 15) & ~15) + sizeof(int32_t) * ((size_t)groups + 1);
-}
-
-static int warp_switch = -1; /* -1: the environment decides; 0 off; 1 on */
-static int warp_env = -1;    /* HFP4_SM90_WARP_DECODE, read once */
-
-void hfp4__sm90_warp_decode_set(int on) { __atomic_store_n(&warp_switch, on < 0 ? -1 : (on ? 1 : 0), __ATOMIC_RELAXED); }
-
-int hfp4__sm90_warp_decode_wanted(const hfp4_gemm_problem *problem, const hfp4_sm90_plan *plan) {
-    int on = __atomic_load_n(&warp_switch, __ATOMIC_RELAXED);
-    if (on < 0) {
-        on = __atomic_load_n(&warp_env, __ATOMIC_RELAXED);
-        if (on < 0) {
-            const char *env = getenv("HFP4_SM90_WARP_DECODE");
-            on = env && strcmp(env, "1") == 0;
-            __atomic_store_n(&warp_env, on, __ATOMIC_RELAXED);
-        }
-    }
-    if (!on) return 0;
-    const hfp4_sm90_gemm_params *k = &plan->params;
-    int64_t rows;
-    if (problem->grouping == HFP4_GROUPING_MASKED) rows = problem->expected_m > 0 ? problem->expected_m : problem->m;
-    else if (problem->grouping == HFP4_GROUPING_NONE) rows = problem->m;
-    else return 0;
-    const int64_t groups = problem->grouping == HFP4_GROUPING_MASKED ? problem->num_groups : 1;
-    /* (the main kernel serves what the warp path cannot: long K, FP32 weight scales whose staged
-     * copy would not fit, very many groups) */
-    return rows <= WD_TOKENS && groups <= HFP4_SM90_WARP_MAX_GROUPS && k->m <= ((int64_t)1 << 30) && k->k <= WD_MAX_K &&
-           warp_smem_bytes(k->w_chunks, k->a_gran_k == 32, plan->w_fp32, groups) <= WD_MAX_SMEM;
-}
-
 template <bool W_FP32, bool G32>
 static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem, const hfp4_sm90_plan *plan,
                                const hfp4_current_device *dev, cudaStream_t stream) {
@@ -533,7 +497,7 @@ static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem,
     o.kgroups = (int32_t)(G32 ? 4 * k.w_chunks : k.w_chunks);
     o.act_bytes = (uint32_t)(k.w_chunks * 1024);
     o.scale_bytes = (uint32_t)(k.w_chunks * 64 * (W_FP32 ? 16 : 4));
-    const size_t smem = warp_smem_bytes(k.w_chunks, G32, W_FP32, o.groups);
+    const size_t smem = (size_t)hfp4__sm90_warp_smem_bytes(k.w_chunks, G32, W_FP32, o.groups);
     HFP4_REQUIRE(smem <= (size_t)dev->max_smem_optin, "%s: the warp path needs %zu bytes of shared memory, device has %d",
                  fn, smem, dev->max_smem_optin);
     HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
