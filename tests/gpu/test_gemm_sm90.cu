@@ -732,7 +732,8 @@ TEST(gpu_bf16_path_1x32) {
 /* The warp path (warp_decode.cu) against the reference: masked decode batches (groups with no rows,
  * groups past 8 rows: several token blocks of one tile), N and K tails, every weight-scale form
  * (folded, per-32, mixed, FP32), 1x32 activation scales in every form, FP32 D and C, dense GEMVs,
- * 256 experts with a few routed, and a chained launch (PDL) reading the first's output. */
+ * 256 experts with a few routed, a chained launch (PDL) reading the first's output, launches with
+ * more units than CTAs, and a problem it leaves to the main kernel. */
 TEST(gpu_warp_decode) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     hfp4__sm90_warp_set(1);
@@ -786,6 +787,18 @@ TEST(gpu_warp_decode) {
     c.expected_m = 2;
     c.chain = 1;
     check_case(&c, "warp: masked, chained launch");
+    /* more units than CTAs (~1300 on 396): each CTA runs a range of units, reusing the staged
+     * activations across a group's tiles and restaging at group and token-block changes, with an
+     * odd chunk count (the pairs' single last chunk); every weight-scale form x both activation
+     * granularities (FP32 weight scales with 1x32 activation scales among them) */
+    static const int multi_pows[] = {1, 2, 0};
+    for (int i = 0; i < 6; i++) {
+        c = base_case(HFP4_GROUPING_MASKED, 12, 1024, 1408, 64, 2060 + i);
+        c.expected_m = 2;
+        c.w_pow2 = multi_pows[i % 3];
+        c.a_gran = i < 3 ? 128 : 32;
+        check_case(&c, "warp: masked, many units a CTA");
+    }
     /* beyond what the warp path takes (its staged FP32 weight scales would not fit): the main kernel */
     c = base_case(HFP4_GROUPING_MASKED, 4, 256, 8192, 3, 2052);
     c.expected_m = 2;

@@ -160,7 +160,11 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
     hfp4_current_device dev;
     HFP4_TRY(plan_and_check(fn, problem, &plan, &dev));
     cudaStream_t s = (cudaStream_t)stream;
-    if (plan.warp_decode) return hfp4__sm90_warp_decode(fn, problem, &plan, &dev, s);
+    if (plan.warp_decode) {
+        int taken = 0;
+        const hfp4_status st = hfp4__sm90_warp_decode(fn, problem, &plan, &dev, s, &taken);
+        if (st != HFP4_OK || taken) return st;
+    }
     CUtensorMap map, d_map;
     uint32_t box[3] = {128, (uint32_t)plan.block_tokens, 1};
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &map, problem->a.data, plan.a_dims, plan.a_strides, box));

@@ -485,7 +485,7 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
 
 template <bool W_FP32, bool G32>
 static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem, const hfp4_sm90_plan *plan,
-                               const hfp4_current_device *dev, cudaStream_t stream) {
+                               const hfp4_current_device *dev, cudaStream_t stream, int *taken) {
     auto kernel = hfp4_sm90_warp_decode_kernel<W_FP32, G32>;
     const hfp4_sm90_gemm_params &k = plan->params;
     wd_operands o;
@@ -498,18 +498,21 @@ static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem,
     o.act_bytes = (uint32_t)(k.w_chunks * 1024);
     o.scale_bytes = (uint32_t)(k.w_chunks * 64 * (W_FP32 ? 16 : 4));
     const size_t smem = (size_t)hfp4__sm90_warp_smem_bytes(k.w_chunks, G32, W_FP32, o.groups);
-    HFP4_REQUIRE(smem <= (size_t)dev->max_smem_optin, "%s: the warp path needs %zu bytes of shared memory, device has %d",
-                 fn, smem, dev->max_smem_optin);
+    /* a device with less shared memory than the plan allows (72 KB) leaves the problem to the main
+     * kernel, which the plan has checked too */
+    if (smem > (size_t)dev->max_smem_optin) return HFP4_OK;
     HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    /* the units (tiles x token blocks x groups) are counted in 32 bits on the device */
+    /* the units (tiles x token blocks x groups) are counted in 32 bits on the device: at most twice
+     * the plan's work items (64- not 128-row tiles, 8-token blocks), which it keeps below 2^30 */
     const int64_t most = (int64_t)o.tiles * ((k.m + WD_TOKENS - 1) / WD_TOKENS) * o.groups;
-    HFP4_REQUIRE(most < ((int64_t)1 << 31), "%s: %lld warp-path units (m = %lld, n = %lld, groups = %d) exceed 2^31", fn,
-                 (long long)most, (long long)k.m, (long long)problem->n, (int)o.groups);
-    /* persistent: as many CTAs as fit on the SMs at once (units are dealt round-robin, so a CTA that
-     * waited for a slot would hold the last ones back) */
+    if (most >= ((int64_t)1 << 31))
+        return hfp4__fail(HFP4_ERR_INTERNAL, "%s: %lld warp-path units (m = %lld, n = %lld, groups = %d) exceed 2^31", fn,
+                          (long long)most, (long long)k.m, (long long)problem->n, (int)o.groups);
+    /* persistent: as many CTAs as fit on the SMs at once (each takes a fixed range of units, so a
+     * CTA that waited for a slot would hold its units back) */
     int per_sm = 0;
     HFP4_CUDA_TRY(fn, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WD_THREADS, smem));
-    HFP4_REQUIRE(per_sm >= 1, "%s: the warp path's kernel does not fit on an SM (%zu bytes of shared memory)", fn, smem);
+    if (per_sm < 1) return HFP4_OK; /* (the main kernel then) */
     int64_t ctas = (int64_t)dev->num_sms * per_sm;
     if (ctas > most) ctas = most > 0 ? most : 1;
     cudaLaunchConfig_t config = {};
@@ -520,18 +523,24 @@ static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem,
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
-    const char *pdl = getenv("HFP4_SM90_PDL");
+    static int pdl = -1; /* HFP4_SM90_PDL=0 turns programmatic dependent launch off (as for the main kernel), read once */
+    if (__atomic_load_n(&pdl, __ATOMIC_RELAXED) < 0) {
+        const char *env = getenv("HFP4_SM90_PDL");
+        __atomic_store_n(&pdl, env && strcmp(env, "0") == 0 ? 0 : 1, __ATOMIC_RELAXED);
+    }
     config.attrs = attr;
-    config.numAttrs = pdl && strcmp(pdl, "0") == 0 ? 0 : 1;
+    config.numAttrs = __atomic_load_n(&pdl, __ATOMIC_RELAXED);
     HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, k, o));
+    *taken = 1;
     return HFP4_OK;
 }
 
 hfp4_status hfp4__sm90_warp_decode(const char *fn, const hfp4_gemm_problem *problem, const hfp4_sm90_plan *plan,
-                                   const hfp4_current_device *dev, cudaStream_t stream) {
+                                   const hfp4_current_device *dev, cudaStream_t stream, int *taken) {
+    *taken = 0;
     const bool g32 = plan->params.a_gran_k == 32;
-    if (plan->w_fp32) return g32 ? launch_warp<true, true>(fn, problem, plan, dev, stream)
-                                 : launch_warp<true, false>(fn, problem, plan, dev, stream);
-    return g32 ? launch_warp<false, true>(fn, problem, plan, dev, stream)
-               : launch_warp<false, false>(fn, problem, plan, dev, stream);
+    if (plan->w_fp32) return g32 ? launch_warp<true, true>(fn, problem, plan, dev, stream, taken)
+                                 : launch_warp<true, false>(fn, problem, plan, dev, stream, taken);
+    return g32 ? launch_warp<false, true>(fn, problem, plan, dev, stream, taken)
+               : launch_warp<false, false>(fn, problem, plan, dev, stream, taken);
 }

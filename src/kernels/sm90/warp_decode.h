@@ -11,8 +11,10 @@
 #include "../../plan/sm90_plan.h"
 #include "../../runtime/cuda_runtime.h"
 
-/* Runs the planned problem on the warp path (the plan chose it: plan->warp_decode, sm90_plan.h). */
+/* Runs the planned problem on the warp path (the plan chose it: plan->warp_decode, sm90_plan.h).
+ * *taken = 0 (and HFP4_OK) when it leaves the problem to the main kernel: a device whose shared
+ * memory or registers cannot hold a CTA of it. */
 hfp4_status hfp4__sm90_warp_decode(const char *fn, const hfp4_gemm_problem *problem, const hfp4_sm90_plan *plan,
-                                   const hfp4_current_device *dev, cudaStream_t stream);
+                                   const hfp4_current_device *dev, cudaStream_t stream, int *taken);
 
 #endif
