@@ -330,6 +330,16 @@ static __device__ __forceinline__ void warpgroup_barrier(int wg) {
     }
 }
 
+/* The sum of v over lanes 0..lane of a full warp (an inclusive scan by shuffles). */
+static __device__ __forceinline__ int32_t warp_inclusive_sum(int32_t v, int lane) {
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        const int32_t u = __shfl_up_sync(0xFFFFFFFFu, v, d);
+        if (lane >= d) v += u;
+    }
+    return v;
+}
+
 static __device__ __forceinline__ uint32_t prmt(uint32_t lo, uint32_t hi, uint32_t sel) {
     uint32_t r;
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));

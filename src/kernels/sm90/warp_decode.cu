@@ -103,6 +103,18 @@ static __device__ __forceinline__ float wd_group_scale(uint32_t word, uint32_t m
     return ue8m0_to_float(e);
 }
 
+/* A folded chunk's sum into fin: rows g, g + 8 (scale words sw0, sw1: the row scales 2^(e_max - 133))
+ * x tokens 2t, 2t + 1 (their activation scales at as2) */
+static __device__ __forceinline__ void wd_promote_folded(const float (&acc)[4], uint32_t sw0, uint32_t sw1, const float *as2,
+                                                         float (&fin)[4]) {
+    const float2 s = *(const float2 *)as2;
+    const float r0 = row_scale_from_emax((sw0 >> 16) & 0xFFu), r1 = row_scale_from_emax((sw1 >> 16) & 0xFFu);
+    fin[0] = fmaf(acc[0], r0 * s.x, fin[0]);
+    fin[1] = fmaf(acc[1], r0 * s.y, fin[1]);
+    fin[2] = fmaf(acc[2], r1 * s.x, fin[2]);
+    fin[3] = fmaf(acc[3], r1 * s.y, fin[3]);
+}
+
 /* A chunk into fin (rows g, g + 8 of the warp's slice x tokens 2t, 2t + 1). as: the unit's staged
  * activation scales ([kgroup][8 tokens]); desc: the chunk's activation tile. Folded chunks (1x128
  * scales, UE8M0 weights): the relative exponents ride in the conversion tables, the 4 k32 steps chain
@@ -122,12 +134,7 @@ static __device__ __forceinline__ void wd_compute_chunk(const wd_chunk &w, const
         wgmma_fp8_rs_chunk<8>(acc, a, desc);
         wgmma_wait<0>();
         wgmma_chunk_waited<8>(acc, a);
-        const float2 s = *(const float2 *)(as + c * 8 + 2 * t);
-        const float r0 = row_scale_from_emax((ch.sw0 >> 16) & 0xFFu), r1 = row_scale_from_emax((ch.sw1 >> 16) & 0xFFu);
-        fin[0] = fmaf(acc[0], r0 * s.x, fin[0]);
-        fin[1] = fmaf(acc[1], r0 * s.y, fin[1]);
-        fin[2] = fmaf(acc[2], r1 * s.x, fin[2]);
-        fin[3] = fmaf(acc[3], r1 * s.y, fin[3]);
+        wd_promote_folded(acc, ch.sw0, ch.sw1, as + c * 8 + 2 * t, fin);
         return;
     }
     convert_folded_chunk(a, w.q0, w.q1, 0x6666u, 0x6666u); /* off 6 in every step: the plain values */
@@ -195,6 +202,8 @@ static __device__ __forceinline__ void wd_compute_pair(const wd_chunk &w0, const
     wgmma_wait<0>();
     wgmma_chunk_waited<8>(acc0, a0);
     wgmma_chunk_waited<8>(acc1, a1);
+    /* (both chunks' scales read before either promotion: two wd_promote_folded calls schedule them
+     * one after the other, a different SASS from the build the H200 measured and tested) */
     const float2 x0 = *(const float2 *)(as + c * 8 + 2 * t), x1 = *(const float2 *)(as + (c + 1) * 8 + 2 * t);
     const float r00 = row_scale_from_emax((s0.sw0 >> 16) & 0xFFu), r01 = row_scale_from_emax((s0.sw1 >> 16) & 0xFFu);
     const float r10 = row_scale_from_emax((s1.sw0 >> 16) & 0xFFu), r11 = row_scale_from_emax((s1.sw1 >> 16) & 0xFFu);
@@ -223,12 +232,7 @@ static __device__ void wd_build_prefix(const hfp4_sm90_gemm_params &p, const wd_
     for (int i = 0; i < per && g0 + i < o.groups; i++)
         mine += (int32_t)((wd_group_rows(p, g0 + i) + WD_TOKENS - 1) / WD_TOKENS) * o.tiles;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    int32_t incl = mine;
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-        const int32_t v = __shfl_up_sync(0xFFFFFFFFu, incl, d);
-        if (lane >= d) incl += v;
-    }
+    const int32_t incl = warp_inclusive_sum(mine, lane);
     if (lane == 31) warp_sums[warp] = incl;
     __syncthreads();
     int32_t before = incl - mine;

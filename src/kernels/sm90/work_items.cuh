@@ -93,12 +93,7 @@ static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_pa
         cnt[j] = g < groups ? prefix[g] : 0;
         sum += cnt[j];
     }
-    int32_t incl = sum;
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-        const int32_t v = __shfl_up_sync(0xFFFFFFFFu, incl, d);
-        if (lane >= d) incl += v;
-    }
+    const int32_t incl = warp_inclusive_sum(sum, lane);
     int32_t run = incl - sum;
 #pragma unroll
     for (int j = 0; j < PER_LANE; j++) {
@@ -141,12 +136,7 @@ static __device__ __forceinline__ void build_mask_prefix(const hfp4_sm90_gemm_pa
     for (int32_t w0 = 0; w0 < W; w0 += 32) {
         const int32_t w = w0 + lane;
         const int32_t cnt = w < W ? __popc((uint32_t)space[w]) : 0;
-        int32_t incl = cnt;
-#pragma unroll
-        for (int d = 1; d < 32; d *= 2) {
-            const int32_t v = __shfl_up_sync(0xFFFFFFFFu, incl, d);
-            if (lane >= d) incl += v;
-        }
+        const int32_t incl = warp_inclusive_sum(cnt, lane);
         if (w < W) space[W + w] = run + incl - cnt;
         run += __shfl_sync(0xFFFFFFFFu, incl, 31);
     }
