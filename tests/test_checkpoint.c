@@ -782,6 +782,20 @@ TEST(checkpoint_repack_rejects_nonpositive_fp32_scales) {
     remove_tmpdir(dir);
 }
 
+/* Names and metadata from a file go to the terminal escaped (`hfp4 inspect`): control bytes and the
+ * backslash as \\xNN, everything else (UTF-8 included) as is */
+TEST(checkpoint_names_print_escaped) {
+    FILE *t = tmpfile();
+    if (!t) SKIP("no temporary file");
+    hfp4__st_fputs_printable(t, "model.layers.0\x1b[2J\n\tx\\y\x7f\xc3\xa9.weight");
+    rewind(t);
+    char buf[128] = {0};
+    size_t n = fread(buf, 1, sizeof buf - 1, t);
+    fclose(t);
+    buf[n] = '\0';
+    CHECK_MSG(strcmp(buf, "model.layers.0\\x1B[2J\\x0A\\x09x\\x5Cy\\x7F\xc3\xa9.weight") == 0, "got '%s'", buf);
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* malformed safetensors files                                                                      */
 

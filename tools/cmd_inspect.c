@@ -68,7 +68,8 @@ static kind describe(const hfp4__fp4_expert *e, char *buf, size_t cap) {
 
 static void print_stats(const char *label, const hfp4__fold_stats *s) {
     int64_t folded = hfp4__fold_stats_folded(s);
-    printf("%s: %.1f %% of 128-K chunks fold (fast path), %.1f %% of tiles one-base, ", label,
+    hfp4__st_fputs_printable(stdout, label); /* (a tensor's own name for unrecognized ones) */
+    printf(": %.1f %% of 128-K chunks fold (fast path), %.1f %% of tiles one-base, ",
            s->chunk_tiles ? 100.0 * folded / s->chunk_tiles : 0.0,
            s->tiles ? 100.0 * hfp4__fold_stats_one_base(s) / s->tiles : 0.0);
     if (s->exp_min <= s->exp_max) printf("exponents %d..%d\n", s->exp_min, s->exp_max);
@@ -76,7 +77,9 @@ static void print_stats(const char *label, const hfp4__fold_stats *s) {
 }
 
 static void print_detail(const hfp4__fp4_expert *e, const hfp4__fold_stats *s) {
-    printf("      %s: ", e->weight->name);
+    printf("      ");
+    hfp4__st_fputs_printable(stdout, e->weight->name);
+    printf(": ");
     if (e->groups > 1) printf("%d groups of ", (int)e->groups);
     printf("N %lld, K %lld, %s scales; %lld of %lld chunk-tiles fold; %lld of %lld 32-groups all zero\n", (long long)e->n,
            (long long)e->k, hfp4__st_dtype_name(e->scale->dtype), (long long)hfp4__fold_stats_folded(s),
@@ -124,14 +127,22 @@ int hfp4_cmd_inspect(int argc, char **argv) {
 
     printf("%s: %llu bytes (header %llu, data %llu), %zu tensors\n", path, (unsigned long long)f->file_bytes,
            (unsigned long long)f->header_bytes, (unsigned long long)f->data_bytes, f->count);
-    for (size_t i = 0; i < f->meta_count; i++) printf("metadata: %s = %s\n", f->meta_keys[i], f->meta_values[i]);
+    for (size_t i = 0; i < f->meta_count; i++) {
+        printf("metadata: ");
+        hfp4__st_fputs_printable(stdout, f->meta_keys[i]);
+        printf(" = ");
+        hfp4__st_fputs_printable(stdout, f->meta_values[i]);
+        printf("\n");
+    }
     printf("  %-8s %-22s %14s  %s\n", "dtype", "shape", "bytes", "name");
     for (size_t i = 0; i < f->count; i++) {
         const hfp4__st_tensor *t = &f->tensors[i];
         if (one && t != one) continue;
         char sh[160];
-        printf("  %-8s %-22s %14llu  %s\n", hfp4__st_dtype_name(t->dtype), hfp4__st_shape_string(t, sh, sizeof sh),
-               (unsigned long long)t->bytes, t->name);
+        printf("  %-8s %-22s %14llu  ", hfp4__st_dtype_name(t->dtype), hfp4__st_shape_string(t, sh, sizeof sh),
+               (unsigned long long)t->bytes);
+        hfp4__st_fputs_printable(stdout, t->name);
+        printf("\n");
     }
 
     hfp4__fold_stats total, by_kind[KIND_COUNT];
@@ -179,7 +190,11 @@ int hfp4_cmd_inspect(int argc, char **argv) {
         weights++;
         per_kind[k]++;
     }
-    if (one && !header_printed) printf("'%s' is %s: not an FP4 expert weight\n", one->name, hfp4__st_dtype_name(one->dtype));
+    if (one && !header_printed) {
+        printf("'");
+        hfp4__st_fputs_printable(stdout, one->name);
+        printf("' is %s: not an FP4 expert weight\n", hfp4__st_dtype_name(one->dtype));
+    }
     if (!one) {
         if (weights == 0 && errors == 0) printf("no FP4 expert weights (I8/U8/F4 with a .scale or _scale_inv tensor)\n");
         if (weights > 0) {

@@ -40,6 +40,13 @@ char *hfp4__st_shape_string(const hfp4__st_tensor *t, char *buf, size_t cap) {
     return buf;
 }
 
+void hfp4__st_fputs_printable(FILE *out, const char *s) {
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c < 0x20 || *c == 0x7F || *c == '\\') fprintf(out, "\\x%02X", *c);
+        else fputc(*c, out);
+    }
+}
+
 void hfp4__st_close(hfp4__st_file *file) {
     if (!file) return;
     if (file->f) fclose(file->f);

@@ -101,6 +101,11 @@ hfp4_status hfp4__st_read(hfp4__st_file *file, const hfp4__st_tensor *t, uint64_
 /* "[2048, 128]" into buf (truncated to cap); returns buf. */
 char *hfp4__st_shape_string(const hfp4__st_tensor *t, char *buf, size_t cap);
 
+/* Writes s to out as text a terminal shows as is: control bytes (below 0x20, and 0x7F) and the
+ * backslash as \xNN escapes; other bytes (UTF-8 included) unchanged. For names and metadata read
+ * from a file, which may hold anything. */
+void hfp4__st_fputs_printable(FILE *out, const char *s);
+
 #ifdef __cplusplus
 }
 #endif
