@@ -64,6 +64,11 @@ static inline int64_t hfp4__array_span(int64_t groups, int64_t stride_group, int
 }
 static inline int64_t hfp4__align(int64_t a, int64_t b) { return hfp4__ceil_div(a, b) * b; }
 
+/* An environment switch, read once into *cache (-1: not read yet; a caller may also store 0 or 1 there
+ * to override it): default_on, on unless `name` is "0"; otherwise on only when it is "1". Threads
+ * racing on the first read store the same value. */
+int hfp4__env_switch(const char *name, int default_on, int *cache);
+
 /* Number of worker threads to use for `requested` (0 = one per online CPU), at most `work_items`. */
 int hfp4__thread_count(int requested, int64_t work_items);
 

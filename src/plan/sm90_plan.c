@@ -181,16 +181,8 @@ static int warp_env = -1;      /* HFP4_SM90_WARP_DECODE, read once */
 void hfp4__sm90_warp_set(int on) { __atomic_store_n(&warp_override, on < 0 ? -1 : (on ? 1 : 0), __ATOMIC_RELAXED); }
 
 int hfp4__sm90_warp_wanted(const hfp4_gemm_problem *p, const hfp4_sm90_plan *plan) {
-    int on = __atomic_load_n(&warp_override, __ATOMIC_RELAXED);
-    if (on < 0) {
-        on = __atomic_load_n(&warp_env, __ATOMIC_RELAXED);
-        if (on < 0) {
-            const char *env = getenv("HFP4_SM90_WARP_DECODE");
-            on = env && strcmp(env, "1") == 0;
-            __atomic_store_n(&warp_env, on, __ATOMIC_RELAXED);
-        }
-    }
-    if (!on) return 0;
+    const int over = __atomic_load_n(&warp_override, __ATOMIC_RELAXED);
+    if (!(over >= 0 ? over : hfp4__env_switch("HFP4_SM90_WARP_DECODE", 0, &warp_env))) return 0;
     int64_t rows, groups = 1;
     if (p->grouping == HFP4_GROUPING_MASKED) {
         rows = p->expected_m > 0 ? p->expected_m : p->m;

@@ -302,12 +302,7 @@ static int bf16_switch = -1; /* HFP4_SM90_BF16, read once (-1: not yet) */
 void hfp4__sm90_bf16_set(int on) { __atomic_store_n(&bf16_switch, on ? 1 : 0, __ATOMIC_RELAXED); }
 
 int hfp4__sm90_bf16_wanted(const hfp4_sm90_plan *plan) {
-    int on = __atomic_load_n(&bf16_switch, __ATOMIC_RELAXED);
-    if (on < 0) {
-        const char *env = getenv("HFP4_SM90_BF16");
-        on = env && strcmp(env, "1") == 0;
-        __atomic_store_n(&bf16_switch, on, __ATOMIC_RELAXED);
-    }
+    const int on = hfp4__env_switch("HFP4_SM90_BF16", 0, &bf16_switch);
     const hfp4_sm90_gemm_params *p = &plan->params;
     return on && plan->block_tokens == 128 && !plan->w_fp32 && p->a_gran_k == 32 &&
            (p->a_scale_dtype == HFP4_DTYPE_UE8M0 || p->a_scale_dtype == HFP4_DTYPE_UE8M0_PACKED);

@@ -12,17 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A switch kept for comparisons: on unless the environment sets `name` to "0". Read once and cached
- * in *cache (-1: not read yet); threads racing on the first read store the same value. */
-static int comparison_switch_on(const char *name, int *cache) {
-    int on = __atomic_load_n(cache, __ATOMIC_RELAXED);
-    if (on < 0) {
-        const char *env = getenv(name);
-        on = !(env && strcmp(env, "0") == 0);
-        __atomic_store_n(cache, on, __ATOMIC_RELAXED);
-    }
-    return on;
-}
+/* A switch kept for comparisons: on unless the environment sets `name` to "0", read once */
+static int comparison_switch_on(const char *name, int *cache) { return hfp4__env_switch(name, 1, cache); }
 
 template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false, bool G32 = false>
 static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,

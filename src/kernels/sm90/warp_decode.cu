@@ -25,9 +25,6 @@
  */
 #include "warp_decode.h"
 
-#include <stdlib.h>
-#include <string.h>
-
 #include "epilogue.cuh"
 #include "fp4_to_fp8.cuh"
 #include "ptx.cuh"
@@ -527,13 +524,9 @@ static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem,
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
-    static int pdl = -1; /* HFP4_SM90_PDL=0 turns programmatic dependent launch off (as for the main kernel), read once */
-    if (__atomic_load_n(&pdl, __ATOMIC_RELAXED) < 0) {
-        const char *env = getenv("HFP4_SM90_PDL");
-        __atomic_store_n(&pdl, env && strcmp(env, "0") == 0 ? 0 : 1, __ATOMIC_RELAXED);
-    }
+    static int pdl = -1; /* HFP4_SM90_PDL=0 turns programmatic dependent launch off, as for the main kernel */
     config.attrs = attr;
-    config.numAttrs = __atomic_load_n(&pdl, __ATOMIC_RELAXED);
+    config.numAttrs = hfp4__env_switch("HFP4_SM90_PDL", 1, &pdl);
     HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, k, o));
     *taken = 1;
     return HFP4_OK;

@@ -1,0 +1,17 @@
+/*
+ * env_switch.c - the library's environment switches that are read once (hfp4__env_switch).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int hfp4__env_switch(const char *name, int default_on, int *cache) {
+    int on = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    if (on < 0) {
+        const char *env = getenv(name);
+        on = default_on ? !(env && strcmp(env, "0") == 0) : (env && strcmp(env, "1") == 0);
+        __atomic_store_n(cache, on, __ATOMIC_RELAXED);
+    }
+    return on;
+}
