@@ -442,17 +442,17 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
             } else {
                 /* one chunk at a time (per-32 forms) */
 #pragma unroll
-            for (int i = 0; i < WD_DEPTH; i++) {
-                const int64_t c = c0 + i;
-                if (c >= chunks) break;
-                const wd_scales<W_FP32> sc = scales_of(c);
-                wd_compute_chunk<W_FP32, G32>(ring[i], sc, as, c, desc_advance_rows(desc0, (int)(8 * c)), t, fin);
-                /* NOTE: the next load into this slot goes out after the chunk's use, into the same
-                 * registers; a copy of the slot before the load (cur = ring[i]) made ptxas rotate
-                 * the ring by moves that waited for the load just issued (ncu: a third of all
-                 * stalls on L1TEX), i.e. no load ahead at all */
-                if (c + WD_DEPTH < chunks) wd_load_chunk(ring[i], wq, c + WD_DEPTH);
-            }
+                for (int i = 0; i < WD_DEPTH; i++) {
+                    const int64_t c = c0 + i;
+                    if (c >= chunks) break;
+                    const wd_scales<W_FP32> sc = scales_of(c);
+                    wd_compute_chunk<W_FP32, G32>(ring[i], sc, as, c, desc_advance_rows(desc0, (int)(8 * c)), t, fin);
+                    /* NOTE: the next load into this slot goes out after the chunk's use, into the same
+                     * registers; a copy of the slot before the load (cur = ring[i]) made ptxas rotate
+                     * the ring by moves that waited for the load just issued (ncu: a third of all
+                     * stalls on L1TEX), i.e. no load ahead at all */
+                    if (c + WD_DEPTH < chunks) wd_load_chunk(ring[i], wq, c + WD_DEPTH);
+                }
             }
         }
 #ifdef HFP4_WD_DIAG
