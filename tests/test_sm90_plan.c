@@ -260,15 +260,39 @@ TEST(sm90_plan_warp_path_is_opt_in_and_bounded) {
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.warp_decode, 0);
     /* the shared memory: V4-Flash w13 (32 chunks, 1x128, UE8M0, 256 experts) and the FP32-scale limit */
-    CHECK_EQ_I64(hfp4__sm90_warp_smem_bytes(32, 0, 0, 256), 1024 + 32768 + 1024 + 8192 + 32 + 4 * 257);
-    CHECK(hfp4__sm90_warp_smem_bytes(34, 0, 1, 8) <= HFP4_SM90_WARP_MAX_SMEM);  /* K 4352, FP32 scales */
-    CHECK(hfp4__sm90_warp_smem_bytes(64, 0, 1, 8) > HFP4_SM90_WARP_MAX_SMEM);   /* K 8192, FP32 scales */
-    CHECK(hfp4__sm90_warp_smem_bytes(32, 1, 0, 384) <= HFP4_SM90_WARP_MAX_SMEM); /* K 4096, 1x32 scales */
-    CHECK(hfp4__sm90_warp_smem_bytes(64, 0, 0, 1) > HFP4_SM90_WARP_MAX_SMEM);   /* K 8192: 64 KB of tiles */
+    CHECK_EQ_I64(hfp4__sm90_warp_smem_bytes(32, 0, 0, 256, 1), 1024 + 32768 + 1024 + 8192 + 32 + 4 * 257);
+    CHECK(hfp4__sm90_warp_smem_bytes(34, 0, 1, 8, 1) <= HFP4_SM90_WARP_MAX_SMEM);  /* K 4352, FP32 scales */
+    CHECK(hfp4__sm90_warp_smem_bytes(64, 0, 1, 8, 1) > HFP4_SM90_WARP_MAX_SMEM);   /* K 8192, FP32 scales */
+    CHECK(hfp4__sm90_warp_smem_bytes(32, 1, 0, 384, 1) <= HFP4_SM90_WARP_MAX_SMEM); /* K 4096, 1x32 scales */
+    CHECK(hfp4__sm90_warp_smem_bytes(64, 0, 0, 1, 1) > HFP4_SM90_WARP_MAX_SMEM);   /* K 8192: 64 KB of tiles */
+    /* the K-split's slots (16-byte aligned after the prefix) and barriers: 7 partners at 8 */
+    CHECK_EQ_I64(hfp4__sm90_warp_smem_bytes(32, 0, 0, 256, 8), 1024 + 32768 + 1024 + 8192 + 32 + 4 * 257 + 12 + 7 * 2048 + 16);
+    /* the cluster size from K: parts of at least 4 chunks, at most 8 CTAs, within the 72 KB */
+    CHECK_EQ_I64(hfp4__sm90_warp_split(32, 0, 0, 256), getenv("HFP4_SM90_WARP_SPLIT") ? hfp4__sm90_warp_split(32, 0, 0, 256) : 8);
+    if (!getenv("HFP4_SM90_WARP_SPLIT")) {
+        CHECK_EQ_I64(hfp4__sm90_warp_split(31, 0, 0, 256), 4);
+        CHECK_EQ_I64(hfp4__sm90_warp_split(16, 0, 0, 256), 4);
+        CHECK_EQ_I64(hfp4__sm90_warp_split(8, 0, 0, 1), 2);
+        CHECK_EQ_I64(hfp4__sm90_warp_split(7, 0, 0, 1), 1);
+        CHECK_EQ_I64(hfp4__sm90_warp_split(2, 0, 0, 1), 1);
+        CHECK_EQ_I64(hfp4__sm90_warp_split(34, 0, 1, 8), 1); /* K 4352, FP32 scales: a slot would pass 72 KB */
+        CHECK(hfp4__sm90_warp_smem_bytes(34, 0, 1, 8, 2) > HFP4_SM90_WARP_MAX_SMEM);
+        CHECK_EQ_I64(hfp4__sm90_warp_split(32, 0, 1, 8), 2); /* K 4096, FP32 scales: one partner's slot fits */
+        CHECK(hfp4__sm90_warp_smem_bytes(32, 0, 1, 8, 4) > HFP4_SM90_WARP_MAX_SMEM);
+        hfp4__sm90_warp_split_set(2); /* (the tests' cap) */
+        CHECK_EQ_I64(hfp4__sm90_warp_split(32, 0, 0, 256), 2);
+        hfp4__sm90_warp_split_set(1);
+        CHECK_EQ_I64(hfp4__sm90_warp_split(32, 0, 0, 256), 1);
+        hfp4__sm90_warp_split_set(-1);
+        p = valid_problem(1, 4096, 4096); /* the plan carries it for the warp path only */
+        CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+        CHECK_EQ_I64(plan.warp_split, 8);
+    }
     hfp4__sm90_warp_set(0);
     p = grouped_problem(HFP4_GROUPING_MASKED, 16, 256, 1);
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.warp_decode, 0);
+    CHECK_EQ_I64(plan.warp_split, 1);
     hfp4__sm90_warp_set(-1);
 }
 

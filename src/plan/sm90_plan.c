@@ -159,6 +159,9 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     }
 
     plan->warp_decode = hfp4__sm90_warp_wanted(p, plan);
+    plan->warp_split = plan->warp_decode ? hfp4__sm90_warp_split(geo.chunks, p->a.scales.gran_k == 32, plan->w_fp32,
+                                                                 p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1)
+                                         : 1;
 
     plan->a_dims[0] = p->k;
     plan->a_dims[1] = p->m;
@@ -170,9 +173,27 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     return HFP4_OK;
 }
 
-int64_t hfp4__sm90_warp_smem_bytes(int64_t chunks, int gran32, int w_fp32, int64_t groups) {
-    return 1024 + chunks * 1024 + (int64_t)sizeof(float) * 8 * (gran32 ? 4 * chunks : chunks) + chunks * 64 * (w_fp32 ? 16 : 4) +
-           ((chunks + 15) & ~(int64_t)15) + (int64_t)sizeof(int32_t) * (groups + 1);
+int64_t hfp4__sm90_warp_smem_bytes(int64_t chunks, int gran32, int w_fp32, int64_t groups, int32_t split) {
+    const int64_t bytes = 1024 + chunks * 1024 + (int64_t)sizeof(float) * 8 * (gran32 ? 4 * chunks : chunks) +
+                          chunks * 64 * (w_fp32 ? 16 : 4) + ((chunks + 15) & ~(int64_t)15) + (int64_t)sizeof(int32_t) * (groups + 1);
+    /* the K-split's slots (16-byte aligned after the prefix) and its two barriers */
+    return split > 1 ? hfp4__align(bytes, 16) + (int64_t)(split - 1) * 128 * 16 + 16 : bytes;
+}
+
+static int warp_split_cap = -1; /* hfp4__sm90_warp_split_set: -1 the plan decides */
+static int warp_split_env = -1; /* HFP4_SM90_WARP_SPLIT, read once */
+
+void hfp4__sm90_warp_split_set(int max_split) { __atomic_store_n(&warp_split_cap, max_split, __ATOMIC_RELAXED); }
+
+int32_t hfp4__sm90_warp_split(int64_t chunks, int gran32, int w_fp32, int64_t groups) {
+    if (!hfp4__env_switch("HFP4_SM90_WARP_SPLIT", 1, &warp_split_env)) return 1;
+    const int cap = __atomic_load_n(&warp_split_cap, __ATOMIC_RELAXED);
+    int32_t s = HFP4_SM90_WARP_MAX_SPLIT;
+    if (cap >= 1 && cap < s) s = cap;
+    while (s > 1 && (chunks < (int64_t)s * HFP4_SM90_WARP_MIN_PIECE ||
+                     hfp4__sm90_warp_smem_bytes(chunks, gran32, w_fp32, groups, s) > HFP4_SM90_WARP_MAX_SMEM))
+        s /= 2;
+    return s;
 }
 
 static int warp_override = -1; /* hfp4__sm90_warp_set: -1 the switch decides */
@@ -196,5 +217,5 @@ int hfp4__sm90_warp_wanted(const hfp4_gemm_problem *p, const hfp4_sm90_plan *pla
     /* (the main kernel serves the rest: more rows, long K, very many groups, FP32 weight scales
      * whose staged copy would not fit) */
     return rows <= HFP4_SM90_WARP_TOKENS && groups <= HFP4_SM90_WARP_MAX_GROUPS && p->k <= HFP4_SM90_WARP_MAX_K &&
-           hfp4__sm90_warp_smem_bytes(k->w_chunks, k->a_gran_k == 32, plan->w_fp32, groups) <= HFP4_SM90_WARP_MAX_SMEM;
+           hfp4__sm90_warp_smem_bytes(k->w_chunks, k->a_gran_k == 32, plan->w_fp32, groups, 1) <= HFP4_SM90_WARP_MAX_SMEM;
 }

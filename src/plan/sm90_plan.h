@@ -17,6 +17,7 @@ typedef struct hfp4_sm90_plan {
     int32_t w_fp32;        /* weight scales stored as FP32 (else UE8M0)              */
     int64_t grid_x, grid_y, grid_z; /* work items: 128-row weight tiles x token tiles x groups */
     int32_t warp_decode;   /* 1: the warp path runs it (warp_decode.cu; opt-in, see hfp4__sm90_warp_wanted) */
+    int32_t warp_split;    /* the warp path's cluster size: 1 (no K-split), 2, 4 or 8 (hfp4__sm90_warp_split) */
     hfp4_sm90_gemm_params params;
     /* what the TMA descriptor of A needs */
     int64_t a_dims[3];     /* K, rows per group, groups                              */
@@ -34,7 +35,21 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
 #define HFP4_SM90_WARP_MAX_K 16384        /* the unit's activations (8 x K bytes) in shared memory  */
 #define HFP4_SM90_WARP_MAX_GROUPS 4096    /* the group prefix in shared memory                      */
 #define HFP4_SM90_WARP_MAX_SMEM (72 * 1024) /* so that 3 CTAs fit an SM (V4-Flash w13: ~43 KB)     */
-int64_t hfp4__sm90_warp_smem_bytes(int64_t chunks, int gran32, int w_fp32, int64_t groups);
+#define HFP4_SM90_WARP_MAX_SPLIT 8        /* CTAs of a cluster that share a unit's K (portable size) */
+#define HFP4_SM90_WARP_MIN_PIECE 4        /* chunks a CTA's part of a unit has at least, by the plan */
+/* split: the cluster size (1: none); a cluster's leader gets split - 1 slots of 128 x 4 floats for its
+ * partners' sums and two barriers */
+int64_t hfp4__sm90_warp_smem_bytes(int64_t chunks, int gran32, int w_fp32, int64_t groups, int32_t split);
+
+/* The warp path's K-split (warp_decode.cu): the cluster size its launch uses, from K alone: 8, 4 or 2
+ * CTAs when each part keeps at least HFP4_SM90_WARP_MIN_PIECE chunks and the leader's slots fit the
+ * 72 KB, else 1. The kernel splits only launches whose live units are few enough for all parts to run
+ * at once (it counts them on the device, so the host's hint need not tell T = 1 from T = 32), with
+ * fewer CTAs a unit if that is what fits. HFP4_SM90_WARP_SPLIT=0 turns it off, for comparison. */
+int32_t hfp4__sm90_warp_split(int64_t chunks, int gran32, int w_fp32, int64_t groups);
+
+/* (tests) Caps the warp path's cluster size (1 none, 2, 4, 8) or gives it back to the plan (-1). */
+void hfp4__sm90_warp_split_set(int max_split);
 
 /* Whether the warp path takes the planned problem: the switch (HFP4_SM90_WARP_DECODE=1, read once;
  * hfp4__sm90_warp_set overrides it), the masked layout or a dense GEMM, expected rows per group (the

@@ -733,7 +733,8 @@ TEST(gpu_bf16_path_1x32) {
  * groups past 8 rows: several token blocks of one tile), N and K tails, every weight-scale form
  * (folded, per-32, mixed, FP32), 1x32 activation scales in every form, FP32 D and C, dense GEMVs,
  * 256 experts with a few routed, a chained launch (PDL) reading the first's output, launches with
- * more units than CTAs, and a problem it leaves to the main kernel. */
+ * more units than CTAs, the K-split's clusters (split 8, 4 and 2 ways, and launched in clusters
+ * but not split: most of the cases above), and a problem it leaves to the main kernel. */
 TEST(gpu_warp_decode) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     hfp4__sm90_warp_set(1);
@@ -799,6 +800,58 @@ TEST(gpu_warp_decode) {
         c.a_gran = i < 3 ? 128 : 32;
         check_case(&c, "warp: masked, many units a CTA");
     }
+    /* the K-split (a cluster's CTAs share each unit's K when the units are few; the leader adds the
+     * partners' sums): a tensor-parallel shard at T = 1 (6 of 256 experts routed, 8 tiles each: 48
+     * units; masked launches split 2 ways) in every weight-scale form, 1x32 scales, FP32 D with C;
+     * odd chunk counts (34 in 2 and in 8 parts); dense GEMVs split 8 ways, (64 units) 4 ways and (16
+     * chunks) 4 ways; a chained launch; and the same shard with the split off (the cap) */
+    static int32_t shard_rows[256];
+    for (int i = 0; i < 256; i++) shard_rows[i] = (i % 41 == 3) && i < 240 ? 1 : 0; /* 6 groups of one row */
+    static const int split_pows[] = {1, 2, 0, 4};
+    for (int i = 0; i < 4; i++) {
+        c = base_case(HFP4_GROUPING_MASKED, 1, 512, 4096, 256, 2070 + i);
+        c.expected_m = 1;
+        c.rows = shard_rows;
+        c.w_pow2 = split_pows[i];
+        check_case(&c, "warp split: TP8 w13 shard, T = 1");
+    }
+    c = base_case(HFP4_GROUPING_MASKED, 1, 512, 4096, 256, 2074);
+    c.expected_m = 1;
+    c.rows = shard_rows;
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_UE8M0_PACKED;
+    check_case(&c, "warp split: shard, 1x32 scales");
+    c = base_case(HFP4_GROUPING_MASKED, 1, 512, 4096, 256, 2075);
+    c.expected_m = 1;
+    c.rows = shard_rows;
+    c.d_dtype = HFP4_DTYPE_FP32;
+    c.with_c = 1;
+    check_case(&c, "warp split: shard, FP32 D with C");
+    static const int32_t odd_rows[3] = {1, 0, 5};
+    c = base_case(HFP4_GROUPING_MASKED, 5, 256, 4352, 3, 2076);
+    c.expected_m = 2;
+    c.rows = odd_rows;
+    c.w_pow2 = 5; /* (a per-32 chunk at 33: in the last part) */
+    check_case(&c, "warp split: masked, 34 chunks in 2 parts");
+    c = base_case(HFP4_GROUPING_NONE, 3, 256, 4352, 1, 2081);
+    c.w_pow2 = 5;
+    check_case(&c, "warp split: dense, 34 chunks in 8 parts");
+    static const int64_t split_dense[][3] = {{1, 512, 4096}, {2, 4096, 4096}, {7, 200, 2048}};
+    for (int i = 0; i < 3; i++) {
+        c = base_case(HFP4_GROUPING_NONE, split_dense[i][0], split_dense[i][1], split_dense[i][2], 1, 2077 + i);
+        check_case(&c, "warp split: dense GEMV");
+    }
+    c = base_case(HFP4_GROUPING_MASKED, 1, 512, 4096, 256, 2080);
+    c.expected_m = 1;
+    c.rows = shard_rows;
+    c.chain = 1;
+    check_case(&c, "warp split: shard, chained launch");
+    hfp4__sm90_warp_split_set(1);
+    c = base_case(HFP4_GROUPING_MASKED, 1, 512, 4096, 256, 2070);
+    c.expected_m = 1;
+    c.rows = shard_rows;
+    check_case(&c, "warp split: shard with the split off");
+    hfp4__sm90_warp_split_set(-1);
     /* beyond what the warp path takes (its staged FP32 weight scales would not fit): the main kernel */
     c = base_case(HFP4_GROUPING_MASKED, 4, 256, 8192, 3, 2052);
     c.expected_m = 2;

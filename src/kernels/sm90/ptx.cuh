@@ -251,7 +251,7 @@ static __device__ __forceinline__ void warpgroup_reg_dealloc(void) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(REGS));
 }
 
-/* ---- thread-block clusters (the decode tile's K-split pairs, split_k.cuh) --------------------- */
+/* ---- thread-block clusters (the K-splits: the decode tile's pairs, split_k.cuh; the warp path's) -- */
 
 /* This CTA's rank in its cluster (0 with no cluster launch) */
 static __device__ __forceinline__ uint32_t cluster_cta_rank(void) {
@@ -268,6 +268,10 @@ static __device__ __forceinline__ uint32_t cluster_map(uint32_t smem_sa, uint32_
 /* A store to another CTA's shared memory (address from cluster_map) */
 static __device__ __forceinline__ void st_cluster_f32(uint32_t addr, float v) {
     asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
+/* A 16-byte store to another CTA's shared memory (address from cluster_map, 16-byte aligned) */
+static __device__ __forceinline__ void st_cluster_v4_f32(uint32_t addr, float x, float y, float z, float w) {
+    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
 }
 /* An arrival on another CTA's barrier (address from cluster_map) that releases this thread's
  * earlier shared-memory writes (and reads) to the threads that wait for the phase at cluster scope */

@@ -22,6 +22,12 @@
  * Where it stands (H200, bench/RESULTS.md v16): V4-Flash masked graph T = 1 w13 1.91 / w2 1.35 TB/s
  * against the main kernel's 1.82 / 1.27; from T = 8 on it is 20-30 % slower (each warpgroup's chain
  * of ~180 instructions a chunk with only 12 warps a SM), hence opt-in.
+ *
+ * K-split (wd_reduce; v17): launches with few units (a GEMV, a tensor-parallel shard at T = 1) run in
+ * clusters whose CTAs share each unit's K and add their sums in the leader's shared memory. A CTA
+ * streams ~0.5 us a chunk on its own, so a unit of 32 chunks set such a launch's time: dense GEMV
+ * 4096 x 4096 16.7 us (main kernel) -> 14.7 us (4 parts of 8 chunks); V4-Flash TP8 w13 T = 1 graph
+ * 0.36 (main) / 0.28 (unsplit) -> 0.37 TB/s (2 parts: masked launches stay at 2, below).
  */
 #include "warp_decode.h"
 
@@ -70,8 +76,10 @@ typedef struct wd_operands {
     int32_t tiles;                /* 64-row tiles holding real rows: ceil(n / 64) */
     int32_t kgroups;              /* activation-scale k-groups staged per unit: chunks (1x128) or 4 x chunks (1x32) */
     uint32_t act_bytes;           /* shared memory: activations (chunks x 1 KB), their scales, the weight
-                                     scales (scale_bytes), the chunk modes, the prefix                 */
+                                     scales (scale_bytes), the chunk modes, the prefix, the K-split's
+                                     slots and barriers                                                */
     uint32_t scale_bytes;
+    int32_t split;                /* the launch's cluster size: 1 (no cluster), 2, 4 or 8 (K-split below) */
 } wd_operands;
 
 /* One chunk (128 K) of a thread's FP4 weight words (two 64-K pairs), loaded ahead of its use. */
@@ -262,54 +270,89 @@ typedef struct wd_stage_regs {
 template <bool W_FP32>
 static __device__ __forceinline__ void wd_stage_issue(const hfp4_sm90_gemm_params &p, const wd_operands &o, uint8_t *act,
                                                       void *wsc, int64_t group, int64_t tile, int64_t tok_base, int ntok,
-                                                      bool restage_acts, wd_stage_regs &r) {
-    const int chunks = (int)p.w_chunks, blocks = chunks * 8; /* 16-byte blocks of a token (K <= WD_MAX_K) */
+                                                      bool restage_acts, int cb, int ce, wd_stage_regs &r) {
+    /* (this CTA's chunks [cb, ce) of the unit, at their places of the whole unit's carve-up) */
+    const int chunks = (int)p.w_chunks, blocks = (ce - cb) * 8; /* 16-byte blocks of a token (K <= WD_MAX_K) */
     if (restage_acts) {
         const uint8_t *rows = o.a + group * o.a_stride_group + tok_base * o.a_ld;
         for (int i = threadIdx.x; i < ntok * blocks; i += WD_THREADS) {
-            const int t = i / blocks, b = i - t * blocks, c = b >> 3, j = b & 7;
+            const int t = i / blocks, b = cb * 8 + (i - t * blocks), c = b >> 3, j = b & 7;
             const bool in = (int64_t)b * 16 < p.k;
             cp_async_16_zfill(act + c * 1024 + t * 128 + ((j ^ t) * 16), in ? rows + t * o.a_ld + b * 16 : rows, in);
         }
     }
     /* the tile's weight scales (contiguous: [chunks][64 rows] words or float4s) */
+    constexpr int PER_CHUNK = W_FP32 ? 64 : 16; /* 16-byte copies a chunk */
     const uint4 *src = W_FP32 ? (const uint4 *)((const float4 *)p.w_scales + group * p.w_scale_group_elems + tile * chunks * 64)
                               : (const uint4 *)((const uint32_t *)p.w_scales + group * p.w_scale_group_elems + tile * chunks * 64);
-    for (int i = threadIdx.x; i < chunks * (W_FP32 ? 64 : 16); i += WD_THREADS) cp_async_16_zfill((uint4 *)wsc + i, src + i, true);
-    const int nas = restage_acts ? ntok * o.kgroups : 0;
+    for (int i = cb * PER_CHUNK + threadIdx.x; i < ce * PER_CHUNK; i += WD_THREADS) cp_async_16_zfill((uint4 *)wsc + i, src + i, true);
+    const int kpc = o.kgroups / chunks, kg0 = cb * kpc, nkg = (ce - cb) * kpc; /* the part's activation-scale k-groups */
+    const int nas = restage_acts ? ntok * nkg : 0;
 #pragma unroll
     for (int q = 0; q < WD_STAGE_SCALARS; q++) {
         const int i = threadIdx.x + q * WD_THREADS;
         if (i < nas) {
-            const int t = i / o.kgroups, kg = i - t * o.kgroups;
+            const int t = i / nkg, kg = kg0 + (i - t * nkg);
             r.as[q] = kg < p.a_k_groups ? load_a_scale(p, group, tok_base + t, kg) : 1.0f;
         }
-        if (i < chunks) r.mode[q] = p.w_modes[(group * p.w_tiles + tile) * chunks + i];
+        if (i < ce - cb) r.mode[q] = p.w_modes[(group * p.w_tiles + tile) * chunks + cb + i];
     }
 }
 
 static __device__ __forceinline__ void wd_stage_finish(const hfp4_sm90_gemm_params &p, const wd_operands &o, float *as,
                                                        uint8_t *modes, int64_t group, int64_t tok_base, int ntok,
-                                                       bool restage_acts, const wd_stage_regs &r) {
-    const int chunks = (int)p.w_chunks, nas = restage_acts ? ntok * o.kgroups : 0;
+                                                       bool restage_acts, int cb, int ce, const wd_stage_regs &r) {
+    const int kpc = o.kgroups / (int)p.w_chunks, kg0 = cb * kpc, nkg = (ce - cb) * kpc;
+    const int nas = restage_acts ? ntok * nkg : 0;
 #pragma unroll
     for (int q = 0; q < WD_STAGE_SCALARS; q++) {
         const int i = threadIdx.x + q * WD_THREADS;
         if (i < nas) {
-            const int t = i / o.kgroups, kg = i - t * o.kgroups;
+            const int t = i / nkg, kg = kg0 + (i - t * nkg);
             as[kg * 8 + t] = r.as[q];
         }
-        if (i < chunks) modes[i] = (uint8_t)r.mode[q];
+        if (i < ce - cb) modes[cb + i] = (uint8_t)r.mode[q];
     }
     /* the rest, when a unit has more than the registers hold (long K, 1x32 scales, many tokens) */
     for (int i = threadIdx.x + WD_STAGE_SCALARS * WD_THREADS; i < nas; i += WD_THREADS) {
-        const int t = i / o.kgroups, kg = i - t * o.kgroups;
+        const int t = i / nkg, kg = kg0 + (i - t * nkg);
         as[kg * 8 + t] = kg < p.a_k_groups ? load_a_scale(p, group, tok_base + t, kg) : 1.0f;
     }
     static_assert(WD_MAX_K / 128 <= WD_STAGE_SCALARS * WD_THREADS, "the chunk modes fit the registers");
     cp_async_wait_all();
 }
 
+
+/* The K-split's reduction of one unit (the kernel says when it splits): a partner (sub > 0) waits
+ * until its slot at the leader is free (FREE: the leader's threads have read the previous unit's),
+ * writes its sums there, each thread the 4 of its own fragment (st.shared::cluster), and arrives on
+ * the leader's POSTED (release, cluster scope); it stores nothing (returns false). The leader waits
+ * for POSTED (acquire), adds the slots in the partners' order (FP32, deterministic; not bit-identical
+ * to an unsplit launch, whose chunks add in another order), frees them, and stores (returns true).
+ * Both sides count the same units, so one phase bit a thread serves both barriers. No global
+ * workspace and no atomics. */
+static __device__ __forceinline__ bool wd_reduce(float (&fin)[4], float4 *red, uint64_t *red_bars, int sub,
+                                                 uint32_t leader, int parts, uint32_t &red_phase) {
+    const uint32_t phase = red_phase;
+    red_phase ^= 1;
+    if (sub != 0) {
+        mbar_wait_cluster(&red_bars[1], phase ^ 1);
+        st_cluster_v4_f32(cluster_map(smem_addr(&red[(sub - 1) * WD_THREADS + threadIdx.x]), leader), fin[0], fin[1], fin[2],
+                          fin[3]);
+        mbar_arrive_cluster(cluster_map(smem_addr(&red_bars[0]), leader));
+        return false;
+    }
+    mbar_wait_cluster(&red_bars[0], phase);
+    for (int j = 1; j < parts; j++) {
+        const float4 v = red[(j - 1) * WD_THREADS + threadIdx.x];
+        fin[0] += v.x;
+        fin[1] += v.y;
+        fin[2] += v.z;
+        fin[3] += v.w;
+    }
+    for (int j = 1; j < parts; j++) mbar_arrive_cluster(cluster_map(smem_addr(&red_bars[1]), leader + (uint32_t)j));
+    return true;
+}
 
 #ifndef WD_EARLY
 #define WD_EARLY 0 /* ring slots loaded before the staging has landed (see the NOTE in the kernel) */
@@ -334,6 +377,10 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
     void *wsc = (void *)(as + (int64_t)o.kgroups * 8);             /* [chunks][64 rows] words or float4s */
     uint8_t *modes = (uint8_t *)wsc + o.scale_bytes;               /* [chunks]                          */
     int32_t *prefix = (int32_t *)(modes + ((p.w_chunks + 15) & ~15)); /* [groups + 1]                    */
+    /* the K-split's (o.split > 1): the leader's slots for its partners' sums [split - 1][128 threads],
+     * then its POSTED barrier and each CTA's FREE one (wd_reduce) */
+    float4 *red = (float4 *)(((uintptr_t)(prefix + o.groups + 1) + 15) & ~(uintptr_t)15);
+    uint64_t *red_bars = (uint64_t *)(red + (o.split - 1) * WD_THREADS);
     /* programmatic dependent launch (as the main kernel: its NOTE at grid_dependency_wait): nothing
      * in global memory is read before the grids before this one have completed */
     WD_STAMP(t_entry);
@@ -354,10 +401,38 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
     const int64_t chunks = p.w_chunks;
     const sm90_desc desc0 = smem_desc_k128_swizzle128(act);
     constexpr int WD_DEPTH = wd_depth<W_FP32, G32>::value;
-    /* NOTE: CTA c takes units [c U / G, (c + 1) U / G): consecutive units then mostly share a group
-     * and token block (the tiles of one expert), whose activations are staged once for them all */
-    const int32_t u_begin = (int32_t)((int64_t)blockIdx.x * units / gridDim.x);
-    const int32_t u_end = (int32_t)((int64_t)(blockIdx.x + 1) * units / gridDim.x);
+    /* The K-split: `parts` CTAs of a cluster (consecutive ranks) share each unit, CTA `sub` of them
+     * streaming chunks [sub chunks / parts, (sub + 1) chunks / parts), and the first of them (the
+     * leader) adds the others' sums and stores the tile. Every CTA computes parts from the same
+     * prefix, so a cluster agrees: the most the launch's cluster allows (o.split) while all the
+     * parts of all the units run at once (units x parts <= CTAs) and each part keeps 2 chunks; 1
+     * (each CTA on its own units) when the units fill the grid anyway. Why: a GEMV or a
+     * tensor-parallel shard at T = 1 has a few dozen units of 32 chunks for ~400 CTA slots, and a
+     * unit's chunks then set the launch's time (V4-Flash TP8 w13 T = 1: 48 units). */
+    int parts = o.split;
+    while (parts > 1 && ((int64_t)units * parts > (int64_t)gridDim.x || chunks < 2 * parts)) parts /= 2;
+    const uint32_t rank = o.split > 1 ? cluster_cta_rank() : 0;
+    const int sub = (int)(rank % (uint32_t)parts); /* this CTA's part of each unit */
+    const int cb = (int)(sub * chunks / parts), ce = (int)((sub + 1) * chunks / parts);
+    uint32_t red_phase = 0;
+    if (parts > 1) {
+        /* the barriers, initialized before any CTA of the cluster reaches another's (the cluster
+         * barrier's release and acquire order the initialization before the first remote use) */
+        if (threadIdx.x == 0) {
+            mbar_init(&red_bars[0], (uint32_t)(parts - 1) * WD_THREADS); /* POSTED: the partners' threads */
+            mbar_init(&red_bars[1], WD_THREADS);                          /* FREE: the leader's threads   */
+            mbar_fence_init();
+        }
+        cluster_arrive();
+        cluster_wait();
+    }
+    /* NOTE: walker w takes units [w U / W, (w + 1) U / W): consecutive units then mostly share a
+     * group and token block (the tiles of one expert), whose activations are staged once for them
+     * all. A walker is a CTA, or the parts CTAs of a unit under the K-split (consecutive blocks of a
+     * cluster). */
+    const int64_t walker = blockIdx.x / parts, walkers = gridDim.x / parts;
+    const int32_t u_begin = (int32_t)(walker * units / walkers);
+    const int32_t u_end = (int32_t)((walker + 1) * units / walkers);
     int64_t staged_group = -1, staged_block = -1;
     for (int32_t u = u_begin; u < u_end; u++) {
         /* the group holding unit u: the last one whose prefix is <= u (groups without units have
@@ -386,15 +461,15 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
          * early 1.83 / 2.85, none 1.91 / 3.08 TB/s (bench/RESULTS.md v16). */
         __syncthreads(); /* the previous unit's wgmmas have read the tiles (each waited before its epilogue) */
         wd_stage_regs sr;
-        wd_stage_issue<W_FP32>(p, o, act, wsc, group, tile, tok_base, ntok, restage, sr);
+        wd_stage_issue<W_FP32>(p, o, act, wsc, group, tile, tok_base, ntok, restage, cb, ce, sr);
         wd_chunk ring[WD_DEPTH];
 #pragma unroll
         for (int i = 0; i < WD_EARLY; i++)
-            if (i < chunks) wd_load_chunk(ring[i], wq, i);
-        wd_stage_finish(p, o, as, modes, group, tok_base, ntok, restage, sr);
+            if (cb + i < ce) wd_load_chunk(ring[i], wq, cb + i);
+        wd_stage_finish(p, o, as, modes, group, tok_base, ntok, restage, cb, ce, sr);
 #pragma unroll
         for (int i = WD_EARLY; i < WD_DEPTH; i++)
-            if (i < chunks) wd_load_chunk(ring[i], wq, i);
+            if (cb + i < ce) wd_load_chunk(ring[i], wq, cb + i);
         fence_proxy_async_shared(); /* generic-proxy writes, read by wgmma (async proxy) */
         __syncthreads();
 #ifdef HFP4_WD_DIAG
@@ -416,16 +491,16 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
             }
             return sc;
         };
-        for (int64_t c0 = 0; c0 < chunks; c0 += WD_DEPTH) {
+        for (int64_t c0 = cb; c0 < ce; c0 += WD_DEPTH) {
             static_assert(WD_DEPTH % 2 == 0, "pairs of ring slots");
             if constexpr (!W_FP32 && !G32) {
 #pragma unroll
                 for (int i = 0; i < WD_DEPTH; i += 2) {
                     const int64_t c = c0 + i;
-                    if (c >= chunks) break;
+                    if (c >= ce) break;
                     const wd_scales<W_FP32> s0 = scales_of(c);
                     const sm90_desc desc = desc_advance_rows(desc0, (int)(8 * c));
-                    if (c + 1 < chunks) {
+                    if (c + 1 < ce) {
                         const wd_scales<W_FP32> s1 = scales_of(c + 1);
                         if (!((s0.mode | s1.mode) & HFP4_SM90_MODE_PER32)) {
                             wd_compute_pair(ring[i], ring[i + 1], s0, s1, as, c, desc, t, fin);
@@ -433,31 +508,32 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
                             wd_compute_chunk<W_FP32, G32>(ring[i], s0, as, c, desc, t, fin);
                             wd_compute_chunk<W_FP32, G32>(ring[i + 1], s1, as, c + 1, desc_advance_rows(desc, 8), t, fin);
                         }
-                        if (c + 1 + WD_DEPTH < chunks) wd_load_chunk(ring[i + 1], wq, c + 1 + WD_DEPTH);
+                        if (c + 1 + WD_DEPTH < ce) wd_load_chunk(ring[i + 1], wq, c + 1 + WD_DEPTH);
                     } else {
                         wd_compute_chunk<W_FP32, G32>(ring[i], s0, as, c, desc, t, fin);
                     }
-                    if (c + WD_DEPTH < chunks) wd_load_chunk(ring[i], wq, c + WD_DEPTH);
+                    if (c + WD_DEPTH < ce) wd_load_chunk(ring[i], wq, c + WD_DEPTH);
                 }
             } else {
                 /* one chunk at a time (per-32 forms) */
 #pragma unroll
                 for (int i = 0; i < WD_DEPTH; i++) {
                     const int64_t c = c0 + i;
-                    if (c >= chunks) break;
+                    if (c >= ce) break;
                     const wd_scales<W_FP32> sc = scales_of(c);
                     wd_compute_chunk<W_FP32, G32>(ring[i], sc, as, c, desc_advance_rows(desc0, (int)(8 * c)), t, fin);
                     /* NOTE: the next load into this slot goes out after the chunk's use, into the same
                      * registers; a copy of the slot before the load (cur = ring[i]) made ptxas rotate
                      * the ring by moves that waited for the load just issued (ncu: a third of all
                      * stalls on L1TEX), i.e. no load ahead at all */
-                    if (c + WD_DEPTH < chunks) wd_load_chunk(ring[i], wq, c + WD_DEPTH);
+                    if (c + WD_DEPTH < ce) wd_load_chunk(ring[i], wq, c + WD_DEPTH);
                 }
             }
         }
 #ifdef HFP4_WD_DIAG
         t_loop = wd_now();
 #endif
+        if (parts > 1 && !wd_reduce(fin, red, red_bars, sub, rank - (uint32_t)sub, parts, red_phase)) continue;
         /* D[group][token][n]: rows g, g + 8 of the warp's slice, tokens 2t, 2t + 1 */
         const int64_t n0 = tile * 64 + warp * 16 + g;
 #pragma unroll
@@ -471,6 +547,11 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
             }
         }
     }
+    /* no CTA leaves while a partner may still write to its slots or arrive on its barriers */
+    if (parts > 1) {
+        cluster_arrive();
+        cluster_wait();
+    }
 #ifdef HFP4_WD_DIAG
     if (threadIdx.x == 0 && launch_no == 3 && blockIdx.x % 8 == 0)
         printf("wd_diag cta %d units %d entry %llu prefix +%llu staged +%llu loop +%llu end +%llu\n", (int)blockIdx.x,
@@ -482,6 +563,36 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
     /* Built for another architecture: never launched there (the host checks the device). */
     __trap();
 #endif
+}
+
+/* Clusters of `split` CTAs of a warp-path kernel (instance inst: W_FP32 x 2 + G32) with `bytes` of
+ * shared memory that are resident at once, asked of the runtime once per instance, cluster size and
+ * device (and again when the bytes change): host work each launch would repeat otherwise. */
+#define WD_CACHE_DEVICES 16
+static uint64_t wd_cluster_cache[4][4][WD_CACHE_DEVICES]; /* bytes << 32 | clusters + 1 (0: not asked) */
+static hfp4_status wd_resident_clusters(const char *fn, const void *kernel, int inst, const hfp4_current_device *dev,
+                                        cudaLaunchConfig_t config, cudaLaunchAttribute *attr, int nattr, size_t bytes,
+                                        int32_t split, int *clusters) {
+    const int l = split == 2 ? 1 : split == 4 ? 2 : 3;
+    uint64_t *slot = dev->device >= 0 && dev->device < WD_CACHE_DEVICES ? &wd_cluster_cache[inst][l][dev->device] : NULL;
+    const uint64_t v = slot ? __atomic_load_n(slot, __ATOMIC_RELAXED) : 0;
+    if (v != 0 && (v >> 32) == (uint64_t)bytes) {
+        *clusters = (int)(uint32_t)v - 1;
+        return HFP4_OK;
+    }
+    attr[nattr].id = cudaLaunchAttributeClusterDimension;
+    attr[nattr].val.clusterDim.x = (unsigned)split;
+    attr[nattr].val.clusterDim.y = 1;
+    attr[nattr].val.clusterDim.z = 1;
+    config.attrs = attr;
+    config.numAttrs = nattr + 1;
+    config.gridDim = dim3((unsigned)(dev->num_sms * split), 1, 1); /* (a multiple of the cluster size) */
+    config.dynamicSmemBytes = bytes;
+    int n = 0;
+    HFP4_CUDA_TRY(fn, cudaOccupancyMaxActiveClusters(&n, kernel, &config));
+    if (slot) __atomic_store_n(slot, ((uint64_t)bytes << 32) | (uint32_t)(n + 1), __ATOMIC_RELAXED);
+    *clusters = n;
+    return HFP4_OK;
 }
 
 template <bool W_FP32, bool G32>
@@ -498,35 +609,73 @@ static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem,
     o.kgroups = (int32_t)(G32 ? 4 * k.w_chunks : k.w_chunks);
     o.act_bytes = (uint32_t)(k.w_chunks * 1024);
     o.scale_bytes = (uint32_t)(k.w_chunks * 64 * (W_FP32 ? 16 : 4));
-    const size_t smem = (size_t)hfp4__sm90_warp_smem_bytes(k.w_chunks, G32, W_FP32, o.groups);
-    /* a device with less shared memory than the plan allows (72 KB) leaves the problem to the main
-     * kernel, which the plan has checked too */
-    if (smem > (size_t)dev->max_smem_optin) return HFP4_OK;
-    HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     /* the units (tiles x token blocks x groups) are counted in 32 bits on the device: at most twice
      * the plan's work items (64- not 128-row tiles, 8-token blocks), which it keeps below 2^30 */
     const int64_t most = (int64_t)o.tiles * ((k.m + WD_TOKENS - 1) / WD_TOKENS) * o.groups;
     if (most >= ((int64_t)1 << 31))
         return hfp4__fail(HFP4_ERR_INTERNAL, "%s: %lld warp-path units (m = %lld, n = %lld, groups = %d) exceed 2^31", fn,
                           (long long)most, (long long)k.m, (long long)problem->n, (int)o.groups);
-    /* persistent: as many CTAs as fit on the SMs at once (each takes a fixed range of units, so a
-     * CTA that waited for a slot would hold its units back) */
-    int per_sm = 0;
-    HFP4_CUDA_TRY(fn, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WD_THREADS, smem));
-    if (per_sm < 1) return HFP4_OK; /* (the main kernel then) */
-    int64_t ctas = (int64_t)dev->num_sms * per_sm;
-    if (ctas > most) ctas = most > 0 ? most : 1;
     cudaLaunchConfig_t config = {};
-    config.gridDim = dim3((unsigned)ctas, 1, 1);
     config.blockDim = dim3(WD_THREADS, 1, 1);
-    config.dynamicSmemBytes = smem;
     config.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attr[2];
+    int nattr = 0;
     static int pdl = -1; /* HFP4_SM90_PDL=0 turns programmatic dependent launch off, as for the main kernel */
+    if (hfp4__env_switch("HFP4_SM90_PDL", 1, &pdl)) {
+        attr[nattr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[nattr].val.programmaticStreamSerializationAllowed = 1;
+        nattr++;
+    }
+    /* The K-split's cluster size: the plan's is the most K allows. A dense problem's units are
+     * known here: the largest size whose clusters, all resident at once, give every unit its parts
+     * (units <= resident clusters; the kernel then splits each unit that many ways). A masked
+     * launch's units are known on the device only: at most 2, whose clusters fill the same CTA
+     * slots as single CTAs. NOTE: H200, 3 CTAs a SM: clusters of 4 and 8 hold 368 and 360 CTAs where
+     * 396 fit alone; V4-Flash T = 1 (384 units, too many to split) launched in clusters of 8 put two
+     * units on some CTAs: w13 1.92 -> 1.23 TB/s (bench/RESULTS.md v17). */
+    int32_t split = plan->warp_split > 1 ? plan->warp_split : 1;
+    if (problem->grouping == HFP4_GROUPING_MASKED && split > 2) split = 2;
+    int clusters = 0;
+    for (; split > 1; split /= 2) {
+        const size_t bytes = (size_t)hfp4__sm90_warp_smem_bytes(k.w_chunks, G32, W_FP32, o.groups, split);
+        if (bytes > (size_t)dev->max_smem_optin) continue;
+        HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        HFP4_TRY(wd_resident_clusters(fn, (const void *)kernel, 2 * W_FP32 + G32, dev, config, attr, nattr, bytes, split,
+                                      &clusters));
+        if (clusters >= 1 && (problem->grouping == HFP4_GROUPING_MASKED || most <= clusters)) break;
+    }
+    o.split = split > 1 ? split : 1;
+    const size_t smem = (size_t)hfp4__sm90_warp_smem_bytes(k.w_chunks, G32, W_FP32, o.groups, o.split);
+    /* a device with less shared memory than the plan allows (72 KB) leaves the problem to the main
+     * kernel, which the plan has checked too */
+    if (smem > (size_t)dev->max_smem_optin) return HFP4_OK;
+    HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    config.dynamicSmemBytes = smem;
+    /* persistent: as many CTAs as fit on the SMs at once (each takes a fixed range of units, so a
+     * CTA that waited for a slot would hold its units back); with the K-split, whole clusters of
+     * o.split CTAs (the kernel decides how many of them share a unit), and at most o.split CTAs a
+     * unit */
+    int64_t ctas = 0;
+    if (o.split > 1) {
+        attr[nattr].id = cudaLaunchAttributeClusterDimension;
+        attr[nattr].val.clusterDim.x = (unsigned)o.split;
+        attr[nattr].val.clusterDim.y = 1;
+        attr[nattr].val.clusterDim.z = 1;
+        nattr++;
+        ctas = (int64_t)clusters * o.split;
+        const int64_t need = (most > 0 ? most : 1) * o.split;
+        if (ctas > need) ctas = need;
+    }
+    if (ctas == 0) {
+        int per_sm = 0;
+        HFP4_CUDA_TRY(fn, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WD_THREADS, smem));
+        if (per_sm < 1) return HFP4_OK; /* (the main kernel then) */
+        ctas = (int64_t)dev->num_sms * per_sm;
+        if (ctas > most) ctas = most > 0 ? most : 1;
+    }
+    config.gridDim = dim3((unsigned)ctas, 1, 1);
     config.attrs = attr;
-    config.numAttrs = hfp4__env_switch("HFP4_SM90_PDL", 1, &pdl);
+    config.numAttrs = nattr;
     HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, k, o));
     *taken = 1;
     return HFP4_OK;
