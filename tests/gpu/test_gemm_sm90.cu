@@ -22,7 +22,7 @@ static int have_sm90(void) {
     return hfp4_device_query(0, &info) == HFP4_OK && info.has_sm90_kernels;
 }
 
-static const char *const k_w_names[] = {"fp32", "ue8m0", "ue8m0-wide", "ue8m0-chunkbase", "ue8m0-mixed"};
+static const char *const k_w_names[] = {"fp32", "ue8m0", "ue8m0-wide", "ue8m0-chunkbase", "ue8m0-mixed", "ue8m0-per32-at-33"}; /* by w_pow2 */
 
 static void check_case(const gemm_case *cs, const char *label) {
     gemm_host h;
@@ -733,8 +733,8 @@ TEST(gpu_bf16_path_1x32) {
  * groups past 8 rows: several token blocks of one tile), N and K tails, every weight-scale form
  * (folded, per-32, mixed, FP32), 1x32 activation scales in every form, FP32 D and C, dense GEMVs,
  * 256 experts with a few routed, a chained launch (PDL) reading the first's output, launches with
- * more units than CTAs, the K-split's clusters (split 8, 4 and 2 ways, and launched in clusters
- * but not split: most of the cases above), and a problem it leaves to the main kernel. */
+ * more units than CTAs, the K-split (most masked cases above run in clusters of 2 and split when
+ * their units are few; the K-split's own cases below), and a problem it leaves to the main kernel. */
 TEST(gpu_warp_decode) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     hfp4__sm90_warp_set(1);
@@ -846,6 +846,31 @@ TEST(gpu_warp_decode) {
     c.rows = shard_rows;
     c.chain = 1;
     check_case(&c, "warp split: shard, chained launch");
+    /* 8 parts under 1x32 activation scales (the per-step path), 2 under FP32 weight scales */
+    c = base_case(HFP4_GROUPING_NONE, 1, 512, 4096, 1, 2082);
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_UE8M0;
+    check_case(&c, "warp split: dense, 1x32 scales, 8 parts");
+    c = base_case(HFP4_GROUPING_NONE, 1, 4096, 4096, 1, 2083);
+    c.w_pow2 = 0;
+    check_case(&c, "warp split: dense, FP32 weight scales, 2 parts");
+    /* forced (the test hook): many units a walker (the FREE barrier's waits and the phase bit over
+     * units), and 2 parts in clusters of 8 (leaders at ranks 2, 4, 6 too), dense and masked */
+    hfp4__sm90_warp_split_test(8, 16);
+    c = base_case(HFP4_GROUPING_NONE, 2, 4096, 4096, 1, 2084);
+    check_case(&c, "warp split: forced 8 parts, 32 units a walker");
+    hfp4__sm90_warp_split_test(2, 32);
+    c = base_case(HFP4_GROUPING_NONE, 2, 4096, 4096, 1, 2085);
+    c.w_pow2 = 2;
+    check_case(&c, "warp split: forced 2 parts in clusters of 8");
+    hfp4__sm90_warp_split_test(2, 8);
+    c = base_case(HFP4_GROUPING_MASKED, 1, 512, 4096, 256, 2086);
+    c.expected_m = 1;
+    c.rows = shard_rows;
+    c.a_gran = 32;
+    c.a_scale = HFP4_DTYPE_FP32;
+    check_case(&c, "warp split: forced, masked, 12 units a walker");
+    hfp4__sm90_warp_split_test(0, 0);
     hfp4__sm90_warp_split_set(1);
     c = base_case(HFP4_GROUPING_MASKED, 1, 512, 4096, 256, 2070);
     c.expected_m = 1;

@@ -80,6 +80,7 @@ typedef struct wd_operands {
                                      slots and barriers                                                */
     uint32_t scale_bytes;
     int32_t split;                /* the launch's cluster size: 1 (no cluster), 2, 4 or 8 (K-split below) */
+    int32_t parts;                /* (tests) CTAs a unit, whatever the units: 0 the kernel decides */
 } wd_operands;
 
 /* One chunk (128 K) of a thread's FP4 weight words (two 64-K pairs), loaded ahead of its use. */
@@ -411,6 +412,7 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
      * unit's chunks then set the launch's time (V4-Flash TP8 w13 T = 1: 48 units). */
     int parts = o.split;
     while (parts > 1 && ((int64_t)units * parts > (int64_t)gridDim.x || chunks < 2 * parts)) parts /= 2;
+    if (o.parts > 0) parts = o.parts; /* (tests: several units a walker, leaders at ranks past 0) */
     const uint32_t rank = o.split > 1 ? cluster_cta_rank() : 0;
     const int sub = (int)(rank % (uint32_t)parts); /* this CTA's part of each unit */
     const int cb = (int)(sub * chunks / parts), ce = (int)((sub + 1) * chunks / parts);
@@ -566,19 +568,19 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
 }
 
 /* Clusters of `split` CTAs of a warp-path kernel (instance inst: W_FP32 x 2 + G32) with `bytes` of
- * shared memory that are resident at once, asked of the runtime once per instance, cluster size and
- * device (and again when the bytes change): host work each launch would repeat otherwise. */
+ * shared memory that are resident at once, asked of the runtime once per instance, cluster size,
+ * device and size (a few sizes each: a layer's two GEMMs alternate): host work each launch would
+ * repeat otherwise. 0 when the runtime cannot tell (its error is cleared: the launch goes unsplit). */
 #define WD_CACHE_DEVICES 16
-static uint64_t wd_cluster_cache[4][4][WD_CACHE_DEVICES]; /* bytes << 32 | clusters + 1 (0: not asked) */
-static hfp4_status wd_resident_clusters(const char *fn, const void *kernel, int inst, const hfp4_current_device *dev,
-                                        cudaLaunchConfig_t config, cudaLaunchAttribute *attr, int nattr, size_t bytes,
-                                        int32_t split, int *clusters) {
+#define WD_CACHE_WAYS 4
+static uint64_t wd_cluster_cache[4][4][WD_CACHE_DEVICES][WD_CACHE_WAYS]; /* bytes << 32 | clusters + 1; 0: free */
+static int wd_resident_clusters(const void *kernel, int inst, const hfp4_current_device *dev, cudaLaunchConfig_t config,
+                                cudaLaunchAttribute *attr, int nattr, size_t bytes, int32_t split) {
     const int l = split == 2 ? 1 : split == 4 ? 2 : 3;
-    uint64_t *slot = dev->device >= 0 && dev->device < WD_CACHE_DEVICES ? &wd_cluster_cache[inst][l][dev->device] : NULL;
-    const uint64_t v = slot ? __atomic_load_n(slot, __ATOMIC_RELAXED) : 0;
-    if (v != 0 && (v >> 32) == (uint64_t)bytes) {
-        *clusters = (int)(uint32_t)v - 1;
-        return HFP4_OK;
+    uint64_t *ways = dev->device >= 0 && dev->device < WD_CACHE_DEVICES ? wd_cluster_cache[inst][l][dev->device] : NULL;
+    for (int w = 0; ways && w < WD_CACHE_WAYS; w++) {
+        const uint64_t v = __atomic_load_n(&ways[w], __ATOMIC_RELAXED);
+        if (v != 0 && (v >> 32) == (uint64_t)bytes) return (int)(uint32_t)v - 1;
     }
     attr[nattr].id = cudaLaunchAttributeClusterDimension;
     attr[nattr].val.clusterDim.x = (unsigned)split;
@@ -589,9 +591,37 @@ static hfp4_status wd_resident_clusters(const char *fn, const void *kernel, int 
     config.gridDim = dim3((unsigned)(dev->num_sms * split), 1, 1); /* (a multiple of the cluster size) */
     config.dynamicSmemBytes = bytes;
     int n = 0;
-    HFP4_CUDA_TRY(fn, cudaOccupancyMaxActiveClusters(&n, kernel, &config));
-    if (slot) __atomic_store_n(slot, ((uint64_t)bytes << 32) | (uint32_t)(n + 1), __ATOMIC_RELAXED);
-    *clusters = n;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &config) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0; /* (not cached: it may be transient) */
+    }
+    if (ways) { /* the first free way, else the one the bytes hash to */
+        int w = 0;
+        while (w < WD_CACHE_WAYS && __atomic_load_n(&ways[w], __ATOMIC_RELAXED) != 0) w++;
+        if (w == WD_CACHE_WAYS) w = (int)((bytes >> 4) % WD_CACHE_WAYS);
+        __atomic_store_n(&ways[w], ((uint64_t)bytes << 32) | (uint32_t)(n + 1), __ATOMIC_RELAXED);
+    }
+    return n;
+}
+
+/* (tests) hfp4__sm90_warp_split_test */
+static int wd_test_parts = 0, wd_test_max_ctas = 0;
+void hfp4__sm90_warp_split_test(int parts, int max_ctas) {
+    __atomic_store_n(&wd_test_parts, parts, __ATOMIC_RELAXED);
+    __atomic_store_n(&wd_test_max_ctas, max_ctas, __ATOMIC_RELAXED);
+}
+
+/* The kernel instance's shared-memory limit, raised once per device to the most any plan asks
+ * (HFP4_SM90_WARP_MAX_SMEM, or what the device allows) and never lowered: the attribute is the
+ * function's, not the launch's, so setting it per launch (to each launch's size) raced with other
+ * host threads' launches. */
+static hfp4_status wd_raise_smem_limit(const char *fn, const void *kernel, int inst, const hfp4_current_device *dev) {
+    static int raised[4][WD_CACHE_DEVICES];
+    const bool cached = dev->device >= 0 && dev->device < WD_CACHE_DEVICES;
+    if (cached && __atomic_load_n(&raised[inst][dev->device], __ATOMIC_ACQUIRE)) return HFP4_OK;
+    const int limit = HFP4_SM90_WARP_MAX_SMEM < dev->max_smem_optin ? HFP4_SM90_WARP_MAX_SMEM : dev->max_smem_optin;
+    HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+    if (cached) __atomic_store_n(&raised[inst][dev->device], 1, __ATOMIC_RELEASE);
     return HFP4_OK;
 }
 
@@ -633,23 +663,23 @@ static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem,
      * slots as single CTAs. NOTE: H200, 3 CTAs a SM: clusters of 4 and 8 hold 368 and 360 CTAs where
      * 396 fit alone; V4-Flash T = 1 (384 units, too many to split) launched in clusters of 8 put two
      * units on some CTAs: w13 1.92 -> 1.23 TB/s (bench/RESULTS.md v17). */
+    HFP4_TRY(wd_raise_smem_limit(fn, (const void *)kernel, 2 * W_FP32 + G32, dev));
     int32_t split = plan->warp_split > 1 ? plan->warp_split : 1;
     if (problem->grouping == HFP4_GROUPING_MASKED && split > 2) split = 2;
+    const int test_parts = __atomic_load_n(&wd_test_parts, __ATOMIC_RELAXED);
     int clusters = 0;
     for (; split > 1; split /= 2) {
         const size_t bytes = (size_t)hfp4__sm90_warp_smem_bytes(k.w_chunks, G32, W_FP32, o.groups, split);
         if (bytes > (size_t)dev->max_smem_optin) continue;
-        HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-        HFP4_TRY(wd_resident_clusters(fn, (const void *)kernel, 2 * W_FP32 + G32, dev, config, attr, nattr, bytes, split,
-                                      &clusters));
-        if (clusters >= 1 && (problem->grouping == HFP4_GROUPING_MASKED || most <= clusters)) break;
+        clusters = wd_resident_clusters((const void *)kernel, 2 * W_FP32 + G32, dev, config, attr, nattr, bytes, split);
+        if (clusters >= 1 && (problem->grouping == HFP4_GROUPING_MASKED || most <= clusters || test_parts > 0)) break;
     }
     o.split = split > 1 ? split : 1;
+    o.parts = test_parts > 0 && test_parts <= o.split ? test_parts : 0;
     const size_t smem = (size_t)hfp4__sm90_warp_smem_bytes(k.w_chunks, G32, W_FP32, o.groups, o.split);
     /* a device with less shared memory than the plan allows (72 KB) leaves the problem to the main
      * kernel, which the plan has checked too */
     if (smem > (size_t)dev->max_smem_optin) return HFP4_OK;
-    HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     config.dynamicSmemBytes = smem;
     /* persistent: as many CTAs as fit on the SMs at once (each takes a fixed range of units, so a
      * CTA that waited for a slot would hold its units back); with the K-split, whole clusters of
@@ -673,6 +703,8 @@ static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem,
         ctas = (int64_t)dev->num_sms * per_sm;
         if (ctas > most) ctas = most > 0 ? most : 1;
     }
+    const int test_ctas = __atomic_load_n(&wd_test_max_ctas, __ATOMIC_RELAXED);
+    if (test_ctas > 0 && ctas > test_ctas) ctas = test_ctas / o.split > 0 ? test_ctas / o.split * o.split : o.split;
     config.gridDim = dim3((unsigned)ctas, 1, 1);
     config.attrs = attr;
     config.numAttrs = nattr;

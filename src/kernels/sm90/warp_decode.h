@@ -17,4 +17,9 @@
 hfp4_status hfp4__sm90_warp_decode(const char *fn, const hfp4_gemm_problem *problem, const hfp4_sm90_plan *plan,
                                    const hfp4_current_device *dev, cudaStream_t stream, int *taken);
 
+/* (tests) Makes every K-split launch split `parts` ways (a power of two up to its cluster size)
+ * whatever its units, and caps its grid at max_ctas (rounded down to whole clusters), so that a
+ * walker gets several units and a cluster several leaders; 0, 0 gives both back. */
+void hfp4__sm90_warp_split_test(int parts, int max_ctas);
+
 #endif
