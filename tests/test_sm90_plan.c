@@ -222,8 +222,8 @@ TEST(sm90_plan_balances_the_decode_walk) {
     unsetenv("HFP4_SM90_BALANCE");
 }
 
-/* The warp path (warp_decode.cu) is opt-in and takes only what it serves: the masked layout or a dense
- * GEMM with at most 8 expected rows per group, K <= 16384 and 72 KB of shared memory. */
+/* The warp path (warp_decode.cu) is opt-in for the masked layout, automatic for dense GEMVs, and takes
+ * only what it serves: at most 8 expected rows per group, K <= 16384 and 72 KB of shared memory. */
 TEST(sm90_plan_warp_path_is_opt_in_and_bounded) {
     hfp4_sm90_plan plan;
     hfp4_gemm_problem p = grouped_problem(HFP4_GROUPING_MASKED, 16, 256, 1);
@@ -288,11 +288,24 @@ TEST(sm90_plan_warp_path_is_opt_in_and_bounded) {
         CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
         CHECK_EQ_I64(plan.warp_split, 8);
     }
+    /* without a switch a dense GEMV is the launcher's to decide (2: where it splits 4 or 8 ways) */
+    hfp4__sm90_warp_set(-1);
+    if (!getenv("HFP4_SM90_WARP_DECODE")) {
+        p = valid_problem(1, 4096, 4096);
+        CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+        CHECK_EQ_I64(plan.warp_decode, 2);
+        p = valid_problem(9, 4096, 4096);
+        CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+        CHECK_EQ_I64(plan.warp_decode, 0);
+    }
     hfp4__sm90_warp_set(0);
     p = grouped_problem(HFP4_GROUPING_MASKED, 16, 256, 1);
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.warp_decode, 0);
     CHECK_EQ_I64(plan.warp_split, 1);
+    p = valid_problem(1, 4096, 4096); /* off: not even a dense GEMV */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.warp_decode, 0);
     hfp4__sm90_warp_set(-1);
 }
 

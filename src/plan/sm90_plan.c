@@ -197,13 +197,26 @@ int32_t hfp4__sm90_warp_split(int64_t chunks, int gran32, int w_fp32, int64_t gr
 }
 
 static int warp_override = -1; /* hfp4__sm90_warp_set: -1 the switch decides */
-static int warp_env = -1;      /* HFP4_SM90_WARP_DECODE, read once */
+static int warp_env = -2;      /* HFP4_SM90_WARP_DECODE, read once: -1 unset, 0 "0", 1 anything else */
 
 void hfp4__sm90_warp_set(int on) { __atomic_store_n(&warp_override, on < 0 ? -1 : (on ? 1 : 0), __ATOMIC_RELAXED); }
 
-int hfp4__sm90_warp_wanted(const hfp4_gemm_problem *p, const hfp4_sm90_plan *plan) {
+/* -1: no switch (automatic), 0: off, 1: on */
+static int warp_switch(void) {
     const int over = __atomic_load_n(&warp_override, __ATOMIC_RELAXED);
-    if (!(over >= 0 ? over : hfp4__env_switch("HFP4_SM90_WARP_DECODE", 0, &warp_env))) return 0;
+    if (over >= 0) return over;
+    int v = __atomic_load_n(&warp_env, __ATOMIC_RELAXED);
+    if (v == -2) {
+        const char *env = getenv("HFP4_SM90_WARP_DECODE");
+        v = !env || !*env ? -1 : strcmp(env, "0") ? 1 : 0;
+        __atomic_store_n(&warp_env, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+int hfp4__sm90_warp_wanted(const hfp4_gemm_problem *p, const hfp4_sm90_plan *plan) {
+    const int sw = warp_switch();
+    if (sw == 0 || (sw < 0 && p->grouping != HFP4_GROUPING_NONE)) return 0;
     int64_t rows, groups = 1;
     if (p->grouping == HFP4_GROUPING_MASKED) {
         rows = p->expected_m > 0 ? p->expected_m : p->m;
@@ -216,6 +229,7 @@ int hfp4__sm90_warp_wanted(const hfp4_gemm_problem *p, const hfp4_sm90_plan *pla
     const hfp4_sm90_gemm_params *k = &plan->params;
     /* (the main kernel serves the rest: more rows, long K, very many groups, FP32 weight scales
      * whose staged copy would not fit) */
-    return rows <= HFP4_SM90_WARP_TOKENS && groups <= HFP4_SM90_WARP_MAX_GROUPS && p->k <= HFP4_SM90_WARP_MAX_K &&
-           hfp4__sm90_warp_smem_bytes(k->w_chunks, k->a_gran_k == 32, plan->w_fp32, groups, 1) <= HFP4_SM90_WARP_MAX_SMEM;
+    const int fits = rows <= HFP4_SM90_WARP_TOKENS && groups <= HFP4_SM90_WARP_MAX_GROUPS && p->k <= HFP4_SM90_WARP_MAX_K &&
+                     hfp4__sm90_warp_smem_bytes(k->w_chunks, k->a_gran_k == 32, plan->w_fp32, groups, 1) <= HFP4_SM90_WARP_MAX_SMEM;
+    return !fits ? 0 : sw > 0 ? 1 : 2;
 }

@@ -16,7 +16,8 @@ typedef struct hfp4_sm90_plan {
     int32_t block_tokens;  /* BT: token rows per CTA (wgmma N): 8, 16, 32, 64 or 128 */
     int32_t w_fp32;        /* weight scales stored as FP32 (else UE8M0)              */
     int64_t grid_x, grid_y, grid_z; /* work items: 128-row weight tiles x token tiles x groups */
-    int32_t warp_decode;   /* 1: the warp path runs it (warp_decode.cu; opt-in, see hfp4__sm90_warp_wanted) */
+    int32_t warp_decode;   /* the warp path (warp_decode.cu; hfp4__sm90_warp_wanted): 1 runs it, 2 runs it
+                              where it splits K 4 or 8 ways (dense GEMVs), 0 the main kernel does */
     int32_t warp_split;    /* the warp path's cluster size: 1 (no K-split), 2, 4 or 8 (hfp4__sm90_warp_split) */
     hfp4_sm90_gemm_params params;
     /* what the TMA descriptor of A needs */
@@ -28,9 +29,10 @@ typedef struct hfp4_sm90_plan {
  * serve it (UNSUPPORTED with the reason otherwise) and fills *plan. Does not touch the GPU. */
 hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm90_plan *plan);
 
-/* The warp path (src/kernels/sm90/warp_decode.cu), opt-in: groups of a few rows as one warpgroup per
- * 64-row weight tile. These are its limits and its shared memory (the kernel's carve-up: alignment
- * slack, the activation tiles, their scales, the weight scales, the chunk modes, the group prefix). */
+/* The warp path (src/kernels/sm90/warp_decode.cu; when it runs: hfp4__sm90_warp_wanted): groups of a
+ * few rows as one warpgroup per 64-row weight tile. These are its limits and its shared memory (the
+ * kernel's carve-up: alignment slack, the activation tiles, their scales, the weight scales, the
+ * chunk modes, the group prefix). */
 #define HFP4_SM90_WARP_TOKENS 8           /* tokens per unit (wgmma N): expected rows at most this */
 #define HFP4_SM90_WARP_MAX_K 16384        /* the unit's activations (8 x K bytes) in shared memory  */
 #define HFP4_SM90_WARP_MAX_GROUPS 4096    /* the group prefix in shared memory                      */
@@ -51,11 +53,16 @@ int32_t hfp4__sm90_warp_split(int64_t chunks, int gran32, int w_fp32, int64_t gr
 /* (tests) Caps the warp path's cluster size (1 none, 2, 4, 8) or gives it back to the plan (-1). */
 void hfp4__sm90_warp_split_set(int max_split);
 
-/* Whether the warp path takes the planned problem: the switch (HFP4_SM90_WARP_DECODE=1, read once;
- * hfp4__sm90_warp_set overrides it), the masked layout or a dense GEMM, expected rows per group (the
- * hint, or m for dense) at most 8, K at most 16384, its shared memory within 72 KB. Off by default:
- * faster than the main kernel only at T = 1, slower from T = 8 (bench/RESULTS.md v16), and the
- * hint cannot tell them apart. */
+/* Whether the warp path takes the planned problem: expected rows per group (the hint, or m for
+ * dense) at most 8, K at most 16384, its shared memory within 72 KB, and
+ * - with the switch on (HFP4_SM90_WARP_DECODE=1, read once; hfp4__sm90_warp_set overrides it): the
+ *   masked layout or a dense GEMM (1);
+ * - without a switch: a dense GEMM (2), which the launcher runs on the warp path only where it
+ *   splits K 4 or 8 ways (few units: a GEMV of N up to ~6000 at K >= 2048 on an H200; measured
+ *   7-30 % faster there, slower with 2 parts: bench/RESULTS.md v17);
+ * - HFP4_SM90_WARP_DECODE=0: never (0).
+ * The masked layout needs the switch: faster than the main kernel only at T = 1, slower from T = 8
+ * (v16), and the hint cannot tell them apart. */
 int hfp4__sm90_warp_wanted(const hfp4_gemm_problem *p, const hfp4_sm90_plan *plan);
 
 /* (tests, bench) Turns the warp path on (1), off (0) or back to the switch's value (-1). */

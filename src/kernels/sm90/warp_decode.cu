@@ -1,6 +1,7 @@
 /*
  * warp_decode.cu - the warp path of hfp4_gemm (warp_decode.h): FP8 x FP4 for groups of a few rows,
- * opt-in (HFP4_SM90_WARP_DECODE=1).
+ * opt-in for the masked layout (HFP4_SM90_WARP_DECODE=1), automatic for dense GEMVs it splits 4 or 8
+ * ways (hfp4__sm90_warp_wanted, sm90_plan.h).
  *
  * Why a second decode kernel: the main kernel (fp8_fp4_gemm.cuh) feeds wgmma from a TMA pipeline run
  * by producer warps, 128 weight rows per item. With one token (six experts, 192 such items on 264
@@ -27,7 +28,9 @@
  * clusters whose CTAs share each unit's K and add their sums in the leader's shared memory. A CTA
  * streams ~0.5 us a chunk on its own, so a unit of 32 chunks set such a launch's time: dense GEMV
  * 4096 x 4096 16.7 us (main kernel) -> 14.7 us (4 parts of 8 chunks); V4-Flash TP8 w13 T = 1 graph
- * 0.36 (main) / 0.28 (unsplit) -> 0.37 TB/s (2 parts: masked launches stay at 2, below).
+ * 0.36 (main) / 0.28 (unsplit) -> 0.37 TB/s (2 parts: masked launches stay at 2, below). Dense GEMVs
+ * of M <= 8 take this path by default where the launcher splits them 4 or 8 ways (N up to ~6000 at
+ * K >= 2048): 7-30 % faster than the main kernel there, slower with 2 parts or none.
  */
 #include "warp_decode.h"
 
@@ -675,6 +678,9 @@ static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem,
         if (clusters >= 1 && (problem->grouping == HFP4_GROUPING_MASKED || most <= clusters || test_parts > 0)) break;
     }
     o.split = split > 1 ? split : 1;
+    /* the automatic choice (plan->warp_decode 2, dense GEMVs) is the warp path's only where it
+     * splits K 4 or 8 ways: with 2 parts or none the main kernel was faster (bench/RESULTS.md v17) */
+    if (plan->warp_decode == 2 && o.split < 4) return HFP4_OK;
     o.parts = test_parts > 0 && test_parts <= o.split ? test_parts : 0;
     const size_t smem = (size_t)hfp4__sm90_warp_smem_bytes(k.w_chunks, G32, W_FP32, o.groups, o.split);
     /* a device with less shared memory than the plan allows (72 KB) leaves the problem to the main
