@@ -451,12 +451,19 @@ def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, 
 
 def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None,
                                          compiled_dims="nk", disable_ue8m0_cast=False, use_psum_layout=False,
-                                         ensure_zero_padding=True, expected_m_for_psum_layout=None):
+                                         ensure_zero_padding=True, expected_m_for_psum_layout=None,
+                                         expected_m=None):
     """m-grouped contiguous GEMM (DeepGEMM's m_grouped_fp8_fp4_gemm_nt_contiguous): A [M, K] rows
     sorted by expert, B [G, N, K/2], D [M, N]. grouped_layout int32: [M] expert of each row (-1 for
     padding rows, whose D rows are written as zeros), or with use_psum_layout [G] cumulative end rows.
     Segments start at multiples of get_mk_alignment_for_contiguous_layout(). ensure_zero_padding,
-    compiled_dims and disable_ue8m0_cast have no effect (padding rows are always written as zeros)."""
+    compiled_dims and disable_ue8m0_cast have no effect (padding rows are always written as zeros).
+
+    expected_m (hfp4's, not DeepGEMM's): real rows per routed expert, a scheduling hint for either
+    layout (the same as expected_m_for_psum_layout there). Without it the token tile follows M / G,
+    padding rows included, so a decode step's few rows an expert run on tiles of 32-128 rows: ~half
+    the speed from 32 tokens a step (bench/RESULTS.md v17). A caller that knows its routing should
+    pass ceil(tokens * top_k / experts)."""
     torch = _t()
     A, SFA = _pair("a", a)
     gran_k_a, gran_b = resolve_recipes(recipe, recipe_a, recipe_b)
@@ -464,6 +471,13 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
     if expected_m_for_psum_layout is not None and not use_psum_layout:
         raise L.invalid_argument("expected_m_for_psum_layout = %r needs use_psum_layout = True"
                                  % (expected_m_for_psum_layout,))
+    if expected_m is not None:
+        if isinstance(expected_m, bool) or not isinstance(expected_m, int) or expected_m < 0:
+            raise L.invalid_argument("expected_m must be a non-negative int (rows per routed expert), got %r"
+                                     % (expected_m,))
+        if expected_m_for_psum_layout is not None and expected_m_for_psum_layout != expected_m:
+            raise L.invalid_argument("expected_m = %r and expected_m_for_psum_layout = %r disagree"
+                                     % (expected_m, expected_m_for_psum_layout))
     if A.dim() != 2:
         raise L.invalid_argument("a must be 2D [M, K], got shape %s" % (tuple(A.shape),))
     M, K = A.shape
@@ -488,7 +502,7 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
     p.m, p.n, p.k, p.num_groups = M, N, K, w.num_groups
     p.layout = grouped_layout.data_ptr()
     p.m_alignment = get_mk_alignment_for_contiguous_layout()
-    p.expected_m = int(expected_m_for_psum_layout or 0)
+    p.expected_m = int(expected_m if expected_m is not None else (expected_m_for_psum_layout or 0))
     p.b = w.matrix
     p.d = out
     _launch(p, A.device)

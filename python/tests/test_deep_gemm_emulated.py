@@ -38,6 +38,7 @@ class _Emulated:
         if name == "hfp4_gemm":
             def gemm(pp, stream):
                 self.calls.append(("gemm", stream))
+                self.expected_m = pp._obj.expected_m
                 return real.hfp4_ref_gemm(pp, 0)
             return gemm
         if name == "hfp4_repack_sm90":
@@ -193,6 +194,27 @@ def test_contiguous_and_psum(emu):
         rows[start:end] = True
         _check(d, ad @ bd[g].T, rows=rows)
         start = R.align(end, 128)
+
+
+def test_contiguous_expected_m_hint(emu):
+    # hfp4's expected_m keyword reaches the problem (DeepGEMM's API has none: M / G decides then)
+    G, n, k = 2, 64, 256
+    ids = torch.tensor([0] * 3 + [-1] * 125 + [1] * 2 + [-1] * 126, dtype=torch.int32)
+    m = ids.numel()
+    a, sfa = _acts(15, (m, k))
+    a.view(torch.uint8)[ids < 0] = 0
+    b, sfb = _weights(16, G, n, k)
+    for hint, want in [(None, 0), (2, 2)]:
+        d = fc(torch.full((m, n), float("nan"), dtype=torch.bfloat16))
+        dg.m_grouped_fp8_fp4_gemm_nt_contiguous((fc(a), fc(sfa)), (fc(b), fc(sfb)), d, fc(ids), expected_m=hint)
+        assert emu.expected_m == want
+        ad, bd = _deq_a(a, sfa, 128), _deq_b(b, sfb)
+        for e in range(G):
+            _check(d, ad @ bd[e].T, rows=(ids == e).numpy())
+    d = fc(torch.zeros((m, n), dtype=torch.bfloat16))
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(hfp4.InvalidArgument, match="expected_m"):
+            dg.m_grouped_fp8_fp4_gemm_nt_contiguous((fc(a), fc(sfa)), (fc(b), fc(sfb)), d, fc(ids), expected_m=bad)
 
 
 @pytest.mark.parametrize("mn_major", [False, True])
