@@ -132,6 +132,30 @@ def test_contiguous_with_padding_rows():
     assert (d[torch.from_numpy(ids < 0).to(DEV)] == 0).all()
 
 
+@pytest.mark.parametrize("hint", [None, 1, 2])
+def test_contiguous_decode_hint(hint):
+    # decode-like segments (1-3 real rows in 128) with 1x32 UE8M0 scales, as transformers calls it, with
+    # hfp4's expected_m hint (the 8-token tiles) and without (m / G picks a taller tile): same result
+    G, n, k = 8, 256, 1024
+    ids = []
+    for e, cnt in [(0, 1), (3, 2), (5, 3), (6, 1)]:
+        ids += [e] * cnt + [-1] * (128 - cnt)
+    ids = np.array(ids, np.int32)
+    m = ids.size
+    a, sfa = _acts(21, (m, k), 32, packed=True)
+    a.view(torch.uint8)[torch.from_numpy(ids < 0).to(DEV)] = 0
+    b, sfb = _weights(22, G, n, k, "packed")
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (b, sfb), d, torch.from_numpy(ids).to(DEV), recipe=(1, 1, 32),
+                                            expected_m=hint)
+    torch.cuda.synchronize()
+    ad, bd = _deq_a(a, sfa, 32), _deq_b(b, sfb)
+    for e in range(G):
+        if (ids == e).any():
+            _check(d, ad, bd[e], rows=ids == e)
+    assert (d[torch.from_numpy(ids < 0).to(DEV)] == 0).all()
+
+
 def test_contiguous_psum():
     G, n, k, m = 3, 128, 256, 512
     ends = np.array([100, 300, 390], np.int32)
