@@ -87,7 +87,7 @@ static int usage_error(const char *arg) {
             "hfp4 bench: bad option '%s'\n"
             "usage: hfp4 bench [--json] [--quick] [--iters N] [--replays N] [--tokens T1,T2,...] [--gran 32|128]\n"
             "                  [--sf-layout k|mn] [--a-scales fp32|ue8m0] [--w-scales narrow|drift] [--seconds-budget S]\n"
-            "                  [--routing-seed S] [--contiguous-hint rows|none]\n"
+            "                  [--routing-seed S] [--contiguous-hint rows|none|R]\n"
             "                  [--only SECTION[,SECTION...]] [--dense-shape M,N,K]...\n"
             "  sections: w13 w2 dense sf gran launch graph gemv tp pro (default: all)\n"
             "  --iters N           stream-launched cases: median of N launches (3..1000, default 20)\n"
@@ -102,9 +102,10 @@ static int usage_error(const char *arg) {
             "  --seconds-budget S  cases that would start after S seconds are skipped and listed\n"
             "  --routing-seed S    each token count's routing from its own stream seeded by S (>= 1): the\n"
             "                      same whatever --tokens lists; default: the bench's one stream\n"
-            "  --contiguous-hint H contiguous cases with expected_m = rows per routed expert (rows, default)\n"
-            "                      or none (0: DeepGEMM's contiguous API has no hint, so transformers passes\n"
-            "                      none and the token tile follows m / groups, padding included)\n"
+            "  --contiguous-hint H contiguous cases with expected_m = rows per routed expert (rows, default),\n"
+            "                      none (0: DeepGEMM's contiguous API has no hint, so transformers passes\n"
+            "                      none and the token tile follows m / groups, padding included) or R, a\n"
+            "                      fixed value (1..65536: the token tile it picks, at every size)\n"
             "  --dense-shape M,N,K the dense section times this shape instead of 8192^3 (repeatable, up to 8)\n",
             arg);
     return 2;
@@ -165,7 +166,10 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--a-scales") && i + 1 < argc) {
             if (two_way_option("--a-scales", argv[++i], "fp32", "ue8m0", &bench_a_scales_ue8m0) != 0) return 2;
         } else if (!strcmp(argv[i], "--contiguous-hint") && i + 1 < argc) {
-            if (two_way_option("--contiguous-hint", argv[++i], "rows", "none", &bench_contiguous_no_hint) != 0) return 2;
+            const char *h = argv[++i];
+            if (!strcmp(h, "rows")) bench_contiguous_hint = -1;
+            else if (!strcmp(h, "none")) bench_contiguous_hint = 0;
+            else if (int_option("--contiguous-hint", h, 1, 65536, &bench_contiguous_hint) != 0) return 2;
         } else if (!strcmp(argv[i], "--w-scales") && i + 1 < argc) {
             if (two_way_option("--w-scales", argv[++i], "narrow", "drift", &bench_w_scales_drift) != 0) return 2;
         } else if (!strcmp(argv[i], "--routing-seed") && i + 1 < argc) {

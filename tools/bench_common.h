@@ -143,8 +143,9 @@ void bench_expert_problem(hfp4_gemm_problem *p, const bench_acts *x, const bench
  * of a group are a multiple of 4, else K-major (the default) */
 extern int bench_a_scales_mn_major;
 extern int bench_a_scales_ue8m0; /* --a-scales ue8m0: activation scales as UE8M0 bytes (2^-8), else FP32 */
-/* --contiguous-hint none: contiguous cases without the expected_m hint (as DeepGEMM's API calls them) */
-extern int bench_contiguous_no_hint;
+/* --contiguous-hint: the contiguous cases' expected_m: -1 rows per routed expert (default), 0 none (as
+ * DeepGEMM's API calls them), else that value */
+extern int bench_contiguous_hint;
 /* The activation scales of a bench case (count values): FP32 1/256, or UE8M0 bytes of the same value */
 int bench_fill_a_scales(void *sf, size_t count);
 /* --w-scales drift: expert weight scales whose row base climbs over K (bench_util.cu), so no tile is
