@@ -293,10 +293,20 @@ TEST(sm90_plan_warp_path_is_opt_in_and_bounded) {
     if (!getenv("HFP4_SM90_WARP_DECODE")) {
         p = valid_problem(1, 4096, 4096);
         CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
-        CHECK_EQ_I64(plan.warp_decode, 2);
+        CHECK_EQ_I64(plan.warp_decode, getenv("HFP4_SM90_WARP_SPLIT") ? plan.warp_decode : 2);
         p = valid_problem(9, 4096, 4096);
         CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
         CHECK_EQ_I64(plan.warp_decode, 0);
+        if (!getenv("HFP4_SM90_WARP_SPLIT")) {
+            p = valid_problem(1, 4096, 1024); /* 8 chunks: a split of 2 at most, so not automatic */
+            CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+            CHECK_EQ_I64(plan.warp_decode, 0);
+            CHECK_EQ_I64(plan.warp_split, 1);
+            p = valid_problem(1, 4096, 2048); /* 16 chunks: 4 */
+            CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+            CHECK_EQ_I64(plan.warp_decode, 2);
+            CHECK_EQ_I64(plan.warp_split, 4);
+        }
     }
     hfp4__sm90_warp_set(0);
     p = grouped_problem(HFP4_GROUPING_MASKED, 16, 256, 1);

@@ -102,10 +102,10 @@ static int usage_error(const char *arg) {
             "  --seconds-budget S  cases that would start after S seconds are skipped and listed\n"
             "  --routing-seed S    each token count's routing from its own stream seeded by S (>= 1): the\n"
             "                      same whatever --tokens lists; default: the bench's one stream\n"
-            "  --contiguous-hint H contiguous cases with expected_m = rows per routed expert (rows, default),\n"
-            "                      none (0: DeepGEMM's contiguous API has no hint, so transformers passes\n"
-            "                      none and the token tile follows m / groups, padding included) or R, a\n"
-            "                      fixed value (1..65536: the token tile it picks, at every size)\n"
+            "  --contiguous-hint H contiguous cases (not psum) with expected_m = rows per routed expert\n"
+            "                      (rows, default), none (DeepGEMM's contiguous API has no hint, so\n"
+            "                      transformers passes none and the token tile follows m / groups, padding\n"
+            "                      included) or R, a fixed value (1..65536: the tile it picks, at every size)\n"
             "  --dense-shape M,N,K the dense section times this shape instead of 8192^3 (repeatable, up to 8)\n",
             arg);
     return 2;

@@ -112,7 +112,8 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         /* the non-default data options, so a row says what it timed */
         if (bench_a_scales_mn_major) printf(", \"a_scales\": \"mn\"");
         if (bench_a_scales_ue8m0) printf(", \"a_scale_dtype\": \"ue8m0\"");
-        if (bench_contiguous_hint >= 0) printf(", \"contiguous_hint\": %d", bench_contiguous_hint);
+        if (bench_contiguous_hint >= 0 && r->layout && strstr(r->layout, "contiguous"))
+            printf(", \"contiguous_hint\": %d", bench_contiguous_hint);
         if (bench_w_scales_drift) printf(", \"w_scales\": \"drift\"");
         if (bench_routing_seed) printf(", \"routing_seed\": %llu", (unsigned long long)bench_routing_seed);
         if (r->clock.sm_mhz > 0)
@@ -132,8 +133,10 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         if (r->flush) printf("  [%s]", r->flush);
         if (bench_a_scales_mn_major) printf("  [a scales mn]");
         if (bench_a_scales_ue8m0) printf("  [a scales ue8m0]");
-        if (bench_contiguous_hint == 0) printf("  [contiguous: no hint]");
-        else if (bench_contiguous_hint > 0) printf("  [contiguous hint %d]", bench_contiguous_hint);
+        if (bench_contiguous_hint >= 0 && r->layout && strstr(r->layout, "contiguous")) {
+            if (bench_contiguous_hint == 0) printf("  [contiguous: no hint]");
+            else printf("  [contiguous hint %d]", bench_contiguous_hint);
+        }
         if (bench_w_scales_drift) printf("  [w scales drift]");
         if (r->clock.sm_mhz > 0) printf("  [%d MHz %d W 0x%llx]", r->clock.sm_mhz, r->clock.power_w, r->clock.reasons);
         printf("\n");
@@ -434,7 +437,7 @@ void bench_expert_problem(hfp4_gemm_problem *p, const bench_acts *x, const bench
     const int64_t hit = r->hit ? r->hit : 1;
     /* the expected_m hint: rows per routed expert (masked rounds up, contiguous down, as before) */
     int64_t expected = x->grouping == HFP4_GROUPING_MASKED ? (r->rows + hit - 1) / hit : r->rows / hit;
-    if (bench_contiguous_hint >= 0 && x->grouping != HFP4_GROUPING_MASKED) expected = bench_contiguous_hint;
+    if (bench_contiguous_hint >= 0 && x->grouping == HFP4_GROUPING_CONTIGUOUS) expected = bench_contiguous_hint;
     bench_fill_problem(p, x->grouping, x->m, x->n, x->k, r->experts, x->gran, x->a, x->sf, x->d, x->layout, b, expected);
 }
 

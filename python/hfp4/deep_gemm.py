@@ -50,6 +50,7 @@ can fall back; ``NoDevice`` for a library built without the CUDA toolkit.
 from __future__ import annotations
 
 import ctypes
+import operator
 import sys
 import threading
 import types
@@ -472,12 +473,17 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
         raise L.invalid_argument("expected_m_for_psum_layout = %r needs use_psum_layout = True"
                                  % (expected_m_for_psum_layout,))
     if expected_m is not None:
-        if isinstance(expected_m, bool) or not isinstance(expected_m, int) or expected_m < 0:
-            raise L.invalid_argument("expected_m must be a non-negative int (rows per routed expert), got %r"
+        try:  # an int, numpy integer or 0-d integer tensor (what ceil(tokens * top_k / experts) gives)
+            hint = None if isinstance(expected_m, bool) else operator.index(expected_m)
+        except TypeError:
+            hint = None
+        if hint is None or hint < 0 or hint >= 1 << 31:
+            raise L.invalid_argument("expected_m must be an integer in [0, 2^31) (rows per routed expert), got %r"
                                      % (expected_m,))
-        if expected_m_for_psum_layout is not None and expected_m_for_psum_layout != expected_m:
+        if expected_m_for_psum_layout and hint and expected_m_for_psum_layout != hint:
             raise L.invalid_argument("expected_m = %r and expected_m_for_psum_layout = %r disagree"
                                      % (expected_m, expected_m_for_psum_layout))
+        expected_m = hint
     if A.dim() != 2:
         raise L.invalid_argument("a must be 2D [M, K], got shape %s" % (tuple(A.shape),))
     M, K = A.shape
@@ -502,7 +508,7 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
     p.m, p.n, p.k, p.num_groups = M, N, K, w.num_groups
     p.layout = grouped_layout.data_ptr()
     p.m_alignment = get_mk_alignment_for_contiguous_layout()
-    p.expected_m = int(expected_m if expected_m is not None else (expected_m_for_psum_layout or 0))
+    p.expected_m = int(expected_m or expected_m_for_psum_layout or 0)
     p.b = w.matrix
     p.d = out
     _launch(p, A.device)

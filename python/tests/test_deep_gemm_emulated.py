@@ -212,9 +212,20 @@ def test_contiguous_expected_m_hint(emu):
         for e in range(G):
             _check(d, ad @ bd[e].T, rows=(ids == e).numpy())
     d = fc(torch.zeros((m, n), dtype=torch.bfloat16))
-    for bad in (-1, 1.5, True, "2"):
+    for hint in (np.int64(3), torch.tensor(4)):  # what ceil(tokens * top_k / experts) gives in numpy or torch
+        dg.m_grouped_fp8_fp4_gemm_nt_contiguous((fc(a), fc(sfa)), (fc(b), fc(sfb)), d, fc(ids), expected_m=hint)
+        assert emu.expected_m == int(hint)
+    for bad in (-1, 1.5, True, "2", 1 << 31):
         with pytest.raises(hfp4.InvalidArgument, match="expected_m"):
             dg.m_grouped_fp8_fp4_gemm_nt_contiguous((fc(a), fc(sfa)), (fc(b), fc(sfb)), d, fc(ids), expected_m=bad)
+    # with the psum layout: the same hint as expected_m_for_psum_layout, which must agree with it
+    ends = fc(torch.tensor([3, 131], dtype=torch.int32))
+    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((fc(a), fc(sfa)), (fc(b), fc(sfb)), d, ends, use_psum_layout=True,
+                                            expected_m=2)
+    assert emu.expected_m == 2
+    with pytest.raises(hfp4.InvalidArgument, match="disagree"):
+        dg.m_grouped_fp8_fp4_gemm_nt_contiguous((fc(a), fc(sfa)), (fc(b), fc(sfb)), d, ends, use_psum_layout=True,
+                                                expected_m=2, expected_m_for_psum_layout=5)
 
 
 @pytest.mark.parametrize("mn_major", [False, True])

@@ -162,6 +162,11 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     plan->warp_split = plan->warp_decode ? hfp4__sm90_warp_split(geo.chunks, p->a.scales.gran_k == 32, plan->w_fp32,
                                                                  p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1)
                                          : 1;
+    /* the automatic choice needs a split of 4 or 8 (the launcher checks the units too) */
+    if (plan->warp_decode == 2 && plan->warp_split < 4) {
+        plan->warp_decode = 0;
+        plan->warp_split = 1;
+    }
 
     plan->a_dims[0] = p->k;
     plan->a_dims[1] = p->m;
@@ -197,7 +202,7 @@ int32_t hfp4__sm90_warp_split(int64_t chunks, int gran32, int w_fp32, int64_t gr
 }
 
 static int warp_override = -1; /* hfp4__sm90_warp_set: -1 the switch decides */
-static int warp_env = -2;      /* HFP4_SM90_WARP_DECODE, read once: -1 unset, 0 "0", 1 anything else */
+static int warp_env = -2;      /* HFP4_SM90_WARP_DECODE, read once: 1 "1", 0 "0", -1 anything else */
 
 void hfp4__sm90_warp_set(int on) { __atomic_store_n(&warp_override, on < 0 ? -1 : (on ? 1 : 0), __ATOMIC_RELAXED); }
 
@@ -208,7 +213,7 @@ static int warp_switch(void) {
     int v = __atomic_load_n(&warp_env, __ATOMIC_RELAXED);
     if (v == -2) {
         const char *env = getenv("HFP4_SM90_WARP_DECODE");
-        v = !env || !*env ? -1 : strcmp(env, "0") ? 1 : 0;
+        v = env && !strcmp(env, "1") ? 1 : env && !strcmp(env, "0") ? 0 : -1;
         __atomic_store_n(&warp_env, v, __ATOMIC_RELAXED);
     }
     return v;

@@ -57,9 +57,10 @@ void hfp4__sm90_warp_split_set(int max_split);
  * dense) at most 8, K at most 16384, its shared memory within 72 KB, and
  * - with the switch on (HFP4_SM90_WARP_DECODE=1, read once; hfp4__sm90_warp_set overrides it): the
  *   masked layout or a dense GEMM (1);
- * - without a switch: a dense GEMM (2), which the launcher runs on the warp path only where it
- *   splits K 4 or 8 ways (few units: a GEMV of N up to ~6000 at K >= 2048 on an H200; measured
- *   7-30 % faster there, slower with 2 parts: bench/RESULTS.md v17);
+ * - without a switch (unset, or any value but "1" and "0"): a dense GEMM (2), which the launcher
+ *   runs on the warp path only where it splits K 4 or 8 ways (few units: a GEMV of N up to ~6000 at
+ *   K >= 2048 on an H200; measured 7-30 % faster there, slower with 2 parts: bench/RESULTS.md v17;
+ *   hfp4__sm90_plan drops the mark where K allows no such split);
  * - HFP4_SM90_WARP_DECODE=0: never (0).
  * The masked layout needs the switch: faster than the main kernel only at T = 1, slower from T = 8
  * (v16), and the hint cannot tell them apart. */
