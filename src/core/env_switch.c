@@ -15,3 +15,13 @@ int hfp4__env_switch(const char *name, int default_on, int *cache) {
     }
     return on;
 }
+
+int hfp4__env_tristate(const char *name, int *cache) {
+    int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    if (v == -2) {
+        const char *env = getenv(name);
+        v = env && strcmp(env, "1") == 0 ? 1 : env && strcmp(env, "0") == 0 ? 0 : -1;
+        __atomic_store_n(cache, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}

@@ -69,6 +69,10 @@ static inline int64_t hfp4__align(int64_t a, int64_t b) { return hfp4__ceil_div(
  * racing on the first read store the same value. */
 int hfp4__env_switch(const char *name, int default_on, int *cache);
 
+/* A three-way environment switch, read once into *cache (-2: not read yet): 1 when `name` is "1", 0
+ * when it is "0", -1 (the caller's automatic choice) otherwise, unset included. */
+int hfp4__env_tristate(const char *name, int *cache);
+
 /* Number of worker threads to use for `requested` (0 = one per online CPU), at most `work_items`. */
 int hfp4__thread_count(int requested, int64_t work_items);
 

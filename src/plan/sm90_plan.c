@@ -209,14 +209,7 @@ void hfp4__sm90_warp_set(int on) { __atomic_store_n(&warp_override, on < 0 ? -1 
 /* -1: no switch (automatic), 0: off, 1: on */
 static int warp_switch(void) {
     const int over = __atomic_load_n(&warp_override, __ATOMIC_RELAXED);
-    if (over >= 0) return over;
-    int v = __atomic_load_n(&warp_env, __ATOMIC_RELAXED);
-    if (v == -2) {
-        const char *env = getenv("HFP4_SM90_WARP_DECODE");
-        v = env && !strcmp(env, "1") ? 1 : env && !strcmp(env, "0") ? 0 : -1;
-        __atomic_store_n(&warp_env, v, __ATOMIC_RELAXED);
-    }
-    return v;
+    return over >= 0 ? over : hfp4__env_tristate("HFP4_SM90_WARP_DECODE", &warp_env);
 }
 
 int hfp4__sm90_warp_wanted(const hfp4_gemm_problem *p, const hfp4_sm90_plan *plan) {

@@ -266,6 +266,18 @@ static __device__ void wd_build_prefix(const hfp4_sm90_gemm_params &p, const wd_
  * a store per word, behind the weight loads) took ~9 us at T = 1, a second (loads issued together,
  * one phase after another) ~5 us. All threads; the caller synchronizes. */
 #define WD_STAGE_SCALARS 4 /* activation scales and mode bytes a thread holds between the halves */
+
+/* The activation-scale k-groups of chunks [cb, ce) (one a chunk with 1x128 scales, four with 1x32):
+ * the first and how many; staged value i is token i / n of k-group first + i % n */
+typedef struct wd_kgroups {
+    int first, n;
+} wd_kgroups;
+static __device__ __forceinline__ wd_kgroups wd_part_kgroups(const wd_operands &o, int chunks, int cb, int ce) {
+    const int per_chunk = o.kgroups / chunks;
+    const wd_kgroups k = {cb * per_chunk, (ce - cb) * per_chunk};
+    return k;
+}
+
 typedef struct wd_stage_regs {
     float as[WD_STAGE_SCALARS];
     uint32_t mode[WD_STAGE_SCALARS];
@@ -290,14 +302,14 @@ static __device__ __forceinline__ void wd_stage_issue(const hfp4_sm90_gemm_param
     const uint4 *src = W_FP32 ? (const uint4 *)((const float4 *)p.w_scales + group * p.w_scale_group_elems + tile * chunks * 64)
                               : (const uint4 *)((const uint32_t *)p.w_scales + group * p.w_scale_group_elems + tile * chunks * 64);
     for (int i = cb * PER_CHUNK + threadIdx.x; i < ce * PER_CHUNK; i += WD_THREADS) cp_async_16_zfill((uint4 *)wsc + i, src + i, true);
-    const int kpc = o.kgroups / chunks, kg0 = cb * kpc, nkg = (ce - cb) * kpc; /* the part's activation-scale k-groups */
-    const int nas = restage_acts ? ntok * nkg : 0;
+    const wd_kgroups kg = wd_part_kgroups(o, chunks, cb, ce);
+    const int nas = restage_acts ? ntok * kg.n : 0;
 #pragma unroll
     for (int q = 0; q < WD_STAGE_SCALARS; q++) {
         const int i = threadIdx.x + q * WD_THREADS;
         if (i < nas) {
-            const int t = i / nkg, kg = kg0 + (i - t * nkg);
-            r.as[q] = kg < p.a_k_groups ? load_a_scale(p, group, tok_base + t, kg) : 1.0f;
+            const int t = i / kg.n, g = kg.first + (i - t * kg.n);
+            r.as[q] = g < p.a_k_groups ? load_a_scale(p, group, tok_base + t, g) : 1.0f;
         }
         if (i < ce - cb) r.mode[q] = p.w_modes[(group * p.w_tiles + tile) * chunks + cb + i];
     }
@@ -306,21 +318,21 @@ static __device__ __forceinline__ void wd_stage_issue(const hfp4_sm90_gemm_param
 static __device__ __forceinline__ void wd_stage_finish(const hfp4_sm90_gemm_params &p, const wd_operands &o, float *as,
                                                        uint8_t *modes, int64_t group, int64_t tok_base, int ntok,
                                                        bool restage_acts, int cb, int ce, const wd_stage_regs &r) {
-    const int kpc = o.kgroups / (int)p.w_chunks, kg0 = cb * kpc, nkg = (ce - cb) * kpc;
-    const int nas = restage_acts ? ntok * nkg : 0;
+    const wd_kgroups kg = wd_part_kgroups(o, (int)p.w_chunks, cb, ce);
+    const int nas = restage_acts ? ntok * kg.n : 0;
 #pragma unroll
     for (int q = 0; q < WD_STAGE_SCALARS; q++) {
         const int i = threadIdx.x + q * WD_THREADS;
         if (i < nas) {
-            const int t = i / nkg, kg = kg0 + (i - t * nkg);
-            as[kg * 8 + t] = r.as[q];
+            const int t = i / kg.n, g = kg.first + (i - t * kg.n);
+            as[g * 8 + t] = r.as[q];
         }
         if (i < ce - cb) modes[cb + i] = (uint8_t)r.mode[q];
     }
     /* the rest, when a unit has more than the registers hold (long K, 1x32 scales, many tokens) */
     for (int i = threadIdx.x + WD_STAGE_SCALARS * WD_THREADS; i < nas; i += WD_THREADS) {
-        const int t = i / nkg, kg = kg0 + (i - t * nkg);
-        as[kg * 8 + t] = kg < p.a_k_groups ? load_a_scale(p, group, tok_base + t, kg) : 1.0f;
+        const int t = i / kg.n, g = kg.first + (i - t * kg.n);
+        as[g * 8 + t] = g < p.a_k_groups ? load_a_scale(p, group, tok_base + t, g) : 1.0f;
     }
     static_assert(WD_MAX_K / 128 <= WD_STAGE_SCALARS * WD_THREADS, "the chunk modes fit the registers");
     cp_async_wait_all();
