@@ -222,6 +222,36 @@ TEST(sm90_plan_balances_the_decode_walk) {
     unsetenv("HFP4_SM90_BALANCE");
 }
 
+/* Narrow items (narrow_items.cuh): the 128-token tile of the contiguous and psum layouts, with or
+ * without a hint, and nothing else; HFP4_SM90_NARROW=0 turns them off. */
+TEST(sm90_plan_narrow_items_for_the_contiguous_128_token_tile) {
+    unsetenv("HFP4_SM90_NARROW");
+    hfp4_sm90_plan plan;
+    hfp4_gemm_problem p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 0); /* m / groups = 128 */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 128);
+    CHECK_EQ_I64(plan.params.narrow, 1);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 8, 0);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.params.narrow, 1);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 2); /* the hint's 8-token tile */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 8);
+    CHECK_EQ_I64(plan.params.narrow, 0);
+    p = grouped_problem(HFP4_GROUPING_MASKED, 4096, 4, 1000); /* masked and dense: never */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 128);
+    CHECK_EQ_I64(plan.params.narrow, 0);
+    p = valid_problem(300, 1000, 256);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.params.narrow, 0);
+    setenv("HFP4_SM90_NARROW", "0", 1);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 0);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.params.narrow, 0);
+    unsetenv("HFP4_SM90_NARROW");
+}
+
 /* The warp path (warp_decode.cu) is opt-in for the masked layout, automatic for dense GEMVs, and takes
  * only what it serves: at most 8 expected rows per group, K <= 16384 and 72 KB of shared memory. */
 TEST(sm90_plan_warp_path_is_opt_in_and_bounded) {

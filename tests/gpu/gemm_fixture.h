@@ -37,7 +37,10 @@ typedef struct gemm_case {
                              stride_k = rows rounded up to 4) instead of K-major; 2: the same one float
                              past a 16-byte boundary (the kernels' block copies must not apply); 3:
                              stride_k = rows, not rounded (k-group blocks aligned only now and then) */
-    const int32_t *rows;  /* masked: every group's masked_m instead of random ones */
+    const int32_t *rows;  /* masked: every group's masked_m instead of random ones; contiguous and psum:
+                             every group's rows (before alignment padding) */
+    int holes;            /* contiguous: rows 3, 10, 17, ... (i % 7 == 3) of every segment are padding
+                             (-1) too, so real rows are not one prefix of their tile */
     int chain;            /* a second GEMM launched right after the first on the same stream, no
                              sync between (programmatic dependent launch lets them overlap):
                              1: with the first's D as its C, into a D of its own (read after write;
@@ -108,6 +111,7 @@ static void fx_make_layout(gemm_host *h, uint64_t *s) {
     for (int g = 0; g < c->groups; g++) {
         sizes[g] = (int64_t)(fx_next(s) % (uint64_t)(2 * per + 1));
         if (g % 4 == 2) sizes[g] = 0;
+        if (c->rows) sizes[g] = c->rows[g];
         total += (sizes[g] + a - 1) / a * a;
     }
     c->m = (total > 0 ? total : a) + (c->grouping == HFP4_GROUPING_CONTIGUOUS_PSUM ? c->extra_rows : 0);
@@ -116,7 +120,7 @@ static void fx_make_layout(gemm_host *h, uint64_t *s) {
         for (int64_t r = 0; r < c->m; r++) h->layout[r] = -1;
         int64_t row = 0;
         for (int g = 0; g < c->groups; g++) {
-            for (int64_t i = 0; i < sizes[g]; i++) h->layout[row + i] = g;
+            for (int64_t i = 0; i < sizes[g]; i++) h->layout[row + i] = c->holes && i % 7 == 3 ? -1 : g;
             row += (sizes[g] + a - 1) / a * a;
         }
     } else {

@@ -214,6 +214,61 @@ TEST(gpu_grouped_psum) {
     }
 }
 
+/* The 128-token tile's narrow items (narrow_items.cuh): contiguous segments of 1..128 real rows, each
+ * padded to 128, with no expected_m, so the plan takes the 128-token tile from m / groups (as for
+ * DeepGEMM's contiguous API at decode): items whose rows end within 8 token columns load 8
+ * activation rows and compute 8 columns, within 32 compute 32 (loading all), others the whole tile.
+ * Segments of 1, 8, 9, 32, 33, 100, 128 and 0 rows, and decode-like ones (0..7 rows); both scale
+ * forms of the narrow loops (1x128 FP32, and 1x32 UE8M0 in the G32 kernel), BF16 D by TMA store and
+ * FP32 D with C; K of 8, 7 and 32 chunks; real rows with holes (not one prefix of the tile); a
+ * row-scaled weight set (not one-base: whole tiles); the psum layout; and with HFP4_SM90_NARROW=0. */
+TEST(gpu_narrow_items) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    static const int32_t seg[8] = {1, 8, 9, 32, 33, 100, 128, 0};
+    static const int32_t decode[8] = {3, 0, 5, 2, 7, 1, 4, 6};
+    struct narrow_variant {
+        int64_t k;
+        int a_gran;
+        hfp4_dtype a_scale, d;
+        int with_c, holes, w_pow2;
+        const int32_t *rows;
+    };
+    static const narrow_variant vs[] = {
+        {1024, 128, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 1, seg},
+        {1024, 32, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_BF16, 0, 0, 1, seg},
+        {896, 128, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 1, 1, 1, decode},
+        {4096, 32, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_BF16, 0, 1, 1, decode},
+        {1024, 128, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 3, seg},
+        {1024, 32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 0, 1, 1, seg},
+    };
+    for (unsigned v = 0; v < sizeof vs / sizeof vs[0]; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 640, vs[v].k, 8, 1200 + v);
+        c.a_gran = vs[v].a_gran;
+        c.a_scale = vs[v].a_scale;
+        c.d_dtype = vs[v].d;
+        c.with_c = vs[v].with_c;
+        c.holes = vs[v].holes;
+        c.w_pow2 = vs[v].w_pow2;
+        c.rows = vs[v].rows;
+        c.alignment = 128;
+        check_case(&c, "contiguous, narrow items");
+    }
+    for (int v = 0; v < 2; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 512, 1024, 8, 1210 + v);
+        c.rows = v ? decode : seg;
+        c.alignment = 128;
+        c.a_gran = v ? 32 : 128;
+        check_case(&c, "psum, narrow items");
+    }
+    setenv("HFP4_SM90_NARROW", "0", 1); /* (read by every plan) */
+    gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 640, 1024, 8, 1220);
+    c.rows = decode;
+    c.holes = 1;
+    c.alignment = 128;
+    check_case(&c, "contiguous, narrow items off");
+    unsetenv("HFP4_SM90_NARROW");
+}
+
 TEST(gpu_grouped_masked) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int64_t cfg[][3] = {{1, 6, 4096}, {5, 32, 2048}, {24, 8, 1024}, {128, 4, 512}, {200, 3, 256}};

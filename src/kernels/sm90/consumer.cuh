@@ -17,6 +17,7 @@
 #include "fp4_to_fp8.cuh"
 #include "fp8_fp4_gemm_params.h"
 #include "item_header.cuh"
+#include "narrow_items.cuh"
 #include "promote.cuh"
 #include "ptx.cuh"
 #include "scales.cuh"
@@ -206,11 +207,27 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                     continue;
                 }
             }
-            if (one_base)
+            /* narrow items (narrow_items.cuh): a one-base item whose computed rows end within 8 or 32
+             * token columns computes only those. The producer's narrowed tile (contiguous) or any
+             * tile whose rows end there (psum, masked, a dense tail): the rows past valid_end are
+             * written as zeros or not at all, and the activation rows below it are loaded. */
+            const int nw = BT == HFP4_SM90_NARROW_BT ? narrow_width<BT>(tile.valid_end - tile.m0) : BT;
+            if (one_base && nw == BT)
                 pipelined_item<BT, W_FP32, MINB, false, false, G32>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16,
                                                                     warpgroup, r0, t4, fin.v, rb0, rb1, eb0, eb1, s,
                                                                     phase);
-            else if constexpr (!G32) { /* (G32 clears all_folded; its configuration is not this call's) */
+            else if (one_base) {
+                if constexpr (BT == HFP4_SM90_NARROW_BT) { /* (nw < BT only here) */
+                    if (nw == 8)
+                        pipelined_item<BT, W_FP32, MINB, false, false, G32, 8>(
+                            sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
+                            eb1, s, phase);
+                    else
+                        pipelined_item<BT, W_FP32, MINB, false, false, G32, 32>(
+                            sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
+                            eb1, s, phase);
+                }
+            } else if constexpr (!G32) { /* (G32 clears all_folded; its configuration is not this call's) */
                 if (all_folded)
                     pipelined_item<BT, W_FP32, MINB, true>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup,
                                                            r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);

@@ -141,7 +141,8 @@ static __device__ __forceinline__ bool chunks_one_base(const uint8_t *modes, int
  * fin is in absolute units and each chunk promotes with its rows' scales (emc: chunk kc's e_max,
  * emn: chunk kc + 1's, loaded here), FMUL + FFMA per accumulator but no vote and no branch; else one
  * FFMA per accumulator in the units of the rows' one base. */
-template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool HAS_NEXT, bool CARRY = false, bool G32 = false>
+template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool HAS_NEXT, bool CARRY = false, bool G32 = false,
+          int NW = BT>
 static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs &ad, uint32_t (&cur)[4][4],
                                                       uint32_t (&nxt)[4][4], const uint32_t (&emc)[2],
                                                       uint32_t (&emn)[2], float *fin, int &s, uint32_t &phase,
@@ -156,14 +157,14 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
     /* G32 in halves (two CTAs an SM, 96 registers: 4 accumulators spilled; and the 64-token tile,
      * whose 4 accumulators would be 128 registers): steps 0-1, their promotion, then steps 2-3;
      * one step at a time at 128 tokens (an accumulator is 64 registers there) (below) */
-    constexpr bool QUARTERS = G32 && BT == 128;
-    constexpr bool HALVES = G32 && !QUARTERS && (MINB == 2 || BT == 64);
-    float acc[BT / 2];
-    float accs[QUARTERS ? 1 : HALVES ? 2 : 4][BT / 2]; /* (G32 only) */
-    if constexpr (QUARTERS) wgmma_fp8_rs_steps<BT, 1, 0>(accs, cur, desc);
-    else if constexpr (HALVES) wgmma_fp8_rs_steps<BT, 2, 0>(accs, cur, desc);
-    else if constexpr (G32) wgmma_fp8_rs_steps<BT, 4, 0, false>(accs, cur, desc);
-    else wgmma_fp8_rs_chunk<BT>(acc, cur, desc);
+    constexpr bool QUARTERS = G32 && NW == 128;
+    constexpr bool HALVES = G32 && !QUARTERS && (MINB == 2 || NW == 64);
+    float acc[NW / 2];
+    float accs[QUARTERS ? 1 : HALVES ? 2 : 4][NW / 2]; /* (G32 only) */
+    if constexpr (QUARTERS) wgmma_fp8_rs_steps<NW, 1, 0>(accs, cur, desc);
+    else if constexpr (HALVES) wgmma_fp8_rs_steps<NW, 2, 0>(accs, cur, desc);
+    else if constexpr (G32) wgmma_fp8_rs_steps<NW, 4, 0, false>(accs, cur, desc);
+    else wgmma_fp8_rs_chunk<NW>(acc, cur, desc);
     const int s1 = s + 1 == STAGES ? 0 : s + 1;
     const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
     /* NOTE: HAS_NEXT is a template argument (the item's last chunk is a step of its own,
@@ -210,45 +211,45 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
     wgmma_wait<0>();
     if constexpr (QUARTERS) {
         const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
-        wgmma_steps_waited<BT, 1, 0>(accs, cur);
-        promote<BT, false>(fin, accs[0], 1.0f, 1.0f, sa, 0); /* k-group 0 */
-        wgmma_fp8_rs_steps<BT, 1, 1>(accs, cur, desc);
+        wgmma_steps_waited<NW, 1, 0>(accs, cur);
+        promote<NW, false, BT>(fin, accs[0], 1.0f, 1.0f, sa, 0); /* k-group 0 */
+        wgmma_fp8_rs_steps<NW, 1, 1>(accs, cur, desc);
         wgmma_wait<0>();
-        wgmma_steps_waited<BT, 1, 1>(accs, cur);
-        promote<BT, false>(fin, accs[0], 1.0f, 1.0f, sa + BT, 0);
-        wgmma_fp8_rs_steps<BT, 1, 2>(accs, cur, desc);
+        wgmma_steps_waited<NW, 1, 1>(accs, cur);
+        promote<NW, false, BT>(fin, accs[0], 1.0f, 1.0f, sa + BT, 0);
+        wgmma_fp8_rs_steps<NW, 1, 2>(accs, cur, desc);
         if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
         wgmma_wait<0>();
-        wgmma_steps_waited<BT, 1, 2>(accs, cur);
-        promote<BT, false>(fin, accs[0], 1.0f, 1.0f, sa + 2 * BT, 0);
-        wgmma_fp8_rs_steps<BT, 1, 3>(accs, cur, desc);
+        wgmma_steps_waited<NW, 1, 2>(accs, cur);
+        promote<NW, false, BT>(fin, accs[0], 1.0f, 1.0f, sa + 2 * BT, 0);
+        wgmma_fp8_rs_steps<NW, 1, 3>(accs, cur, desc);
         wgmma_wait<0>();
-        wgmma_steps_waited<BT, 1, 3>(accs, cur);
-        promote<BT, false>(fin, accs[0], 1.0f, 1.0f, sa + 3 * BT, 0);
+        wgmma_steps_waited<NW, 1, 3>(accs, cur);
+        promote<NW, false, BT>(fin, accs[0], 1.0f, 1.0f, sa + 3 * BT, 0);
     } else if constexpr (HALVES) {
         const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
-        wgmma_steps_waited<BT, 2, 0>(accs, cur);
+        wgmma_steps_waited<NW, 2, 0>(accs, cur);
 #pragma unroll
-        for (int st = 0; st < 2; st++) promote<BT, false>(fin, accs[st], 1.0f, 1.0f, sa + st * BT, 0); /* k-group st */
-        wgmma_fp8_rs_steps<BT, 2, 2>(accs, cur, desc);
+        for (int st = 0; st < 2; st++) promote<NW, false, BT>(fin, accs[st], 1.0f, 1.0f, sa + st * BT, 0); /* k-group st */
+        wgmma_fp8_rs_steps<NW, 2, 2>(accs, cur, desc);
         if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
         wgmma_wait<0>();
-        wgmma_steps_waited<BT, 2, 2>(accs, cur);
+        wgmma_steps_waited<NW, 2, 2>(accs, cur);
 #pragma unroll
-        for (int st = 0; st < 2; st++) promote<BT, false>(fin, accs[st], 1.0f, 1.0f, sa + (2 + st) * BT, 0);
+        for (int st = 0; st < 2; st++) promote<NW, false, BT>(fin, accs[st], 1.0f, 1.0f, sa + (2 + st) * BT, 0);
     } else if constexpr (G32) {
-        wgmma_steps_waited<BT, 4>(accs, cur);
+        wgmma_steps_waited<NW, 4>(accs, cur);
         if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
         const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
 #pragma unroll
-        for (int st = 0; st < 4; st++) promote<BT, false>(fin, accs[st], 1.0f, 1.0f, sa + st * BT, 0); /* k-group st */
+        for (int st = 0; st < 4; st++) promote<NW, false, BT>(fin, accs[st], 1.0f, 1.0f, sa + st * BT, 0); /* k-group st */
     } else {
-        wgmma_chunk_waited<BT>(acc, cur); /* the wgmmas read cur from registers until here */
+        wgmma_chunk_waited<NW>(acc, cur); /* the wgmmas read cur from registers until here */
         if constexpr (HAS_NEXT) convert_folded_chunk<2, 2>(nxt, q0, q1, e0, e1);
         const float *sa = (const float *)smem_ptr(ad.as + s * cfg::AS_STAGE_BYTES);
         if constexpr (ROW_SCALED)
-            promote<BT, true>(fin, acc, row_scale_from_emax(emc[0]), row_scale_from_emax(emc[1]), sa, 0);
-        else promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, 0); /* t4's offset is in ad.as */
+            promote<NW, true, BT>(fin, acc, row_scale_from_emax(emc[0]), row_scale_from_emax(emc[1]), sa, 0);
+        else promote<NW, false, BT>(fin, acc, 1.0f, 1.0f, sa, 0); /* t4's offset is in ad.as */
     }
     mbar_arrive_sa(ad.full + (STAGES + s) * 8); /* the empty barrier, after the last read of the stage: wgmmas waited, scales used */
     s = s1;
@@ -261,7 +262,7 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
  * the consumers' stage counter (s, phase). CARRY (one-base items only): `carried` says this thread
  * holds the item's first chunk words in *carry (the previous item's last step loaded them; the
  * stage has landed); the return value says *carry now holds the next item's. */
-template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool CARRY = false, bool G32 = false>
+template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool CARRY = false, bool G32 = false, int NW = BT>
 static __device__ __forceinline__ bool pipelined_item(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup,
                                                       int r0, int t4, float *fin, float &rb0, float &rb1,
                                                       uint32_t &eb0, uint32_t &eb1, int &s, uint32_t &phase,
@@ -289,14 +290,14 @@ static __device__ __forceinline__ bool pipelined_item(const sm90_smem sm, int64_
      * last chunk converts no next one (HAS_NEXT false) */
     int32_t kc = 0;
     for (; kc + 2 < (int32_t)chunks; kc += 2) {
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true, false, G32>(ad, fa, fb, ea, ebn, fin, s, phase);
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true, false, G32>(ad, fb, fa, ebn, ea, fin, s, phase);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true, false, G32, NW>(ad, fa, fb, ea, ebn, fin, s, phase);
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true, false, G32, NW>(ad, fb, fa, ebn, ea, fin, s, phase);
     }
     if (kc + 2 == (int32_t)chunks) {
-        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true, false, G32>(ad, fa, fb, ea, ebn, fin, s, phase);
-        return pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false, CARRY, G32>(ad, fb, fa, ebn, ea, fin, s, phase, &sm,
+        pipelined_step<BT, W_FP32, MINB, ROW_SCALED, true, false, G32, NW>(ad, fa, fb, ea, ebn, fin, s, phase);
+        return pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false, CARRY, G32, NW>(ad, fb, fa, ebn, ea, fin, s, phase, &sm,
                                                                                warpgroup, carry);
     }
-    return pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false, CARRY, G32>(ad, fa, fb, ea, ebn, fin, s, phase, &sm,
+    return pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false, CARRY, G32, NW>(ad, fa, fb, ea, ebn, fin, s, phase, &sm,
                                                                            warpgroup, carry);
 }

@@ -12,12 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The kernel's tensor maps: A with the tile's box, D (the 128-token tile's TMA store; else unused),
+ * A with an 8-row box (the 128-token tile's narrow items, narrow_items.cuh; else unused) */
+typedef struct sm90_launch_maps {
+    CUtensorMap a, d, a_narrow;
+} sm90_launch_maps;
+
 /* A switch kept for comparisons: on unless the environment sets `name` to "0", read once */
 static int comparison_switch_on(const char *name, int *cache) { return hfp4__env_switch(name, 1, cache); }
 
 template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false, bool G32 = false>
 static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
-                          const CUtensorMap *map, const CUtensorMap *d_map, cudaStream_t stream) {
+                          const sm90_launch_maps *maps, cudaStream_t stream) {
     typedef sm90_tile_config<BT, W_FP32, MINB, G32> cfg;
     auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32, MINB, SPLIT, G32>;
     HFP4_REQUIRE(cfg::SMEM_BYTES <= dev->max_smem_optin, "%s: tile BT=%d needs %d bytes of shared memory, device has %d",
@@ -82,7 +88,7 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     }
     config.attrs = attr;
     config.numAttrs = nattr;
-    HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, *map, *d_map, params));
+    HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, maps->a, maps->d, maps->a_narrow, params));
     /* (the opt-in timeline's grid; the 128-token tile records none, so its data would be stale) */
     __atomic_store_n(&diag_last_grid, BT < 128 ? (int)ctas : 0, __ATOMIC_RELAXED);
     return HFP4_OK;
@@ -92,7 +98,7 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
  * tile at two CTAs per SM */
 template <bool W_FP32, bool G32>
 static hfp4_status dispatch_tile(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
-                                 const CUtensorMap *map, const CUtensorMap *d_map, cudaStream_t stream, int two_ctas) {
+                                 const sm90_launch_maps *maps, cudaStream_t stream, int two_ctas) {
     static_assert(HFP4_SM90_G32_MAX_BT == 128, "G32 kernels for every tile below");
     switch (plan->block_tokens) {
     case 8:
@@ -101,20 +107,20 @@ static hfp4_status dispatch_tile(const char *fn, const hfp4_sm90_plan *plan, con
          * launch alone (never splitting) measured +3...+7 % at T = 8 for some routings and -1...-2 %
          * for another, -3 % at T = 1, and a layer's two GEMMs chained slower (bench/RESULTS.md v12) */
         if constexpr (!W_FP32 && !G32) /* (the plan splits UE8M0 weight scales with 1x128 scales only) */
-            if (two_ctas && plan->params.split == 2) return launch<8, W_FP32, 2, true>(fn, plan, dev, map, d_map, stream);
-        return two_ctas ? launch<8, W_FP32, 2, false, G32>(fn, plan, dev, map, d_map, stream)
-                        : launch<8, W_FP32, 1, false, G32>(fn, plan, dev, map, d_map, stream);
-    case 16: return launch<16, W_FP32, 1, false, G32>(fn, plan, dev, map, d_map, stream);
-    case 32: return launch<32, W_FP32, 1, false, G32>(fn, plan, dev, map, d_map, stream);
-    case 64: return launch<64, W_FP32, 1, false, G32>(fn, plan, dev, map, d_map, stream);
-    case 128: return launch<128, W_FP32, 1, false, G32>(fn, plan, dev, map, d_map, stream);
+            if (two_ctas && plan->params.split == 2) return launch<8, W_FP32, 2, true>(fn, plan, dev, maps, stream);
+        return two_ctas ? launch<8, W_FP32, 2, false, G32>(fn, plan, dev, maps, stream)
+                        : launch<8, W_FP32, 1, false, G32>(fn, plan, dev, maps, stream);
+    case 16: return launch<16, W_FP32, 1, false, G32>(fn, plan, dev, maps, stream);
+    case 32: return launch<32, W_FP32, 1, false, G32>(fn, plan, dev, maps, stream);
+    case 64: return launch<64, W_FP32, 1, false, G32>(fn, plan, dev, maps, stream);
+    case 128: return launch<128, W_FP32, 1, false, G32>(fn, plan, dev, maps, stream);
     }
     return hfp4__fail(HFP4_ERR_INTERNAL, "%s: no kernel for block_tokens = %d", fn, plan->block_tokens);
 }
 
 template <bool W_FP32>
 static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
-                               const CUtensorMap *map, const CUtensorMap *d_map, cudaStream_t stream) {
+                               const sm90_launch_maps *maps, cudaStream_t stream) {
     /* NOTE: the 8-token decode tile runs two CTAs per SM: its consumers are latency-bound (a chain
      * of ~195 instructions per chunk and warp), so twice the warps per scheduler stream more bytes
      * (H200, V4-Flash w13 masked T = 32: 2.11 -> 2.37 TB/s). HFP4_SM90_DECODE_2CTA=0 selects one
@@ -128,8 +134,8 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
     static int g32_switch = -1;
     if constexpr (!W_FP32)
         if (plan->params.a_gran_k == 32 && plan->params.split != 2 && comparison_switch_on("HFP4_SM90_G32", &g32_switch))
-            return dispatch_tile<W_FP32, true>(fn, plan, dev, map, d_map, stream, two_ctas);
-    return dispatch_tile<W_FP32, false>(fn, plan, dev, map, d_map, stream, two_ctas);
+            return dispatch_tile<W_FP32, true>(fn, plan, dev, maps, stream, two_ctas);
+    return dispatch_tile<W_FP32, false>(fn, plan, dev, maps, stream, two_ctas);
 }
 
 static hfp4_status plan_and_check(const char *fn, const hfp4_gemm_problem *problem, hfp4_sm90_plan *plan,
@@ -156,10 +162,14 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
         const hfp4_status st = hfp4__sm90_warp_decode(fn, problem, &plan, &dev, s, &taken);
         if (st != HFP4_OK || taken) return st;
     }
-    CUtensorMap map, d_map;
+    sm90_launch_maps maps;
     uint32_t box[3] = {128, (uint32_t)plan.block_tokens, 1};
-    HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &map, problem->a.data, plan.a_dims, plan.a_strides, box));
-    d_map = map; /* unused without the TMA store */
+    HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &maps.a, problem->a.data, plan.a_dims, plan.a_strides, box));
+    maps.d = maps.a_narrow = maps.a; /* unused without the TMA store, and without narrow items */
+    if (plan.params.narrow) {
+        const uint32_t narrow_box[3] = {128, 8, 1};
+        HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &maps.a_narrow, problem->a.data, plan.a_dims, plan.a_strides, narrow_box));
+    }
     if (plan.params.d_tma) {
         /* D as [groups][m][n] BF16 (ld, stride_group in elements; the plan's d_vec made them 16-byte
          * multiples, and ld * 2 * m for one group); a warpgroup's box: its 64 weight rows (n) x the
@@ -169,16 +179,16 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
         const int64_t strides[2] = {problem->d.ld * 2, g > 1 ? problem->d.stride_group * 2 : problem->d.ld * 2 * problem->m};
         const uint32_t d_box[3] = {64, 128, 1};
         /* a map the driver rejects (D beyond its limits) leaves the vector stores, which need none */
-        if (hfp4__make_tensor_map_bf16_3d(fn, "D", &d_map, problem->d.data, dims, strides, d_box) != HFP4_OK) {
+        if (hfp4__make_tensor_map_bf16_3d(fn, "D", &maps.d, problem->d.data, dims, strides, d_box) != HFP4_OK) {
             plan.params.d_tma = 0;
             hfp4_clear_error(); /* the call succeeds: no stale message */
         }
     }
     if (hfp4__sm90_bf16_wanted(&plan)) {
         int taken = 0;
-        const hfp4_status st = hfp4__sm90_bf16_gemm(fn, problem, &plan, &dev, &d_map, s, &taken);
+        const hfp4_status st = hfp4__sm90_bf16_gemm(fn, problem, &plan, &dev, &maps.d, s, &taken);
         if (st != HFP4_OK || taken) return st;
     }
-    return plan.w_fp32 ? dispatch_bt<true>(fn, &plan, &dev, &map, &d_map, s)
-                       : dispatch_bt<false>(fn, &plan, &dev, &map, &d_map, s);
+    return plan.w_fp32 ? dispatch_bt<true>(fn, &plan, &dev, &maps, s)
+                       : dispatch_bt<false>(fn, &plan, &dev, &maps, s);
 }

@@ -65,6 +65,7 @@
 template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false, bool G32 = false>
 __global__ void __launch_bounds__(384, MINB)
     hfp4_sm90_fp8_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap d_map,
+                                  const __grid_constant__ CUtensorMap a_narrow_map,
                                   const __grid_constant__ hfp4_sm90_gemm_params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     /* (the 128-token tile's TMA-store epilogue has no add_partial: split_k.cuh serves the 8-token tile) */
@@ -142,7 +143,7 @@ __global__ void __launch_bounds__(384, MINB)
     const bool gran32 = G32 || p.a_gran_k == 32; /* (the launcher picks G32 kernels for 1x32 scales only) */
 
     if (warpgroup == 2) {
-        run_producer<BT, W_FP32, MINB, SPLIT, G32>(p, &a_map, sm, chunks, gran32, lane, split_on, rank);
+        run_producer<BT, W_FP32, MINB, SPLIT, G32>(p, &a_map, &a_narrow_map, sm, chunks, gran32, lane, split_on, rank);
         if constexpr (SPLIT) { /* (split_k.cuh) the start's cluster barrier, then the one at the end */
             cluster_wait();
             cluster_arrive();

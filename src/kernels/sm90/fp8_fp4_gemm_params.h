@@ -63,6 +63,9 @@ typedef struct hfp4_sm90_gemm_params {
     /* the dynamic walk (dynamic_walk.cuh): the plan allows it (dynamic), the launcher gives the launch
      * a counter slot of its own (dyn_slot, -1: none, the static walk) */
     int32_t dynamic, dyn_slot;
+    /* narrow items (narrow_items.cuh; the 128-token tile, contiguous and psum layouts): 1 when an
+     * item whose computed rows end within its first 32 token columns may load and compute only those */
+    int32_t narrow;
 } hfp4_sm90_gemm_params;
 
 /* The (mul, shift) that divide any 0 <= x < 2^31 by 1 <= d <= 2^31 as (umulhi(x, mul) + x) >>

@@ -12,6 +12,7 @@
 #include "dynamic_walk.cuh"
 #include "fp8_fp4_gemm_params.h"
 #include "item_header.cuh"
+#include "narrow_items.cuh"
 #include "promote.cuh"
 #include "ptx.cuh"
 #include "scales.cuh"
@@ -42,7 +43,7 @@ static __device__ __forceinline__ void finish_header_stage(uint64_t *full, int l
  * (fp8_fp4_gemm.cuh). */
 template <int BT, bool W_FP32, int MINB, bool SPLIT = false, bool G32 = false>
 static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params p, const CUtensorMap *a_map,
-                                                    const sm90_smem sm, int64_t chunks, bool gran32, int lane,
+                                                    const CUtensorMap *a_narrow_map, const sm90_smem sm, int64_t chunks, bool gran32, int lane,
                                                     bool split_on = false, uint32_t rank = 0) {
     typedef sm90_tile_config<BT, W_FP32, MINB, G32> cfg;
     constexpr int STAGES = cfg::STAGES;
@@ -71,6 +72,8 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
      * stage */
     const bool headers = item_headers_on<BT, W_FP32, MINB, G32>(gran32);
     constexpr int MASKS = (BT + 31) / 32;
+    /* narrow items (narrow_items.cuh): every warp narrows each computing tile to its real rows */
+    const bool narrow = narrow_items_on<BT>(p, headers);
     /* the K-split (split_k.cuh): the two CTAs of a cluster walk as one walker and take a part of
      * each item's chunks */
     const bool split = SPLIT && split_on;
@@ -83,6 +86,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
     sm90_tile tile;
     if (!resolve_tile<BT>(p, item, lay, tile)) continue;
+    narrow_tile<BT>(p, tile, narrow, lane);
     /* The warp that owns the item's first chunk (global chunk index iter) posts the header into
      * that chunk's stage before the chunk loop (which then finds the stage free). The stage's loads
      * go out as soon as the stage is free (early: the loop then only announces their bytes), and
@@ -96,7 +100,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     if (headers && pwarp == (int)(iter % 4)) {
         const int s = wait_free_stage<STAGES>(empty, iter);
         if (early && lane == 0) {
-            issue_stage_loads<BT, W_FP32, MINB>(p, a_map, tile, kb, s, a_tiles, w_stages, ws_stages, tile_weights(p, tile),
+            issue_stage_loads<BT, W_FP32, MINB>(p, a_map, a_narrow_map, stage_a_rows<BT>(tile), tile, kb, s, a_tiles, w_stages, ws_stages, tile_weights(p, tile),
                                                 tile_weight_scales<W_FP32>(p, tile, chunks), &full[s]);
             if (iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_LOADS);
         }
@@ -149,14 +153,14 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                                    ((uintptr_t)sa_src & 15) == 0 && (!gran32 || (p.a_scale_stride_k & 3) == 0);
             if (one_block) {
                 if (lane == 0) {
-                    issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, ka, s, a_tiles, w_stages, ws_stages, w_src,
+                    issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages, w_src,
                                                          ws_src, bar, early && kc == 0, nj * BT * 4);
                     for (int j = 0; j < nj; j++) bulk_load(sa + j * BT, sa_src + j * p.a_scale_stride_k, BT * 4, bar);
                 }
                 mbar_arrive(bar);
                 continue;
             }
-            if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, ka, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar, early && kc == 0);
+            if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar, early && kc == 0);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
             if constexpr (BT == 128) {
                 /* the 128-token tile: a lane's rows are m0 + lane + 32u (u < 4) in every
@@ -220,7 +224,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                     if (idx < BT * nj) sa[(idx / BT) * BT + a_scale_slot_of_lane<BT>(idx % BT, lane_slot)] = v[t];
                 }
             }
-            if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, tile, ka, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar, early && kc == 0);
+            if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar, early && kc == 0);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
             mbar_arrive(bar);
         }

@@ -64,13 +64,16 @@ static __device__ __forceinline__ void promote_columns(float *fin, const float *
         fin[4 * j + 3] += acc[4 * j + 3] * sa2.y;
     }
 }
-template <int BT, bool ROW_SCALED>
+/* BT: the accumulator's token columns; LBT: the tile whose scale layout sa has (a narrow item's
+ * first 8 or 32 columns of the 128-token tile: narrow_items.cuh) */
+template <int BT, bool ROW_SCALED, int LBT = BT>
 static __device__ __forceinline__ void promote(float *fin, const float *acc, float s0, float s1, const float *sa,
                                                int t4) {
-    if constexpr (BT < 16 || BT == 128) {
+    static_assert(LBT == BT || LBT == 128, "a narrower accumulator only on the 128-token tile's identity layout");
+    if constexpr (LBT < 16 || LBT == 128) {
 #pragma unroll
         for (int j = 0; j < BT / 8; j++)
-            promote_columns<ROW_SCALED>(fin, acc, s0, s1, *(const float2 *)(sa + 8 * j + a_scale_t4_offset<BT>(t4)), j);
+            promote_columns<ROW_SCALED>(fin, acc, s0, s1, *(const float2 *)(sa + 8 * j + a_scale_t4_offset<LBT>(t4)), j);
     } else {
 #pragma unroll
         for (int jj = 0; jj < BT / 16; jj++) { /* one 16-byte load for the columns of j = 2jj, 2jj + 1 */

@@ -41,6 +41,12 @@ static __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint
                  : "memory");
 }
 
+/* Counts `bytes` of the barrier's expected transaction bytes as arrived without a copy (a narrow
+ * item's stage, whose TMA loads fewer bytes than the stage's fixed expect_tx: stage_copies.cuh) */
+static __device__ __forceinline__ void mbar_complete_tx(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.complete_tx.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+
 /* Blocks until the phase with the given parity has completed (bar: its shared-window address). */
 static __device__ __forceinline__ void mbar_wait_sa(uint32_t bar, uint32_t parity) {
     asm volatile(

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "fp8_fp4_gemm_params.h"
+#include "narrow_items.cuh"
 #include "ptx.cuh"
 #include "tile_config.cuh"
 #include "work_items.cuh"
@@ -24,14 +25,25 @@ static __device__ __forceinline__ const uint8_t *tile_weight_scales(const hfp4_s
 }
 
 /* The activation tile (TMA) and both warpgroups' weights and weight scales (bulk copies, evict-first
- * when each weight tile is read once) of chunk kc of `tile` into stage s, completing on bar. */
+ * when each weight tile is read once) of chunk kc of `tile` into stage s, completing on bar.
+ * a_rows = 8 < BT (a narrow item, narrow_items.cuh: stage_a_rows): only the tile's first 8 activation
+ * rows, by the map whose box is 8 rows (a_narrow_map), where the whole tile's box puts them (128B
+ * swizzle: 8 rows of 128 bytes are one 1 KB swizzle atom), and the rest of the stage's fixed
+ * expect_tx (issue_stage_copies) counted as arrived. */
 template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ void issue_stage_loads(const hfp4_sm90_gemm_params &p, const CUtensorMap *a_map,
+                                                         const CUtensorMap *a_narrow_map, int a_rows,
                                                          const sm90_tile &tile, int64_t kc, int s, uint8_t *a_tiles,
                                                          uint8_t *w_stages, uint8_t *ws_stages, const uint8_t *w_src,
                                                          const uint8_t *ws_src, uint64_t *bar) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
-    tma_load_3d(a_tiles + s * cfg::A_TILE_BYTES, a_map, bar, (int32_t)(kc * 128), tile.m0, tile.a_group);
+    uint8_t *a_dst = a_tiles + s * cfg::A_TILE_BYTES;
+    if (a_rows == BT) {
+        tma_load_3d(a_dst, a_map, bar, (int32_t)(kc * 128), tile.m0, tile.a_group);
+    } else {
+        tma_load_3d(a_dst, a_narrow_map, bar, (int32_t)(kc * 128), tile.m0, tile.a_group);
+        mbar_complete_tx(bar, (BT - 8) * 128); /* the rows not loaded */
+    }
     uint8_t *w_dst = w_stages + s * cfg::W_STAGE_BYTES, *ws_dst = ws_stages + s * cfg::WS_STAGE_BYTES;
 #pragma unroll
     for (int wg = 0; wg < 2; wg++) {
@@ -56,11 +68,14 @@ static __device__ __forceinline__ void issue_stage_loads(const hfp4_sm90_gemm_pa
  * below zero, and the phase cannot complete before this lane's arrival. */
 template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ void issue_stage_copies(const hfp4_sm90_gemm_params &p, const CUtensorMap *a_map,
+                                                          const CUtensorMap *a_narrow_map,
                                                           const sm90_tile &tile, int64_t kc, int s, uint8_t *a_tiles,
                                                           uint8_t *w_stages, uint8_t *ws_stages, const uint8_t *w_src,
                                                           const uint8_t *ws_src, uint64_t *bar, bool loads_issued,
                                                           uint32_t extra_tx = 0) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     mbar_arrive_expect_tx(bar, cfg::A_TILE_BYTES + cfg::W_STAGE_BYTES + cfg::WS_STAGE_BYTES + extra_tx);
-    if (!loads_issued) issue_stage_loads<BT, W_FP32, MINB>(p, a_map, tile, kc, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar);
+    if (!loads_issued)
+        issue_stage_loads<BT, W_FP32, MINB>(p, a_map, a_narrow_map, stage_a_rows<BT>(tile), tile, kc, s, a_tiles, w_stages, ws_stages,
+                                            w_src, ws_src, bar);
 }
