@@ -230,7 +230,7 @@ TEST(sm90_plan_narrow_items_for_the_contiguous_128_token_tile) {
     hfp4_gemm_problem p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 0); /* m / groups = 128 */
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.block_tokens, 128);
-    CHECK_EQ_I64(plan.params.narrow, 1);
+    CHECK_EQ_I64(plan.params.narrow, 2); /* (2: and the narrow-block split, below) */
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 8, 0);
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.params.narrow, 1);
@@ -249,7 +249,51 @@ TEST(sm90_plan_narrow_items_for_the_contiguous_128_token_tile) {
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 0);
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.params.narrow, 0);
+    CHECK_EQ_I64(plan.narrow_split, 0);
     unsetenv("HFP4_SM90_NARROW");
+}
+
+/* The narrow-block split (narrow_items.cuh): contiguous ids without a hint at the 128-token tile,
+ * while the 8-token launch's bitmask, prefix and block flags fit (m <= 8 x HFP4_SM90_SPLIT_MAX_TILES);
+ * that launch's plan is the 8-token tile, balanced, params.narrow 3. */
+TEST(sm90_plan_narrow_block_split) {
+    unsetenv("HFP4_SM90_NARROW_SPLIT");
+    hfp4_sm90_plan plan, narrow;
+    hfp4_gemm_problem p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 0);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.narrow_split, 1);
+    CHECK_EQ_I64(plan.params.narrow, 2);
+    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &narrow), HFP4_OK);
+    CHECK_EQ_I64(narrow.block_tokens, 8);
+    CHECK_EQ_I64(narrow.params.balanced, 2);
+    CHECK_EQ_I64(narrow.params.narrow, 3);
+    CHECK_EQ_I64(narrow.narrow_split, 0);
+    CHECK_EQ_I64(narrow.grid_y, 1024 / 8);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 8 * HFP4_SM90_SPLIT_MAX_TILES, 8, 0); /* the largest */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.narrow_split, 1);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 8 * HFP4_SM90_SPLIT_MAX_TILES + 128, 8, 0);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.narrow_split, 0);
+    CHECK_EQ_I64(plan.params.narrow, 1);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 100); /* a hint: its tile, no split */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 128);
+    CHECK_EQ_I64(plan.narrow_split, 0);
+    CHECK_EQ_I64(plan.params.narrow, 1);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 8, 0); /* psum: narrow items only */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.narrow_split, 0);
+    setenv("HFP4_SM90_NARROW_SPLIT", "0", 1);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 0);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.narrow_split, 0);
+    CHECK_EQ_I64(plan.params.narrow, 1);
+    unsetenv("HFP4_SM90_NARROW_SPLIT");
+    setenv("HFP4_SM90_BALANCE", "0", 1); /* the 8-token launch needs the balanced walk */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.narrow_split, 0);
+    unsetenv("HFP4_SM90_BALANCE");
 }
 
 /* The warp path (warp_decode.cu) is opt-in for the masked layout, automatic for dense GEMVs, and takes

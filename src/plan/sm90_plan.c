@@ -7,6 +7,17 @@
 #include "sm90_plan.h"
 #include "../weights/sm90_layout.h"
 
+hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_problem *p, hfp4_sm90_plan *narrow) {
+    hfp4_gemm_problem q = *p;
+    q.expected_m = 8; /* the 8-token tile */
+    HFP4_TRY(hfp4__sm90_plan(fn, &q, narrow));
+    if (narrow->block_tokens != 8 || narrow->params.balanced != 2)
+        return hfp4__fail(HFP4_ERR_INTERNAL, "%s: the narrow-block launch planned %d-token tiles, balanced %d", fn,
+                          (int)narrow->block_tokens, (int)narrow->params.balanced);
+    narrow->params.narrow = 3;
+    return HFP4_OK;
+}
+
 int32_t hfp4__sm90_pick_block_tokens(int64_t rows_per_group, int32_t alignment) {
     /* Decode-sized groups want the narrowest wgmma N (nothing wasted on padding rows); large ones
      * the widest tile that keeps the accumulators in registers. */
@@ -166,6 +177,19 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
         k->narrow = plan->block_tokens == 128 &&
                     (p->grouping == HFP4_GROUPING_CONTIGUOUS || p->grouping == HFP4_GROUPING_CONTIGUOUS_PSUM) &&
                     !(env && !strcmp(env, "0"));
+    }
+    /* The narrow-block split (narrow_items.cuh): without a hint, the contiguous layout's 128-row
+     * blocks whose row 8 is padding (decode: a routed expert's 1-8 rows padded to 128) go to a launch
+     * of the 8-token tile first (two CTAs an SM, the decode tile), the others stay here. Where the
+     * 8-token launch's bitmask, prefix and block flags fit its shared memory (m <= 8 x
+     * HFP4_SM90_SPLIT_MAX_TILES: V4-Flash under transformers' allocation up to T ~ 2048); beyond,
+     * every block stays here as narrow items. HFP4_SM90_NARROW_SPLIT=0 turns it off, for comparison. */
+    {
+        const char *env = getenv("HFP4_SM90_NARROW_SPLIT");
+        plan->narrow_split = k->narrow && p->grouping == HFP4_GROUPING_CONTIGUOUS && p->expected_m == 0 &&
+                             hfp4__ceil_div(p->m, 8) <= HFP4_SM90_SPLIT_MAX_TILES && !(env && !strcmp(env, "0")) &&
+                             !(bal && !strcmp(bal, "0"));
+        if (plan->narrow_split) k->narrow = 2;
     }
 
     plan->warp_decode = hfp4__sm90_warp_wanted(p, plan);

@@ -19,6 +19,8 @@ typedef struct hfp4_sm90_plan {
     int32_t warp_decode;   /* the warp path (warp_decode.cu; hfp4__sm90_warp_wanted): 1 runs it, 2 runs it
                               where it splits K 4 or 8 ways (dense GEMVs), 0 the main kernel does */
     int32_t warp_split;    /* the warp path's cluster size: 1 (no K-split), 2, 4 or 8 (hfp4__sm90_warp_split) */
+    int32_t narrow_split;  /* 1: an 8-token launch (hfp4__sm90_plan_narrow_blocks) takes the contiguous
+                              layout's narrow blocks first, this one the rest (narrow_items.cuh) */
     hfp4_sm90_gemm_params params;
     /* what the TMA descriptor of A needs */
     int64_t a_dims[3];     /* K, rows per group, groups                              */
@@ -28,6 +30,10 @@ typedef struct hfp4_sm90_plan {
 /* Validates `p` (hfp4_check_problem with device pointers), then checks that the SM90 kernels
  * serve it (UNSUPPORTED with the reason otherwise) and fills *plan. Does not touch the GPU. */
 hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm90_plan *plan);
+
+/* The 8-token launch of a narrow-block split (plan->narrow_split): the same problem at the 8-token
+ * tile, the balanced walk over the computing tiles of narrow blocks only (params.narrow 3) */
+hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_problem *p, hfp4_sm90_plan *narrow);
 
 /* The warp path (src/kernels/sm90/warp_decode.cu; when it runs: hfp4__sm90_warp_wanted): groups of a
  * few rows as one warpgroup per 64-row weight tile. These are its limits and its shared memory (the

@@ -241,20 +241,25 @@ TEST(gpu_narrow_items) {
         {1024, 128, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 3, seg},
         {1024, 32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 0, 1, 1, seg},
     };
-    for (unsigned v = 0; v < sizeof vs / sizeof vs[0]; v++) {
-        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 640, vs[v].k, 8, 1200 + v);
-        c.a_gran = vs[v].a_gran;
-        c.a_scale = vs[v].a_scale;
-        c.d_dtype = vs[v].d;
-        c.with_c = vs[v].with_c;
-        c.holes = vs[v].holes;
-        c.w_pow2 = vs[v].w_pow2;
-        c.rows = vs[v].rows;
+    /* each twice: with the narrow-block split (the 8-token launch takes the blocks whose row 8 is
+     * padding, the 128-token launch the rest) and without (every block in the 128-token launch) */
+    for (unsigned v = 0; v < 2 * sizeof vs / sizeof vs[0]; v++) {
+        const narrow_variant &nv = vs[v / 2];
+        if (v & 1) setenv("HFP4_SM90_NARROW_SPLIT", "0", 1); /* (read by every plan) */
+        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 640, nv.k, 8, 1200 + v);
+        c.a_gran = nv.a_gran;
+        c.a_scale = nv.a_scale;
+        c.d_dtype = nv.d;
+        c.with_c = nv.with_c;
+        c.holes = nv.holes;
+        c.w_pow2 = nv.w_pow2;
+        c.rows = nv.rows;
         c.alignment = 128;
-        check_case(&c, "contiguous, narrow items");
+        check_case(&c, v & 1 ? "contiguous, narrow items, no split" : "contiguous, narrow items, split");
+        unsetenv("HFP4_SM90_NARROW_SPLIT");
     }
     for (int v = 0; v < 2; v++) {
-        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 512, 1024, 8, 1210 + v);
+        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 512, 1024, 8, 1230 + v);
         c.rows = v ? decode : seg;
         c.alignment = 128;
         c.a_gran = v ? 32 : 128;

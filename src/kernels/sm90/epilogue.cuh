@@ -246,6 +246,8 @@ static __device__ __forceinline__ void zero_padding_tiles(const hfp4_sm90_gemm_p
         const int32_t t = 32 * lo + nth_set_bit(~(uint32_t)space[lo] & valid, z - (32 * lo - space[W + lo]));
         const int64_t row = (int64_t)t * BT + r;
         if (row >= p.m) continue;
+        if (BT == 8 && p.narrow == 3 && ((space[2 * W + 1 + t / 512] >> ((t / 16) % 32)) & 1) == 0)
+            continue; /* a wide block's: the 128-token launch writes it (narrow_items.cuh) */
         const int64_t off = row * p.ldd;
         if (p.d_vec) {
             const int per16 = p.d_fp32 ? 4 : 8;

@@ -189,6 +189,16 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
         const hfp4_status st = hfp4__sm90_bf16_gemm(fn, problem, &plan, &dev, &maps.d, s, &taken);
         if (st != HFP4_OK || taken) return st;
     }
+    if (plan.narrow_split) {
+        /* the narrow-block split (narrow_items.cuh): the 8-token launch takes the narrow blocks
+         * first (its A map is the 8-row one), then this plan's launch the rest; they write disjoint
+         * rows of D */
+        hfp4_sm90_plan narrow;
+        HFP4_TRY(hfp4__sm90_plan_narrow_blocks(fn, problem, &narrow));
+        const sm90_launch_maps narrow_maps = {maps.a_narrow, maps.a_narrow, maps.a_narrow};
+        HFP4_TRY(narrow.w_fp32 ? dispatch_bt<true>(fn, &narrow, &dev, &narrow_maps, s)
+                               : dispatch_bt<false>(fn, &narrow, &dev, &narrow_maps, s));
+    }
     return plan.w_fp32 ? dispatch_bt<true>(fn, &plan, &dev, &maps, s)
                        : dispatch_bt<false>(fn, &plan, &dev, &maps, s);
 }

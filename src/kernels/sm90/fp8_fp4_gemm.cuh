@@ -120,6 +120,11 @@ __global__ void __launch_bounds__(384, MINB)
     }
     if constexpr (cfg::BALANCE) {
         if (p.balanced == 2) { /* the contiguous layout's computing tiles: all threads, then one warp */
+            if (BT == 8 && p.narrow == 3) { /* the narrow-block flags (work_items.cuh), zeroed first */
+                const int32_t W = ((int32_t)p.tiles_m + 31) / 32;
+                for (int32_t i = (int32_t)threadIdx.x; i < (W + 15) / 16; i += 384) sm.live_prefix[2 * W + 1 + i] = 0;
+                __syncthreads();
+            }
             build_compute_mask<BT>(p, sm.live_prefix, (int)threadIdx.x, 384);
             __syncthreads();
             if (threadIdx.x / 32 == 1) build_mask_prefix(p, sm.live_prefix, lane);

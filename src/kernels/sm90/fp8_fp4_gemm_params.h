@@ -11,6 +11,8 @@
                                            (V4-Pro's 384 experts; more would cost the 8-token tile a
                                            pipeline stage) */
 #define HFP4_SM90_BALANCE_MAX_TILES 6144 /* token tiles whose bitmask + word prefix fit the same space */
+#define HFP4_SM90_SPLIT_MAX_TILES 5952 /* the narrow-block split's 8-token tiles (narrow_items.cuh): the
+                                         bitmask, word prefix and block flags in the same space */
 #define HFP4_SM90_DYN_SLOTS 65536        /* dynamic-walk counters per device (dynamic_walk.cuh): 512 KB */
 #define HFP4_SM90_DYN_STREAM_SLOTS 1024  /* of them, for streams (the rest: launches captured into graphs) */
 #ifndef HFP4_SM90_DYN_PLAIN_SLOTS
@@ -63,8 +65,10 @@ typedef struct hfp4_sm90_gemm_params {
     /* the dynamic walk (dynamic_walk.cuh): the plan allows it (dynamic), the launcher gives the launch
      * a counter slot of its own (dyn_slot, -1: none, the static walk) */
     int32_t dynamic, dyn_slot;
-    /* narrow items (narrow_items.cuh; the 128-token tile, contiguous and psum layouts): 1 when an
-     * item whose computed rows end within its first 32 token columns may load and compute only those */
+    /* narrow items and blocks (narrow_items.cuh): 0 none; 1 (the 128-token tile, contiguous and psum
+     * layouts) an item whose computed rows end within its first 32 token columns loads and computes
+     * only those; 2 the same, and the launch skips the contiguous layout's narrow blocks, which a
+     * launch of the 8-token tile with 3 (only those blocks) takes before it */
     int32_t narrow;
 } hfp4_sm90_gemm_params;
 

@@ -51,12 +51,24 @@ static __device__ __forceinline__ int32_t probe_layout(const hfp4_sm90_gemm_para
     return 0;
 }
 
+/* The contiguous layout's narrow blocks (narrow_items.cuh: the split of p.narrow 2 and 3): a 128-row
+ * block whose row 8 is not a real row (its 8-token tile 1 starts in padding; past m counts as
+ * padding) goes to the 8-token launch, every other block to the 128-token one. */
+static __device__ __forceinline__ bool contiguous_row_real(const hfp4_sm90_gemm_params &p, int64_t row) {
+    if (row >= p.m) return false;
+    const int32_t id = p.layout[row];
+    return id >= 0 && id < p.num_groups;
+}
+
 /* Whether item `item` (probe: its probe_layout value) can have anything to compute or write. Only
  * the masked layout's items are decided here (rows past masked_m are neither computed nor written:
- * most items of a decode batch over many experts); the contiguous layout's all-padding tiles must
- * still be written as zeros. */
+ * most items of a decode batch over many experts), and the 128-token tile's narrow blocks under
+ * the split (p.narrow 2: the 8-token launch writes them); the contiguous layout's all-padding tiles
+ * must still be written as zeros. */
 template <int BT>
 static __device__ __forceinline__ bool work_item_live(const hfp4_sm90_gemm_params &p, int32_t item, int32_t probe) {
+    if (BT == 128 && p.narrow == 2 && p.grouping == HFP4_K_CONTIGUOUS)
+        return contiguous_row_real(p, (int64_t)item_m_tile(p, item) * BT + 8);
     if (p.grouping != HFP4_K_MASKED) return true;
     const int64_t m0 = (int64_t)item_m_tile(p, item) * BT;
     return m0 < min((int64_t)probe, p.m);
@@ -108,7 +120,11 @@ static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_pa
  * a tile starting in padding is all padding, segments being aligned to a multiple of the tile), as a
  * bitmask of words w < W = ceil(tiles_m / 32) at space[w], and the exclusive prefix of the words'
  * popcounts at space[W + w] (space[2W] = all), when p.balanced == 2. The mask is built by the whole
- * CTA (nthreads threads, tid; every warp runs the loop), the prefix by one warp after a barrier. */
+ * CTA (nthreads threads, tid; every warp runs the loop), the prefix by one warp after a barrier.
+ * p.narrow == 3 (the 8-token launch of the narrow-block split, narrow_items.cuh): only the tiles of
+ * narrow 128-row blocks (tile 1 of the block starts in padding) compute here, and block b's flag,
+ * bit b % 32 of space[2W + 1 + b / 32] (zeroed before: narrow_block_flags_clear), says the block is
+ * this launch's, so that zero_padding_tiles zeroes only its padding tiles. */
 template <int BT>
 static __device__ __forceinline__ void build_compute_mask(const hfp4_sm90_gemm_params &p, int32_t *space, int tid,
                                                           int nthreads) {
@@ -125,8 +141,16 @@ static __device__ __forceinline__ void build_compute_mask(const hfp4_sm90_gemm_p
         }
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            const uint32_t bits = __ballot_sync(0xFFFFFFFFu, id[u] >= 0 && id[u] < p.num_groups);
-            if (lane == 0 && w0 + u * warps < W) space[w0 + u * warps] = (int32_t)bits;
+            uint32_t bits = __ballot_sync(0xFFFFFFFFu, id[u] >= 0 && id[u] < p.num_groups);
+            const int32_t w = w0 + u * warps;
+            if constexpr (BT == 8) {
+                if (p.narrow == 3) { /* the split's 8-token launch: the word's two 128-row blocks, if narrow */
+                    const uint32_t narrow = (bits & 2u ? 0u : 1u) | (bits & 0x20000u ? 0u : 2u);
+                    bits &= (narrow & 1u ? 0xFFFFu : 0u) | (narrow & 2u ? 0xFFFF0000u : 0u);
+                    if (lane == 0 && w < W && narrow) atomicOr(&space[2 * W + 1 + w / 16], (int32_t)(narrow << (2 * (w % 16))));
+                }
+            }
+            if (lane == 0 && w < W) space[w] = (int32_t)bits;
         }
     }
 }
