@@ -281,6 +281,25 @@ TEST(sm90_plan_narrow_block_split) {
     CHECK_EQ_I64(plan.block_tokens, 128);
     CHECK_EQ_I64(plan.narrow_split, 0);
     CHECK_EQ_I64(plan.params.narrow, 1);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 6144, 256, 0); /* m / groups 24 (T = 8 under transformers) */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 128);
+    CHECK_EQ_I64(plan.narrow_split, 1);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 768, 256, 0); /* m / groups 3 (T = 1): the 8-token tile */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 8);
+    CHECK_EQ_I64(plan.narrow_split, 0);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 6144, 256, 0);
+    p.m_alignment = 64; /* blocks not 128-row aligned: the tile follows m / groups */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 32);
+    CHECK_EQ_I64(plan.narrow_split, 0);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 6144, 256, 0);
+    setenv("HFP4_SM90_MAX_TOKEN_TILE", "64", 1);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 32);
+    CHECK_EQ_I64(plan.narrow_split, 0);
+    unsetenv("HFP4_SM90_MAX_TOKEN_TILE");
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 8, 0); /* psum: narrow items only */
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.narrow_split, 0);

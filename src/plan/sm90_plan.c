@@ -7,6 +7,26 @@
 #include "sm90_plan.h"
 #include "../weights/sm90_layout.h"
 
+static int env_is_zero(const char *name) {
+    const char *env = getenv(name);
+    return env && !strcmp(env, "0");
+}
+
+/* The narrow-block split (narrow_items.cuh): without a hint, the contiguous layout's 128-row blocks
+ * whose row 8 is padding (decode: a routed expert's 1-8 rows padded to 128) go to a launch of the
+ * 8-token tile first (two CTAs an SM, the decode tile), the others to the 128-token tile's narrow
+ * items. Where the blocks are 128-row aligned and the 8-token launch's bitmask, prefix and block
+ * flags fit its shared memory (m <= 8 x HFP4_SM90_SPLIT_MAX_TILES: V4-Flash under transformers'
+ * allocation up to T ~ 2048); beyond, the tile follows m / groups as before. HFP4_SM90_NARROW_SPLIT=0
+ * turns it off, for comparison (as do HFP4_SM90_NARROW=0, HFP4_SM90_BALANCE=0 and a token tile
+ * capped at 64, which it needs). */
+int hfp4__sm90_split_wanted(const hfp4_gemm_problem *p, int32_t alignment) {
+    const char *cap = getenv("HFP4_SM90_MAX_TOKEN_TILE");
+    return p->grouping == HFP4_GROUPING_CONTIGUOUS && p->expected_m == 0 && alignment % 128 == 0 &&
+           hfp4__ceil_div(p->m, 8) <= HFP4_SM90_SPLIT_MAX_TILES && !env_is_zero("HFP4_SM90_NARROW_SPLIT") &&
+           !env_is_zero("HFP4_SM90_NARROW") && !env_is_zero("HFP4_SM90_BALANCE") && !(cap && !strcmp(cap, "64"));
+}
+
 hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_problem *p, hfp4_sm90_plan *narrow) {
     hfp4_gemm_problem q = *p;
     q.expected_m = 8; /* the 8-token tile */
@@ -62,6 +82,14 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
         rows = p->expected_m;
     int is_contig = p->grouping == HFP4_GROUPING_CONTIGUOUS || p->grouping == HFP4_GROUPING_CONTIGUOUS_PSUM;
     plan->block_tokens = hfp4__sm90_pick_block_tokens(rows, is_contig ? alignment : 0);
+    /* The narrow-block split (below) runs the 128-token tile whatever m / groups says: its narrow
+     * blocks go to the 8-token launch, and the 128-token tile's narrow items serve the rest (with
+     * transformers' allocation, m / groups is 24 at T = 8 and 48 at T = 16: 32- and 64-token tiles
+     * that computed 32 or 64 columns of one-row segments at one CTA an SM). */
+    /* (Not where m / groups already asks for the 8-token tile: T = 1 under transformers, m / groups
+     * = 3, where the split's second launch cost 8 us of 31: H200, V4-Flash w13 1.75 -> 1.35 TB/s.) */
+    plan->narrow_split = plan->block_tokens > 8 && hfp4__sm90_split_wanted(p, alignment);
+    if (plan->narrow_split) plan->block_tokens = 128;
     plan->w_fp32 = p->b.scales.dtype == HFP4_DTYPE_FP32;
 
     hfp4_sm90_geometry geo = hfp4_sm90_geometry_make(p->num_groups, p->n, p->k, plan->w_fp32);
@@ -178,19 +206,7 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
                     (p->grouping == HFP4_GROUPING_CONTIGUOUS || p->grouping == HFP4_GROUPING_CONTIGUOUS_PSUM) &&
                     !(env && !strcmp(env, "0"));
     }
-    /* The narrow-block split (narrow_items.cuh): without a hint, the contiguous layout's 128-row
-     * blocks whose row 8 is padding (decode: a routed expert's 1-8 rows padded to 128) go to a launch
-     * of the 8-token tile first (two CTAs an SM, the decode tile), the others stay here. Where the
-     * 8-token launch's bitmask, prefix and block flags fit its shared memory (m <= 8 x
-     * HFP4_SM90_SPLIT_MAX_TILES: V4-Flash under transformers' allocation up to T ~ 2048); beyond,
-     * every block stays here as narrow items. HFP4_SM90_NARROW_SPLIT=0 turns it off, for comparison. */
-    {
-        const char *env = getenv("HFP4_SM90_NARROW_SPLIT");
-        plan->narrow_split = k->narrow && p->grouping == HFP4_GROUPING_CONTIGUOUS && p->expected_m == 0 &&
-                             hfp4__ceil_div(p->m, 8) <= HFP4_SM90_SPLIT_MAX_TILES && !(env && !strcmp(env, "0")) &&
-                             !(bal && !strcmp(bal, "0"));
-        if (plan->narrow_split) k->narrow = 2;
-    }
+    if (plan->narrow_split) k->narrow = 2; /* (hfp4__sm90_split_wanted) */
 
     plan->warp_decode = hfp4__sm90_warp_wanted(p, plan);
     plan->warp_split = plan->warp_decode ? hfp4__sm90_warp_split(geo.chunks, p->a.scales.gran_k == 32, plan->w_fp32,

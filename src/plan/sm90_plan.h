@@ -31,6 +31,9 @@ typedef struct hfp4_sm90_plan {
  * serve it (UNSUPPORTED with the reason otherwise) and fills *plan. Does not touch the GPU. */
 hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm90_plan *plan);
 
+/* Whether a problem takes the narrow-block split (plan->narrow_split; sm90_plan.c says when) */
+int hfp4__sm90_split_wanted(const hfp4_gemm_problem *p, int32_t alignment);
+
 /* The 8-token launch of a narrow-block split (plan->narrow_split): the same problem at the 8-token
  * tile, the balanced walk over the computing tiles of narrow blocks only (params.narrow 3) */
 hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_problem *p, hfp4_sm90_plan *narrow);
