@@ -461,10 +461,10 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
     compiled_dims and disable_ue8m0_cast have no effect (padding rows are always written as zeros).
 
     expected_m (hfp4's, not DeepGEMM's): real rows per routed expert, a scheduling hint for either
-    layout (the same as expected_m_for_psum_layout there). Without it the token tile follows M / G,
-    padding rows included, so a decode step's few rows an expert run on tiles of 32-128 rows: ~half
-    the speed from 32 tokens a step (bench/RESULTS.md v17). A caller that knows its routing should
-    pass ceil(tokens * top_k / experts)."""
+    layout (the same as expected_m_for_psum_layout there): ceil(tokens * top_k / experts). Without it
+    the library finds the decode-sized segments of the expert-id layout on the GPU (128-row blocks of
+    at most 8 real rows) and runs them on its decode tile, within a few percent of the hinted speed
+    (bench/RESULTS.md v18); the hint picks the tile directly and saves a second launch."""
     torch = _t()
     A, SFA = _pair("a", a)
     gran_k_a, gran_b = resolve_recipes(recipe, recipe_a, recipe_b)
