@@ -272,6 +272,22 @@ TEST(sm90_plan_narrow_block_split) {
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 8 * HFP4_SM90_SPLIT_MAX_TILES, 8, 0); /* the largest */
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.narrow_split, 1);
+    CHECK_EQ_I64(plan.rows_tile, 128);
+    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &narrow), HFP4_OK);
+    CHECK_EQ_I64(narrow.grid_y, HFP4_SM90_SPLIT_MAX_TILES);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 8 * HFP4_SM90_SPLIT_MAX_TILES - 3, 8, 0); /* m % 8 != 0 */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.narrow_split, 1);
+    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &narrow), HFP4_OK);
+    CHECK_EQ_I64(narrow.grid_y, HFP4_SM90_SPLIT_MAX_TILES);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 8 * HFP4_SM90_SPLIT_MAX_TILES + 8, 8, 0); /* past it */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.narrow_split, 0);
+    CHECK_REJECT(hfp4__sm90_plan_narrow_blocks("t", &p, &narrow), HFP4_ERR_INTERNAL, "narrow-block");
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 0);
+    p.m_alignment = 256; /* 128-row blocks still aligned */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.narrow_split, 1);
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 8 * HFP4_SM90_SPLIT_MAX_TILES + 128, 8, 0);
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.narrow_split, 0);
@@ -284,6 +300,7 @@ TEST(sm90_plan_narrow_block_split) {
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 6144, 256, 0); /* m / groups 24 (T = 8 under transformers) */
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.block_tokens, 128);
+    CHECK_EQ_I64(plan.rows_tile, 32); /* (the opt-in BF16 path leaves it to the split: fp8_fp4_gemm.cu) */
     CHECK_EQ_I64(plan.narrow_split, 1);
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 768, 256, 0); /* m / groups 3 (T = 1): the 8-token tile */
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);

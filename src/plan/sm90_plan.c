@@ -31,9 +31,10 @@ hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_proble
     hfp4_gemm_problem q = *p;
     q.expected_m = 8; /* the 8-token tile */
     HFP4_TRY(hfp4__sm90_plan(fn, &q, narrow));
-    if (narrow->block_tokens != 8 || narrow->params.balanced != 2)
-        return hfp4__fail(HFP4_ERR_INTERNAL, "%s: the narrow-block launch planned %d-token tiles, balanced %d", fn,
-                          (int)narrow->block_tokens, (int)narrow->params.balanced);
+    /* (its block flags follow the bitmask and prefix in shared memory: tile_config.cuh) */
+    if (narrow->block_tokens != 8 || narrow->params.balanced != 2 || narrow->grid_y > HFP4_SM90_SPLIT_MAX_TILES)
+        return hfp4__fail(HFP4_ERR_INTERNAL, "%s: the narrow-block launch planned %d-token tiles (%lld), balanced %d",
+                          fn, (int)narrow->block_tokens, (long long)narrow->grid_y, (int)narrow->params.balanced);
     narrow->params.narrow = 3;
     return HFP4_OK;
 }
@@ -88,6 +89,7 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
      * that computed 32 or 64 columns of one-row segments at one CTA an SM). */
     /* (Not where m / groups already asks for the 8-token tile: T = 1 under transformers, m / groups
      * = 3, where the split's second launch cost 8 us of 31: H200, V4-Flash w13 1.75 -> 1.35 TB/s.) */
+    plan->rows_tile = plan->block_tokens;
     plan->narrow_split = plan->block_tokens > 8 && hfp4__sm90_split_wanted(p, alignment);
     if (plan->narrow_split) plan->block_tokens = 128;
     plan->w_fp32 = p->b.scales.dtype == HFP4_DTYPE_FP32;

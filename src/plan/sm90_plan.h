@@ -19,6 +19,7 @@ typedef struct hfp4_sm90_plan {
     int32_t warp_decode;   /* the warp path (warp_decode.cu; hfp4__sm90_warp_wanted): 1 runs it, 2 runs it
                               where it splits K 4 or 8 ways (dense GEMVs), 0 the main kernel does */
     int32_t warp_split;    /* the warp path's cluster size: 1 (no K-split), 2, 4 or 8 (hfp4__sm90_warp_split) */
+    int32_t rows_tile;     /* the token tile the rows per group (or expected_m) pick, before the split's 128 */
     int32_t narrow_split;  /* 1: an 8-token launch (hfp4__sm90_plan_narrow_blocks) takes the contiguous
                               layout's narrow blocks first, this one the rest (narrow_items.cuh) */
     hfp4_sm90_gemm_params params;

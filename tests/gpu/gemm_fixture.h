@@ -30,7 +30,8 @@ typedef struct gemm_case {
     hfp4_dtype d_dtype;   /* BF16 or FP32 */
     int with_c;
     int32_t alignment;    /* contiguous forms */
-    int32_t extra_rows;   /* psum: rows of A and D after the last group (must stay untouched) */
+    int32_t extra_rows;   /* psum: rows of A and D after the last group (must stay untouched); contiguous:
+                             padding rows (-1) after the last segment (written as zeros) */
     int32_t d_pad;        /* D and C rows are n + d_pad elements apart; the pad must stay untouched */
     int64_t expected_m;   /* hfp4_gemm_problem.expected_m (0: none), which picks the token tile */
     int a_mn_major;       /* FP32 activation scales MN-major (DeepGEMM's TMA-aligned layout: stride_mn 1,
@@ -114,7 +115,7 @@ static void fx_make_layout(gemm_host *h, uint64_t *s) {
         if (c->rows) sizes[g] = c->rows[g];
         total += (sizes[g] + a - 1) / a * a;
     }
-    c->m = (total > 0 ? total : a) + (c->grouping == HFP4_GROUPING_CONTIGUOUS_PSUM ? c->extra_rows : 0);
+    c->m = (total > 0 ? total : a) + c->extra_rows;
     if (c->grouping == HFP4_GROUPING_CONTIGUOUS) {
         h->layout = (int32_t *)malloc(sizeof(int32_t) * c->m);
         for (int64_t r = 0; r < c->m; r++) h->layout[r] = -1;

@@ -265,6 +265,36 @@ TEST(gpu_narrow_items) {
         c.a_gran = v ? 32 : 128;
         check_case(&c, "psum, narrow items");
     }
+    /* many blocks (several words of the 8-token launch's block flags), mostly narrow, every tenth
+     * segment wide; after the last segment two all-padding blocks and a block of 4 rows (row 8 past
+     * m); D rows not 16-byte aligned (element stores) in one of them */
+    static int32_t many[200];
+    for (int g = 0; g < 200; g++) many[g] = g % 10 == 0 ? 40 + g % 90 : g % 9;
+    for (int v = 0; v < 2; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 256, 512, 200, 1240 + v);
+        c.rows = many;
+        c.alignment = 128;
+        c.extra_rows = 2 * 128 + 4;
+        c.d_pad = v;
+        c.a_gran = v ? 32 : 128;
+        c.a_scale = v ? HFP4_DTYPE_UE8M0_PACKED : HFP4_DTYPE_FP32;
+        check_case(&c, "contiguous, narrow blocks, many");
+    }
+    /* the opt-in BF16 path (1x32 UE8M0 scales) has no split: it takes every block where the rows per
+     * group pick the 128-token tile (seg), and leaves the split decode problems (32 groups, 8 of
+     * them routed: m / groups 32) to the split */
+    static const int32_t routed8[32] = {3, 0, 0, 1, 0, 0, 0, 5, 0, 0, 2, 0, 0, 0, 0, 7,
+                                        0, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 0, 0, 6, 0};
+    hfp4__sm90_bf16_set(1);
+    for (int v = 0; v < 2; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 512, 1024, v ? 32 : 8, 1250 + v);
+        c.rows = v ? routed8 : seg;
+        c.alignment = 128;
+        c.a_gran = 32;
+        c.a_scale = HFP4_DTYPE_UE8M0_PACKED;
+        check_case(&c, v ? "contiguous, bf16 path on, split" : "contiguous, bf16 path on, no split");
+    }
+    hfp4__sm90_bf16_set(0);
     setenv("HFP4_SM90_NARROW", "0", 1); /* (read by every plan) */
     gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 640, 1024, 8, 1220);
     c.rows = decode;

@@ -184,9 +184,15 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
             hfp4_clear_error(); /* the call succeeds: no stale message */
         }
     }
-    if (hfp4__sm90_bf16_wanted(&plan)) {
+    /* the opt-in BF16 path (bf16_fp4_gemm.h) has no narrow-block split: it takes every block (a plan
+     * with params.narrow 0), and only where the rows per group picked the 128-token tile themselves
+     * (the split's decode problems stay on the split) */
+    if (hfp4__sm90_bf16_wanted(&plan) && (!plan.narrow_split || plan.rows_tile == 128)) {
+        hfp4_sm90_plan whole = plan;
+        whole.params.narrow = 0;
+        whole.narrow_split = 0;
         int taken = 0;
-        const hfp4_status st = hfp4__sm90_bf16_gemm(fn, problem, &plan, &dev, &maps.d, s, &taken);
+        const hfp4_status st = hfp4__sm90_bf16_gemm(fn, problem, &whole, &dev, &maps.d, s, &taken);
         if (st != HFP4_OK || taken) return st;
     }
     if (plan.narrow_split) {

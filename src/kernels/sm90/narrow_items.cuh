@@ -12,6 +12,14 @@
  * activation rows a chunk (a TMA map whose box is 8 rows) instead of 128, and the consumers issue
  * m64n8 or m64n32 wgmmas into the first columns of the tile's accumulators; the rest stay zero, and
  * the epilogue writes those rows as the padding they are.
+ * The consumers pick the width from any item's valid_end (a masked group's or psum tile's end, a
+ * dense tail), where the producer has loaded at least those rows: so HFP4_SM90_NARROW=0 turns off
+ * the producer's narrowing, the 8-row loads and the split, not the narrow wgmmas of short tiles.
+ * The split (p.narrow 2 and 3) hands a block whose row 8 is padding to the 8-token tile, whose
+ * tiles follow DeepGEMM's contract: a tile whose first row is padding is all padding (each
+ * segment's real rows first, then its padding). A layout with a real row after a padding row 8k of
+ * such a block (outside that contract) has those rows written as zeros, as with the 8-token tile a
+ * hint picks; the 128-token tile alone (no split, m > 8 x HFP4_SM90_SPLIT_MAX_TILES) computes them.
  */
 #pragma once
 #include <stdint.h>

@@ -123,7 +123,7 @@ static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_pa
  * CTA (nthreads threads, tid; every warp runs the loop), the prefix by one warp after a barrier.
  * p.narrow == 3 (the 8-token launch of the narrow-block split, narrow_items.cuh): only the tiles of
  * narrow 128-row blocks (tile 1 of the block starts in padding) compute here, and block b's flag,
- * bit b % 32 of space[2W + 1 + b / 32] (zeroed before: narrow_block_flags_clear), says the block is
+ * bit b % 32 of space[2W + 1 + b / 32] (zeroed before, in the kernel's prologue), says the block is
  * this launch's, so that zero_padding_tiles zeroes only its padding tiles. */
 template <int BT>
 static __device__ __forceinline__ void build_compute_mask(const hfp4_sm90_gemm_params &p, int32_t *space, int tid,
