@@ -41,7 +41,9 @@ typedef struct gemm_case {
     const int32_t *rows;  /* masked: every group's masked_m instead of random ones; contiguous and psum:
                              every group's rows (before alignment padding) */
     int holes;            /* contiguous: rows 3, 10, 17, ... (i % 7 == 3) of every segment are padding
-                             (-1) too, so real rows are not one prefix of their tile */
+                             (-1) too, so real rows are not one prefix of their tile; never a row i % 8
+                             == 0 (an 8-token tile's first row: DeepGEMM's contract makes such a tile
+                             all padding, and the narrow-block split's 8-token launch follows it) */
     int chain;            /* a second GEMM launched right after the first on the same stream, no
                              sync between (programmatic dependent launch lets them overlap):
                              1: with the first's D as its C, into a D of its own (read after write;
@@ -121,7 +123,7 @@ static void fx_make_layout(gemm_host *h, uint64_t *s) {
         for (int64_t r = 0; r < c->m; r++) h->layout[r] = -1;
         int64_t row = 0;
         for (int g = 0; g < c->groups; g++) {
-            for (int64_t i = 0; i < sizes[g]; i++) h->layout[row + i] = c->holes && i % 7 == 3 ? -1 : g;
+            for (int64_t i = 0; i < sizes[g]; i++) h->layout[row + i] = c->holes && i % 7 == 3 && i % 8 != 0 ? -1 : g;
             row += (sizes[g] + a - 1) / a * a;
         }
     } else {

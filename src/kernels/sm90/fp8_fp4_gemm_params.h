@@ -11,6 +11,10 @@
                                            (V4-Pro's 384 experts; more would cost the 8-token tile a
                                            pipeline stage) */
 #define HFP4_SM90_BALANCE_MAX_TILES 6144 /* token tiles whose bitmask + word prefix fit the same space */
+#ifndef HFP4_SM90_SPLIT_ROW
+#define HFP4_SM90_SPLIT_ROW 8 /* a 128-row block is narrow when this row of it is padding (narrow_items.cuh);
+                                 a multiple of 8 below 128 */
+#endif
 #define HFP4_SM90_SPLIT_MAX_TILES 5984 /* the narrow-block split's 8-token tiles (narrow_items.cuh): the
                                          bitmask, word prefix and block flags in the same space */
 #define HFP4_SM90_DYN_SLOTS 65536        /* dynamic-walk counters per device (dynamic_walk.cuh): 512 KB */
