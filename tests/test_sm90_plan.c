@@ -269,6 +269,11 @@ TEST(sm90_plan_narrow_block_split) {
     CHECK_EQ_I64(narrow.params.narrow, 3);
     CHECK_EQ_I64(narrow.narrow_split, 0);
     CHECK_EQ_I64(narrow.grid_y, 1024 / 8);
+    CHECK_EQ_I64(narrow.params.w_evict_first, 1); /* (one 8-token tile a group expected) */
+    setenv("HFP4_SM90_SPLIT_EVICT_FIRST", "0", 1);
+    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &narrow), HFP4_OK);
+    CHECK_EQ_I64(narrow.params.w_evict_first, 0);
+    unsetenv("HFP4_SM90_SPLIT_EVICT_FIRST");
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 8 * HFP4_SM90_SPLIT_MAX_TILES, 8, 0); /* the largest */
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.narrow_split, 1);

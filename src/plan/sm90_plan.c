@@ -36,6 +36,10 @@ hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_proble
         return hfp4__fail(HFP4_ERR_INTERNAL, "%s: the narrow-block launch planned %d-token tiles (%lld), balanced %d",
                           fn, (int)narrow->block_tokens, (long long)narrow->grid_y, (int)narrow->params.balanced);
     narrow->params.narrow = 3;
+    /* (an experiment for the next session, off by default: HFP4_SM90_SPLIT_EVICT_FIRST=0 keeps the
+     * weights in L2 normally, for builds with -DHFP4_SM90_SPLIT_ROW=32 whose two-tile blocks read
+     * their weights twice: bench/RESULTS.md v18, ready list) */
+    if (env_is_zero("HFP4_SM90_SPLIT_EVICT_FIRST")) narrow->params.w_evict_first = 0;
     return HFP4_OK;
 }
 
