@@ -1,6 +1,8 @@
 /*
  * narrow_items.cuh - the 128-token tile's narrow items: a contiguous or psum tile whose computed rows
- * end within its first 32 token columns loads and computes only its first 8 or 32 (p.narrow).
+ * end within its first 8 or 32 token columns computes only those (and loads only 8 activation rows
+ * where they end within 8); and the narrow-block split that sends such blocks of the contiguous
+ * layout to the 8-token tile instead (p.narrow).
  *
  * Why: DeepGEMM's contiguous API has no expected_m, so the plan sizes the token tile from m / groups,
  * padding rows counted; at decode (transformers' allocation: each routed expert's few rows padded
@@ -8,7 +10,7 @@
  * V4-Flash w13 T = 32 / 128 ran at 1.74 / 1.47 TB/s against 3.64 / 3.69 with the hint's 8-token
  * tile (H200, bench/RESULTS.md v17-v18). The host cannot tell decode from prefill by m alone (a
  * prefill that pads each expert exactly to 128 rows has the same m / groups), so each item decides
- * on the device, from its own rows: where they end (live_end below), the producer loads 8 or 32
+ * on the device, from its own rows: where they end (narrow_tile below), the producer loads 8
  * activation rows a chunk (a TMA map whose box is 8 rows) instead of 128, and the consumers issue
  * m64n8 or m64n32 wgmmas into the first columns of the tile's accumulators; the rest stay zero, and
  * the epilogue writes those rows as the padding they are.
@@ -39,8 +41,8 @@
 #define HFP4_SM90_NARROW_BT 128 /* the tile with narrow items (0 builds none, for A/Bs) */
 #endif
 
-/* Token columns an item computes (and activation rows it loads a chunk) when its computed rows are
- * [m0, m0 + rows): 8, 32 or the whole tile */
+/* Token columns an item computes when its computed rows are [m0, m0 + rows): 8, 32 or the whole
+ * tile */
 template <int BT>
 static __device__ __forceinline__ int narrow_width(int32_t rows) {
     return rows <= 8 ? 8 : rows <= 32 ? 32 : BT;
