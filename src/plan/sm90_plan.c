@@ -206,13 +206,8 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
      * computes only the first 8 or 32 token columns of an item whose rows end there (a decode
      * segment of a few rows padded to 128, which DeepGEMM's contiguous API, having no expected_m,
      * sends to this tile). HFP4_SM90_NARROW=0 turns it off, for comparison. */
-    {
-        const char *env = getenv("HFP4_SM90_NARROW");
-        k->narrow = plan->block_tokens == 128 &&
-                    (p->grouping == HFP4_GROUPING_CONTIGUOUS || p->grouping == HFP4_GROUPING_CONTIGUOUS_PSUM) &&
-                    !(env && !strcmp(env, "0"));
-    }
-    if (plan->narrow_split) k->narrow = 2; /* (hfp4__sm90_split_wanted) */
+    k->narrow = plan->narrow_split ? 2 /* (hfp4__sm90_split_wanted) */
+                                   : plan->block_tokens == 128 && is_contig && !env_is_zero("HFP4_SM90_NARROW");
 
     plan->warp_decode = hfp4__sm90_warp_wanted(p, plan);
     plan->warp_split = plan->warp_decode ? hfp4__sm90_warp_split(geo.chunks, p->a.scales.gran_k == 32, plan->w_fp32,

@@ -43,8 +43,8 @@ static __device__ __forceinline__ void finish_header_stage(uint64_t *full, int l
  * (fp8_fp4_gemm.cuh). */
 template <int BT, bool W_FP32, int MINB, bool SPLIT = false, bool G32 = false>
 static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params p, const CUtensorMap *a_map,
-                                                    const CUtensorMap *a_narrow_map, const sm90_smem sm, int64_t chunks, bool gran32, int lane,
-                                                    bool split_on = false, uint32_t rank = 0) {
+                                                    const CUtensorMap *a_narrow_map, const sm90_smem sm, int64_t chunks,
+                                                    bool gran32, int lane, bool split_on = false, uint32_t rank = 0) {
     typedef sm90_tile_config<BT, W_FP32, MINB, G32> cfg;
     constexpr int STAGES = cfg::STAGES;
     uint8_t *a_tiles = sm.a_tiles, *w_stages = sm.w_stages, *ws_stages = sm.ws_stages;
@@ -100,7 +100,8 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     if (headers && pwarp == (int)(iter % 4)) {
         const int s = wait_free_stage<STAGES>(empty, iter);
         if (early && lane == 0) {
-            issue_stage_loads<BT, W_FP32, MINB>(p, a_map, a_narrow_map, stage_a_rows<BT>(tile), tile, kb, s, a_tiles, w_stages, ws_stages, tile_weights(p, tile),
+            issue_stage_loads<BT, W_FP32, MINB>(p, a_map, a_narrow_map, stage_a_rows<BT>(tile), tile, kb, s, a_tiles,
+                                                w_stages, ws_stages, tile_weights(p, tile),
                                                 tile_weight_scales<W_FP32>(p, tile, chunks), &full[s]);
             if (iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_LOADS);
         }
@@ -153,14 +154,16 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                                    ((uintptr_t)sa_src & 15) == 0 && (!gran32 || (p.a_scale_stride_k & 3) == 0);
             if (one_block) {
                 if (lane == 0) {
-                    issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages, w_src,
-                                                         ws_src, bar, early && kc == 0, nj * BT * 4);
+                    issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages,
+                                                         ws_stages, w_src, ws_src, bar, early && kc == 0, nj * BT * 4);
                     for (int j = 0; j < nj; j++) bulk_load(sa + j * BT, sa_src + j * p.a_scale_stride_k, BT * 4, bar);
                 }
                 mbar_arrive(bar);
                 continue;
             }
-            if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar, early && kc == 0);
+            if (lane == 0)
+                issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages,
+                                                     w_src, ws_src, bar, early && kc == 0);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
             if constexpr (BT == 128) {
                 /* the 128-token tile: a lane's rows are m0 + lane + 32u (u < 4) in every
@@ -224,7 +227,9 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                     if (idx < BT * nj) sa[(idx / BT) * BT + a_scale_slot_of_lane<BT>(idx % BT, lane_slot)] = v[t];
                 }
             }
-            if (lane == 0) issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages, w_src, ws_src, bar, early && kc == 0);
+            if (lane == 0)
+                issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages,
+                                                     w_src, ws_src, bar, early && kc == 0);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
             mbar_arrive(bar);
         }

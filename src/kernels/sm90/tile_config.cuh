@@ -53,8 +53,9 @@ struct sm90_tile_config {
     static constexpr int PREFIX_BYTES = BALANCE ? (4 * (HFP4_SM90_BALANCE_MAX_GROUPS + 1) + 15) / 16 * 16 : 0;
     static_assert(2 * (HFP4_SM90_BALANCE_MAX_TILES / 32) + 1 <= HFP4_SM90_BALANCE_MAX_GROUPS + 1,
                   "the contiguous layout's tile bitmask and word prefix share the masked prefix's space");
-    static_assert(2 * ((HFP4_SM90_SPLIT_MAX_TILES + 31) / 32) + 1 + ((HFP4_SM90_SPLIT_MAX_TILES + 31) / 32 + 15) / 16 <= PREFIX_BYTES / 4 ||
-                      !BALANCE, "the narrow-block flags (narrow_items.cuh) follow the bitmask and word prefix");
+    static constexpr int SPLIT_WORDS = (HFP4_SM90_SPLIT_MAX_TILES + 31) / 32; /* the split's bitmask words */
+    static_assert(!BALANCE || 2 * SPLIT_WORDS + 1 + (SPLIT_WORDS + 15) / 16 <= PREFIX_BYTES / 4,
+                  "the narrow-block flags (narrow_items.cuh) follow the bitmask and word prefix");
     /* the K-split's four barriers (split_k.cuh), in every configuration: 32 bytes that cost none a
      * stage (checked when they were added: STAGES and HEADER_SLOT unchanged in all 12) */
     static constexpr int SPLIT_BAR_BYTES = 32;
