@@ -27,6 +27,18 @@ int hfp4__sm90_split_wanted(const hfp4_gemm_problem *p, int32_t alignment) {
            !env_is_zero("HFP4_SM90_NARROW") && !env_is_zero("HFP4_SM90_BALANCE") && !(cap && !strcmp(cap, "64"));
 }
 
+/* The narrow-block split's row (narrow_items.cuh): a 128-row block is narrow when row 32 is padding
+ * where an expert's weights are at most 2 MB (n x k <= 2^22: the tensor-parallel shards, whose
+ * one-expert blocks of 9-32 rows otherwise left the 128-token launch a lone item to stream), and
+ * when row 8 is where they are larger (a block of 9-32 rows would stream them two to four times
+ * from the 8-token tile). HFP4_SM90_SPLIT_ROW=8 or 32 overrides it (tests, comparisons). */
+int32_t hfp4__sm90_split_row(int64_t n, int64_t k) {
+    const char *env = getenv("HFP4_SM90_SPLIT_ROW");
+    if (env && !strcmp(env, "8")) return 8;
+    if (env && !strcmp(env, "32")) return 32;
+    return n * k <= ((int64_t)1 << 22) ? 32 : 8;
+}
+
 hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_problem *p, hfp4_sm90_plan *narrow) {
     hfp4_gemm_problem q = *p;
     q.expected_m = 8; /* the 8-token tile */
@@ -36,9 +48,8 @@ hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_proble
         return hfp4__fail(HFP4_ERR_INTERNAL, "%s: the narrow-block launch planned %d-token tiles (%lld), balanced %d",
                           fn, (int)narrow->block_tokens, (long long)narrow->grid_y, (int)narrow->params.balanced);
     narrow->params.narrow = 3;
-    /* (an experiment for the next session, off by default: HFP4_SM90_SPLIT_EVICT_FIRST=0 keeps the
-     * weights in L2 normally, for builds with -DHFP4_SM90_SPLIT_ROW=32 whose two-tile blocks read
-     * their weights twice: bench/RESULTS.md v18, ready list) */
+    /* (HFP4_SM90_SPLIT_EVICT_FIRST=0 keeps the weights in L2 normally, for comparison: with the split
+     * at row 32 two-tile blocks read their weights twice; it did not help, bench/RESULTS.md v19) */
     if (env_is_zero("HFP4_SM90_SPLIT_EVICT_FIRST")) narrow->params.w_evict_first = 0;
     return HFP4_OK;
 }
@@ -208,6 +219,7 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
      * sends to this tile). HFP4_SM90_NARROW=0 turns it off, for comparison. */
     k->narrow = plan->narrow_split ? 2 /* (hfp4__sm90_split_wanted) */
                                    : plan->block_tokens == 128 && is_contig && !env_is_zero("HFP4_SM90_NARROW");
+    k->split_row = hfp4__sm90_split_row(p->n, p->k); /* (both launches of a split plan it from n and k) */
 
     plan->warp_decode = hfp4__sm90_warp_wanted(p, plan);
     plan->warp_split = plan->warp_decode ? hfp4__sm90_warp_split(geo.chunks, p->a.scales.gran_k == 32, plan->w_fp32,

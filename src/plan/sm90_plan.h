@@ -35,6 +35,10 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
 /* Whether a problem takes the narrow-block split (plan->narrow_split; sm90_plan.c says when) */
 int hfp4__sm90_split_wanted(const hfp4_gemm_problem *p, int32_t alignment);
 
+/* The split's row (params.split_row: a 128-row block is narrow when that row is padding): 8 or 32
+ * from the weights' n x k (sm90_plan.c says why), or HFP4_SM90_SPLIT_ROW */
+int32_t hfp4__sm90_split_row(int64_t n, int64_t k);
+
 /* The 8-token launch of a narrow-block split (plan->narrow_split): the same problem at the 8-token
  * tile, the balanced walk over the computing tiles of narrow blocks only (params.narrow 3) */
 hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_problem *p, hfp4_sm90_plan *narrow);

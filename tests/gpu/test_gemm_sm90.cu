@@ -241,11 +241,13 @@ TEST(gpu_narrow_items) {
         {1024, 128, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 3, seg},
         {1024, 32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 0, 1, 1, seg},
     };
-    /* each twice: with the narrow-block split (the 8-token launch takes the blocks whose row 8 is
-     * padding, the 128-token launch the rest) and without (every block in the 128-token launch) */
-    for (unsigned v = 0; v < 2 * sizeof vs / sizeof vs[0]; v++) {
-        const narrow_variant &nv = vs[v / 2];
-        if (v & 1) setenv("HFP4_SM90_NARROW_SPLIT", "0", 1); /* (read by every plan) */
+    /* each three times: with the narrow-block split at row 8 and at row 32 (the 8-token launch takes
+     * the blocks whose row 8 or 32 is padding, the 128-token launch the rest) and without (every
+     * block in the 128-token launch) */
+    for (unsigned v = 0; v < 3 * sizeof vs / sizeof vs[0]; v++) {
+        const narrow_variant &nv = vs[v / 3];
+        if (v % 3 == 2) setenv("HFP4_SM90_NARROW_SPLIT", "0", 1); /* (read by every plan) */
+        setenv("HFP4_SM90_SPLIT_ROW", v % 3 == 1 ? "32" : "8", 1);
         gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 640, nv.k, 8, 1200 + v);
         c.a_gran = nv.a_gran;
         c.a_scale = nv.a_scale;
@@ -255,8 +257,11 @@ TEST(gpu_narrow_items) {
         c.w_pow2 = nv.w_pow2;
         c.rows = nv.rows;
         c.alignment = 128;
-        check_case(&c, v & 1 ? "contiguous, narrow items, no split" : "contiguous, narrow items, split");
+        check_case(&c, v % 3 == 2   ? "contiguous, narrow items, no split"
+                       : v % 3 == 1 ? "contiguous, narrow items, split at row 32"
+                                    : "contiguous, narrow items, split at row 8");
         unsetenv("HFP4_SM90_NARROW_SPLIT");
+        unsetenv("HFP4_SM90_SPLIT_ROW");
     }
     for (int v = 0; v < 2; v++) {
         gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 512, 1024, 8, 1230 + v);
@@ -266,19 +271,22 @@ TEST(gpu_narrow_items) {
         check_case(&c, "psum, narrow items");
     }
     /* many blocks (several words of the 8-token launch's block flags), mostly narrow, every tenth
-     * segment wide; after the last segment two all-padding blocks and a block of 4 rows (row 8 past
-     * m); D rows not 16-byte aligned (element stores) in one of them */
+     * segment wide, every tenth of 9-32 rows (narrow at row 32, not at row 8); after the last
+     * segment two all-padding blocks and a block of 4 rows (row 8 past m); D rows not 16-byte
+     * aligned (element stores) in one of them */
     static int32_t many[200];
-    for (int g = 0; g < 200; g++) many[g] = g % 10 == 0 ? 40 + g % 90 : g % 9;
-    for (int v = 0; v < 2; v++) {
+    for (int g = 0; g < 200; g++) many[g] = g % 10 == 0 ? 40 + g % 90 : g % 10 == 5 ? 9 + g % 24 : g % 9;
+    for (int v = 0; v < 4; v++) { /* (v < 2: the split at row 32, the plan's choice for these small weights) */
+        if (v >= 2) setenv("HFP4_SM90_SPLIT_ROW", "8", 1);
         gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 256, 512, 200, 1240 + v);
         c.rows = many;
         c.alignment = 128;
         c.extra_rows = 2 * 128 + 4;
-        c.d_pad = v;
-        c.a_gran = v ? 32 : 128;
-        c.a_scale = v ? HFP4_DTYPE_UE8M0_PACKED : HFP4_DTYPE_FP32;
-        check_case(&c, "contiguous, narrow blocks, many");
+        c.d_pad = v & 1;
+        c.a_gran = v & 1 ? 32 : 128;
+        c.a_scale = v & 1 ? HFP4_DTYPE_UE8M0_PACKED : HFP4_DTYPE_FP32;
+        check_case(&c, v >= 2 ? "contiguous, narrow blocks, many, split at row 8" : "contiguous, narrow blocks, many");
+        unsetenv("HFP4_SM90_SPLIT_ROW");
     }
     /* the opt-in BF16 path (1x32 UE8M0 scales) has no split: it takes every block where the rows per
      * group pick the 128-token tile (seg), and leaves the split decode problems (32 groups, 8 of

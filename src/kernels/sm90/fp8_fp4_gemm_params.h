@@ -11,10 +11,6 @@
                                            (V4-Pro's 384 experts; more would cost the 8-token tile a
                                            pipeline stage) */
 #define HFP4_SM90_BALANCE_MAX_TILES 6144 /* token tiles whose bitmask + word prefix fit the same space */
-#ifndef HFP4_SM90_SPLIT_ROW
-#define HFP4_SM90_SPLIT_ROW 8 /* a 128-row block is narrow when this row of it is padding (narrow_items.cuh);
-                                 a multiple of 8 below 128 */
-#endif
 #define HFP4_SM90_SPLIT_MAX_TILES 5984 /* the narrow-block split's 8-token tiles (narrow_items.cuh): the
                                          bitmask, word prefix and block flags in the same space */
 #define HFP4_SM90_DYN_SLOTS 65536        /* dynamic-walk counters per device (dynamic_walk.cuh): 512 KB */
@@ -72,8 +68,9 @@ typedef struct hfp4_sm90_gemm_params {
     /* narrow items and blocks (narrow_items.cuh): 0 none; 1 (the 128-token tile, contiguous and psum
      * layouts) an item whose computed rows end within its first 32 token columns loads and computes
      * only those; 2 the same, and the launch skips the contiguous layout's narrow blocks, which a
-     * launch of the 8-token tile with 3 (only those blocks) takes before it */
-    int32_t narrow;
+     * launch of the 8-token tile with 3 (only those blocks) takes before it; split_row (8 or 32, the
+     * same in both launches): a 128-row block is narrow when this row of it is padding */
+    int32_t narrow, split_row;
 } hfp4_sm90_gemm_params;
 
 /* The (mul, shift) that divide any 0 <= x < 2^31 by 1 <= d <= 2^31 as (umulhi(x, mul) + x) >>

@@ -17,18 +17,20 @@
  * The consumers pick the width from any item's valid_end (a masked group's or psum tile's end, a
  * dense tail), where the producer has loaded at least those rows: so HFP4_SM90_NARROW=0 turns off
  * the producer's narrowing, the 8-row loads and the split, not the narrow wgmmas of short tiles.
- * The split (p.narrow 2 and 3) hands a block whose row HFP4_SM90_SPLIT_ROW (8) is padding to the
+ * The split (p.narrow 2 and 3) hands a block whose row p.split_row (8 or 32) is padding to the
  * 8-token tile, whose tiles follow DeepGEMM's contract: a tile whose first row is padding is all
  * padding (each segment's real rows first, then its padding). A layout with a real row after a
  * padding row 8k of such a block (outside that contract) has those rows written as zeros, as with
  * the 8-token tile a hint picks; the 128-token tile alone (no split, m > 8 x
  * HFP4_SM90_SPLIT_MAX_TILES) computes them.
- * NOTE: row 8, not 32 (-DHFP4_SM90_SPLIT_ROW=32, blocks of up to 32 rows as up to four 8-token
- * items). With row 8 the one expert in ~256 with 9+ rows at T = 128 leaves the 128-token launch an
- * item of 32 chunks to stream alone after the 8-token launch (ncu, TP8 w13 T = 128: 107 + 24 us
- * against ~100 hinted), and row 32 fixed that (TP8 w13 T = 128 / 512: 135 / 193 -> 113 / 174 us);
- * but two-tile blocks stream their weights twice from the 8-token tile (V4-Flash w13 T = 512: 1026
- * -> 1196 us), and T = 8..128 moved within +-3 % (H200, same call, bench/RESULTS.md v18).
+ * NOTE: the split row is the plan's (sm90_plan.c: hfp4__sm90_split_row): 32 (blocks of up to 32
+ * rows as up to four 8-token items) for experts of at most 2 MB of weights, else 8. With row 8 the
+ * one expert in ~256 with 9+ rows at T = 128 leaves the 128-token launch an item of 32 chunks to
+ * stream alone after the 8-token launch (ncu, TP8 w13 T = 128: 107 + 24 us against ~100 hinted),
+ * and row 32 fixed that (TP8 w13 T = 128 / 512: 2.06 / 1.58 -> 2.46 / 1.73 TB/s); but a two-tile
+ * block streams its weights twice from the 8-token tile, which costs large experts more than it
+ * saves (V4-Flash w13 T = 512: 2.33 -> 2.06 TB/s, and the same with the weights kept in L2,
+ * HFP4_SM90_SPLIT_EVICT_FIRST=0; T = 8..128 within +-3 %) (H200, bench/RESULTS.md v18, v19).
  */
 #pragma once
 #include <stdint.h>

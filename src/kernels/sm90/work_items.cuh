@@ -52,11 +52,9 @@ static __device__ __forceinline__ int32_t probe_layout(const hfp4_sm90_gemm_para
 }
 
 /* The contiguous layout's narrow blocks (narrow_items.cuh: the split of p.narrow 2 and 3): a 128-row
- * block whose row HFP4_SM90_SPLIT_ROW is not a real row (its 8-token tile SPLIT_ROW / 8 starts in
- * padding; past m counts as padding) goes to the 8-token launch, every other block to the
- * 128-token one. */
-static_assert(HFP4_SM90_SPLIT_ROW % 8 == 0 && HFP4_SM90_SPLIT_ROW > 0 && HFP4_SM90_SPLIT_ROW < 128,
-              "the split row starts an 8-token tile of the block");
+ * block whose row p.split_row (8 or 32: the plan's choice, a multiple of 8 below 128) is not a real
+ * row (its 8-token tile split_row / 8 starts in padding; past m counts as padding) goes to the
+ * 8-token launch, every other block to the 128-token one. */
 static __device__ __forceinline__ bool contiguous_row_real(const hfp4_sm90_gemm_params &p, int64_t row) {
     if (row >= p.m) return false;
     const int32_t id = p.layout[row];
@@ -71,7 +69,7 @@ static __device__ __forceinline__ bool contiguous_row_real(const hfp4_sm90_gemm_
 template <int BT>
 static __device__ __forceinline__ bool work_item_live(const hfp4_sm90_gemm_params &p, int32_t item, int32_t probe) {
     if (BT == 128 && p.narrow == 2 && p.grouping == HFP4_K_CONTIGUOUS)
-        return contiguous_row_real(p, (int64_t)item_m_tile(p, item) * BT + HFP4_SM90_SPLIT_ROW);
+        return contiguous_row_real(p, (int64_t)item_m_tile(p, item) * BT + p.split_row);
     if (p.grouping != HFP4_K_MASKED) return true;
     const int64_t m0 = (int64_t)item_m_tile(p, item) * BT;
     return m0 < min((int64_t)probe, p.m);
@@ -148,7 +146,7 @@ static __device__ __forceinline__ void build_compute_mask(const hfp4_sm90_gemm_p
             const int32_t w = w0 + u * warps;
             if constexpr (BT == 8) {
                 if (p.narrow == 3) { /* the split's 8-token launch: the word's two 128-row blocks, if narrow */
-                    constexpr uint32_t b0 = 1u << (HFP4_SM90_SPLIT_ROW / 8), b1 = b0 << 16;
+                    const uint32_t b0 = 1u << (p.split_row / 8), b1 = b0 << 16;
                     const uint32_t narrow = (bits & b0 ? 0u : 1u) | (bits & b1 ? 0u : 2u);
                     bits &= (narrow & 1u ? 0xFFFFu : 0u) | (narrow & 2u ? 0xFFFF0000u : 0u);
                     if (lane == 0 && w < W && narrow) atomicOr(&space[2 * W + 1 + w / 16], (int32_t)(narrow << (2 * (w % 16))));
