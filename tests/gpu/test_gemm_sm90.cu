@@ -218,7 +218,8 @@ TEST(gpu_grouped_psum) {
  * padded to 128, with no expected_m, so the plan takes the 128-token tile from m / groups (as for
  * DeepGEMM's contiguous API at decode): items whose rows end within 8 token columns load 8
  * activation rows and compute 8 columns, within 32 compute 32 (loading all), others the whole tile.
- * Segments of 1, 8, 9, 32, 33, 100, 128 and 0 rows, and decode-like ones (0..7 rows); both scale
+ * Segments of 1, 8, 9, 32, 33, 100, 128 and 0 rows, decode-like ones (0..7 rows), and 33-127 rows
+ * at the 64- and 96-column boundaries; both scale
  * forms of the narrow loops (1x128 FP32, and 1x32 UE8M0 in the G32 kernel), BF16 D by TMA store and
  * FP32 D with C; K of 8, 7 and 32 chunks; real rows with holes (not one prefix of the tile); a
  * row-scaled weight set (not one-base: whole tiles); the psum layout; and with HFP4_SM90_NARROW=0. */
@@ -262,6 +263,21 @@ TEST(gpu_narrow_items) {
                                     : "contiguous, narrow items, split at row 8");
         unsetenv("HFP4_SM90_NARROW_SPLIT");
         unsetenv("HFP4_SM90_SPLIT_ROW");
+    }
+    /* segments of 33-127 rows: items ending within 64 or 96 token columns compute m64n64 or m64n96
+     * (1x128 scales; the G32 kernels keep 8, 32 or the whole tile), at the boundaries; BF16 and FP32
+     * D, contiguous (with the split, without, with holes) and psum */
+    static const int32_t wide[8] = {40, 64, 65, 96, 97, 127, 33, 90};
+    for (int v = 0; v < 4; v++) {
+        if (v == 1) setenv("HFP4_SM90_NARROW_SPLIT", "0", 1);
+        gemm_case c = base_case(v < 3 ? HFP4_GROUPING_CONTIGUOUS : HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 512, 1024, 8,
+                                1260 + v);
+        c.rows = wide;
+        c.alignment = 128;
+        c.holes = v == 2;
+        c.d_dtype = v & 1 ? HFP4_DTYPE_FP32 : HFP4_DTYPE_BF16;
+        check_case(&c, v == 3 ? "psum, items of 33-127 rows" : "contiguous, items of 33-127 rows");
+        unsetenv("HFP4_SM90_NARROW_SPLIT");
     }
     for (int v = 0; v < 2; v++) {
         gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 512, 1024, 8, 1230 + v);

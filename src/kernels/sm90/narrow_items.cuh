@@ -1,8 +1,8 @@
 /*
- * narrow_items.cuh - the 128-token tile's narrow items: a contiguous or psum tile whose computed rows
- * end within its first 8 or 32 token columns computes only those (and loads only 8 activation rows
- * where they end within 8); and the narrow-block split that sends such blocks of the contiguous
- * layout to the 8-token tile instead (p.narrow).
+ * narrow_items.cuh - the 128-token tile's narrow items: a tile whose computed rows end within its
+ * first 8, 32, 64 or 96 token columns computes only those (and loads only 8 activation rows where
+ * they end within 8); and the narrow-block split that sends such blocks of the contiguous layout to
+ * the 8-token tile instead (p.narrow).
  *
  * Why: DeepGEMM's contiguous API has no expected_m, so the plan sizes the token tile from m / groups,
  * padding rows counted; at decode (transformers' allocation: each routed expert's few rows padded
@@ -44,10 +44,14 @@
 #endif
 
 /* Token columns an item computes when its computed rows are [m0, m0 + rows): 8, 32 or the whole
- * tile */
-template <int BT>
+ * tile; with 1x128 activation scales also 64 or 96 (a group's last tile in prefill: V4-Flash at
+ * T = 4096 has ~96 rows an expert, one tile each; H200, bench/RESULTS.md v19: w13 T = 4096 +6...+9 %,
+ * no hint T = 2048 +26 %). Not in the G32 kernels: their 4 accumulators of 48 registers would not
+ * fit, and 1x32 prefill is promotion-bound anyway. */
+template <int BT, bool G32 = false>
 static __device__ __forceinline__ int narrow_width(int32_t rows) {
-    return rows <= 8 ? 8 : rows <= 32 ? 32 : BT;
+    if constexpr (BT == 128 && !G32) return rows <= 8 ? 8 : rows <= 32 ? 32 : rows <= 64 ? 64 : rows <= 96 ? 96 : BT;
+    else return rows <= 8 ? 8 : rows <= 32 ? 32 : BT;
 }
 
 /* Activation rows a chunk of such an item loads: 8, or the whole tile (the consumers may still

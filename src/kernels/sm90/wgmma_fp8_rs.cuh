@@ -48,6 +48,15 @@ static __device__ __forceinline__ void wgmma_m64n64k32_fp8_rs(float *d, const ui
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(desc_b.lo), "r"(desc_b.hi), "r"(scale_d));
 }
+static __device__ __forceinline__ void wgmma_m64n96k32_fp8_rs(float *d, const uint32_t *a, sm90_desc desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 desc;\nsetp.ne.b32 p, %54, 0;\nmov.b64 desc, {%52, %53};\n"
+        "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, "
+        "{%48,%49,%50,%51}, desc, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(desc_b.lo), "r"(desc_b.hi), "r"(scale_d));
+}
 static __device__ __forceinline__ void wgmma_m64n128k32_fp8_rs(float *d, const uint32_t *a, sm90_desc desc_b, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\n.reg .b64 desc;\nsetp.ne.b32 p, %70, 0;\nmov.b64 desc, {%68, %69};\n"
@@ -64,6 +73,7 @@ static __device__ __forceinline__ void wgmma_fp8_rs(float *d, const uint32_t *a,
     else if constexpr (N == 16) wgmma_m64n16k32_fp8_rs(d, a, desc_b, scale_d);
     else if constexpr (N == 32) wgmma_m64n32k32_fp8_rs(d, a, desc_b, scale_d);
     else if constexpr (N == 64) wgmma_m64n64k32_fp8_rs(d, a, desc_b, scale_d);
+    else if constexpr (N == 96) wgmma_m64n96k32_fp8_rs(d, a, desc_b, scale_d);
     else if constexpr (N == 128) wgmma_m64n128k32_fp8_rs(d, a, desc_b, scale_d);
 }
 
