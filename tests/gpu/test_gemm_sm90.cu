@@ -264,19 +264,24 @@ TEST(gpu_narrow_items) {
         unsetenv("HFP4_SM90_NARROW_SPLIT");
         unsetenv("HFP4_SM90_SPLIT_ROW");
     }
-    /* segments of 33-127 rows: items ending within 64 or 96 token columns compute m64n64 or m64n96
-     * (1x128 scales; the G32 kernels keep 8, 32 or the whole tile), at the boundaries; BF16 and FP32
-     * D, contiguous (with the split, without, with holes) and psum */
+    /* segments of 33-127 rows: items ending within 64 or 96 token columns compute m64n64 or m64n96,
+     * at the boundaries; BF16 and FP32 D, contiguous (with the split, without, with holes) and psum,
+     * 1x128 FP32 and (v >= 4, the G32 kernel's halves and single steps) 1x32 UE8M0 scales */
     static const int32_t wide[8] = {40, 64, 65, 96, 97, 127, 33, 90};
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < 6; v++) {
         if (v == 1) setenv("HFP4_SM90_NARROW_SPLIT", "0", 1);
-        gemm_case c = base_case(v < 3 ? HFP4_GROUPING_CONTIGUOUS : HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 512, 1024, 8,
+        const bool psum = v == 3 || v == 5;
+        gemm_case c = base_case(psum ? HFP4_GROUPING_CONTIGUOUS_PSUM : HFP4_GROUPING_CONTIGUOUS, 1024, 512, 1024, 8,
                                 1260 + v);
         c.rows = wide;
         c.alignment = 128;
         c.holes = v == 2;
         c.d_dtype = v & 1 ? HFP4_DTYPE_FP32 : HFP4_DTYPE_BF16;
-        check_case(&c, v == 3 ? "psum, items of 33-127 rows" : "contiguous, items of 33-127 rows");
+        if (v >= 4) {
+            c.a_gran = 32;
+            c.a_scale = v == 4 ? HFP4_DTYPE_UE8M0_PACKED : HFP4_DTYPE_UE8M0;
+        }
+        check_case(&c, psum ? "psum, items of 33-127 rows" : "contiguous, items of 33-127 rows");
         unsetenv("HFP4_SM90_NARROW_SPLIT");
     }
     for (int v = 0; v < 2; v++) {

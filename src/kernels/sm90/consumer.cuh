@@ -208,10 +208,10 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                 }
             }
             /* narrow items (narrow_items.cuh): a one-base item whose computed rows end within 8, 32, 64
-             * or 96 token columns (8 or 32 in G32 kernels) computes only those. The producer's narrowed tile (contiguous) or any
+             * or 96 token columns computes only those. The producer's narrowed tile (contiguous) or any
              * tile whose rows end there (psum, masked, a dense tail): the rows past valid_end are
              * written as zeros or not at all, and the activation rows below it are loaded. */
-            const int nw = BT == HFP4_SM90_NARROW_BT ? narrow_width<BT, G32>(tile.valid_end - tile.m0) : BT;
+            const int nw = BT == HFP4_SM90_NARROW_BT ? narrow_width<BT>(tile.valid_end - tile.m0) : BT;
             if (one_base && nw == BT)
                 pipelined_item<BT, W_FP32, MINB, false, false, G32>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16,
                                                                     warpgroup, r0, t4, fin.v, rb0, rb1, eb0, eb1, s,
@@ -222,11 +222,11 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                         pipelined_item<BT, W_FP32, MINB, false, false, G32, 8>(
                             sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
                             eb1, s, phase);
-                    else if (G32 || nw == 32)
+                    else if (nw == 32)
                         pipelined_item<BT, W_FP32, MINB, false, false, G32, 32>(
                             sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
                             eb1, s, phase);
-                    else if constexpr (!G32) {
+                    else {
                         if (nw == 64)
                             pipelined_item<BT, W_FP32, MINB, false, false, G32, 64>(
                                 sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1,

@@ -154,10 +154,10 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
     desc.lo = ad.desc_lo + s * (cfg::A_TILE_BYTES >> 4);
     desc.hi = SM90_DESC_HI_K128_SWIZZLE128;
     static_assert(!G32 || (!ROW_SCALED && BT <= HFP4_SM90_G32_MAX_BT), "G32: one-base items, UE8M0 weight scales");
-    /* G32 in halves (two CTAs an SM, 96 registers: 4 accumulators spilled; and the 64-token tile,
-     * whose 4 accumulators would be 128 registers): steps 0-1, their promotion, then steps 2-3;
-     * one step at a time at 128 tokens (an accumulator is 64 registers there) (below) */
-    constexpr bool QUARTERS = G32 && NW == 128;
+    /* G32 in halves (two CTAs an SM, 96 registers: 4 accumulators spilled; and 64 columns, whose 4
+     * accumulators would be 128 registers): steps 0-1, their promotion, then steps 2-3; one step at
+     * a time at 96 and 128 columns (an accumulator is 48 or 64 registers there) (below) */
+    constexpr bool QUARTERS = G32 && (NW == 128 || NW == 96);
     constexpr bool HALVES = G32 && !QUARTERS && (MINB == 2 || NW == 64);
     float acc[NW / 2];
     float accs[QUARTERS ? 1 : HALVES ? 2 : 4][NW / 2]; /* (G32 only) */

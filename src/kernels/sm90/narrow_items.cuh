@@ -43,14 +43,13 @@
 #define HFP4_SM90_NARROW_BT 128 /* the tile with narrow items (0 builds none, for A/Bs) */
 #endif
 
-/* Token columns an item computes when its computed rows are [m0, m0 + rows): 8, 32 or the whole
- * tile; with 1x128 activation scales also 64 or 96 (a group's last tile in prefill: V4-Flash at
- * T = 4096 has ~96 rows an expert, one tile each; H200, bench/RESULTS.md v19: w13 T = 4096 +6...+9 %,
- * no hint T = 2048 +26 %). Not in the G32 kernels: their 4 accumulators of 48 registers would not
- * fit, and 1x32 prefill is promotion-bound anyway. */
-template <int BT, bool G32 = false>
+/* Token columns an item computes when its computed rows are [m0, m0 + rows): 8, 32, 64, 96 or the
+ * whole 128-token tile (64 and 96: a group's last tile in prefill, e.g. V4-Flash at T = 4096 with
+ * ~96 rows an expert, one tile each; H200, bench/RESULTS.md v19: w13 T = 4096 +6...+9 %, no hint
+ * T = 2048 +26 %; the G32 kernels promote a 96-column item one k32 step at a time, as 128). */
+template <int BT>
 static __device__ __forceinline__ int narrow_width(int32_t rows) {
-    if constexpr (BT == 128 && !G32) return rows <= 8 ? 8 : rows <= 32 ? 32 : rows <= 64 ? 64 : rows <= 96 ? 96 : BT;
+    if constexpr (BT == 128) return rows <= 8 ? 8 : rows <= 32 ? 32 : rows <= 64 ? 64 : rows <= 96 ? 96 : BT;
     else return rows <= 8 ? 8 : rows <= 32 ? 32 : BT;
 }
 
