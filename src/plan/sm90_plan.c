@@ -214,9 +214,9 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
         k->dyn_slot = -1;
     }
     /* Narrow items (narrow_items.cuh): the 128-token tile of the contiguous and psum layouts loads and
-     * computes only the first 8 or 32 token columns of an item whose rows end there (a decode
-     * segment of a few rows padded to 128, which DeepGEMM's contiguous API, having no expected_m,
-     * sends to this tile). HFP4_SM90_NARROW=0 turns it off, for comparison. */
+     * computes only the first 8, 32, 64 or 96 token columns of an item whose rows end there (a
+     * decode segment of a few rows padded to 128, which DeepGEMM's contiguous API, having no
+     * expected_m, sends to this tile; a group's last tile in prefill). HFP4_SM90_NARROW=0 turns it off, for comparison. */
     k->narrow = plan->narrow_split ? 2 /* (hfp4__sm90_split_wanted) */
                                    : plan->block_tokens == 128 && is_contig && !env_is_zero("HFP4_SM90_NARROW");
     k->split_row = hfp4__sm90_split_row(p->n, p->k); /* (both launches of a split plan it from n and k) */

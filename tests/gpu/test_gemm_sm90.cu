@@ -271,8 +271,9 @@ TEST(gpu_narrow_items) {
     for (int v = 0; v < 6; v++) {
         if (v == 1) setenv("HFP4_SM90_NARROW_SPLIT", "0", 1);
         const bool psum = v == 3 || v == 5;
-        gemm_case c = base_case(psum ? HFP4_GROUPING_CONTIGUOUS_PSUM : HFP4_GROUPING_CONTIGUOUS, 1024, 512, 1024, 8,
-                                1260 + v);
+        /* (K of 9 chunks where v is odd: the loop's last single step at 64 and 96 columns) */
+        gemm_case c = base_case(psum ? HFP4_GROUPING_CONTIGUOUS_PSUM : HFP4_GROUPING_CONTIGUOUS, 1024, 512,
+                                v & 1 ? 1152 : 1024, 8, 1260 + v);
         c.rows = wide;
         c.alignment = 128;
         c.holes = v == 2;
@@ -283,6 +284,14 @@ TEST(gpu_narrow_items) {
         }
         check_case(&c, psum ? "psum, items of 33-127 rows" : "contiguous, items of 33-127 rows");
         unsetenv("HFP4_SM90_NARROW_SPLIT");
+    }
+    /* weights over 2 MB (n x k > 2^22): the plan's own split row is 8 (the other cases' small
+     * weights take 32 unless HFP4_SM90_SPLIT_ROW says 8) */
+    {
+        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 2048, 2304, 8, 1258);
+        c.rows = seg;
+        c.alignment = 128;
+        check_case(&c, "contiguous, narrow items, split at the plan's row 8");
     }
     for (int v = 0; v < 2; v++) {
         gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 512, 1024, 8, 1230 + v);

@@ -12,8 +12,8 @@
  * prefill that pads each expert exactly to 128 rows has the same m / groups), so each item decides
  * on the device, from its own rows: where they end (narrow_tile below), the producer loads 8
  * activation rows a chunk (a TMA map whose box is 8 rows) instead of 128, and the consumers issue
- * m64n8 or m64n32 wgmmas into the first columns of the tile's accumulators; the rest stay zero, and
- * the epilogue writes those rows as the padding they are.
+ * m64n8, m64n32, m64n64 or m64n96 wgmmas into the first columns of the tile's accumulators; the
+ * rest stay zero, and the epilogue writes those rows as the padding they are.
  * The consumers pick the width from any item's valid_end (a masked group's or psum tile's end, a
  * dense tail), where the producer has loaded at least those rows: so HFP4_SM90_NARROW=0 turns off
  * the producer's narrowing, the 8-row loads and the split, not the narrow wgmmas of short tiles.

@@ -65,7 +65,7 @@ static __device__ __forceinline__ void promote_columns(float *fin, const float *
     }
 }
 /* BT: the accumulator's token columns; LBT: the tile whose scale layout sa has (a narrow item's
- * first 8 or 32 columns of the 128-token tile: narrow_items.cuh) */
+ * first 8, 32, 64 or 96 columns of the 128-token tile: narrow_items.cuh) */
 template <int BT, bool ROW_SCALED, int LBT = BT>
 static __device__ __forceinline__ void promote(float *fin, const float *acc, float s0, float s1, const float *sa,
                                                int t4) {
