@@ -34,7 +34,7 @@
 #include "bench_common.h"
 #include "tool_common.h"
 
-static const char *const k_sections[] = {"w13", "w2", "dense", "sf", "gran", "launch", "graph", "gemv", "tp", "pro"};
+static const char *const k_sections[] = {"w13", "w2", "dense", "sf", "gran", "launch", "graph", "gemv", "tp", "pro", "tp-pro"};
 
 /* 1 if section `name` runs: no --only, or `name` is one of its comma-separated entries. */
 static int selected(const char *only, const char *name) {
@@ -89,7 +89,8 @@ static int usage_error(const char *arg) {
             "                  [--sf-layout k|mn] [--a-scales fp32|ue8m0] [--w-scales narrow|drift] [--seconds-budget S]\n"
             "                  [--routing-seed S] [--contiguous-hint rows|none|R]\n"
             "                  [--only SECTION[,SECTION...]] [--dense-shape M,N,K]...\n"
-            "  sections: w13 w2 dense sf gran launch graph gemv tp pro (default: all)\n"
+            "  sections: w13 w2 dense sf gran launch graph gemv tp pro (default: all), and tp-pro\n"
+            "            (V4-Pro's TP8 shards, only when named)\n"
             "  --iters N           stream-launched cases: median of N launches (3..1000, default 20)\n"
             "  --replays N         graph cases: median of N replays (10..10000, default 200)\n"
             "  --tokens list       token counts of every expert section (graphs use those <= 256)\n"
@@ -255,6 +256,7 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
     static const bench_moe_model flash = {"v4f", 256, 6, 4096, 4096, 4096, 2048};
     static const bench_moe_model tp8 = {"v4f-tp8", 256, 6, 512, 4096, 4096, 256};
     static const bench_moe_model pro = {"v4p", 384, 6, 6144, 7168, 7168, 3072};
+    static const bench_moe_model tp8_pro = {"v4p-tp8", 384, 6, 768, 7168, 7168, 384}; /* (deepseek-v4.md) */
 
     /* gran: the w13 section times the other granularity on its own routing at the gran section's
      * T that it runs; the gran section runs the rest with both granularities */
@@ -305,6 +307,13 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
         bench_experts(&c, &e13);
         bench_experts(&c, &e2);
         bench_layer_graphs(&c, &pro, pl, np);
+    }
+    if (only && selected(only, "tp-pro")) { /* (not in the default run: the full run's length stays) */
+        bench_expert_case e13 = {"v4p-tp8-w13", tp8_pro.experts, tp8_pro.topk, tp8_pro.n13, tp8_pro.k13, dl, nd, NULL, 0};
+        bench_expert_case e2 = {"v4p-tp8-w2", tp8_pro.experts, tp8_pro.topk, tp8_pro.n2, tp8_pro.k2, dl, nd, NULL, 0};
+        bench_experts(&c, &e13);
+        bench_experts(&c, &e2);
+        bench_layer_graphs(&c, &tp8_pro, dl, nd);
     }
     bench_timing_fini(&c);
     if (c.skipped)
