@@ -226,16 +226,14 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                         pipelined_item<BT, W_FP32, MINB, false, false, G32, 32>(
                             sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
                             eb1, s, phase);
-                    else {
-                        if (nw == 64)
-                            pipelined_item<BT, W_FP32, MINB, false, false, G32, 64>(
-                                sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1,
-                                eb0, eb1, s, phase);
-                        else
-                            pipelined_item<BT, W_FP32, MINB, false, false, G32, 96>(
-                                sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1,
-                                eb0, eb1, s, phase);
-                    }
+                    else if (nw == 64)
+                        pipelined_item<BT, W_FP32, MINB, false, false, G32, 64>(
+                            sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
+                            eb1, s, phase);
+                    else
+                        pipelined_item<BT, W_FP32, MINB, false, false, G32, 96>(
+                            sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
+                            eb1, s, phase);
                 }
             } else if constexpr (!G32) { /* (G32 clears all_folded; its configuration is not this call's) */
                 if (all_folded)
