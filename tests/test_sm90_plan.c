@@ -263,7 +263,7 @@ TEST(sm90_plan_narrow_block_split) {
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.narrow_split, 1);
     CHECK_EQ_I64(plan.params.narrow, 2);
-    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &narrow), HFP4_OK);
+    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &plan, &narrow), HFP4_OK);
     CHECK_EQ_I64(narrow.block_tokens, 8);
     CHECK_EQ_I64(narrow.params.balanced, 2);
     CHECK_EQ_I64(narrow.params.narrow, 3);
@@ -281,7 +281,7 @@ TEST(sm90_plan_narrow_block_split) {
     CHECK_EQ_I64(hfp4__sm90_split_row(6144, 7168), 8);   /* V4-Pro w13 */
     setenv("HFP4_SM90_SPLIT_ROW", "8", 1);
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
-    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &narrow), HFP4_OK);
+    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &plan, &narrow), HFP4_OK);
     CHECK_EQ_I64(plan.params.split_row, 8);
     CHECK_EQ_I64(narrow.params.split_row, 8);
     setenv("HFP4_SM90_SPLIT_ROW", "32", 1);
@@ -290,24 +290,24 @@ TEST(sm90_plan_narrow_block_split) {
     CHECK_EQ_I64(hfp4__sm90_split_row(4096, 2048), 8);
     unsetenv("HFP4_SM90_SPLIT_ROW");
     setenv("HFP4_SM90_SPLIT_EVICT_FIRST", "0", 1);
-    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &narrow), HFP4_OK);
+    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &plan, &narrow), HFP4_OK);
     CHECK_EQ_I64(narrow.params.w_evict_first, 0);
     unsetenv("HFP4_SM90_SPLIT_EVICT_FIRST");
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 8 * HFP4_SM90_SPLIT_MAX_TILES, 8, 0); /* the largest */
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.narrow_split, 1);
     CHECK_EQ_I64(plan.rows_tile, 128);
-    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &narrow), HFP4_OK);
+    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &plan, &narrow), HFP4_OK);
     CHECK_EQ_I64(narrow.grid_y, HFP4_SM90_SPLIT_MAX_TILES);
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 8 * HFP4_SM90_SPLIT_MAX_TILES - 3, 8, 0); /* m % 8 != 0 */
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.narrow_split, 1);
-    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &narrow), HFP4_OK);
+    CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &plan, &narrow), HFP4_OK);
     CHECK_EQ_I64(narrow.grid_y, HFP4_SM90_SPLIT_MAX_TILES);
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 8 * HFP4_SM90_SPLIT_MAX_TILES + 8, 8, 0); /* past it */
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.narrow_split, 0);
-    CHECK_REJECT(hfp4__sm90_plan_narrow_blocks("t", &p, &narrow), HFP4_ERR_INTERNAL, "narrow-block");
+    CHECK_REJECT(hfp4__sm90_plan_narrow_blocks("t", &p, &plan, &narrow), HFP4_ERR_INTERNAL, "narrow-block");
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 0);
     p.m_alignment = 256; /* 128-row blocks still aligned */
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);

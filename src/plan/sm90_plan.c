@@ -14,12 +14,12 @@ static int env_is_zero(const char *name) {
 
 /* The narrow-block split (narrow_items.cuh): without a hint, the contiguous layout's 128-row blocks
  * whose row 8 is padding (decode: a routed expert's 1-8 rows padded to 128; row 32 for small
- * experts: hfp4__sm90_split_row) go to a launch of the 8-token tile first (two CTAs an SM, the decode tile), the others to the 128-token tile's narrow
- * items. Where the blocks are 128-row aligned and the 8-token launch's bitmask, prefix and block
- * flags fit its shared memory (m <= 8 x HFP4_SM90_SPLIT_MAX_TILES: V4-Flash under transformers'
- * allocation up to T ~ 2048); beyond, the tile follows m / groups as before. HFP4_SM90_NARROW_SPLIT=0
- * turns it off, for comparison (as do HFP4_SM90_NARROW=0, HFP4_SM90_BALANCE=0 and a token tile
- * capped at 64, which it needs). */
+ * experts: hfp4__sm90_split_row) go to a launch of the 8-token tile first (two CTAs an SM, the
+ * decode tile), the others to the 128-token tile's narrow items. Where the blocks are 128-row
+ * aligned and the 8-token launch's bitmask, prefix and block flags fit its shared memory (m <= 8 x
+ * HFP4_SM90_SPLIT_MAX_TILES: V4-Flash under transformers' allocation up to T ~ 2048); beyond, the
+ * tile follows m / groups as before. HFP4_SM90_NARROW_SPLIT=0 turns it off, for comparison (as do
+ * HFP4_SM90_NARROW=0, HFP4_SM90_BALANCE=0 and a token tile capped at 64, which it needs). */
 int hfp4__sm90_split_wanted(const hfp4_gemm_problem *p, int32_t alignment) {
     const char *cap = getenv("HFP4_SM90_MAX_TOKEN_TILE");
     return p->grouping == HFP4_GROUPING_CONTIGUOUS && p->expected_m == 0 && alignment % 128 == 0 &&
@@ -39,7 +39,8 @@ int32_t hfp4__sm90_split_row(int64_t n, int64_t k) {
     return n * k <= ((int64_t)1 << 22) ? 32 : 8;
 }
 
-hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_problem *p, hfp4_sm90_plan *narrow) {
+hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_problem *p, const hfp4_sm90_plan *whole,
+                                          hfp4_sm90_plan *narrow) {
     hfp4_gemm_problem q = *p;
     q.expected_m = 8; /* the 8-token tile */
     HFP4_TRY(hfp4__sm90_plan(fn, &q, narrow));
@@ -48,6 +49,9 @@ hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_proble
         return hfp4__fail(HFP4_ERR_INTERNAL, "%s: the narrow-block launch planned %d-token tiles (%lld), balanced %d",
                           fn, (int)narrow->block_tokens, (long long)narrow->grid_y, (int)narrow->params.balanced);
     narrow->params.narrow = 3;
+    /* the 128-token launch's row: the two launches must agree on which blocks are narrow, or those
+     * between the rows would be written by neither (each plan reads HFP4_SM90_SPLIT_ROW) */
+    narrow->params.split_row = whole->params.split_row;
     /* (HFP4_SM90_SPLIT_EVICT_FIRST=0 keeps the weights in L2 normally, for comparison: with the split
      * at row 32 two-tile blocks read their weights twice; it did not help, bench/RESULTS.md v19) */
     if (env_is_zero("HFP4_SM90_SPLIT_EVICT_FIRST")) narrow->params.w_evict_first = 0;
@@ -216,10 +220,11 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     /* Narrow items (narrow_items.cuh): the 128-token tile of the contiguous and psum layouts loads and
      * computes only the first 8, 32, 64 or 96 token columns of an item whose rows end there (a
      * decode segment of a few rows padded to 128, which DeepGEMM's contiguous API, having no
-     * expected_m, sends to this tile; a group's last tile in prefill). HFP4_SM90_NARROW=0 turns it off, for comparison. */
+     * expected_m, sends to this tile; a group's last tile in prefill). HFP4_SM90_NARROW=0 turns it
+     * off, for comparison. */
     k->narrow = plan->narrow_split ? 2 /* (hfp4__sm90_split_wanted) */
                                    : plan->block_tokens == 128 && is_contig && !env_is_zero("HFP4_SM90_NARROW");
-    k->split_row = hfp4__sm90_split_row(p->n, p->k); /* (both launches of a split plan it from n and k) */
+    k->split_row = hfp4__sm90_split_row(p->n, p->k); /* (the split's 8-token launch takes this plan's) */
 
     plan->warp_decode = hfp4__sm90_warp_wanted(p, plan);
     plan->warp_split = plan->warp_decode ? hfp4__sm90_warp_split(geo.chunks, p->a.scales.gran_k == 32, plan->w_fp32,

@@ -39,9 +39,11 @@ int hfp4__sm90_split_wanted(const hfp4_gemm_problem *p, int32_t alignment);
  * from the weights' n x k (sm90_plan.c says why), or HFP4_SM90_SPLIT_ROW */
 int32_t hfp4__sm90_split_row(int64_t n, int64_t k);
 
-/* The 8-token launch of a narrow-block split (plan->narrow_split): the same problem at the 8-token
- * tile, the balanced walk over the computing tiles of narrow blocks only (params.narrow 3) */
-hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_problem *p, hfp4_sm90_plan *narrow);
+/* The 8-token launch of a narrow-block split (whole->narrow_split, whole: p's plan): the same problem
+ * at the 8-token tile, the balanced walk over the computing tiles of narrow blocks only (params.narrow
+ * 3), with whole's split row */
+hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_problem *p, const hfp4_sm90_plan *whole,
+                                          hfp4_sm90_plan *narrow);
 
 /* The warp path (src/kernels/sm90/warp_decode.cu; when it runs: hfp4__sm90_warp_wanted): groups of a
  * few rows as one warpgroup per 64-row weight tile. These are its limits and its shared memory (the

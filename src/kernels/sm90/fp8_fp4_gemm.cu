@@ -200,10 +200,7 @@ extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream s
          * first (its A map is the 8-row one), then this plan's launch the rest; they write disjoint
          * rows of D */
         hfp4_sm90_plan narrow;
-        HFP4_TRY(hfp4__sm90_plan_narrow_blocks(fn, problem, &narrow));
-        /* the two launches must agree on which blocks are narrow, or the blocks between the rows
-         * would be written by neither (the plans read HFP4_SM90_SPLIT_ROW each: one value here) */
-        narrow.params.split_row = plan.params.split_row;
+        HFP4_TRY(hfp4__sm90_plan_narrow_blocks(fn, problem, &plan, &narrow));
         const sm90_launch_maps narrow_maps = {maps.a_narrow, maps.a_narrow, maps.a_narrow};
         HFP4_TRY(narrow.w_fp32 ? dispatch_bt<true>(fn, &narrow, &dev, &narrow_maps, s)
                                : dispatch_bt<false>(fn, &narrow, &dev, &narrow_maps, s));

@@ -123,7 +123,7 @@ static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_pa
  * popcounts at space[W + w] (space[2W] = all), when p.balanced == 2. The mask is built by the whole
  * CTA (nthreads threads, tid; every warp runs the loop), the prefix by one warp after a barrier.
  * p.narrow == 3 (the 8-token launch of the narrow-block split, narrow_items.cuh): only the tiles of
- * narrow 128-row blocks (tile 1 of the block starts in padding) compute here, and block b's flag,
+ * narrow 128-row blocks (tile p.split_row / 8 of the block starts in padding) compute here, and block b's flag,
  * bit b % 32 of space[2W + 1 + b / 32] (zeroed before, in the kernel's prologue), says the block is
  * this launch's, so that zero_padding_tiles zeroes only its padding tiles. */
 template <int BT>
