@@ -16,8 +16,8 @@
  *   pro       V4-Pro experts (E = 384; w13 6144x7168, w2 7168x3072): standalone at decode and
  *             prefill T, graphs at decode T
  *
- * Timing (bench_timing.cu): median of --iters stream launches, each after a 256 MB memset that
- * empties L2, or median of --replays graph replays. FLOPs count only useful rows (2 x routed rows x
+ * Timing (bench_timing.cu): median of --iters stream launches, each after reading a 256 MB buffer
+ * empties L2 (--l2-flush write: a memset, which leaves L2 dirty), or median of --replays graph replays. FLOPs count only useful rows (2 x routed rows x
  * N x K). Bytes that must move: FP4 weights and UE8M0 scales of the experts hit, FP8 activations
  * with their scales, BF16 outputs; "floor_us" is those bytes over the copy rate of this run.
  * Each timed row also carries the SM clock, the power draw and NVML's clock-event reasons
@@ -87,7 +87,7 @@ static int usage_error(const char *arg) {
             "hfp4 bench: bad option '%s'\n"
             "usage: hfp4 bench [--json] [--quick] [--iters N] [--replays N] [--tokens T1,T2,...] [--gran 32|128]\n"
             "                  [--sf-layout k|mn] [--a-scales fp32|ue8m0] [--w-scales narrow|drift] [--seconds-budget S]\n"
-            "                  [--routing-seed S] [--contiguous-hint rows|none|R]\n"
+            "                  [--routing-seed S] [--contiguous-hint rows|none|R] [--l2-flush read|write]\n"
             "                  [--only SECTION[,SECTION...]] [--dense-shape M,N,K]...\n"
             "  sections: w13 w2 dense sf gran launch graph gemv tp pro (default: all), and tp-pro\n"
             "            (V4-Pro's TP8 shards, only when named)\n"
@@ -107,6 +107,9 @@ static int usage_error(const char *arg) {
             "                      (rows, default), none (DeepGEMM's contiguous API has no hint, so\n"
             "                      transformers passes none and the token tile follows m / groups, padding\n"
             "                      included) or R, a fixed value (1..65536: the tile it picks, at every size)\n"
+            "  --l2-flush F        how L2 is emptied before a timed launch: read (default: a 256 MB read leaves\n"
+            "                      clean lines, as other kernels' reads do) or write (a 256 MB memset leaves\n"
+            "                      ~50 MB of dirty lines the launch then writes back)\n"
             "  --dense-shape M,N,K the dense section times this shape instead of 8192^3 (repeatable, up to 8)\n",
             arg);
     return 2;
@@ -171,6 +174,8 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
             if (!strcmp(h, "rows")) bench_contiguous_hint = -1;
             else if (!strcmp(h, "none")) bench_contiguous_hint = 0;
             else if (int_option("--contiguous-hint", h, 1, 65536, &bench_contiguous_hint) != 0) return 2;
+        } else if (!strcmp(argv[i], "--l2-flush") && i + 1 < argc) {
+            if (two_way_option("--l2-flush", argv[++i], "read", "write", &c.l2_flush_write) != 0) return 2;
         } else if (!strcmp(argv[i], "--w-scales") && i + 1 < argc) {
             if (two_way_option("--w-scales", argv[++i], "narrow", "drift", &bench_w_scales_drift) != 0) return 2;
         } else if (!strcmp(argv[i], "--routing-seed") && i + 1 < argc) {

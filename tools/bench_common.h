@@ -43,6 +43,8 @@ typedef struct bench_ctx {
     int skipped, failed;
     int num_sms, max_smem_optin;
     int64_t l2_bytes;
+    int l2_flush_write; /* 1: L2 is emptied by a 256 MB memset (left holding dirty lines); 0: by reading
+                         * a 256 MB buffer (left holding clean lines, as after another kernel's reads) */
     cudaStream_t stream; /* non-blocking stream the graphs are captured on and replayed in    */
     /* launch floors, measured on first use (< 0: not yet; index = kernels per graph) */
     double launch_stream_us;
@@ -184,8 +186,8 @@ int bench_capture(bench_ctx *c, bench_launch_fn fn, void *const *args, int count
                   size_t *kernels);
 /* Median microseconds per replay over c->replays replays. nexec >= 2: replay execs[0], execs[1], ...
  * in turn (each reads other buffers than the one before, which must be large enough to evict it);
- * memset_flush: a 256 MB memset before each replay, outside the timed interval. */
-int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexec, int memset_flush, double *us);
+ * flush: L2 emptied before each replay (c->l2_flush_write: how), outside the timed interval. */
+int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexec, int flush, double *us);
 /* Launch floors; measured and printed as "launch_floor" rows once per run. -1 on failure. */
 double bench_launch_floor_stream(bench_ctx *c);
 double bench_launch_floor_graph(bench_ctx *c, size_t kernels);

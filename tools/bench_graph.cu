@@ -13,8 +13,8 @@
  * is the GEMMs' share of a layer. L2 between replays: two copies of the weights are made when
  * device memory allows, and replays alternate between them ("alternate_weights") when the weights
  * one replay reads are at least twice the L2 size, so a replay finds none of its weights in L2;
- * otherwise (T = 1 reads only a few experts) a 256 MB memset runs before each replay, outside the
- * timed interval ("memset"). Activations and outputs are shared by both copies.
+ * otherwise (T = 1 reads only a few experts) L2 is emptied before each replay, outside the timed
+ * interval, by reading a 256 MB buffer ("read") or, with --l2-flush write, by a memset ("memset"). Activations and outputs are shared by both copies.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -106,7 +106,7 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
         row.floor_us = bench_floor_us(c, gk->bytes);
         row.launch_us = bench_launch_floor_graph(c, gk->kernels);
         row.stream_us = gk->stream_us;
-        row.flush = alternate ? "alternate_weights" : "memset";
+        row.flush = alternate ? "alternate_weights" : c->l2_flush_write ? "memset" : "read";
         bench_print_row(c, &row);
     }
     rc = 0;

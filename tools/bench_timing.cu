@@ -1,8 +1,8 @@
 /*
  * bench_timing.cu - how `hfp4 bench` times things (see bench_common.h).
  *
- * Stream launches (bench_time_launches): a 256 MB memset empties the 50-60 MB L2, then a CUDA
- * event pair brackets one launch; the memset keeps the GPU busy while the host queues the launch,
+ * Stream launches (bench_time_launches): reading a 256 MB buffer empties the 50-60 MB L2 (l2_flush),
+ * then a CUDA event pair brackets one launch; the flush keeps the GPU busy while the host queues the launch,
  * so host launch overhead is not counted. Median of --iters launches after one warm-up launch (and,
  * for launches of >= 1 ms, ~100 ms of settling launches: bench_time_launches).
  *
@@ -10,7 +10,7 @@
  * the whole batch is queued before the GPU reaches it, and an event pair brackets each replay;
  * the interval is the device's time for the replay, including the launch of each kernel in it.
  * L2 is emptied either by replaying graphs over different weight buffers in turn (back to back,
- * nothing else between replays) or by a memset outside the timed interval. Median of --replays.
+ * nothing else between replays) or by l2_flush outside the timed interval. Median of --replays.
  *
  * Launch floors: the same two methods applied to an empty kernel with the GEMM's launch shape
  * (one 384-thread CTA per SM with the largest dynamic shared memory), so "time - floor" is what a
@@ -49,7 +49,7 @@ int bench_timing_init(bench_ctx *c) {
     c->l2_bytes = l2;
     if (!BENCH_CUDA(cudaFuncSetAttribute(bench_empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, c->max_smem_optin)))
         return -1;
-    if (!BENCH_CUDA(cudaMalloc(&flush_buf, FLUSH_BYTES))) return -1;
+    if (!BENCH_CUDA(cudaMalloc(&flush_buf, FLUSH_BYTES)) || !BENCH_CUDA(cudaMemset(flush_buf, 0x5A, FLUSH_BYTES))) return -1;
     /* graphs cannot be captured on the legacy stream; non-blocking: no implicit sync with it */
     if (!BENCH_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking))) return -1;
     return 0;
@@ -62,8 +62,26 @@ void bench_timing_fini(bench_ctx *c) {
     flush_buf = NULL;
 }
 
-static int l2_flush(cudaStream_t s) {
-    return BENCH_CUDA(cudaMemsetAsync(flush_buf, (int)(bench_rng() & 0xFF), FLUSH_BYTES, s));
+/* Reads `n` 16-byte words; the store that only a sum of -1 would make keeps the loads alive. */
+__global__ void bench_read_kernel(const uint4 *__restrict__ src, size_t n, unsigned *sink) {
+    unsigned x = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const uint4 v = __ldcs(src + i);
+        x ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (x == 0xFFFFFFFFu && sink) *sink = x;
+}
+
+/* Empties L2 of everything a timed launch reads. NOTE: why reading is the default: a memset leaves
+ * L2 full of dirty lines (its last ~50 MB), so the next kernel's misses each wait for a write-back
+ * and its reads share HBM with up to 50 MB of writes it did not make; in a model the expert GEMMs
+ * follow kernels that read weights and caches and write a few KB, so L2 holds clean lines. The
+ * read flush leaves L2 holding the flush buffer's clean lines (its dirty lines from the memset at
+ * start-up are written back by the first flush). --l2-flush write keeps the memset. */
+static int l2_flush(const bench_ctx *c, cudaStream_t s) {
+    if (c->l2_flush_write) return BENCH_CUDA(cudaMemsetAsync(flush_buf, (int)(bench_rng() & 0xFF), FLUSH_BYTES, s));
+    bench_read_kernel<<<c->num_sms * 4, 512, 0, s>>>((const uint4 *)flush_buf, FLUSH_BYTES / 16, NULL);
+    return BENCH_CUDA(cudaGetLastError());
 }
 
 int bench_launch_gemm(void *arg, cudaStream_t s) {
@@ -138,7 +156,7 @@ int bench_time_launches(const bench_ctx *c, bench_launch_fn fn, void *arg, cudaS
     }
     for (int i = 0; i < c->iters; i++) {
         float ms = 0;
-        if (!l2_flush(s) || !BENCH_CUDA(cudaEventRecord(e0, s))) goto done;
+        if (!l2_flush(c, s) || !BENCH_CUDA(cudaEventRecord(e0, s))) goto done;
         if (fn(arg, s) != 0) goto done;
         if (!BENCH_CUDA(cudaEventRecord(e1, s))) goto done;
         if (i > 0 && sample_running_clock(e0, e1, t[i - 1], &samples[nsamples])) nsamples++;
@@ -201,7 +219,7 @@ done:
     return rc;
 }
 
-int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexec, int memset_flush, double *us) {
+int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexec, int flush, double *us) {
     enum { BATCH = 32 };
     /* 2 ms covers queueing a batch (memset + 2 events + graph launch, ~10 us each on the host) */
     const uint64_t spin_ns = 2000000;
@@ -219,7 +237,7 @@ int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexe
         bench_spin_kernel<<<1, 1, 0, c->stream>>>(spin_ns);
         if (!BENCH_CUDA(cudaGetLastError())) goto done;
         for (int j = 0; j < b; j++) {
-            if (memset_flush && !l2_flush(c->stream)) goto done;
+            if (flush && !l2_flush(c, c->stream)) goto done;
             if (!BENCH_CUDA(cudaEventRecord(ev[2 * j], c->stream)) ||
                 !BENCH_CUDA(cudaGraphLaunch(execs[next++ % nexec], c->stream)) ||
                 !BENCH_CUDA(cudaEventRecord(ev[2 * j + 1], c->stream)))
