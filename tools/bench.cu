@@ -16,9 +16,9 @@
  *   pro       V4-Pro experts (E = 384; w13 6144x7168, w2 7168x3072): standalone at decode and
  *             prefill T, graphs at decode T
  *
- * Timing (bench_timing.cu): median of --iters stream launches, each after reading a 256 MB buffer
- * empties L2 (--l2-flush write: a memset, which leaves L2 dirty), or median of --replays graph replays. FLOPs count only useful rows (2 x routed rows x
- * N x K). Bytes that must move: FP4 weights and UE8M0 scales of the experts hit, FP8 activations
+ * Timing (bench_timing.cu): median of --iters stream launches, each after a read of a 256 MB buffer
+ * has emptied L2 (--l2-flush write: a memset, which leaves L2 dirty), or median of --replays graph
+ * replays. FLOPs count only useful rows (2 x routed rows x N x K). Bytes that must move: FP4 weights and UE8M0 scales of the experts hit, FP8 activations
  * with their scales, BF16 outputs; "floor_us" is those bytes over the copy rate of this run.
  * Each timed row also carries the SM clock, the power draw and NVML's clock-event reasons
  * ("sm_mhz", "power_w", "clock_reasons"; bench_clock.cu), sampled while a launch of 1 ms or more

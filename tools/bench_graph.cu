@@ -14,7 +14,8 @@
  * device memory allows, and replays alternate between them ("alternate_weights") when the weights
  * one replay reads are at least twice the L2 size, so a replay finds none of its weights in L2;
  * otherwise (T = 1 reads only a few experts) L2 is emptied before each replay, outside the timed
- * interval, by reading a 256 MB buffer ("read") or, with --l2-flush write, by a memset ("memset"). Activations and outputs are shared by both copies.
+ * interval, by reading a 256 MB buffer ("read") or, with --l2-flush write, by a memset ("memset").
+ * Activations and outputs are shared by both copies.
  */
 #include <stdlib.h>
 #include <string.h>

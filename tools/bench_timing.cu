@@ -49,7 +49,8 @@ int bench_timing_init(bench_ctx *c) {
     c->l2_bytes = l2;
     if (!BENCH_CUDA(cudaFuncSetAttribute(bench_empty_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, c->max_smem_optin)))
         return -1;
-    if (!BENCH_CUDA(cudaMalloc(&flush_buf, FLUSH_BYTES)) || !BENCH_CUDA(cudaMemset(flush_buf, 0x5A, FLUSH_BYTES))) return -1;
+    if (!BENCH_CUDA(cudaMalloc(&flush_buf, FLUSH_BYTES)) || !BENCH_CUDA(cudaMemset(flush_buf, 0x5A, FLUSH_BYTES)))
+        return -1;
     /* graphs cannot be captured on the legacy stream; non-blocking: no implicit sync with it */
     if (!BENCH_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking))) return -1;
     return 0;

@@ -67,7 +67,11 @@ int32_t hfp4__sm90_pick_block_tokens(int64_t rows_per_group, int32_t alignment) 
     int32_t cap = 128;
     const char *env = getenv("HFP4_SM90_MAX_TOKEN_TILE");
     if (env && !strcmp(env, "64")) cap = 64;
-    int32_t bt = rows_per_group <= 8 ? 8 : rows_per_group <= 16 ? 16 : rows_per_group <= 32 ? 32 : rows_per_group <= 64 ? 64 : cap;
+    int32_t bt = rows_per_group <= 8    ? 8
+                 : rows_per_group <= 16 ? 16
+                 : rows_per_group <= 32 ? 32
+                 : rows_per_group <= 64 ? 64
+                                        : cap;
     if (alignment > 0)
         while (bt > 8 && alignment % bt != 0) bt /= 2;
     return bt;
@@ -76,10 +80,12 @@ int32_t hfp4__sm90_pick_block_tokens(int64_t rows_per_group, int32_t alignment) 
 hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm90_plan *plan) {
     HFP4_TRY(hfp4_check_problem(p, 1));
     HFP4_REQUIRE(p->b.dtype == HFP4_DTYPE_FP4_E2M1_SM90,
-                 "%s: b.dtype = %s has no SM90 kernel; repack FP4 weights with hfp4_repack_sm90 (b.dtype fp4_e2m1_sm90)",
+                 "%s: b.dtype = %s has no SM90 kernel; repack FP4 weights with hfp4_repack_sm90 "
+                 "(b.dtype fp4_e2m1_sm90)",
                  fn, hfp4_dtype_name(p->b.dtype));
-    HFP4_REQUIRE(p->a.dtype == HFP4_DTYPE_FP8_E4M3, "%s: a.dtype = %s has no SM90 kernel yet (FP8 e4m3 activations only)",
-                 fn, hfp4_dtype_name(p->a.dtype));
+    HFP4_REQUIRE(p->a.dtype == HFP4_DTYPE_FP8_E4M3,
+                 "%s: a.dtype = %s has no SM90 kernel yet (FP8 e4m3 activations only)", fn,
+                 hfp4_dtype_name(p->a.dtype));
     HFP4_REQUIRE(p->a.ld % 16 == 0, "%s: a.ld = %lld bytes must be a multiple of 16 for the TMA loads", fn,
                  (long long)p->a.ld);
     HFP4_REQUIRE(((uintptr_t)p->a.data) % 16 == 0, "%s: a.data = %p must be 16-byte aligned for the TMA loads", fn,
@@ -126,8 +132,9 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     k->tiles_m = plan->grid_y;
     k->tiles_total = plan->grid_x * plan->grid_y * plan->grid_z;
     /* the kernels count work items in 32-bit integers */
-    HFP4_REQUIRE(k->tiles_total < ((int64_t)1 << 30), "%s: %lld work items (m = %lld, n = %lld, groups = %d) exceed 2^30",
-                 fn, (long long)k->tiles_total, (long long)p->m, (long long)p->n, (int)p->num_groups);
+    HFP4_REQUIRE(k->tiles_total < ((int64_t)1 << 30),
+                 "%s: %lld work items (m = %lld, n = %lld, groups = %d) exceed 2^30", fn, (long long)k->tiles_total,
+                 (long long)p->m, (long long)p->n, (int)p->num_groups);
     /* (after the check: tiles_n and tiles_m are then below 2^30, as hfp4_sm90_divisor needs) */
     hfp4_sm90_divisor((uint32_t)k->tiles_n, &k->tiles_n_mul, &k->tiles_n_shift);
     hfp4_sm90_divisor((uint32_t)k->tiles_m, &k->tiles_m_mul, &k->tiles_m_shift);
@@ -196,10 +203,11 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     /* NOTE: HFP4_SM90_SPLIT=1 (off by default) runs the 8-token tile in clusters of two CTAs, which
      * split each item's K between them when a launch has at most half as many live items as CTAs
      * (decided on the device: split_k.cuh); it needs the balanced walk, item headers, and 8 chunks;
-     * built for UE8M0 weight scales with 1x128 activation scales (the form the tests split) (a split of fewer measured slower: TP8 w2,
-     * K = 256). Off because a layer's two GEMMs chained under PDL lost with it (H200, bench/RESULTS.md
-     * v12: V4-Flash layer graph T = 64/128 -5...-7 %, TP8 layer T = 1 -20 %), though TP8 w13 alone
-     * gained at T = 1 (+12...+21 %); the cluster launch's gains at T = 8 followed the routing. */
+     * built for UE8M0 weight scales with 1x128 activation scales (the form the tests split) (a split
+     * of fewer measured slower: TP8 w2, K = 256). Off because a layer's two GEMMs chained under PDL
+     * lost with it (H200, bench/RESULTS.md v12: V4-Flash layer graph T = 64/128 -5...-7 %, TP8 layer
+     * T = 1 -20 %), though TP8 w13 alone gained at T = 1 (+12...+21 %); the cluster launch's gains at
+     * T = 8 followed the routing. */
     {
         const char *env = getenv("HFP4_SM90_SPLIT");
         k->split = plan->block_tokens == 8 && k->balanced != 0 && geo.chunks >= 8 &&
@@ -227,9 +235,9 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     k->split_row = hfp4__sm90_split_row(p->n, p->k); /* (the split's 8-token launch takes this plan's) */
 
     plan->warp_decode = hfp4__sm90_warp_wanted(p, plan);
-    plan->warp_split = plan->warp_decode ? hfp4__sm90_warp_split(geo.chunks, p->a.scales.gran_k == 32, plan->w_fp32,
-                                                                 p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1)
-                                         : 1;
+    const int64_t warp_groups = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1;
+    plan->warp_split =
+        plan->warp_decode ? hfp4__sm90_warp_split(geo.chunks, p->a.scales.gran_k == 32, plan->w_fp32, warp_groups) : 1;
     /* the automatic choice needs a split of 4 or 8 (the launcher checks the units too) */
     if (plan->warp_decode == 2 && plan->warp_split < 4) {
         plan->warp_decode = 0;
@@ -242,13 +250,15 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     plan->a_strides[0] = p->a.ld;
     /* one group: the group stride is never used, and may be 0 (which TMA rejects) */
     plan->a_strides[1] = p->grouping == HFP4_GROUPING_MASKED && p->num_groups > 1 ? p->a.stride_group : p->a.ld * p->m;
-    if (plan->a_strides[1] % 16 != 0) plan->a_strides[1] = hfp4__align(plan->a_strides[1], 16); /* unused when 1 group */
+    /* (unused when 1 group) */
+    if (plan->a_strides[1] % 16 != 0) plan->a_strides[1] = hfp4__align(plan->a_strides[1], 16);
     return HFP4_OK;
 }
 
 int64_t hfp4__sm90_warp_smem_bytes(int64_t chunks, int gran32, int w_fp32, int64_t groups, int32_t split) {
     const int64_t bytes = 1024 + chunks * 1024 + (int64_t)sizeof(float) * 8 * (gran32 ? 4 * chunks : chunks) +
-                          chunks * 64 * (w_fp32 ? 16 : 4) + ((chunks + 15) & ~(int64_t)15) + (int64_t)sizeof(int32_t) * (groups + 1);
+                          chunks * 64 * (w_fp32 ? 16 : 4) + ((chunks + 15) & ~(int64_t)15) +
+                          (int64_t)sizeof(int32_t) * (groups + 1);
     /* the K-split's slots (16-byte aligned after the prefix) and its two barriers */
     return split > 1 ? hfp4__align(bytes, 16) + (int64_t)(split - 1) * 128 * 16 + 16 : bytes;
 }
@@ -295,7 +305,8 @@ int hfp4__sm90_warp_wanted(const hfp4_gemm_problem *p, const hfp4_sm90_plan *pla
     const hfp4_sm90_gemm_params *k = &plan->params;
     /* (the main kernel serves the rest: more rows, long K, very many groups, FP32 weight scales
      * whose staged copy would not fit) */
-    const int fits = rows <= HFP4_SM90_WARP_TOKENS && groups <= HFP4_SM90_WARP_MAX_GROUPS && p->k <= HFP4_SM90_WARP_MAX_K &&
-                     hfp4__sm90_warp_smem_bytes(k->w_chunks, k->a_gran_k == 32, plan->w_fp32, groups, 1) <= HFP4_SM90_WARP_MAX_SMEM;
+    const int fits =
+        rows <= HFP4_SM90_WARP_TOKENS && groups <= HFP4_SM90_WARP_MAX_GROUPS && p->k <= HFP4_SM90_WARP_MAX_K &&
+        hfp4__sm90_warp_smem_bytes(k->w_chunks, k->a_gran_k == 32, plan->w_fp32, groups, 1) <= HFP4_SM90_WARP_MAX_SMEM;
     return !fits ? 0 : sw > 0 ? 1 : 2;
 }
