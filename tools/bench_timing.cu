@@ -63,11 +63,13 @@ void bench_timing_fini(bench_ctx *c) {
     flush_buf = NULL;
 }
 
-/* Reads `n` 16-byte words; the store that only a sum of -1 would make keeps the loads alive. */
+/* Reads `n` 16-byte words; the store that only a sum of -1 would make keeps the loads alive.
+ * NOTE: plain L2-cached loads (ld.global.cg), not streaming ones: .cs marks the lines evict-first,
+ * so the flush's own lines would be evicted before what it is meant to push out. */
 __global__ void bench_read_kernel(const uint4 *__restrict__ src, size_t n, unsigned *sink) {
     unsigned x = 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const uint4 v = __ldcs(src + i);
+        const uint4 v = __ldcg(src + i);
         x ^= v.x ^ v.y ^ v.z ^ v.w;
     }
     if (x == 0xFFFFFFFFu && sink) *sink = x;
