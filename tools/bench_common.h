@@ -80,6 +80,9 @@ typedef struct bench_row {
     double launch_us;   /* empty-kernel cost of the same launch method; < 0: not printed     */
     double stream_us;   /* graph rows: the same GEMM(s) launched on a stream; < 0: not printed */
     const char *flush;  /* graph rows: how L2 was emptied between replays; NULL: not printed */
+    double tbps_with_padding; /* contiguous rows (> 0: printed): tbps with D's padding rows counted,
+                               * the zeros the layout's contract has the GEMM write (deepgemm-compat.md
+                               * 4.3); tbps counts useful bytes only */
     bench_clock clock;  /* the GPU's clock while (or right after) the case ran (bench_row_rates takes bench_last_clock) */
 } bench_row;
 
@@ -165,6 +168,8 @@ void bench_fill_problem(hfp4_gemm_problem *p, hfp4_grouping g, int64_t m, int64_
  * activations + FP32 scales, BF16 outputs. And the bytes the FP8 baseline would move. */
 double bench_expert_bytes(int64_t hit, int64_t rows, int64_t n, int64_t k, int gran);
 double bench_fp8_expert_bytes(int64_t hit, int64_t rows, int64_t n, int64_t k);
+/* the contiguous layout's padding rows of D (BF16 zeros the GEMM must write): (padded - rows) x n x 2 */
+double bench_padding_bytes(const bench_routing *r, int64_t n);
 
 /* ---- bench_timing.cu ---- */
 int bench_timing_init(bench_ctx *c); /* 0 or -1 (printed) */

@@ -37,6 +37,8 @@ static int expert_case(bench_ctx *c, const bench_expert_case *ec, const bench_we
                           bench_fp8_expert_bytes(r->hit, r->rows, ec->n, ec->k));
         row.gran = gran;
         row.floor_us = bench_floor_us(c, bytes);
+        if (g == HFP4_GROUPING_CONTIGUOUS)
+            row.tbps_with_padding = (bytes + bench_padding_bytes(r, ec->n)) / us * 1e-6;
         bench_print_row(c, &row);
     }
     bench_acts_free(&x);

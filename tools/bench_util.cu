@@ -109,6 +109,7 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         if (r->launch_us >= 0) printf(", \"launch_us\": %.2f", r->launch_us);
         if (r->stream_us >= 0) printf(", \"stream_us\": %.2f", r->stream_us);
         if (r->flush) printf(", \"flush\": \"%s\"", r->flush);
+        if (r->tbps_with_padding > 0) printf(", \"tbps_with_padding\": %.3f", r->tbps_with_padding);
         /* the non-default data options, so a row says what it timed */
         if (bench_a_scales_mn_major) printf(", \"a_scales\": \"mn\"");
         if (bench_a_scales_ue8m0) printf(", \"a_scale_dtype\": \"ue8m0\"");
@@ -131,6 +132,7 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         if (r->stream_us >= 0) printf("  stream %.1f us", r->stream_us);
         if (r->gran && r->gran != 128) printf("  gran_k %d", r->gran);
         if (r->flush) printf("  [%s]", r->flush);
+        if (r->tbps_with_padding > 0) printf("  [%.3f TB/s with D's padding rows]", r->tbps_with_padding);
         if (bench_a_scales_mn_major) printf("  [a scales mn]");
         if (bench_a_scales_ue8m0) printf("  [a scales ue8m0]");
         if (bench_contiguous_hint >= 0 && r->layout && strstr(r->layout, "contiguous")) {
@@ -448,4 +450,8 @@ double bench_expert_bytes(int64_t hit, int64_t rows, int64_t n, int64_t k, int g
 
 double bench_fp8_expert_bytes(int64_t hit, int64_t rows, int64_t n, int64_t k) {
     return (double)hit * n * k + (double)rows * k + rows * n * 2.0;
+}
+
+double bench_padding_bytes(const bench_routing *r, int64_t n) {
+    return (double)(r->padded - r->rows) * n * 2.0;
 }
