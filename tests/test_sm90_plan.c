@@ -286,7 +286,9 @@ TEST(sm90_plan_narrow_block_split) {
     CHECK_EQ_I64(narrow.params.split_row, 8);
     setenv("HFP4_SM90_SPLIT_ROW", "32", 1);
     CHECK_EQ_I64(hfp4__sm90_split_row(4096, 2048), 32);
-    setenv("HFP4_SM90_SPLIT_ROW", "16", 1); /* (not a choice: the plan's) */
+    setenv("HFP4_SM90_SPLIT_ROW", "16", 1);
+    CHECK_EQ_I64(hfp4__sm90_split_row(4096, 2048), 16);
+    setenv("HFP4_SM90_SPLIT_ROW", "24", 1); /* (not a choice: the plan's) */
     CHECK_EQ_I64(hfp4__sm90_split_row(4096, 2048), 8);
     unsetenv("HFP4_SM90_SPLIT_ROW");
     setenv("HFP4_SM90_SPLIT_EVICT_FIRST", "0", 1);
