@@ -271,14 +271,14 @@ TEST(sm90_plan_narrow_block_split) {
     CHECK_EQ_I64(narrow.grid_y, 1024 / 8);
     CHECK_EQ_I64(narrow.params.w_evict_first, 1); /* (one 8-token tile a group expected) */
     /* the split row: 32 for experts of at most 2 MB of weights (this one: 256 x 256), the same in
-     * both launches; 8 beyond; HFP4_SM90_SPLIT_ROW overrides */
+     * both launches; 0 beyond (the launches pick 16 or 8); HFP4_SM90_SPLIT_ROW overrides */
     CHECK_EQ_I64(plan.params.split_row, 32);
     CHECK_EQ_I64(narrow.params.split_row, 32);
     CHECK_EQ_I64(hfp4__sm90_split_row(512, 4096), 32);   /* V4-Flash TP8 w13 */
     CHECK_EQ_I64(hfp4__sm90_split_row(4096, 256), 32);   /* TP8 w2 */
-    CHECK_EQ_I64(hfp4__sm90_split_row(4096, 1025), 8);
-    CHECK_EQ_I64(hfp4__sm90_split_row(4096, 2048), 8);   /* V4-Flash w2 */
-    CHECK_EQ_I64(hfp4__sm90_split_row(6144, 7168), 8);   /* V4-Pro w13 */
+    CHECK_EQ_I64(hfp4__sm90_split_row(4096, 1025), 0);   /* (0: the launches pick 16 or 8) */
+    CHECK_EQ_I64(hfp4__sm90_split_row(4096, 2048), 0);   /* V4-Flash w2 */
+    CHECK_EQ_I64(hfp4__sm90_split_row(6144, 7168), 0);   /* V4-Pro w13 */
     setenv("HFP4_SM90_SPLIT_ROW", "8", 1);
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &plan, &narrow), HFP4_OK);
@@ -288,8 +288,10 @@ TEST(sm90_plan_narrow_block_split) {
     CHECK_EQ_I64(hfp4__sm90_split_row(4096, 2048), 32);
     setenv("HFP4_SM90_SPLIT_ROW", "16", 1);
     CHECK_EQ_I64(hfp4__sm90_split_row(4096, 2048), 16);
+    setenv("HFP4_SM90_SPLIT_ROW", "auto", 1);
+    CHECK_EQ_I64(hfp4__sm90_split_row(512, 4096), 0);
     setenv("HFP4_SM90_SPLIT_ROW", "24", 1); /* (not a choice: the plan's) */
-    CHECK_EQ_I64(hfp4__sm90_split_row(4096, 2048), 8);
+    CHECK_EQ_I64(hfp4__sm90_split_row(4096, 2048), 0);
     unsetenv("HFP4_SM90_SPLIT_ROW");
     setenv("HFP4_SM90_SPLIT_EVICT_FIRST", "0", 1);
     CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &plan, &narrow), HFP4_OK);

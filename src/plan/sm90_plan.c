@@ -29,15 +29,18 @@ int hfp4__sm90_split_wanted(const hfp4_gemm_problem *p, int32_t alignment) {
 
 /* The narrow-block split's row (narrow_items.cuh): a 128-row block is narrow when row 32 is padding
  * where an expert's weights are at most 2 MB (n x k <= 2^22: the tensor-parallel shards, whose
- * one-expert blocks of 9-32 rows otherwise left the 128-token launch a lone item to stream), and
- * when row 8 is where they are larger (a block of 9-32 rows would stream them two to four times
- * from the 8-token tile). HFP4_SM90_SPLIT_ROW=8, 16 or 32 overrides it (tests, comparisons). */
+ * one-expert blocks of 9-32 rows otherwise left the 128-token launch a lone item to stream); where
+ * they are larger (a block of 9-32 rows would stream them two to four times from the 8-token tile)
+ * 0: both launches pick 16 or 8 on the device from how many blocks have more than 8 rows
+ * (work_items.cuh: split_row_auto; row 16 paid at T = 256 and cost at T = 512, and the host cannot
+ * tell the two apart). HFP4_SM90_SPLIT_ROW=8, 16, 32 or auto fixes it (tests, comparisons). */
 int32_t hfp4__sm90_split_row(int64_t n, int64_t k) {
     const char *env = getenv("HFP4_SM90_SPLIT_ROW");
     if (env && !strcmp(env, "8")) return 8;
     if (env && !strcmp(env, "16")) return 16;
     if (env && !strcmp(env, "32")) return 32;
-    return n * k <= ((int64_t)1 << 22) ? 32 : 8;
+    if (env && !strcmp(env, "auto")) return 0;
+    return n * k <= ((int64_t)1 << 22) ? 32 : 0;
 }
 
 hfp4_status hfp4__sm90_plan_narrow_blocks(const char *fn, const hfp4_gemm_problem *p, const hfp4_sm90_plan *whole,

@@ -35,8 +35,8 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
 /* Whether a problem takes the narrow-block split (plan->narrow_split; sm90_plan.c says when) */
 int hfp4__sm90_split_wanted(const hfp4_gemm_problem *p, int32_t alignment);
 
-/* The split's row (params.split_row: a 128-row block is narrow when that row is padding): 8 or 32
- * from the weights' n x k (sm90_plan.c says why), or HFP4_SM90_SPLIT_ROW */
+/* The split's row (params.split_row: a 128-row block is narrow when that row is padding): 32 or 0
+ * (the launches pick 16 or 8) from the weights' n x k (sm90_plan.c says why), or HFP4_SM90_SPLIT_ROW */
 int32_t hfp4__sm90_split_row(int64_t n, int64_t k);
 
 /* The 8-token launch of a narrow-block split (whole->narrow_split, whole: p's plan): the same problem

@@ -285,13 +285,15 @@ TEST(gpu_narrow_items) {
         check_case(&c, psum ? "psum, items of 33-127 rows" : "contiguous, items of 33-127 rows");
         unsetenv("HFP4_SM90_NARROW_SPLIT");
     }
-    /* weights over 2 MB (n x k > 2^22): the plan's own split row is 8 (the other cases' small
-     * weights take 32 unless HFP4_SM90_SPLIT_ROW says 8) */
+    /* weights over 2 MB (n x k > 2^22): the plan leaves the split row to the launches, which take 16
+     * here (5 of the 8 blocks have more than 8 rows: work_items.cuh split_row_auto), so the block of
+     * 9 rows goes to the 8-token launch as two tiles (the other cases' small weights take 32 unless
+     * HFP4_SM90_SPLIT_ROW says otherwise) */
     {
         gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 2048, 2304, 8, 1258);
         c.rows = seg;
         c.alignment = 128;
-        check_case(&c, "contiguous, narrow items, split at the plan's row 8");
+        check_case(&c, "contiguous, narrow items, split at the launches' row (16)");
     }
     for (int v = 0; v < 2; v++) {
         gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 1024, 512, 1024, 8, 1230 + v);
@@ -304,18 +306,24 @@ TEST(gpu_narrow_items) {
      * segment wide, every tenth of 9-32 rows (narrow at row 32, not at row 8); after the last
      * segment two all-padding blocks and a block of 4 rows (row 8 past m); D rows not 16-byte
      * aligned (element stores) in one of them */
-    static int32_t many[200];
+    static int32_t many[200], many_mid[200];
     for (int g = 0; g < 200; g++) many[g] = g % 10 == 0 ? 40 + g % 90 : g % 10 == 5 ? 9 + g % 24 : g % 9;
-    for (int v = 0; v < 4; v++) { /* (v < 2: the split at row 32, the plan's choice for these small weights) */
-        if (v >= 2) setenv("HFP4_SM90_SPLIT_ROW", "8", 1);
+    /* and the launches' own row (auto): 16 for `many` (40 blocks of more than 8 rows), 8 for
+     * `many_mid` (most blocks of 9-20 rows, some of 1-8 and 33+: over HFP4_SM90_SPLIT_AUTO_BLOCKS) */
+    for (int g = 0; g < 200; g++) many_mid[g] = g % 7 == 0 ? g % 9 : g % 11 == 0 ? 33 + g % 60 : 9 + g % 12;
+    for (int v = 0; v < 8; v++) { /* (v < 2: the split at row 32, the plan's choice for these small weights) */
+        if (v >= 2) setenv("HFP4_SM90_SPLIT_ROW", v < 4 ? "8" : "auto", 1);
         gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 1024, 256, 512, 200, 1240 + v);
-        c.rows = many;
+        c.rows = v >= 6 ? many_mid : many;
         c.alignment = 128;
         c.extra_rows = 2 * 128 + 4;
         c.d_pad = v & 1;
         c.a_gran = v & 1 ? 32 : 128;
         c.a_scale = v & 1 ? HFP4_DTYPE_UE8M0_PACKED : HFP4_DTYPE_FP32;
-        check_case(&c, v >= 2 ? "contiguous, narrow blocks, many, split at row 8" : "contiguous, narrow blocks, many");
+        check_case(&c, v >= 6   ? "contiguous, narrow blocks, many of 9-20 rows, the launches' row (8)"
+                       : v >= 4 ? "contiguous, narrow blocks, many, the launches' row (16)"
+                       : v >= 2 ? "contiguous, narrow blocks, many, split at row 8"
+                                : "contiguous, narrow blocks, many");
         unsetenv("HFP4_SM90_SPLIT_ROW");
     }
     /* the opt-in BF16 path (1x32 UE8M0 scales) has no split: it takes every block where the rows per

@@ -132,6 +132,16 @@ __global__ void __launch_bounds__(384, MINB)
             build_live_prefix<BT>(p, sm.live_prefix, lane);
         }
     }
+    if constexpr (BT == 128) {
+        /* the narrow-block split with the row left to the launch (work_items.cuh: split_row_auto):
+         * the blocks with more than 8 rows, counted as the 8-token launch counts them */
+        if (p.narrow == 2 && p.split_row == 0) { /* (the same in every thread: the barrier is safe) */
+            static_assert((HFP4_SM90_SPLIT_MAX_TILES + 15) / 16 <= 384, "a block per thread of the CTA");
+            const int32_t over8 = __syncthreads_count((int64_t)threadIdx.x < p.tiles_m &&
+                                                      contiguous_row_real(p, (int64_t)threadIdx.x * BT + 8));
+            if (threadIdx.x == 0) sm.live_prefix[0] = split_row_auto(over8);
+        }
+    }
     __syncthreads();
     if (threadIdx.x == 0) HFP4_DIAG(HFP4_DIAG_SETUP);
     /* the K-split (split_k.cuh): this CTA's barriers are initialized (the partner waits for that

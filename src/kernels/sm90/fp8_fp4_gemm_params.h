@@ -68,8 +68,9 @@ typedef struct hfp4_sm90_gemm_params {
     /* narrow items and blocks (narrow_items.cuh): 0 none; 1 (the 128-token tile, contiguous and psum
      * layouts) an item whose computed rows end within its first 32 token columns loads and computes
      * only those; 2 the same, and the launch skips the contiguous layout's narrow blocks, which a
-     * launch of the 8-token tile with 3 (only those blocks) takes before it; split_row (8 or 32, the
-     * same in both launches): a 128-row block is narrow when this row of it is padding */
+     * launch of the 8-token tile with 3 (only those blocks) takes before it; split_row (8, 16 or 32,
+     * the same in both launches; 0: each launch picks 16 or 8 the same way, work_items.cuh
+     * split_row_auto): a 128-row block is narrow when this row of it is padding */
     int32_t narrow, split_row;
 } hfp4_sm90_gemm_params;
 

@@ -17,14 +17,15 @@
  * The consumers pick the width from any item's valid_end (a masked group's or psum tile's end, a
  * dense tail), where the producer has loaded at least those rows: so HFP4_SM90_NARROW=0 turns off
  * the producer's narrowing, the 8-row loads and the split, not the narrow wgmmas of short tiles.
- * The split (p.narrow 2 and 3) hands a block whose row p.split_row (8 or 32) is padding to the
+ * The split (p.narrow 2 and 3) hands a block whose split row (8, 16 or 32) is padding to the
  * 8-token tile, whose tiles follow DeepGEMM's contract: a tile whose first row is padding is all
  * padding (each segment's real rows first, then its padding). A layout with a real row after a
  * padding row 8k of such a block (outside that contract) has those rows written as zeros, as with
  * the 8-token tile a hint picks; the 128-token tile alone (no split, m > 8 x
  * HFP4_SM90_SPLIT_MAX_TILES) computes them.
  * NOTE: the split row is the plan's (sm90_plan.c: hfp4__sm90_split_row): 32 (blocks of up to 32
- * rows as up to four 8-token items) for experts of at most 2 MB of weights, else 8. With row 8 the
+ * rows as up to four 8-token items) for experts of at most 2 MB of weights, else 16 or 8 as the
+ * launches find the blocks (work_items.cuh: split_row_auto). With row 8 the
  * one expert in ~256 with 9+ rows at T = 128 leaves the 128-token launch an item of 32 chunks to
  * stream alone after the 8-token launch (ncu, TP8 w13 T = 128: 107 + 24 us against ~100 hinted),
  * and row 32 fixed that (TP8 w13 T = 128 / 512: 2.06 / 1.58 -> 2.46 / 1.73 TB/s); but a two-tile

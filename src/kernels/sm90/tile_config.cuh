@@ -50,7 +50,8 @@ struct sm90_tile_config {
     /* the balanced walk's shared space (work_items.cuh), for the decode tiles: the masked layout's
      * live-item prefix [groups + 1], or the contiguous layout's tile bitmask and word prefix [2W + 1] */
     static constexpr bool BALANCE = BT <= 64;
-    static constexpr int PREFIX_BYTES = BALANCE ? (4 * (HFP4_SM90_BALANCE_MAX_GROUPS + 1) + 15) / 16 * 16 : 0;
+    /* (the 128-token tile: one word, the narrow-block split's row when the launch picks it) */
+    static constexpr int PREFIX_BYTES = BALANCE ? (4 * (HFP4_SM90_BALANCE_MAX_GROUPS + 1) + 15) / 16 * 16 : 16;
     static_assert(2 * (HFP4_SM90_BALANCE_MAX_TILES / 32) + 1 <= HFP4_SM90_BALANCE_MAX_GROUPS + 1,
                   "the contiguous layout's tile bitmask and word prefix share the masked prefix's space");
     static constexpr int SPLIT_WORDS = (HFP4_SM90_SPLIT_MAX_TILES + 31) / 32; /* the split's bitmask words */

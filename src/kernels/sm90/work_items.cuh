@@ -52,9 +52,9 @@ static __device__ __forceinline__ int32_t probe_layout(const hfp4_sm90_gemm_para
 }
 
 /* The contiguous layout's narrow blocks (narrow_items.cuh: the split of p.narrow 2 and 3): a 128-row
- * block whose row p.split_row (8 or 32: the plan's choice, a multiple of 8 below 128) is not a real
- * row (its 8-token tile split_row / 8 starts in padding; past m counts as padding) goes to the
- * 8-token launch, every other block to the 128-token one. */
+ * block whose split row (8, 16 or 32: the plan's p.split_row, or with 0 the launch's own choice,
+ * split_row_auto) is not a real row (its 8-token tile split_row / 8 starts in padding; past m counts
+ * as padding) goes to the 8-token launch, every other block to the 128-token one. */
 static __device__ __forceinline__ bool contiguous_row_real(const hfp4_sm90_gemm_params &p, int64_t row) {
     if (row >= p.m) return false;
     const int32_t id = p.layout[row];
@@ -66,10 +66,23 @@ static __device__ __forceinline__ bool contiguous_row_real(const hfp4_sm90_gemm_
  * most items of a decode batch over many experts), and the 128-token tile's narrow blocks under
  * the split (p.narrow 2: the 8-token launch writes them); the contiguous layout's all-padding tiles
  * must still be written as zeros. */
+/* The split row when the plan leaves it to the launch (p.split_row 0): 16 where at most
+ * HFP4_SM90_SPLIT_AUTO_BLOCKS of the 128-row blocks have more than 8 rows, else 8. Both launches
+ * count the same blocks of the same layout, so they agree.
+ * NOTE: why (H200, V4-Flash without a hint, bench/RESULTS.md v20): row 16 sends blocks of 9-16 rows
+ * to the 8-token launch as two tiles each; that wins where such blocks are few (T = 256, ~40 of 256
+ * blocks: +5...+11 %; T = 128 w2 +3...+5 %) and loses where they are most blocks, each then
+ * streaming its weights twice (T = 512, ~200: -13...-18 %; T = 1024 -4...-7 %). */
+#define HFP4_SM90_SPLIT_AUTO_BLOCKS 96
+static __device__ __forceinline__ int32_t split_row_auto(int32_t blocks_over_8) {
+    return blocks_over_8 <= HFP4_SM90_SPLIT_AUTO_BLOCKS ? 16 : 8;
+}
+
 template <int BT>
-static __device__ __forceinline__ bool work_item_live(const hfp4_sm90_gemm_params &p, int32_t item, int32_t probe) {
+static __device__ __forceinline__ bool work_item_live(const hfp4_sm90_gemm_params &p, int32_t item, int32_t probe,
+                                                      int32_t split_row) {
     if (BT == 128 && p.narrow == 2 && p.grouping == HFP4_K_CONTIGUOUS)
-        return contiguous_row_real(p, (int64_t)item_m_tile(p, item) * BT + p.split_row);
+        return contiguous_row_real(p, (int64_t)item_m_tile(p, item) * BT + split_row);
     if (p.grouping != HFP4_K_MASKED) return true;
     const int64_t m0 = (int64_t)item_m_tile(p, item) * BT;
     return m0 < min((int64_t)probe, p.m);
@@ -126,6 +139,17 @@ static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_pa
  * narrow 128-row blocks (tile p.split_row / 8 of the block starts in padding) compute here, and block b's flag,
  * bit b % 32 of space[2W + 1 + b / 32] (zeroed before, in the kernel's prologue), says the block is
  * this launch's, so that zero_padding_tiles zeroes only its padding tiles. */
+/* The split's 8-token launch (p.narrow 3): of word w's two 128-row blocks (its tiles 0-15 and
+ * 16-31), keeps the computing tiles of those whose split row is padding, and flags them (flag) for
+ * zero_padding_tiles */
+static __device__ __forceinline__ uint32_t narrow_blocks_of_word(int32_t *space, int32_t W, int32_t w, uint32_t bits,
+                                                                 int32_t split_row, bool flag) {
+    const uint32_t b0 = 1u << (split_row / 8), b1 = b0 << 16;
+    const uint32_t narrow = (bits & b0 ? 0u : 1u) | (bits & b1 ? 0u : 2u);
+    if (flag && narrow) atomicOr(&space[2 * W + 1 + w / 16], (int32_t)(narrow << (2 * (w % 16))));
+    return bits & ((narrow & 1u ? 0xFFFFu : 0u) | (narrow & 2u ? 0xFFFF0000u : 0u));
+}
+
 template <int BT>
 static __device__ __forceinline__ void build_compute_mask(const hfp4_sm90_gemm_params &p, int32_t *space, int tid,
                                                           int nthreads) {
@@ -133,6 +157,7 @@ static __device__ __forceinline__ void build_compute_mask(const hfp4_sm90_gemm_p
      * warp at a time, so 4 loads per lane are in flight (one CTA's start-up cost) */
     const int32_t tiles_m = (int32_t)p.tiles_m, W = (tiles_m + 31) / 32, warps = nthreads / 32;
     const int warp = tid / 32, lane = tid % 32;
+    const bool auto_row = BT == 8 && p.narrow == 3 && p.split_row == 0; /* (the same in every thread) */
     for (int32_t w0 = warp; w0 < W; w0 += 4 * warps) {
         int32_t id[4];
 #pragma unroll
@@ -145,14 +170,20 @@ static __device__ __forceinline__ void build_compute_mask(const hfp4_sm90_gemm_p
             uint32_t bits = __ballot_sync(0xFFFFFFFFu, id[u] >= 0 && id[u] < p.num_groups);
             const int32_t w = w0 + u * warps;
             if constexpr (BT == 8) {
-                if (p.narrow == 3) { /* the split's 8-token launch: the word's two 128-row blocks, if narrow */
-                    const uint32_t b0 = 1u << (p.split_row / 8), b1 = b0 << 16;
-                    const uint32_t narrow = (bits & b0 ? 0u : 1u) | (bits & b1 ? 0u : 2u);
-                    bits &= (narrow & 1u ? 0xFFFFu : 0u) | (narrow & 2u ? 0xFFFF0000u : 0u);
-                    if (lane == 0 && w < W && narrow) atomicOr(&space[2 * W + 1 + w / 16], (int32_t)(narrow << (2 * (w % 16))));
+                if (p.narrow == 3 && !auto_row) { /* the split's 8-token launch: the word's two blocks, if narrow */
+                    bits = narrow_blocks_of_word(space, W, w, bits, p.split_row, lane == 0 && w < W);
                 }
             }
             if (lane == 0 && w < W) space[w] = (int32_t)bits;
+        }
+    }
+    if constexpr (BT == 8) {
+        if (auto_row) { /* the row from all the words first (every thread of the CTA is here) */
+            static_assert((HFP4_SM90_SPLIT_MAX_TILES + 31) / 32 <= 384, "a word per thread of the CTA");
+            __syncthreads();
+            uint32_t bits = tid < W ? (uint32_t)space[tid] : 0u;
+            const int32_t over8 = __syncthreads_count((bits & 2u) != 0) + __syncthreads_count((bits & (2u << 16)) != 0);
+            if (tid < W) space[tid] = (int32_t)narrow_blocks_of_word(space, W, tid, bits, split_row_auto(over8), true);
         }
     }
 }
@@ -246,12 +277,15 @@ static __device__ __forceinline__ bool walk_next_by(const hfp4_sm90_gemm_params 
         w.next += G;
         return true;
     }
+    /* (the 128-token launch of the narrow-block split with the row left to it: the kernel's prologue
+     * put its choice in prefix[0]) */
+    const int32_t split_row = BT == 128 && p.narrow == 2 && p.split_row == 0 ? prefix[0] : p.split_row;
     while (w.live == 0) {
         if (w.next >= (int32_t)p.tiles_total) return false;
         /* (64-bit so that the last lanes' items do not overflow) */
         const int64_t own = w.next + (int64_t)(threadIdx.x % 32) * G;
         w.probe = own < p.tiles_total ? probe_layout<BT>(p, (int32_t)own) : 0;
-        w.live = __ballot_sync(0xFFFFFFFFu, own < p.tiles_total && work_item_live<BT>(p, (int32_t)own, w.probe));
+        w.live = __ballot_sync(0xFFFFFFFFu, own < p.tiles_total && work_item_live<BT>(p, (int32_t)own, w.probe, split_row));
         w.batch = w.next;
         w.next += 32 * G;
     }
