@@ -13,8 +13,8 @@ static int env_is_zero(const char *name) {
 }
 
 /* The narrow-block split (narrow_items.cuh): without a hint, the contiguous layout's 128-row blocks
- * whose row 8 is padding (decode: a routed expert's 1-8 rows padded to 128; row 32 for small
- * experts: hfp4__sm90_split_row) go to a launch of the 8-token tile first (two CTAs an SM, the
+ * whose split row is padding (decode: a routed expert's 1-8 rows padded to 128, row 8; 16 or 32 as
+ * hfp4__sm90_split_row says) go to a launch of the 8-token tile first (two CTAs an SM, the
  * decode tile), the others to the 128-token tile's narrow items. Where the blocks are 128-row
  * aligned and the 8-token launch's bitmask, prefix and block flags fit its shared memory (m <= 8 x
  * HFP4_SM90_SPLIT_MAX_TILES: V4-Flash under transformers' allocation up to T ~ 2048); beyond, the
