@@ -279,6 +279,20 @@ TEST(sm90_plan_narrow_block_split) {
     CHECK_EQ_I64(hfp4__sm90_split_row(4096, 1025), 0);   /* (0: the launches pick 16 or 8) */
     CHECK_EQ_I64(hfp4__sm90_split_row(4096, 2048), 0);   /* V4-Flash w2 */
     CHECK_EQ_I64(hfp4__sm90_split_row(6144, 7168), 0);   /* V4-Pro w13 */
+    { /* weights over 2 MB, end to end: both plans leave the row to the launches (0) */
+        hfp4_gemm_problem q = valid_problem(1024, 2048, 2304);
+        q.grouping = HFP4_GROUPING_CONTIGUOUS;
+        q.num_groups = 8;
+        q.layout = (const int32_t *)fake;
+        q.expected_m = 0;
+        hfp4_sm90_geometry geo = hfp4_sm90_geometry_make(8, 2048, 2304, 0);
+        hfp4__sm90_describe(&geo, fake, &q.b);
+        CHECK_STATUS(hfp4__sm90_plan("t", &q, &plan), HFP4_OK);
+        CHECK_EQ_I64(plan.narrow_split, 1);
+        CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &q, &plan, &narrow), HFP4_OK);
+        CHECK_EQ_I64(plan.params.split_row, 0);
+        CHECK_EQ_I64(narrow.params.split_row, 0);
+    }
     setenv("HFP4_SM90_SPLIT_ROW", "8", 1);
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &p, &plan, &narrow), HFP4_OK);

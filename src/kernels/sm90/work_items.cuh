@@ -61,11 +61,6 @@ static __device__ __forceinline__ bool contiguous_row_real(const hfp4_sm90_gemm_
     return id >= 0 && id < p.num_groups;
 }
 
-/* Whether item `item` (probe: its probe_layout value) can have anything to compute or write. Only
- * the masked layout's items are decided here (rows past masked_m are neither computed nor written:
- * most items of a decode batch over many experts), and the 128-token tile's narrow blocks under
- * the split (p.narrow 2: the 8-token launch writes them); the contiguous layout's all-padding tiles
- * must still be written as zeros. */
 /* The split row when the plan leaves it to the launch (p.split_row 0): 16 where at most
  * HFP4_SM90_SPLIT_AUTO_BLOCKS of the 128-row blocks have more than 8 rows, else 8. Both launches
  * count the same blocks of the same layout, so they agree.
@@ -78,6 +73,11 @@ static __device__ __forceinline__ int32_t split_row_auto(int32_t blocks_over_8) 
     return blocks_over_8 <= HFP4_SM90_SPLIT_AUTO_BLOCKS ? 16 : 8;
 }
 
+/* Whether item `item` (probe: its probe_layout value) can have anything to compute or write. Only
+ * the masked layout's items are decided here (rows past masked_m are neither computed nor written:
+ * most items of a decode batch over many experts), and the 128-token tile's narrow blocks under
+ * the split (p.narrow 2: the 8-token launch writes them); the contiguous layout's all-padding tiles
+ * must still be written as zeros. */
 template <int BT>
 static __device__ __forceinline__ bool work_item_live(const hfp4_sm90_gemm_params &p, int32_t item, int32_t probe,
                                                       int32_t split_row) {
@@ -130,15 +130,6 @@ static __device__ __forceinline__ void build_live_prefix(const hfp4_sm90_gemm_pa
     if (lane == 31) prefix[groups] = incl;
 }
 
-/* The contiguous layout's computing token tiles (expert id of the tile's first row in [0, groups):
- * a tile starting in padding is all padding, segments being aligned to a multiple of the tile), as a
- * bitmask of words w < W = ceil(tiles_m / 32) at space[w], and the exclusive prefix of the words'
- * popcounts at space[W + w] (space[2W] = all), when p.balanced == 2. The mask is built by the whole
- * CTA (nthreads threads, tid; every warp runs the loop), the prefix by one warp after a barrier.
- * p.narrow == 3 (the 8-token launch of the narrow-block split, narrow_items.cuh): only the tiles of
- * narrow 128-row blocks (tile p.split_row / 8 of the block starts in padding) compute here, and block b's flag,
- * bit b % 32 of space[2W + 1 + b / 32] (zeroed before, in the kernel's prologue), says the block is
- * this launch's, so that zero_padding_tiles zeroes only its padding tiles. */
 /* The split's 8-token launch (p.narrow 3): of word w's two 128-row blocks (its tiles 0-15 and
  * 16-31), keeps the computing tiles of those whose split row is padding, and flags them (flag) for
  * zero_padding_tiles */
@@ -150,6 +141,16 @@ static __device__ __forceinline__ uint32_t narrow_blocks_of_word(int32_t *space,
     return bits & ((narrow & 1u ? 0xFFFFu : 0u) | (narrow & 2u ? 0xFFFF0000u : 0u));
 }
 
+/* The contiguous layout's computing token tiles (expert id of the tile's first row in [0, groups):
+ * a tile starting in padding is all padding, segments being aligned to a multiple of the tile), as a
+ * bitmask of words w < W = ceil(tiles_m / 32) at space[w], and the exclusive prefix of the words'
+ * popcounts at space[W + w] (space[2W] = all), when p.balanced == 2. The mask is built by the whole
+ * CTA (nthreads threads, tid; every warp runs the loop), the prefix by one warp after a barrier.
+ * p.narrow == 3 (the 8-token launch of the narrow-block split, narrow_items.cuh): only the tiles of
+ * narrow 128-row blocks (the block's tile split_row / 8 starts in padding: p.split_row, or where it
+ * is 0 split_row_auto's row from the blocks counted after a first pass) compute here, and block b's flag,
+ * bit b % 32 of space[2W + 1 + b / 32] (zeroed before, in the kernel's prologue), says the block is
+ * this launch's, so that zero_padding_tiles zeroes only its padding tiles. */
 template <int BT>
 static __device__ __forceinline__ void build_compute_mask(const hfp4_sm90_gemm_params &p, int32_t *space, int tid,
                                                           int nthreads) {
