@@ -173,22 +173,27 @@ TEST(sm90_plan_tma_store_only_for_the_128_token_tile_bf16_without_c) {
     CHECK_EQ_I64(planned_d_tma(&p), 1);
 }
 
-/* A grouped problem (masked: G groups of m rows; contiguous: m rows over G experts) on the fake
- * buffers: the plan reads no device memory. */
-static hfp4_gemm_problem grouped_problem(hfp4_grouping g, int64_t m, int32_t groups, int64_t expected_m) {
-    hfp4_gemm_problem p = valid_problem(m, 256, 256);
+/* A grouped problem (masked: G groups of m rows; contiguous: m rows over G experts) with n x k
+ * weights on the fake buffers: the plan reads no device memory. */
+static hfp4_gemm_problem grouped_problem_nk(hfp4_grouping g, int64_t m, int32_t groups, int64_t expected_m, int64_t n,
+                                            int64_t k) {
+    hfp4_gemm_problem p = valid_problem(m, n, k);
     p.grouping = g;
     p.num_groups = groups;
     p.layout = (const int32_t *)fake;
     p.expected_m = expected_m;
-    hfp4_sm90_geometry geo = hfp4_sm90_geometry_make(groups, 256, 256, 0);
+    hfp4_sm90_geometry geo = hfp4_sm90_geometry_make(groups, n, k, 0);
     hfp4__sm90_describe(&geo, fake, &p.b);
     if (g == HFP4_GROUPING_MASKED) {
-        p.a.stride_group = m * 256;
-        p.a.scales.stride_group = m * 2;
-        p.d.stride_group = m * 256;
+        p.a.stride_group = m * k;
+        p.a.scales.stride_group = m * ((k + 127) / 128);
+        p.d.stride_group = m * n;
     }
     return p;
+}
+/* the same with 256 x 256 weights */
+static hfp4_gemm_problem grouped_problem(hfp4_grouping g, int64_t m, int32_t groups, int64_t expected_m) {
+    return grouped_problem_nk(g, m, groups, expected_m, 256, 256);
 }
 
 TEST(sm90_plan_balances_the_decode_walk) {
@@ -280,13 +285,7 @@ TEST(sm90_plan_narrow_block_split) {
     CHECK_EQ_I64(hfp4__sm90_split_row(4096, 2048), 0);   /* V4-Flash w2 */
     CHECK_EQ_I64(hfp4__sm90_split_row(6144, 7168), 0);   /* V4-Pro w13 */
     { /* weights over 2 MB, end to end: both plans leave the row to the launches (0) */
-        hfp4_gemm_problem q = valid_problem(1024, 2048, 2304);
-        q.grouping = HFP4_GROUPING_CONTIGUOUS;
-        q.num_groups = 8;
-        q.layout = (const int32_t *)fake;
-        q.expected_m = 0;
-        hfp4_sm90_geometry geo = hfp4_sm90_geometry_make(8, 2048, 2304, 0);
-        hfp4__sm90_describe(&geo, fake, &q.b);
+        const hfp4_gemm_problem q = grouped_problem_nk(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 0, 2048, 2304);
         CHECK_STATUS(hfp4__sm90_plan("t", &q, &plan), HFP4_OK);
         CHECK_EQ_I64(plan.narrow_split, 1);
         CHECK_STATUS(hfp4__sm90_plan_narrow_blocks("t", &q, &plan, &narrow), HFP4_OK);
