@@ -79,6 +79,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     constexpr int MASKS = (BT + 31) / 32;
     uint32_t *posted_masks = posted_masks_slot<BT, W_FP32, MINB>(out_s, warpgroup);
     sm90_walk walk = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0, 0};
+    uint32_t mask8 = 0; /* (the 8-token tile with headers: the item's real-row mask, store_tile_direct8) */
     /* the K-split (split_k.cuh; SPLIT kernels come with headers, so the consumers never walk): this
      * CTA's part of each item's chunks, and the reduction's phase and first cluster wait */
     const bool split = SPLIT && split_on;
@@ -94,6 +95,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         mbar_wait(&full[s], phase); /* the item's first stage: its chunk loop waits on it anyway */
         const sm90_item_header *h = item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s);
         hflags = read_item_header(h, tile);
+        if constexpr (BT == 8) mask8 = h->real_mask[0]; /* (store_tile_direct8) */
         if (hflags & HFP4_SM90_HDR_END) break;
         if (!tile.compute) { /* a stage with only the header of an all-padding tile: released now */
             mbar_arrive(&empty[s]);
@@ -181,9 +183,13 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                             HFP4_DIAG_COUNT(0);
                         }
                         HFP4_DIAG_PHASE(HFP4_DIAG_PH_SUMS);
-                        store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wt,
-                                                     p.grouping == HFP4_K_MASKED ? tile.a_group : 0, fin, out_s,
-                                                     headers, warpgroup, tid, lane);
+                        if (direct8_store_ok<BT>(p, wt))
+                            store_tile_direct8<BT>(p, tile, wt, p.grouping == HFP4_K_MASKED ? tile.a_group : 0, fin,
+                                                   mask8, tid, lane);
+                        else
+                            store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wt,
+                                                         p.grouping == HFP4_K_MASKED ? tile.a_group : 0, fin, out_s,
+                                                         headers, warpgroup, tid, lane);
                         HFP4_DIAG_PHASE(HFP4_DIAG_PH_STORED);
                         HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
                         /* the next stage holds the next item's header (or the end mark): the whole
@@ -196,6 +202,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                             break; /* (the outer loop reads this header again) */
                         (void)read_item_header(h, tile);
                         if (tid < MASKS) posted_masks[tid] = h->real_mask[tid];
+                        if constexpr (BT == 8) mask8 = h->real_mask[0];
                         HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_END);
                         HFP4_DIAG_PHASE(HFP4_DIAG_PH_ITEM);
                         HFP4_DIAG_PHASE(HFP4_DIAG_PH_RESOLVED);

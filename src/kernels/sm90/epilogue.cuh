@@ -19,6 +19,10 @@
 #include "tma_store.cuh"
 #include "work_items.cuh"
 
+#ifndef HFP4_SM90_DIRECT8
+#define HFP4_SM90_DIRECT8 1 /* the 8-token tile's epilogue without the transpose (store_tile_direct8) */
+#endif
+
 /* The warpgroup's part of an all-padding tile: wtile its 64-row weight tile, dgroup the group of D.
  * p, tile by value: see the NOTE at the kernel (fp8_fp4_gemm.cuh). */
 template <int BT>
@@ -219,6 +223,48 @@ static __device__ __forceinline__ void store_tile(const hfp4_sm90_gemm_params p,
         const bool real = column_is_real(real_mask, c);
         const int64_t off = dgroup * p.d_stride_group + row * p.ldd + n;
         store_d_value(p, off, os[c * cfg::OUT_LD + rr], real);
+    }
+}
+
+/* Whether the 8-token tile's warpgroup can store its slice without the transpose
+ * (store_tile_direct8): BF16 D with 16-byte aligned rows (so every pair of rows is 4-byte aligned),
+ * no C, and the warpgroup's 64 rows all inside N. */
+template <int BT>
+static __device__ __forceinline__ bool direct8_store_ok(const hfp4_sm90_gemm_params &p, int64_t wtile) {
+    return HFP4_SM90_DIRECT8 && BT == 8 && p.d_vec && !p.d_fp32 && !p.c && (wtile + 1) * 64 <= p.n;
+}
+
+/* The 8-token tile's part of D straight from the registers (direct8_store_ok): a thread holds
+ * tokens 2 t4 and 2 t4 + 1 of rows r0 and r0 + 8 (r0 = 16 warp + g8); lanes g8 and g8 ^ 1 swap
+ * half their sums (one shuffle pair), so the even lane stores rows (r0, r0 + 1) and the odd one
+ * rows (r0 + 7, r0 + 8) of both tokens as BF16 pairs: 2 stores a thread, no shared memory, no
+ * barrier. real_mask: the item's real-row mask (bit c: token column c); rows at or past
+ * zero_end are not written, the others that are not real get zeros.
+ * NOTE: why (H200, V4-Flash masked graph, bench/RESULTS.md v21): a timing-only build without any
+ * epilogue ran the decode launches 3-4 % faster (w2 T = 8 3.19 -> 3.31 TB/s); these stores in place
+ * of the transpose's two warpgroup barriers and shared-memory round trip: w2 T = 32 3.73 -> 3.86,
+ * the layer at T = 32 +3 %, T = 1 and 8 level. Only the carry loop's items (one-base, the decode
+ * tiles' common case) take it; the others keep store_tile. */
+template <int BT>
+static __device__ __forceinline__ void store_tile_direct8(const hfp4_sm90_gemm_params &p, const sm90_tile &tile,
+                                                          int64_t wtile, int64_t dgroup, const sm90_fin<BT> &fin,
+                                                          uint32_t real_mask, int tid, int lane) {
+    if constexpr (BT == 8) { /* (direct8_store_ok is false for every other tile) */
+    const int g8 = lane / 4, t4 = lane % 4;
+    const bool odd = (g8 & 1) != 0;
+    const float rx = __shfl_xor_sync(0xFFFFFFFFu, odd ? fin.v[0] : fin.v[2], 4);
+    const float ry = __shfl_xor_sync(0xFFFFFFFFu, odd ? fin.v[1] : fin.v[3], 4);
+    const float pair[2][2] = {{odd ? rx : fin.v[0], odd ? fin.v[2] : rx}, {odd ? ry : fin.v[1], odd ? fin.v[3] : ry}};
+    const int64_t n = wtile * 64 + (tid / 32) * 16 + g8 + (odd ? 7 : 0);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int c = 2 * t4 + h;
+        const int64_t row = tile.m0 + c;
+        if (row >= tile.zero_end) continue;
+        const bool real = ((real_mask >> c) & 1u) != 0;
+        const __nv_bfloat162 b = __floats2bfloat162_rn(real ? pair[h][0] : 0.0f, real ? pair[h][1] : 0.0f);
+        *(__nv_bfloat162 *)((__nv_bfloat16 *)p.d + dgroup * p.d_stride_group + row * p.ldd + n) = b;
+    }
     }
 }
 
