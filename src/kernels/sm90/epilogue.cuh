@@ -2,7 +2,8 @@
  * epilogue.cuh - how a consumer warpgroup writes its 64 weight rows x BT tokens of D: zeros for an
  * all-padding tile, a TMA store at the 128-token tile (tma_store.cuh), otherwise a transpose
  * through shared memory (the accumulators hold D^T) and stores coalesced along N (16 bytes per
- * store when D's rows are aligned, else element by element),
+ * store when D's rows are aligned, else element by element), or at the 8-token tile BF16 pairs
+ * straight from the registers (store_tile_direct8),
  * with C added and the padding rows of the contiguous layout zeroed; and, after the balanced walk of
  * the contiguous layout, the padding tiles' rows zeroed in one pass (zero_padding_tiles).
  */
