@@ -535,6 +535,28 @@ TEST(gpu_contiguous_padding_tiles) {
     }
 }
 
+/* The 8-token tile's direct stores (epilogue.cuh: store_tile_direct8; the carry loop's one-base
+ * items with BF16 D, 16-byte aligned rows, no C and the warpgroup's 64 rows inside N) next to the
+ * transpose it replaces: N = 64 mod 128, so the last weight tile's second warpgroup (past N) and
+ * rows 8 elements apart (d_pad 8 keeps them aligned; d_pad 1 sends every item to store_tile); real
+ * rows with holes (contiguous), masked_m that ends inside an 8-token tile, and the one-base items
+ * mixed with per-32 ones (w_pow2 4: those take store_tile) */
+TEST(gpu_decode_direct_stores) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    static const int32_t masked_rows[6] = {1, 7, 8, 9, 15, 3};
+    for (int v = 0; v < 6; v++) {
+        const int masked = v >= 3;
+        gemm_case c = base_case(masked ? HFP4_GROUPING_MASKED : HFP4_GROUPING_CONTIGUOUS, masked ? 16 : 768,
+                                v % 2 ? 192 : 320, 512, 6, 880 + v);
+        c.expected_m = 4; /* the 8-token tile */
+        c.d_pad = v == 2 ? 1 : v == 4 ? 0 : 8;
+        c.holes = !masked;
+        if (masked) c.rows = masked_rows;
+        if (v == 5) c.w_pow2 = 4;
+        check_case(&c, masked ? "masked, direct stores" : "contiguous, direct stores");
+    }
+}
+
 /* Two GEMMs launched back to back on one stream (programmatic dependent launch lets the second start
  * while the first runs): the second reads the first's D as its C, or overwrites the first's C. */
 TEST(gpu_chained_launches) {
