@@ -18,6 +18,10 @@
 #include "tile_config.cuh"
 #include "wgmma_fp8_rs.cuh"
 
+#ifndef HFP4_SM90_DESC_REDUX
+#define HFP4_SM90_DESC_REDUX 0 /* the look-ahead loop's wgmma descriptors on the uniform datapath (pipelined_step) */
+#endif
+
 /* NOTE: when every chunk of the item is folded and the repack marked the tile as one base per row
  * over all of K (mode bit 1, sm90_layout.h: the common case with UE8M0 weight scales and 1x128
  * activation scales), chunk kc + 1 is awaited, loaded and converted while chunk kc's wgmmas run,
@@ -150,8 +154,18 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
                                                       sm90_carried_chunk *carry = nullptr) {
     typedef sm90_tile_config<BT, W_FP32, MINB, G32> cfg;
     constexpr int STAGES = cfg::STAGES;
+    /* NOTE: with HFP4_SM90_DESC_REDUX the low word goes through a warp reduction (every lane holds
+     * the same value) because its result is in a uniform register: ptxas then forms the 4 k32
+     * steps' descriptors on the uniform datapath, where from the vector register the stage index
+     * lives in it moved each one over with two R2UR, an IMAD.MOV and a VIADD. H200 (bench/RESULTS.md
+     * v21, timed only): decode T = 8 +3...+4 % (masked graph w13 3.47-3.64 -> 3.72-3.73, w2
+     * 3.22-3.24 -> 3.33-3.35 TB/s), prefill level. Off until the GPU suite has run with it. */
     sm90_desc desc;
+#if HFP4_SM90_DESC_REDUX
+    desc.lo = __reduce_max_sync(0xFFFFFFFFu, ad.desc_lo + s * (cfg::A_TILE_BYTES >> 4));
+#else
     desc.lo = ad.desc_lo + s * (cfg::A_TILE_BYTES >> 4);
+#endif
     desc.hi = SM90_DESC_HI_K128_SWIZZLE128;
     static_assert(!G32 || (!ROW_SCALED && BT <= HFP4_SM90_G32_MAX_BT), "G32: one-base items, UE8M0 weight scales");
     /* G32 in halves (two CTAs an SM, 96 registers: 4 accumulators spilled; and 64 columns, whose 4
