@@ -18,8 +18,9 @@
  *
  * Timing (bench_timing.cu): median of --iters stream launches, each after a read of a 256 MB buffer
  * has emptied L2 (--l2-flush write: a memset, which leaves L2 dirty), or median of --replays graph
- * replays. FLOPs count only useful rows (2 x routed rows x N x K). Bytes that must move: FP4 weights and UE8M0 scales of the experts hit, FP8 activations
- * with their scales, BF16 outputs; "floor_us" is those bytes over the copy rate of this run.
+ * replays. FLOPs count only useful rows (2 x routed rows x N x K). Bytes that must move: FP4
+ * weights and UE8M0 scales of the experts hit, FP8 activations with their scales, BF16 outputs;
+ * "floor_us" is those bytes over the copy rate of this run.
  * Contiguous rows also carry "tbps_with_padding": the same with D's padding rows counted, the zeros
  * DeepGEMM's contiguous contract has the GEMM write (~25 % more bytes than w2's weights at T = 8).
  * Each timed row also carries the SM clock, the power draw and NVML's clock-event reasons
