@@ -19,7 +19,7 @@
 #include "wgmma_fp8_rs.cuh"
 
 #ifndef HFP4_SM90_DESC_REDUX
-#define HFP4_SM90_DESC_REDUX 0 /* the look-ahead loop's wgmma descriptors on the uniform datapath (pipelined_step) */
+#define HFP4_SM90_DESC_REDUX 1 /* the look-ahead loop's wgmma descriptors on the uniform datapath (pipelined_step) */
 #endif
 
 /* NOTE: when every chunk of the item is folded and the repack marked the tile as one base per row
@@ -159,7 +159,7 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
      * steps' descriptors on the uniform datapath, where from the vector register the stage index
      * lives in it moved each one over with two R2UR, an IMAD.MOV and a VIADD. H200 (bench/RESULTS.md
      * v21, timed only): decode T = 8 +3...+4 % (masked graph w13 3.47-3.64 -> 3.72-3.73, w2
-     * 3.22-3.24 -> 3.33-3.35 TB/s), prefill level. Off until the GPU suite has run with it. */
+     * 3.22-3.24 -> 3.33-3.35 TB/s), prefill level. 0 restores the vector-register form. */
     sm90_desc desc;
 #if HFP4_SM90_DESC_REDUX
     desc.lo = __reduce_max_sync(0xFFFFFFFFu, ad.desc_lo + s * (cfg::A_TILE_BYTES >> 4));
