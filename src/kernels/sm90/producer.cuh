@@ -30,6 +30,29 @@ static __device__ __forceinline__ int wait_free_stage(uint64_t *empty_bars, int6
     return s;
 }
 
+#ifndef HFP4_SM90_LAND_WINDOW
+#define HFP4_SM90_LAND_WINDOW 0 /* the masked decode launches' first round of stages, D chunks in flight (below); 0: off */
+#endif
+
+/* HFP4_SM90_LAND_WINDOW = D > 0: in the decode tiles of a masked launch, chunk g of the first round
+ * of stages (g < STAGES) goes out only once chunk g - D has landed.
+ * NOTE: with every stage free at the start, each CTA asked for all of them at once (~28 MB over the
+ * GPU at V4-Flash w2 T = 8), and a stage is complete only when the last of its copies lands, so a
+ * CTA's first stage landed near the end of that burst: first loads p50 3.4 us after entry, first
+ * chunk p50 10.0 (DIAG timeline), while the consumers, which set decode's pace, waited (ncu: 15 %
+ * of their warps' samples). With 4 in flight: first chunk p50 8.0, last exit 62.7 -> 60.1 us.
+ * H200, masked graph, 3 calls (bench/RESULTS.md v22): w2 T = 8 +2...+5 %, T = 1 +1...+3 %, w13 T = 8
+ * -3...+0.5 %, T = 32 level; the contiguous layout lost (w2 T = 8 -1...-3 %), so it stays off there.
+ * The wait is on the first phase of stage g - D's full barrier, which cannot be mistaken for its
+ * third: that would need chunk g - D + STAGES issued and landed while this warp spins here. */
+template <int BT, int STAGES>
+static __device__ __forceinline__ void wait_landing_window(uint64_t *full, int64_t g, bool on) {
+    constexpr int D = HFP4_SM90_LAND_WINDOW;
+    if constexpr (D > 0 && BT <= 64) {
+        if (on && g >= D && g < STAGES) mbar_wait(&full[(g - D) % STAGES], 0);
+    }
+}
+
 /* The arrivals that publish a stage which carries only a header (an all-padding tile's, or the end
  * mark): the 33 a chunk makes, 32 lanes and lane 0 once more in place of the expect_tx arrival */
 static __device__ __forceinline__ void finish_header_stage(uint64_t *full, int lane) {
@@ -81,6 +104,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     const int32_t walkers = split ? (int32_t)gridDim.x / 2 : (int32_t)gridDim.x;
     const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
     /* (dynamic_walk.cuh: the walk's later items from the launch's counter) */
+    const bool land_window = p.grouping == HFP4_K_MASKED; /* (wait_landing_window) */
     const sm90_dyn dyn = {sm.dyn_ring, cfg::BALANCE && dyn_wanted(p, headers, split, balanced_items(p, sm.live_prefix), nck),
                           p.dyn_slot, pwarp, lane};
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
@@ -99,6 +123,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     if (lane == 0 && pwarp == 0 && iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_ITEM);
     if (headers && pwarp == (int)(iter % 4)) {
         const int s = wait_free_stage<STAGES>(empty, iter);
+        wait_landing_window<BT, STAGES>(full, iter, land_window);
         if (early && lane == 0) {
             issue_stage_loads<BT, W_FP32, MINB>(p, a_map, a_narrow_map, stage_a_rows<BT>(tile), tile, kb, s, a_tiles,
                                                 w_stages, ws_stages, tile_weights(p, tile),
@@ -152,6 +177,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
             const bool one_block = BT == 128 && p.a_scale_stride_mn == 1 &&
                                    tile.m0 + BT <= tile.valid_end && (gran32 ? ka * 4 + 3 : ka) < p.a_k_groups &&
                                    ((uintptr_t)sa_src & 15) == 0 && (!gran32 || (p.a_scale_stride_k & 3) == 0);
+            wait_landing_window<BT, STAGES>(full, iter + kc, land_window);
             if (one_block) {
                 if (lane == 0) {
                     issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages,
@@ -220,7 +246,10 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                         if (row < tile.valid_end && kg < p.a_k_groups) v[t] = load_a_scale(p, tile.a_group, row, kg);
                     }
                 }
-                if (b0 == 0) mbar_wait_sleeping(&empty[s], phase ^ 1);
+                if (b0 == 0) {
+                    mbar_wait_sleeping(&empty[s], phase ^ 1);
+                    wait_landing_window<BT, STAGES>(full, iter + kc, land_window);
+                }
 #pragma unroll
                 for (int t = 0; t < BATCH; t++) {
                     const int idx = lane + 32 * (b0 + t);
