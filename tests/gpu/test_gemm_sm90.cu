@@ -369,6 +369,18 @@ TEST(gpu_deepseek_v4_flash_decode_shapes) {
     check_case(&c, "v4-flash w2 masked");
 }
 
+TEST(gpu_masked_two_chunk_items) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    /* V4-Flash's TP8 w2 shard at decode: N = 4096, K = 256 (items of two chunks), 256 experts with
+     * 0-2 rows each, so thousands of short items and producer warps that lag posting their headers.
+     * A first cut of the landing window (producer.cuh, HFP4_SM90_LAND_WINDOW) hung on this shape in
+     * the bench (masked T = 32); several launches, since a lag is a matter of timing */
+    for (int r = 0; r < 6; r++) {
+        gemm_case c = base_case(HFP4_GROUPING_MASKED, 2, 4096, 256, 256, 630 + r);
+        check_case(&c, "masked, two-chunk items (V4-Flash TP8 w2)");
+    }
+}
+
 TEST(gpu_deepseek_v4_pro_expert_shapes) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* V4-Pro experts (w13 N=6144 K=7168, w2 N=7168 K=3072) with a few experts (the weights of all

@@ -31,7 +31,10 @@ static __device__ __forceinline__ int wait_free_stage(uint64_t *empty_bars, int6
 }
 
 #ifndef HFP4_SM90_LAND_WINDOW
-#define HFP4_SM90_LAND_WINDOW 0 /* the masked decode launches' first round of stages, D chunks in flight (below); 0: off */
+#define HFP4_SM90_LAND_WINDOW 0 /* (off until tested) the masked decode launches' first round of stages, D chunks in flight (below) */
+#endif
+#ifndef HFP4_SM90_HDR_READS_FIRST
+#define HFP4_SM90_HDR_READS_FIRST 0 /* (off until tested) the decode tiles' header reads before the stage's copies (run_producer) */
 #endif
 
 /* HFP4_SM90_LAND_WINDOW = D > 0: in the decode tiles of a masked launch, chunk g of the first round
@@ -41,15 +44,26 @@ static __device__ __forceinline__ int wait_free_stage(uint64_t *empty_bars, int6
  * CTA's first stage landed near the end of that burst: first loads p50 3.4 us after entry, first
  * chunk p50 10.0 (DIAG timeline), while the consumers, which set decode's pace, waited (ncu: 15 %
  * of their warps' samples). With 4 in flight: first chunk p50 8.0, last exit 62.7 -> 60.1 us.
- * H200, masked graph, 3 calls (bench/RESULTS.md v22): w2 T = 8 +2...+5 %, T = 1 +1...+3 %, w13 T = 8
- * -3...+0.5 %, T = 32 level; the contiguous layout lost (w2 T = 8 -1...-3 %), so it stays off there.
- * The wait is on the first phase of stage g - D's full barrier, which cannot be mistaken for its
- * third: that would need chunk g - D + STAGES issued and landed while this warp spins here. */
+ * H200, masked graph (bench/RESULTS.md v22), with HFP4_SM90_HDR_READS_FIRST, 3 routings x 4
+ * rounds: w2 T = 8 +1...+2 %, T = 1 +1...+2 %, w13 T = 8 and T = 32 level. The contiguous layout
+ * lost with the window (w2 T = 8 -1...-3 % in 3 calls), so it stays off there.
+ * NOTE: the wait must not be a plain parity wait on stage x = (g - D) % STAGES's full barrier: its
+ * phase 1 (chunk g - D + STAGES landed, issued by another warp once the consumers released chunk
+ * g - D) can complete before this warp gets here, when it lags posting the headers of short items,
+ * and a parity-0 wait then waits for phase 2, which needs chunk g: the first cut hung so (V4-Flash
+ * TP8 w2, K = 256, masked T = 32 in the bench, H200). Exact instead: the empty barrier's phase 1
+ * needs chunk g consumed, so while this warp has not issued it, x's empty barrier is at most in
+ * phase 1 and its parity-0 test is exact (chunk g - D released, so landed); while that test is
+ * false the full barrier cannot have passed phase 1, so its parity-0 test is exact too. */
 template <int BT, int STAGES>
-static __device__ __forceinline__ void wait_landing_window(uint64_t *full, int64_t g, bool on) {
+static __device__ __forceinline__ void wait_landing_window(uint64_t *full, uint64_t *empty, int64_t g, bool on) {
     constexpr int D = HFP4_SM90_LAND_WINDOW;
     if constexpr (D > 0 && BT <= 64) {
-        if (on && g >= D && g < STAGES) mbar_wait(&full[(g - D) % STAGES], 0);
+        if (on && g >= D && g < STAGES) {
+            const int x = (int)((g - D) % STAGES);
+            while (!mbar_test_wait_sa(smem_addr(&empty[x]), 0) && !mbar_test_wait_sa(smem_addr(&full[x]), 0)) {
+            }
+        }
     }
 }
 
@@ -103,8 +117,8 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     const int32_t walker = split ? (int32_t)blockIdx.x / 2 : (int32_t)blockIdx.x;
     const int32_t walkers = split ? (int32_t)gridDim.x / 2 : (int32_t)gridDim.x;
     const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
-    /* (dynamic_walk.cuh: the walk's later items from the launch's counter) */
     const bool land_window = p.grouping == HFP4_K_MASKED; /* (wait_landing_window) */
+    /* (dynamic_walk.cuh: the walk's later items from the launch's counter) */
     const sm90_dyn dyn = {sm.dyn_ring, cfg::BALANCE && dyn_wanted(p, headers, split, balanced_items(p, sm.live_prefix), nck),
                           p.dyn_slot, pwarp, lane};
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
@@ -115,7 +129,10 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
      * that chunk's stage before the chunk loop (which then finds the stage free). The stage's loads
      * go out as soon as the stage is free (early: the loop then only announces their bytes), and
      * the header's global reads while they are in flight, so those reads do not delay the item's
-     * first chunk (with the reads first, decode T = 1 lost 3-7 %). (Posted inside the loop, the
+     * first chunk (with the reads done first, decode T = 1 lost 3-7 %). HFP4_SM90_HDR_READS_FIRST:
+     * the decode tiles issue the reads just before the copies and use them after: issued after,
+     * they queue behind the first round's copies (first header posted p50 1.9 us after the first
+     * loads, DIAG timeline; bench/RESULTS.md v22). (Posted inside the loop, the
      * header's words stayed live across it, and with the reads' registers live across the stage
      * wait, the 128-token tile spilled.) An all-padding tile has no chunks: its header goes in a
      * stage of its own, with the 33 arrivals a chunk makes and no bytes (finish_header_stage). */
@@ -123,7 +140,11 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     if (lane == 0 && pwarp == 0 && iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_ITEM);
     if (headers && pwarp == (int)(iter % 4)) {
         const int s = wait_free_stage<STAGES>(empty, iter);
-        wait_landing_window<BT, STAGES>(full, iter, land_window);
+        wait_landing_window<BT, STAGES>(full, empty, iter, land_window);
+        /* (reads first: see above; not in the K-split kernel, whose producer spills) */
+        constexpr bool reads_first = HFP4_SM90_HDR_READS_FIRST && BT <= 64 && !SPLIT;
+        sm90_header_reads<BT> reads;
+        if (reads_first && tile.compute) read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
         if (early && lane == 0) {
             issue_stage_loads<BT, W_FP32, MINB>(p, a_map, a_narrow_map, stage_a_rows<BT>(tile), tile, kb, s, a_tiles,
                                                 w_stages, ws_stages, tile_weights(p, tile),
@@ -132,8 +153,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         }
         uint32_t hflags = HFP4_SM90_HDR_ZERO, hmask[MASKS] = {};
         if (tile.compute) {
-            sm90_header_reads<BT> reads;
-            read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
+            if (!reads_first) read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
             finish_item_header<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads, hflags, hmask);
         }
         if (lane == 0) post_item_header<MASKS>(item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s), tile, hflags, hmask);
@@ -177,7 +197,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
             const bool one_block = BT == 128 && p.a_scale_stride_mn == 1 &&
                                    tile.m0 + BT <= tile.valid_end && (gran32 ? ka * 4 + 3 : ka) < p.a_k_groups &&
                                    ((uintptr_t)sa_src & 15) == 0 && (!gran32 || (p.a_scale_stride_k & 3) == 0);
-            wait_landing_window<BT, STAGES>(full, iter + kc, land_window);
+            wait_landing_window<BT, STAGES>(full, empty, iter + kc, land_window);
             if (one_block) {
                 if (lane == 0) {
                     issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages,
@@ -248,7 +268,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                 }
                 if (b0 == 0) {
                     mbar_wait_sleeping(&empty[s], phase ^ 1);
-                    wait_landing_window<BT, STAGES>(full, iter + kc, land_window);
+                    wait_landing_window<BT, STAGES>(full, empty, iter + kc, land_window);
                 }
 #pragma unroll
                 for (int t = 0; t < BATCH; t++) {
