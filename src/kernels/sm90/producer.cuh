@@ -58,6 +58,10 @@ static __device__ __forceinline__ int wait_free_stage(uint64_t *empty_bars, int6
 template <int BT, int STAGES>
 static __device__ __forceinline__ void wait_landing_window(uint64_t *full, uint64_t *empty, int64_t g, bool on) {
     constexpr int D = HFP4_SM90_LAND_WINDOW;
+    /* chunk g - D then belongs to this warp (the four producer warps take chunks round-robin): with
+     * another warp's chunk, warp 0 could wait here for a warp that waits for warp 0's next item
+     * (dynamic_walk.cuh's ring) */
+    static_assert(D % 4 == 0, "HFP4_SM90_LAND_WINDOW: a multiple of the 4 producer warps");
     if constexpr (D > 0 && BT <= 64) {
         if (on && g >= D && g < STAGES) {
             const int x = (int)((g - D) % STAGES);
