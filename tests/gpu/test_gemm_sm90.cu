@@ -374,10 +374,15 @@ TEST(gpu_masked_two_chunk_items) {
     /* V4-Flash's TP8 w2 shard at decode: N = 4096, K = 256 (items of two chunks), 256 experts with
      * 0-2 rows each, so thousands of short items and producer warps that lag posting their headers.
      * A first cut of the landing window (producer.cuh, HFP4_SM90_LAND_WINDOW) hung on this shape in
-     * the bench (masked T = 32); several launches, since a lag is a matter of timing */
+     * the bench (masked T = 32); several launches, since a lag is a matter of timing, and the
+     * producer's three paths: FP32 activation scales, UE8M0 ones, 1x32 ones (the G32 kernel) */
     for (int r = 0; r < 6; r++) {
         gemm_case c = base_case(HFP4_GROUPING_MASKED, 2, 4096, 256, 256, 630 + r);
-        check_case(&c, "masked, two-chunk items (V4-Flash TP8 w2)");
+        if (r >= 2) c.a_scale = HFP4_DTYPE_UE8M0_PACKED;
+        if (r >= 4) c.a_gran = 32;
+        check_case(&c, r >= 4   ? "masked, two-chunk items (V4-Flash TP8 w2), 1x32 UE8M0 scales"
+                       : r >= 2 ? "masked, two-chunk items (V4-Flash TP8 w2), UE8M0 scales"
+                                : "masked, two-chunk items (V4-Flash TP8 w2)");
     }
 }
 

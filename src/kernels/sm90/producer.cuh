@@ -31,12 +31,8 @@ static __device__ __forceinline__ int wait_free_stage(uint64_t *empty_bars, int6
 }
 
 #ifndef HFP4_SM90_LAND_WINDOW
-#define HFP4_SM90_LAND_WINDOW 0 /* (off until tested) the masked decode launches' first round of stages, D chunks in flight (below) */
+#define HFP4_SM90_LAND_WINDOW 0 /* (off until tested) masked decode launches: the first round of stages D chunks at a time, header reads first (below) */
 #endif
-#ifndef HFP4_SM90_HDR_READS_FIRST
-#define HFP4_SM90_HDR_READS_FIRST 0 /* (off until tested) the decode tiles' header reads before the stage's copies (run_producer) */
-#endif
-
 /* HFP4_SM90_LAND_WINDOW = D > 0: in the decode tiles of a masked launch, chunk g of the first round
  * of stages (g < STAGES) goes out only once chunk g - D has landed.
  * NOTE: with every stage free at the start, each CTA asked for all of them at once (~28 MB over the
@@ -44,17 +40,21 @@ static __device__ __forceinline__ int wait_free_stage(uint64_t *empty_bars, int6
  * CTA's first stage landed near the end of that burst: first loads p50 3.4 us after entry, first
  * chunk p50 10.0 (DIAG timeline), while the consumers, which set decode's pace, waited (ncu: 15 %
  * of their warps' samples). With 4 in flight: first chunk p50 8.0, last exit 62.7 -> 60.1 us.
- * H200, masked graph (bench/RESULTS.md v22), with HFP4_SM90_HDR_READS_FIRST, 3 routings x 4
- * rounds: w2 T = 8 +1...+2 %, T = 1 +1...+2 %, w13 T = 8 and T = 32 level. The contiguous layout
- * lost with the window (w2 T = 8 -1...-3 % in 3 calls), so it stays off there.
+ * H200, masked graph (bench/RESULTS.md v22), with the header reads first (run_producer), 3
+ * routings x 4 rounds: w2 T = 8 +1...+2 %, T = 1 +1...+2 %, w13 T = 8 and T = 32 level. The
+ * contiguous layout lost with the window (w2 T = 8 -1...-3 % in 3 calls), so both stay off there.
+ * (Those figures are of the first cut's plain parity wait; the loop below is to be re-measured.)
  * NOTE: the wait must not be a plain parity wait on stage x = (g - D) % STAGES's full barrier: its
  * phase 1 (chunk g - D + STAGES landed, issued by another warp once the consumers released chunk
  * g - D) can complete before this warp gets here, when it lags posting the headers of short items,
  * and a parity-0 wait then waits for phase 2, which needs chunk g: the first cut hung so (V4-Flash
- * TP8 w2, K = 256, masked T = 32 in the bench, H200). Exact instead: the empty barrier's phase 1
- * needs chunk g consumed, so while this warp has not issued it, x's empty barrier is at most in
- * phase 1 and its parity-0 test is exact (chunk g - D released, so landed); while that test is
- * false the full barrier cannot have passed phase 1, so its parity-0 test is exact too. */
+ * TP8 w2, K = 256, masked T = 32 in the bench, H200). Instead two tests, while chunk g is not
+ * issued: x's empty barrier cannot pass phase 1 (that needs chunk g - D + STAGES consumed, so chunk
+ * g), so its parity-0 test is true exactly when chunk g - D was released, hence landed; x's full
+ * barrier cannot reach phase 2 (its second use waits for that release), so its parity-0 test is
+ * false only while chunk g - D is in flight or once phase 1 completed too, and then the empty test
+ * is true. Either test passing means chunk g - D has landed, and one of them passes once it has.
+ * (A short sleep between tests: the spinning producer warp shares its scheduler with consumers.) */
 template <int BT, int STAGES>
 static __device__ __forceinline__ void wait_landing_window(uint64_t *full, uint64_t *empty, int64_t g, bool on) {
     constexpr int D = HFP4_SM90_LAND_WINDOW;
@@ -65,8 +65,8 @@ static __device__ __forceinline__ void wait_landing_window(uint64_t *full, uint6
     if constexpr (D > 0 && BT <= 64) {
         if (on && g >= D && g < STAGES) {
             const int x = (int)((g - D) % STAGES);
-            while (!mbar_test_wait_sa(smem_addr(&empty[x]), 0) && !mbar_test_wait_sa(smem_addr(&full[x]), 0)) {
-            }
+            while (!mbar_test_wait_sa(smem_addr(&empty[x]), 0) && !mbar_test_wait_sa(smem_addr(&full[x]), 0))
+                __nanosleep(32);
         }
     }
 }
@@ -133,10 +133,10 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
      * that chunk's stage before the chunk loop (which then finds the stage free). The stage's loads
      * go out as soon as the stage is free (early: the loop then only announces their bytes), and
      * the header's global reads while they are in flight, so those reads do not delay the item's
-     * first chunk (with the reads done first, decode T = 1 lost 3-7 %). HFP4_SM90_HDR_READS_FIRST:
-     * the decode tiles issue the reads just before the copies and use them after: issued after,
-     * they queue behind the first round's copies (first header posted p50 1.9 us after the first
-     * loads, DIAG timeline; bench/RESULTS.md v22). (Posted inside the loop, the
+     * first chunk (with the reads done first, decode T = 1 lost 3-7 %). With the landing window
+     * (masked decode launches, HFP4_SM90_LAND_WINDOW) the reads are issued just before the copies
+     * and used after them: issued after, they queue behind the first round's copies (first header
+     * posted p50 1.9 us after the first loads, DIAG timeline; bench/RESULTS.md v22). (Posted inside the loop, the
      * header's words stayed live across it, and with the reads' registers live across the stage
      * wait, the 128-token tile spilled.) An all-padding tile has no chunks: its header goes in a
      * stage of its own, with the 33 arrivals a chunk makes and no bytes (finish_header_stage). */
@@ -146,7 +146,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         const int s = wait_free_stage<STAGES>(empty, iter);
         wait_landing_window<BT, STAGES>(full, empty, iter, land_window);
         /* (reads first: see above; not in the K-split kernel, whose producer spills) */
-        constexpr bool reads_first = HFP4_SM90_HDR_READS_FIRST && BT <= 64 && !SPLIT;
+        const bool reads_first = HFP4_SM90_LAND_WINDOW > 0 && BT <= 64 && !SPLIT && land_window;
         sm90_header_reads<BT> reads;
         if (reads_first && tile.compute) read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
         if (early && lane == 0) {
