@@ -2,6 +2,7 @@
  * harness.c - the runner behind tests/harness.h.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,9 @@ static int by_file_then_order(const void *a, const void *b) {
 int main(int argc, char **argv) {
     const char *filter = NULL;
     int list = 0, use_fork = 0;
+    /* --fork: a test process still running after this many seconds is stopped and counted failed,
+     * so a hung kernel names its test and the suite goes on (0: no limit) */
+    long time_limit = 600;
     const char *env_seed = getenv("HFP4_TEST_SEED");
     if (env_seed) seed = strtoull(env_seed, NULL, 10);
     for (int i = 1; i < argc; i++) {
@@ -71,8 +75,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--list")) list = 1;
         else if (!strcmp(argv[i], "--fork")) use_fork = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else {
-            fprintf(stderr, "usage: %s [--filter SUBSTR] [--list] [--seed N] [--fork]\n", argv[0]);
+        else if (!strcmp(argv[i], "--time-limit") && i + 1 < argc) {
+            char *end = NULL;
+            time_limit = strtol(argv[++i], &end, 10);
+            if (end == argv[i] || *end != '\0' || time_limit < 0 || time_limit > 86400) {
+                fprintf(stderr, "%s: --time-limit must be 0..86400 seconds, not '%s'\n", argv[0], argv[i]);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "usage: %s [--filter SUBSTR] [--list] [--seed N] [--fork [--time-limit SECONDS]]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -93,6 +105,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
             pid_t pid = fork();
             if (pid == 0) {
+                if (time_limit > 0) alarm((unsigned)time_limit); /* (SIGALRM's default action ends the process) */
                 tests[i].fn();
                 fflush(stdout);
                 _exit(current_failed ? 1 : current_skipped ? 2 : 0);
@@ -101,6 +114,9 @@ int main(int argc, char **argv) {
             if (pid < 0 || waitpid(pid, &st, 0) < 0) {
                 current_failed = 1;
                 printf("    FAIL: could not fork the test process\n");
+            } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) {
+                current_failed = 1;
+                printf("    FAIL: still running after %ld s (--time-limit): a hang?\n", time_limit);
             } else if (WIFSIGNALED(st)) {
                 current_failed = 1;
                 printf("    FAIL: the test process died with signal %d\n", WTERMSIG(st));
