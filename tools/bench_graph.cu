@@ -99,7 +99,12 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
         const graph_kind *gk = &kind[i];
         const int alternate = nsets == 2 && gk->weight_bytes >= 2.0 * (double)c->l2_bytes;
         double us = 0;
-        if (bench_time_graphs(c, gk->exec, alternate ? 2 : 1, !alternate, &us) != 0) {
+        char watched[192];
+        snprintf(watched, sizeof watched, "%.60s %.40s T=%lld, graph replays", gk->name, layout, (long long)r->tokens);
+        bench_watch(watched);
+        const int timed = bench_time_graphs(c, gk->exec, alternate ? 2 : 1, !alternate, &us);
+        bench_watch(NULL);
+        if (timed != 0) {
             fprintf(stderr, "bench: %s %s T=%lld: graph replay failed\n", gk->name, layout, (long long)r->tokens);
             goto done;
         }

@@ -17,8 +17,11 @@
  * GEMM spends beyond the fixed cost of being launched. The masked layout launches one CTA per
  * (expert, tile) item; scheduling those CTAs is part of the GEMM's time, not of the floor.
  */
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench_common.h"
 #include "sm90/diag_timeline.h" /* (the opt-in launch timeline) */
@@ -185,10 +188,37 @@ done:
     return rc;
 }
 
+static char watched_case[192];
+
+/* (a signal handler: write and _exit only) */
+static void watchdog_fired(int sig) {
+    (void)sig;
+    static const char head[] = "\nbench: a timed case still running after the watchdog's limit (a hung kernel?): ";
+    size_t n = 0;
+    while (n < sizeof watched_case && watched_case[n]) n++;
+    ssize_t w = write(2, head, sizeof head - 1);
+    w = write(2, watched_case, n);
+    w = write(2, "\n", 1);
+    (void)w;
+    _exit(5); /* (bench's other statuses: 2 usage, 3 no SM90 GPU, 4 set-up) */
+}
+
+void bench_watch(const char *case_name) {
+    if (!case_name) {
+        alarm(0);
+        return;
+    }
+    snprintf(watched_case, sizeof watched_case, "%s", case_name);
+    signal(SIGALRM, watchdog_fired);
+    alarm(BENCH_HANG_SECONDS);
+}
+
 int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *label, double *us) {
     bench_gemm_launch g = {p, label};
+    bench_watch(label);
     if (getenv("HFP4_DIAG_TIMELINE")) (void)hfp4__diag_phases_print(NULL); /* (make DIAG=1) this case only */
     const int rc = bench_time_launches(c, bench_launch_gemm, &g, 0, us);
+    bench_watch(NULL);
     /* the clock it ran at (bench_clock.cu), for its row: sampled while it ran where it is long
      * enough, else read right after */
     bench_last_clock = bench_running_clock.sm_mhz > 0 ? bench_running_clock : bench_read_clock();
