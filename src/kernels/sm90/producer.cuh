@@ -30,8 +30,10 @@ static __device__ __forceinline__ int wait_free_stage(uint64_t *empty_bars, int6
     return s;
 }
 
+/* (off until tested) masked decode launches: the first round of stages D chunks at a time, and the
+ * header's reads before the copies (below) */
 #ifndef HFP4_SM90_LAND_WINDOW
-#define HFP4_SM90_LAND_WINDOW 0 /* (off until tested) masked decode launches: the first round of stages D chunks at a time, header reads first (below) */
+#define HFP4_SM90_LAND_WINDOW 0
 #endif
 /* HFP4_SM90_LAND_WINDOW = D > 0: in the decode tiles of a masked launch, chunk g of the first round
  * of stages (g < STAGES) goes out only once chunk g - D has landed.
@@ -136,10 +138,11 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
      * first chunk (with the reads done first, decode T = 1 lost 3-7 %). With the landing window
      * (masked decode launches, HFP4_SM90_LAND_WINDOW) the reads are issued just before the copies
      * and used after them: issued after, they queue behind the first round's copies (first header
-     * posted p50 1.9 us after the first loads, DIAG timeline; bench/RESULTS.md v22). (Posted inside the loop, the
-     * header's words stayed live across it, and with the reads' registers live across the stage
-     * wait, the 128-token tile spilled.) An all-padding tile has no chunks: its header goes in a
-     * stage of its own, with the 33 arrivals a chunk makes and no bytes (finish_header_stage). */
+     * posted p50 1.9 us after the first loads, DIAG timeline; bench/RESULTS.md v22). (Posted
+     * inside the loop, the header's words stayed live across it, and with the reads' registers
+     * live across the stage wait, the 128-token tile spilled.) An all-padding tile has no chunks:
+     * its header goes in a stage of its own, with the 33 arrivals a chunk makes and no bytes
+     * (finish_header_stage). */
     const bool early = headers && pwarp == (int)(iter % 4) && tile.compute;
     if (lane == 0 && pwarp == 0 && iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_ITEM);
     if (headers && pwarp == (int)(iter % 4)) {
