@@ -388,7 +388,8 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     } else if (HALF_BUILT && half != 0) {
         /* a half item: warpgroup 1's sums (absolute units, as warpgroup 0's) through its transpose
          * buffer (below its posted masks) to warpgroup 0, which stores the tile; the second barrier
-         * frees the buffer for the next half item */
+         * frees the buffer, so warpgroup 1 goes on while warpgroup 0 stores (store_tile touches only
+         * warpgroup 0's buffer and masks) */
         float *red = out_s + BT * cfg::OUT_LD;
         static_assert(BT / 2 * 128 <= (BT - 1) * cfg::OUT_LD + 64, "the sums stay below warpgroup 1's posted masks");
         if (warpgroup == 1) {
@@ -400,9 +401,10 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         if (warpgroup == 0) {
 #pragma unroll
             for (int i = 0; i < BT / 2; i++) fin.v[i] += red[i * 128 + tid];
-            store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, 0, tid, lane);
         }
         named_barrier_sync<3, 256>();
+        if (warpgroup == 0)
+            store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, 0, tid, lane);
     } else {
         store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, warpgroup, tid, lane);
     }

@@ -235,6 +235,9 @@ static __device__ __forceinline__ int32_t rank_owner_from(const int32_t *prefix,
 #ifndef HFP4_SM90_HALF_ITEMS
 #define HFP4_SM90_HALF_ITEMS 0 /* (experiment, not yet run on a GPU) 1: half items for a short last round, 2: every item (tests) */
 #endif
+#if HFP4_SM90_HALF_ITEMS && defined(HFP4_SM90_LAND_WINDOW) && HFP4_SM90_LAND_WINDOW
+#error "half items and the landing window together: the two-CTA 8-token producer spills (48 registers)"
+#endif
 
 /* A CTA's walk over its work items. Either every G-th item (G = gridDim.x), in batches of 32: each
  * lane of the warp probes one item's layout value (one load round trip per 32 items instead of one
@@ -299,7 +302,7 @@ static __device__ __forceinline__ bool walk_next_by(const hfp4_sm90_gemm_params 
         const int32_t within = r - prefix[g], tiles_n = (int32_t)p.tiles_n;
         const int32_t m = div_tiles_n(p, within);
         w.item = (g * (int32_t)p.tiles_m + m) * tiles_n + (within - m * tiles_n);
-        if constexpr (HALF) w.item |= half << HFP4_SM90_HALF_ITEM_SHIFT; /* (half_item_of) */
+        if constexpr (HALF) w.item |= (int32_t)((uint32_t)half << HFP4_SM90_HALF_ITEM_SHIFT); /* (half_item_of) */
         w.lay = p.layout[g];
         w.next += G;
         return true;
