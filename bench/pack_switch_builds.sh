@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds this tree's binaries and switch variants of it for one device call, and packs them (stripped,
+# xz) into b9/bins.tar.xz: the call's carry is limited to 64 MiB and its run tool returns at most 8
+# files, so binaries go as one archive and logs come back as one (see bench/ab_on_device.sh).
+#   bash bench/pack_switch_builds.sh [name:"-DFLAG=V ..." ...]
+#   e.g. bash bench/pack_switch_builds.sh window:"-DHFP4_SM90_LAND_WINDOW=4" half:"-DHFP4_SM90_HALF_ITEMS=1"
+# gives b9/build/{hfp4,hfp4_gpu_tests,libhfp4.so} (this tree as it is) and b9/alt/hfp4-<name>,
+# b9/alt/hfp4_gpu_tests-<name> (each build in b8/<name>, kept for bench/sass_same.sh). On the device:
+#   tar xJf b9/bins.tar.xz && OUT=$OUT/ab ALT=alt BUILD=build bash bench/ab_on_device.sh
+# (carry ["b9"]; b8/ and b9/ are ignored by git). Names containing "no-" are timed, not tested.
+set -eu
+ROOT=$(git rev-parse --show-toplevel)
+cd "$ROOT"
+JOBS=$(nproc)
+make -j"$JOBS" BUILD=build build/hfp4 build/hfp4_gpu_tests build/libhfp4.so > /tmp/pack_main.log 2>&1 ||
+    { echo "build of this tree failed: /tmp/pack_main.log" >&2; exit 1; }
+rm -rf b9/build b9/alt
+mkdir -p b9/build b9/alt
+cp build/hfp4 build/hfp4_gpu_tests build/libhfp4.so b9/build/
+for item in "$@"; do
+    name=${item%%:*}
+    flags=${item#*:}
+    [ "$name" != "$item" ] || { echo "expected name:\"flags\", got '$item'" >&2; exit 2; }
+    make -j"$JOBS" BUILD="b8/$name" NVFLAGS_EXTRA="$flags" "b8/$name/hfp4" "b8/$name/hfp4_gpu_tests" \
+        > "/tmp/pack_$name.log" 2>&1 || { echo "build $name ($flags) failed: /tmp/pack_$name.log" >&2; exit 1; }
+    cp "b8/$name/hfp4" "b9/alt/hfp4-$name"
+    case $name in *no-*) ;; *) cp "b8/$name/hfp4_gpu_tests" "b9/alt/hfp4_gpu_tests-$name" ;; esac
+done
+strip b9/build/* b9/alt/* 2>/dev/null || true
+tar cJf b9/bins.tar.xz -C b9 build alt
+rm -rf b9/build b9/alt
+ls -la b9/bins.tar.xz
