@@ -27,6 +27,8 @@
  * ("sm_mhz", "power_w", "clock_reasons"; bench_clock.cu), sampled while a launch of 1 ms or more
  * runs and read right after shorter cases, where NVML loads: prefill on the H200 runs at its power
  * limit, at 1.4-1.8 GHz.
+ * A timed case still running after HFP4_BENCH_WATCHDOG_S seconds (120; 0: no limit, for profilers)
+ * ends the run with its name on stderr and exit status 5 (a hung kernel: bench_watch).
  */
 #include <math.h>
 #include <errno.h>

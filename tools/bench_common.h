@@ -188,9 +188,9 @@ int bench_time_launches(const bench_ctx *c, bench_launch_fn fn, void *arg, cudaS
 int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *label, double *us);
 /* The watchdog of a timed case: a hung kernel never returns from the synchronization, and the
  * caller's timeout would end the process with no word of which case it was. bench_watch(name) arms
- * it (past BENCH_HANG_SECONDS the process prints the name to stderr and exits with status 5),
+ * it (past HFP4_BENCH_WATCHDOG_S seconds, 120 by default, the process prints the name to stderr and
+ * exits with status 5; 0 turns it off, as under a profiler, which replays a launch many times),
  * bench_watch(NULL) disarms it. */
-enum { BENCH_HANG_SECONDS = 120 };
 void bench_watch(const char *case_name);
 /* Captures fn(args[0]), ..., fn(args[count-1]) on c->stream into one graph; *kernels: its nodes. */
 int bench_capture(bench_ctx *c, bench_launch_fn fn, void *const *args, int count, cudaGraphExec_t *exec,
