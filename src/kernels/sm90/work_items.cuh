@@ -232,8 +232,9 @@ static __device__ __forceinline__ int32_t rank_owner_from(const int32_t *prefix,
     }
 }
 
+/* (experiment, not yet run on a GPU) 1: half items for a short last round, 2: every item (tests) */
 #ifndef HFP4_SM90_HALF_ITEMS
-#define HFP4_SM90_HALF_ITEMS 0 /* (experiment, not yet run on a GPU) 1: half items for a short last round, 2: every item (tests) */
+#define HFP4_SM90_HALF_ITEMS 0
 #endif
 #if HFP4_SM90_HALF_ITEMS && defined(HFP4_SM90_LAND_WINDOW) && HFP4_SM90_LAND_WINDOW
 #error "half items and the landing window together: the two-CTA 8-token producer spills (48 registers)"
@@ -275,7 +276,9 @@ static __device__ __forceinline__ int32_t half_ranks(int32_t items, int32_t G) {
 /* A half item's half rides in its item number's bits 30-31 (items < 2^30: the plan checks), so that
  * the walk carries no register more across items (the two-CTA tile's producer has 48). */
 #define HFP4_SM90_HALF_ITEM_SHIFT 30
-static __device__ __forceinline__ int half_item_of(int32_t item) { return (int)((uint32_t)item >> HFP4_SM90_HALF_ITEM_SHIFT); }
+static __device__ __forceinline__ int half_item_of(int32_t item) {
+    return (int)((uint32_t)item >> HFP4_SM90_HALF_ITEM_SHIFT);
+}
 
 
 /* walk_next with a stride of G walkers (the K-split's clusters walk as one: split_k.cuh). HALF: the
