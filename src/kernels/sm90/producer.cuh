@@ -152,8 +152,9 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     if (headers && pwarp == (int)(iter % 4)) {
         const int s = wait_free_stage<STAGES>(empty, iter);
         wait_landing_window<BT, STAGES>(full, empty, iter, land_window);
-        /* (reads first: see above; not in the K-split kernel, whose producer spills) */
-        const bool reads_first = HFP4_SM90_LAND_WINDOW > 0 && BT <= 64 && !SPLIT && land_window;
+        /* (reads first: see above; not in the K-split kernel, nor with half items: those
+         * producers spill with it) */
+        const bool reads_first = HFP4_SM90_LAND_WINDOW > 0 && BT <= 64 && !SPLIT && !HALF && land_window;
         sm90_header_reads<BT> reads;
         if (reads_first && tile.compute) read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
         if (early && lane == 0) {

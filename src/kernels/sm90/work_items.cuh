@@ -236,9 +236,6 @@ static __device__ __forceinline__ int32_t rank_owner_from(const int32_t *prefix,
 #ifndef HFP4_SM90_HALF_ITEMS
 #define HFP4_SM90_HALF_ITEMS 0
 #endif
-#if HFP4_SM90_HALF_ITEMS && defined(HFP4_SM90_LAND_WINDOW) && HFP4_SM90_LAND_WINDOW
-#error "half items and the landing window together: the two-CTA 8-token producer spills (48 registers)"
-#endif
 
 /* A CTA's walk over its work items. Either every G-th item (G = gridDim.x), in batches of 32: each
  * lane of the warp probes one item's layout value (one load round trip per 32 items instead of one
