@@ -285,8 +285,9 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                 e1 = ((const uint32_t *)ws_st)[r0 + 8];
             }
             uint32_t mode = mode_next;
-            if (HALF_BUILT && half != 0) mode = W_FP32 ? 1u : __ldg(modes + kc); /* (not read ahead) */
-            if constexpr (BT == 128) {
+            if (HALF_BUILT && half != 0) {
+                mode = W_FP32 ? 1u : __ldg(modes + kc); /* (a half item skips every other chunk: no read ahead) */
+            } else if constexpr (BT == 128) {
                 mode = W_FP32 ? 1u : __ldg(modes + kc); /* no register to spare: read now (L1 hit after the first) */
             } else if (!W_FP32 && kc + 1 < (int32_t)nck) {
                 mode_next = __ldg(modes + kc + 1); /* a chunk ahead */
