@@ -134,7 +134,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         /* chunk modes (bit 0 clear: folded, set: per-32; sm90_layout.h) from the repacked buffer, one byte per chunk of the
          * tile, read a chunk ahead so the load is off the critical path */
         const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + wtile) * chunks + kb;
-        uint32_t mode_next = W_FP32 || BT == 128 ? 1u : __ldg(modes);
+        uint32_t mode_next = W_FP32 || BT == 128 || HALF_BUILT ? 1u : __ldg(modes); /* (HALF_BUILT: below) */
         /* NOTE: fin is kept in units of the weight rows' scale 2^(e_max - 133) of the tile's first
          * chunk (rb0, rb1), so a folded chunk with the same e_max (every chunk of a row whose
          * 32-group scales fit in 11 binades: the repack gives such a row one base for the whole K)
@@ -254,8 +254,21 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                                                            r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
             }
         }
+        /* a half item whose tile is one-base: the look-ahead loop over this warpgroup's chunks */
+        bool half_pipelined = false;
+        if constexpr (HALF_BUILT) {
+            if (half != 0 && (hflags & HFP4_SM90_HDR_HALF_ONE_BASE) != 0) {
+                pipelined_half_item<BT, W_FP32, MINB>(sm, nck, tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0, eb1,
+                                                      s, phase);
+                half_pipelined = true;
+            }
+        }
         /* (a one-base item is all folded, but 1x32 scales clear all_folded) */
-        const bool pipelined = all_folded || (G32 && one_base);
+        const bool pipelined = all_folded || (G32 && one_base) || half_pipelined;
+        /* (half items built: the general loop's first mode byte is read only here, where the
+         * look-ahead paths are behind; read at the item's start, it stayed live across
+         * pipelined_half_item and the two-CTA 8-token kernel spilled it) */
+        if (HALF_BUILT && !pipelined) mode_next = __ldg(modes);
         for (int32_t kc = 0; kc < (int32_t)nck && !pipelined; kc++) {
             /* (a half item: warpgroup w computes the chunks kc = w mod 2; on the other warpgroup's
              * stages it only waits for the stage to land, so that its release cannot count in the

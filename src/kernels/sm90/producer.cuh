@@ -173,8 +173,13 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         if (tile.compute) {
             if (!reads_first) read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
             finish_item_header<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads, hflags, hmask);
-            /* (a half item: no mode bits, so that a carry run of one-base items stops before it) */
-            if (half != 0) hflags = (uint32_t)half << HFP4_SM90_HDR_HALF_SHIFT;
+            /* (a half item: no mode bits, so that a carry run of one-base items stops before it;
+             * its one tile's one-base decision in a bit of its own) */
+            if (half != 0)
+                hflags = (uint32_t)half << HFP4_SM90_HDR_HALF_SHIFT |
+                         ((hflags & (half == 2 ? HFP4_SM90_HDR_ONE_BASE(1) : HFP4_SM90_HDR_ONE_BASE(0))) != 0
+                              ? HFP4_SM90_HDR_HALF_ONE_BASE
+                              : 0u);
         }
         if (lane == 0) post_item_header<MASKS>(item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s), tile, hflags, hmask);
         if (!tile.compute) finish_header_stage(&full[s], lane);
