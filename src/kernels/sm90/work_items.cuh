@@ -232,7 +232,7 @@ static __device__ __forceinline__ int32_t rank_owner_from(const int32_t *prefix,
     }
 }
 
-/* (experiment, not yet run on a GPU) 1: half items for a short last round, 2: every item (tests) */
+/* (off; bench/RESULTS.md v23) 1: half items for a short last round, 2: every item (tests) */
 #ifndef HFP4_SM90_HALF_ITEMS
 #define HFP4_SM90_HALF_ITEMS 0
 #endif
