@@ -119,7 +119,8 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     }
     /* (work_items.cuh: half_ranks) a half item: both warpgroups compute one weight tile of the pair,
      * each over half of the chunks (the even ones warpgroup 0's, the odd ones warpgroup 1's), on the
-     * general chunk path; warpgroup 1's sums go to warpgroup 0, which stores the tile */
+     * look-ahead loop when the tile is one-base (pipelined_half_item), else on the general chunk
+     * path; warpgroup 1's sums go to warpgroup 0, which stores the tile */
     /* (as the producer's HALF) */
     constexpr bool HALF_BUILT = HFP4_SM90_HALF_ITEMS != 0 && BT == 8 && !SPLIT && !W_FP32 && !G32;
     const int half = HALF_BUILT ? (int)((hflags >> HFP4_SM90_HDR_HALF_SHIFT) & 3u) : 0;

@@ -5,7 +5,8 @@
  * (lookahead_addrs), one chunk's fragments (load_convert_folded),
  * one step of the loop (pipelined_step), which issues chunk kc's wgmmas and, when there is a
  * chunk kc + 1 (HAS_NEXT), loads and converts it beside chunk kc's promotion, and the loop itself
- * (pipelined_item), which run_consumers (consumer.cuh) calls.
+ * (pipelined_item), which run_consumers (consumer.cuh) calls; the same loop over one warpgroup's
+ * chunks of a half item (pipelined_half_item, with skip_stage for the other warpgroup's stages).
  */
 #pragma once
 #include <stdint.h>
@@ -354,6 +355,10 @@ static __device__ __forceinline__ void pipelined_half_item(const sm90_smem sm, i
                                                            int warpgroup, int r0, int t4, float *fin, float &rb0,
                                                            float &rb1, uint32_t &eb0, uint32_t &eb1, int &s,
                                                            uint32_t &phase) {
+    /* NOTE: holding chunk j, a warpgroup waits for chunks j + 1 and j + 2; the producer fills j + 2
+     * once j + 2 - STAGES is released, which waits at most for j + 4 - STAGES to land: earlier than
+     * j as long as STAGES >= 4 (tile_config.cuh asserts it; the producer's parity argument needs it
+     * too), so the two warpgroups and the producer cannot wait on each other in a cycle */
     const sm90_lookahead_addrs ad = lookahead_addrs<BT, W_FP32, MINB>(sm, wg_off, 0, r0, t4); /* slot 0 */
     const int32_t n = (int32_t)((chunks - warpgroup + 1) / 2); /* this warpgroup's chunks */
     /* the other warpgroup has a chunk after this one's last (kc = warpgroup + 2 (n - 1)) */
