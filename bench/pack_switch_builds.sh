@@ -2,7 +2,7 @@
 # Builds this tree's binaries and switch variants of it for one device call, and packs them (stripped,
 # xz) into b9/bins.tar.xz: the call's carry is limited to 64 MiB and its run tool returns at most 8
 # files, so binaries go as one archive and logs come back as one (see bench/ab_on_device.sh).
-#   bash bench/pack_switch_builds.sh [name:"-DFLAG=V ..." ...] [alias=name:"ENV=V ..." ...]
+#   [MICROS="fp8_ss_gemm ..."] bash bench/pack_switch_builds.sh [name:"-DFLAG=V ..." ...] [alias=name:"ENV=V ..." ...]
 #   e.g. bash bench/pack_switch_builds.sh window:"-DHFP4_SM90_LAND_WINDOW=4" half:"-DHFP4_SM90_HALF_ITEMS=1"
 # gives b9/build/{hfp4,hfp4_gpu_tests,libhfp4.so} (this tree as it is) and b9/alt/hfp4-<name>,
 # b9/alt/hfp4_gpu_tests-<name> (each build in b8/<name>, kept for bench/sass_same.sh). On the device:
@@ -20,6 +20,12 @@ make -j"$JOBS" BUILD=build build/hfp4 build/hfp4_gpu_tests build/libhfp4.so > /t
 rm -rf b9/build b9/alt
 mkdir -p b9/build b9/alt
 cp build/hfp4 build/hfp4_gpu_tests build/libhfp4.so b9/build/
+# MICROS="fp8_ss_gemm ...": micro-benchmarks of this tree (bench/micro), packed as build/<name>
+for micro in ${MICROS:-}; do
+    make -j"$JOBS" BUILD=build "build/$micro" > "/tmp/pack_$micro.log" 2>&1 ||
+        { echo "build of $micro failed: /tmp/pack_$micro.log" >&2; exit 1; }
+    cp "build/$micro" b9/build/
+done
 for item in "$@"; do
     name=${item%%:*}
     flags=${item#*:}

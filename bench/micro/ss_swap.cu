@@ -28,6 +28,7 @@
 
 #include "micro_timing.cuh"
 #include "sm90/fp8_fp4_gemm.cuh" /* convert_folded_chunk, descriptors, mbarriers, setmaxnreg */
+#include "sm90/wgmma_fp8_ss.cuh"
 
 #define STAGES 4       /* activation / FP4 stages, filled once */
 #define CONV_BUFS 4    /* converted-weight ring */
@@ -39,25 +40,6 @@
 #define STAGE (A_TILE + W_FP4 + WS_BYTES + SA_BYTES)
 #define CONV (128 * 128)       /* 128 weight rows x 128 K of e4m3 */
 
-/* wgmma m64n128k32, both operands in shared memory, D in 64 FP32 registers per thread */
-static __device__ __forceinline__ void wgmma_m64n128k32_ss(float *d, sm90_desc a, sm90_desc b, int scale_d) {
-    const uint64_t da = ((uint64_t)a.hi << 32) | a.lo, db = ((uint64_t)b.hi << 32) | b.lo;
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,"
-        "%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,"
-        "%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(da), "l"(db), "r"(scale_d));
-}
 
 static __device__ __forceinline__ void fence_proxy_async_smem(void) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -178,8 +160,7 @@ static __device__ __forceinline__ void consume(const uint8_t *smem, const uint8_
         const float *sa = (const float *)(st + A_TILE + W_FP4 + WS_BYTES);
         const float s0 = sa[row0], s1 = sa[row0 + 8]; /* before the wait: off the critical path */
         wgmma_fence();
-#pragma unroll
-        for (int k = 0; k < 4; k++) wgmma_m64n128k32_ss(acc, desc_advance_k32(da, k), desc_advance_k32(db, k), k > 0);
+        wgmma_fp8_ss_chunk_n128(acc, da, db);
         wgmma_commit();
         wgmma_wait<0>();
 #pragma unroll
