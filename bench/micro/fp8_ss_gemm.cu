@@ -140,13 +140,7 @@ __global__ void __launch_bounds__(THREADS, 1) ss_gemm_kernel(const __grid_consta
 #pragma unroll
             for (int r = 0; r < 64; r++) reg_fence(acc[r]);
             mbar_arrive(&empty[s]); /* the stage is read: wgmmas done, scales in registers */
-#pragma unroll
-            for (int j = 0; j < 16; j++) {
-                fin[4 * j + 0] += acc[4 * j + 0] * s0;
-                fin[4 * j + 1] += acc[4 * j + 1] * s0;
-                fin[4 * j + 2] += acc[4 * j + 2] * s1;
-                fin[4 * j + 3] += acc[4 * j + 3] * s1;
-            }
+            promote_token_rows_n128(fin, acc, s0, s1);
         }
         /* D = fin x the weight row's scale, BF16, from the registers (columns 8 j + 2 t4, + 1) */
         const size_t row = (size_t)mt * BM + r0;

@@ -165,13 +165,7 @@ static __device__ __forceinline__ void consume(const uint8_t *smem, const uint8_
         wgmma_wait<0>();
 #pragma unroll
         for (int r = 0; r < 64; r++) reg_fence(acc[r]);
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            fin[4 * j + 0] += acc[4 * j + 0] * s0;
-            fin[4 * j + 1] += acc[4 * j + 1] * s0;
-            fin[4 * j + 2] += acc[4 * j + 2] * s1;
-            fin[4 * j + 3] += acc[4 * j + 3] * s1;
-        }
+        promote_token_rows_n128(fin, acc, s0, s1);
         if (MODE == 2) mbar_arrive(&empty[c]);
         if (c == CONV_BUFS - 1) phase ^= 1;
     }

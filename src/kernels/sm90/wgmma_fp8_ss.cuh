@@ -37,3 +37,15 @@ static __device__ __forceinline__ void wgmma_fp8_ss_chunk_n128(float *d, sm90_de
 #pragma unroll
     for (int k = 0; k < 4; k++) wgmma_m64n128k32_fp8_ss(d, desc_advance_k32(a, k), desc_advance_k32(b, k), k > 0);
 }
+
+/* fin += acc x the activation scale of the thread's token row: s0 for row g (registers 4j, 4j + 1),
+ * s1 for row g + 8 (4j + 2, 4j + 3); one FFMA per accumulator (DeepGEMM's promotion) */
+static __device__ __forceinline__ void promote_token_rows_n128(float *fin, const float *acc, float s0, float s1) {
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        fin[4 * j + 0] += acc[4 * j + 0] * s0;
+        fin[4 * j + 1] += acc[4 * j + 1] * s0;
+        fin[4 * j + 2] += acc[4 * j + 2] * s1;
+        fin[4 * j + 3] += acc[4 * j + 3] * s1;
+    }
+}
