@@ -26,8 +26,8 @@
  *          once, in the epilogue), D stored from the registers.
  *
  * Checked first on a small problem against a naive kernel that computes D from the FP4 operand
- * directly (every element, |D - ref| <= 2^-10 sum|terms| + 2^-8 |ref|: the tensor cores' FP8
- * accumulation and BF16), then on sampled rows of the timed shapes. Compare its TFLOP/s with
+ * directly (every element, |D - ref| <= 2^-11 sum|terms| + 2^-8 |ref|: the tensor cores' FP8
+ * accumulation, ~13 bits a block, and BF16), then on sampled rows of the timed shapes. Compare its TFLOP/s with
  * `hfp4 bench --only dense` (cuBLASLt FP8 and the RS kernel) in the same device call.
  *
  * Build (here):  make BUILD=build-dev build-dev/fp8_ss_gemm
@@ -63,6 +63,23 @@ static __device__ __forceinline__ void tma_load_2d(void *dst, const void *map, u
             smem_addr(dst)),
         "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1)
         : "memory");
+}
+
+static __device__ __forceinline__ uint64_t global_ns(void) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* A wait that gives up: this kernel has not run before, and a protocol mistake should end its first
+ * call with a launch error (the trap after 2 s), not spend the device call hanging */
+static __device__ __forceinline__ void wait_or_trap(uint64_t *bar, uint32_t parity, bool sleep) {
+    if (mbar_try_wait(bar, parity)) return;
+    const uint64_t t0 = global_ns();
+    while (!mbar_try_wait(bar, parity)) {
+        if (global_ns() - t0 > 2000000000ull) __trap();
+        if (sleep) __nanosleep(64);
+    }
 }
 
 typedef struct gemm_args {
@@ -101,13 +118,16 @@ __global__ void __launch_bounds__(THREADS, 1) ss_gemm_kernel(const __grid_consta
     if (wg == 2) { /* the producer warpgroup: one thread issues every stage's copies */
         warpgroup_reg_dealloc<40>();
         if (tid == 0) {
+            tma_prefetch_descriptor(&a_map);
+            tma_prefetch_descriptor(&b_map);
             uint32_t it = 0;
             for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
                 int mt, nt;
                 tile_coords(t, tiles_m, tiles_n, mt, nt);
                 for (int kb = 0; kb < kblocks; kb++, it++) {
                     const int s = (int)(it % STAGES);
-                    if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) - 1) & 1);
+                    /* (sleeping: this thread's warp shares a scheduler with consumer warps) */
+                    if (it >= STAGES) wait_or_trap(&empty[s], ((it / STAGES) - 1) & 1, true);
                     mbar_arrive_expect_tx(&full[s], STAGE_TX);
                     tma_load_2d(a_tiles + s * TILE_BYTES, &a_map, &full[s], kb * BK, mt * BM);
                     tma_load_2d(b_tiles + s * TILE_BYTES, &b_map, &full[s], kb * BK, nt * BN);
@@ -124,12 +144,19 @@ __global__ void __launch_bounds__(THREADS, 1) ss_gemm_kernel(const __grid_consta
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         int mt, nt;
         tile_coords(t, tiles_m, tiles_n, mt, nt);
-        float fin[64], acc[64];
+        float fin[64], acc[64], ws[32];
 #pragma unroll
         for (int i = 0; i < 64; i++) fin[i] = 0.0f;
+        /* the tile's weight-row scales, now: read after the stores below, they went out one pair
+         * at a time (D might alias them) while the tensor cores idled */
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            ws[2 * j] = __ldg(x.wscale + nt * BN + 8 * j + 2 * t4);
+            ws[2 * j + 1] = __ldg(x.wscale + nt * BN + 8 * j + 2 * t4 + 1);
+        }
         for (int kb = 0; kb < kblocks; kb++, it++) {
             const int s = (int)(it % STAGES);
-            mbar_wait(&full[s], (it / STAGES) & 1);
+            wait_or_trap(&full[s], (it / STAGES) & 1, false);
             const sm90_desc da = desc_advance_rows(smem_desc_k128_swizzle128(a_tiles + s * TILE_BYTES), 64 * wg);
             const sm90_desc db = smem_desc_k128_swizzle128(b_tiles + s * TILE_BYTES);
             wgmma_fence();
@@ -147,7 +174,7 @@ __global__ void __launch_bounds__(THREADS, 1) ss_gemm_kernel(const __grid_consta
 #pragma unroll
         for (int j = 0; j < 16; j++) {
             const int col = nt * BN + 8 * j + 2 * t4;
-            const float w0 = x.wscale[col], w1 = x.wscale[col + 1];
+            const float w0 = ws[2 * j], w1 = ws[2 * j + 1];
             *(__nv_bfloat162 *)(x.d + row * x.n + col) = __floats2bfloat162_rn(fin[4 * j] * w0, fin[4 * j + 1] * w1);
             *(__nv_bfloat162 *)(x.d + (row + 8) * x.n + col) =
                 __floats2bfloat162_rn(fin[4 * j + 2] * w0, fin[4 * j + 3] * w1);
@@ -277,7 +304,7 @@ static void launch_prep(void *arg) {
     fp4_to_fp8_rows<<<(p->n + 7) / 8, 256>>>(p->w4, p->sf, p->n, p->k, p->w8, p->wscale, p->inexact);
 }
 
-/* Random operands (activation bytes never NaN, exponent field 4..11; group exponents 121..129),
+/* Random operands (activation bytes never NaN, exponent field 4..11; group exponents below),
  * device buffers, the prep and the tensor maps. 0 on success. */
 static int setup(problem *p, encode_fn enc) {
     const size_t m = p->m, n = p->n, k = p->k;
@@ -289,7 +316,11 @@ static int setup(problem *p, encode_fn enc) {
         ha[i] = (uint8_t)((r & 0x80u) | ((4u + (r >> 8) % 8u) << 3) | ((r >> 16) & 7u));
     }
     for (size_t i = 0; i < n * k / 2; i++) hw[i] = (uint8_t)rnd();
-    for (size_t i = 0; i < n * k / 32; i++) hs[i] = (uint8_t)(121u + rnd() % 9u);
+    for (size_t r = 0; r < n; r++) { /* a base per row (100..149) and a span of 0..14 binades: wscale varies,
+                                       * the pass's subnormal end (d = -8) is reached, every row is exact */
+        const uint32_t base = 100u + rnd() % 50u, span = rnd() % 15u;
+        for (size_t gi = 0; gi < k / 32; gi++) hs[r * (k / 32) + gi] = (uint8_t)(base + rnd() % (span + 1u));
+    }
     for (size_t i = 0; i < k / 128 * m; i++) hsa[i] = 0.5f + (float)(rnd() % 1024u) / 1024.0f;
     int rc = -1;
     if (cudaMalloc(&p->a, m * k) || cudaMalloc(&p->w4, n * k / 2) || cudaMalloc(&p->sf, n * k / 32) ||
@@ -328,7 +359,10 @@ static long check(problem *p, int row_step, double *max_rel) {
     const int rows = (p->m + row_step - 1) / row_step;
     float *ref = NULL, *absref = NULL;
     const size_t cnt = (size_t)rows * p->n;
-    if (cudaMalloc(&ref, cnt * 4) || cudaMalloc(&absref, cnt * 4)) return -1;
+    if (cudaMalloc(&ref, cnt * 4) || cudaMalloc(&absref, cnt * 4)) {
+        cudaFree(ref);
+        return -1;
+    }
     cudaMemset(p->d, 0xFF, (size_t)p->m * p->n * 2); /* NaN poison */
     launch_gemm(p);
     ref_kernel<<<dim3((p->n + 127) / 128, rows), 128>>>(p->a, p->sa, p->w4, p->sf, p->m, p->n, p->k, row_step, ref,
@@ -345,7 +379,7 @@ static long check(problem *p, int row_step, double *max_rel) {
             cudaMemcpy(hd, p->d + (size_t)i * row_step * p->n, (size_t)p->n * 2, cudaMemcpyDeviceToHost);
             for (int c = 0; c < p->n; c++) {
                 const double got = (double)__bfloat162float(hd[c]), want = hr[(size_t)i * p->n + c];
-                const double tol = ldexp((double)ha[(size_t)i * p->n + c], -10) + ldexp(fabs(want), -8);
+                const double tol = ldexp((double)ha[(size_t)i * p->n + c], -11) + ldexp(fabs(want), -8);
                 const double err = fabs(got - want);
                 if (!(err <= tol)) {
                     if (bad < 3)
@@ -399,7 +433,7 @@ int main(void) {
     void *fn = NULL;
     cudaDriverEntryPointQueryResult q;
     if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        !fn) {
+        q != cudaDriverEntryPointSuccess || !fn) {
         fprintf(stderr, "fp8_ss_gemm: no cuTensorMapEncodeTiled\n");
         return 1;
     }
@@ -410,9 +444,10 @@ int main(void) {
     }
     int fails = 0;
     fails += run(enc, sms, 384, 640, 1024, 1);     /* every element; 15 tiles, fewer than the SMs */
-    fails += run(enc, sms, 2048, 1536, 2304, 1);   /* every element; several tiles per CTA, K not a power of 2 */
+    fails += run(enc, sms, 2048, 1536, 2176, 1);   /* every element; several tiles per CTA; 17 blocks, so the
+                                                    * stage ring carries over between a CTA's tiles */
     fails += run(enc, sms, 8192, 8192, 8192, 61);  /* issue 5's dense shape */
-    fails += run(enc, sms, 4096, 4096, 4096, 31);
+    fails += run(enc, sms, 4096, 4096, 4096, 31);  /* (32 MB of operands: L2-warm across the repeats) */
     fails += run(enc, sms, 16384, 4096, 4096, 127); /* a V4-Flash w13-sized dense stand-in */
     return fails ? 1 : 0;
 }

@@ -31,6 +31,7 @@ static float micro_time_ms(micro_launch launch, void *arg, cudaError_t *err) {
     for (int r = 0; r < MICRO_REPS; r++) launch(arg);
     cudaEventRecord(e1);
     *err = cudaEventSynchronize(e1);
+    if (*err == cudaSuccess) *err = cudaGetLastError(); /* (a launch refused: its time would be empty) */
     float ms = 0.0f;
     cudaEventElapsedTime(&ms, e0, e1);
     cudaEventDestroy(e0);
