@@ -10,12 +10,19 @@
 # ALT=dir takes the builds from another folder (to carry a subset under the 64 MiB limit).
 # REPEAT=N: N interleaved rounds of the benches (see below). At the end: ab_summary.txt (every
 # build's mean and range per row over the rounds) and ab_logs.tgz (all logs in one file).
+# MAIN_TESTS=1: main's own GPU suite first. MICROS="fp8_ss_gemm ...": after the rounds, those
+# micro-benchmarks from main's folder (bench/micro; pack them with MICROS= in pack_switch_builds.sh),
+# each next to `hfp4 bench $MICRO_BENCH_ARGS` of main (default --only dense) for its baselines.
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 ARGS=${ARGS:---only w13,w2,dense --tokens 32,4096,16384}
 MAIN=${BUILD:-build}
 ALT=${ALT:-build-alt}
 mkdir -p "$OUT"
+if [ -n "${MAIN_TESTS:-}" ]; then
+    timeout ${TEST_TIMEOUT:-400} "$MAIN/hfp4_gpu_tests" --fork --time-limit 150 > "$OUT/gpu_tests_main.log" 2>&1
+    echo "gpu tests main: exit $? ($(tail -n 1 "$OUT/gpu_tests_main.log"))"
+fi
 for t in $ALT/hfp4_gpu_tests-*; do
     [ -e "$t" ] || continue
     name=${t#"$ALT"/hfp4_gpu_tests-}
@@ -38,6 +45,15 @@ for b in "$MAIN/hfp4" $ALT/hfp4-*; do
     timeout 150 env $envs "$b" bench $ARGS 2>&1 | tee "$log" | grep -E "^fp8" | cut -c1-150
 done
 done
+if [ -n "${MICROS:-}" ]; then
+    timeout 120 "$MAIN/hfp4" bench ${MICRO_BENCH_ARGS:---only dense} > "$OUT/bench_micro_baselines.txt" 2>&1
+    grep -E "^(fp8|cublas|dense)" "$OUT/bench_micro_baselines.txt" | cut -c1-150
+    for m in $MICROS; do
+        timeout 120 "$MAIN/$m" > "$OUT/micro_$m.txt" 2>&1
+        echo "micro $m: exit $?"
+        cut -c1-260 "$OUT/micro_$m.txt"
+    done
+fi
 # A summary over the rounds (every build's mean and range per row: TFLOP/s, and TB/s for the rows
 # below 4096 tokens), then the logs packed into one file: the device tool returns at most 8 files.
 for f in "$OUT"/bench_hfp4*.txt; do
@@ -54,6 +70,6 @@ done | sort -k2,2 -k1,1 | awk -F'\t' '
 (
     cd "$OUT" || exit
     logs=""
-    for f in bench_*.txt gpu_tests_*.log; do [ -e "$f" ] && logs="$logs $f"; done
+    for f in bench_*.txt gpu_tests_*.log micro_*.txt; do [ -e "$f" ] && logs="$logs $f"; done
     [ -n "$logs" ] && tar czf ab_logs.tgz $logs && rm -f $logs
 )
