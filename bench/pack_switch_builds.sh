@@ -8,6 +8,7 @@
 # b9/alt/hfp4_gpu_tests-<name> (each build in b8/<name>, kept for bench/sass_same.sh). On the device:
 #   tar xJf b9/bins.tar.xz && OUT=$OUT/ab ALT=alt BUILD=build bash bench/ab_on_device.sh
 # (carry ["b9"]; b8/ and b9/ are ignored by git). Names containing "no-" are timed, not tested.
+# NO_TESTS="name ...": those builds are timed, not tested (their suites would repeat another's).
 # alias=name:"ENV=V": build `name`'s hfp4 (an earlier item, or "main" for this tree) again under the
 # name `alias`, timed with that environment (alt/alias.env, which ab_on_device.sh reads), not tested;
 # e.g. halfall1cta=halfall:"HFP4_SM90_DECODE_2CTA=0".
@@ -44,6 +45,7 @@ for item in "$@"; do
     make -j"$JOBS" BUILD="b8/$name" NVFLAGS_EXTRA="$flags" "b8/$name/hfp4" "b8/$name/hfp4_gpu_tests" \
         > "/tmp/pack_$name.log" 2>&1 || { echo "build $name ($flags) failed: /tmp/pack_$name.log" >&2; exit 1; }
     cp "b8/$name/hfp4" "b9/alt/hfp4-$name"
+    case " ${NO_TESTS:-} " in *" $name "*) continue ;; esac # (timed only: its code is another build's)
     case $name in *no-*) ;; *) cp "b8/$name/hfp4_gpu_tests" "b9/alt/hfp4_gpu_tests-$name" ;; esac
 done
 strip b9/build/* b9/alt/hfp4* 2>/dev/null || true
