@@ -27,8 +27,9 @@
  *          (a timing-only copy), which says what a TMA-store epilogue could win.
  *
  * Checked first on a small problem against a naive kernel that computes D from the FP4 operand
- * directly (every element, |D - ref| <= 2^-11 sum|terms| + 2^-8 |ref|: the tensor cores' FP8
- * accumulation, ~13 bits a block, and BF16), then on sampled rows of the timed shapes. Compare its TFLOP/s with
+ * directly (every element, |D - ref| <= 2^-10 sum|terms| + 2^-8 |ref|: the tensor cores' FP8
+ * accumulation, ~13 bits a k32 step and three chained additions a block, as docs/TESTING.md's bound;
+ * and BF16), then on sampled rows of the timed shapes. Compare its TFLOP/s with
  * `hfp4 bench --only dense` (cuBLASLt FP8 and the RS kernel) in the same device call.
  *
  * Build (here):  make BUILD=build-dev build-dev/fp8_ss_gemm
@@ -390,7 +391,7 @@ static long check(problem *p, int row_step, double *max_rel) {
             cudaMemcpy(hd, p->d + (size_t)i * row_step * p->n, (size_t)p->n * 2, cudaMemcpyDeviceToHost);
             for (int c = 0; c < p->n; c++) {
                 const double got = (double)__bfloat162float(hd[c]), want = hr[(size_t)i * p->n + c];
-                const double tol = ldexp((double)ha[(size_t)i * p->n + c], -11) + ldexp(fabs(want), -8);
+                const double tol = ldexp((double)ha[(size_t)i * p->n + c], -10) + ldexp(fabs(want), -8);
                 const double err = fabs(got - want);
                 if (!(err <= tol)) {
                     if (bad < 3)
