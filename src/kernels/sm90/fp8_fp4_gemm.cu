@@ -4,6 +4,7 @@
 #include "../../runtime/cuda_runtime.h"
 #include "../../plan/sm90_plan.h"
 #include "bf16_fp4_gemm.h"
+#include "fp8_fp8_gemm.h"
 #include "warp_decode.h"
 #include "dyn_slots.h"
 #include "fp8_fp4_gemm.cuh"
@@ -146,6 +147,8 @@ static hfp4_status plan_and_check(const char *fn, const hfp4_gemm_problem *probl
 }
 
 extern "C" hfp4_status hfp4_gemm_supported(const hfp4_gemm_problem *problem) {
+    if (problem && problem->b.dtype == HFP4_DTYPE_FP8_E4M3) /* (fp8_fp8_gemm.h) */
+        return hfp4__sm90_fp8_weights_gemm("hfp4_gemm", problem, NULL, 0);
     hfp4_sm90_plan plan;
     hfp4_current_device dev;
     return plan_and_check("hfp4_gemm", problem, &plan, &dev);
@@ -153,6 +156,8 @@ extern "C" hfp4_status hfp4_gemm_supported(const hfp4_gemm_problem *problem) {
 
 extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream stream) {
     const char *fn = "hfp4_gemm";
+    if (problem && problem->b.dtype == HFP4_DTYPE_FP8_E4M3) /* FP8 weights: their own kernel (fp8_fp8_gemm.h) */
+        return hfp4__sm90_fp8_weights_gemm(fn, problem, (cudaStream_t)stream, 1);
     hfp4_sm90_plan plan;
     hfp4_current_device dev;
     HFP4_TRY(plan_and_check(fn, problem, &plan, &dev));

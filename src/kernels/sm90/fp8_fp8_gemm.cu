@@ -1,0 +1,269 @@
+/*
+ * fp8_fp8_gemm.cu - the SM90 GEMM for FP8 weights (fp8_fp8_gemm.h): D = A B^T (+ C) with A FP8 e4m3
+ * under 1x128 activation scales and B FP8 e4m3 [N, K] under 128 x 128 block scales, dense.
+ *
+ * DeepGEMM's FP8 structure, as measured first in bench/micro/fp8_ss_gemm.cu: a persistent kernel over
+ * 128 x 128 tiles of D rastered in groups of 16 token tiles (a wave's A and B slices stay in L2);
+ * one producer thread loads 128 x 128-byte tiles of A (tokens) and B (weight rows) with TMA (128-byte
+ * swizzle, zeros past m, n) into 6 stages; two consumer warpgroups each run 4 wgmma m64n128k32 with
+ * both operands in shared memory a 128-K block (tokens 64 wg .. 64 wg + 63 of the tile) and promote
+ * the block's sums into FP32 with one FFMA per accumulator: the token's activation scale times the
+ * block's weight scale (one value for the tile's 128 rows), read from global memory a block ahead.
+ * D (BF16 or FP32, + C) is stored from the registers.
+ * Why both operands in shared memory: nothing is converted, so the consumers' instruction stream is
+ * the promotion alone (the FP4 kernel's register operands exist to convert FP4 in registers).
+ */
+#include "../../runtime/cuda_runtime.h"
+#include "fp8_fp8_gemm.h"
+#include "ptx.cuh"
+#include "scales.cuh"
+#include "wgmma_fp8_ss.cuh"
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <string.h>
+
+#define FW_TILE 128   /* tokens, weight rows and K of a tile / block */
+#define FW_STAGES 6
+#define FW_GROUP_M 16 /* token tiles per raster group */
+#define FW_TILE_BYTES (FW_TILE * FW_TILE)
+#define FW_THREADS 384
+#define FW_SMEM (1024 + FW_STAGES * 2 * FW_TILE_BYTES + 2 * FW_STAGES * 8)
+#define FW_PRODUCER_REGS 40
+#define FW_CONSUMER_REGS 232
+
+typedef struct sm90_fp8w_params {
+    int64_t m, n, k;
+    const void *a_scales; /* gran_mn 1, gran_k 128: FP32, UE8M0 bytes or packed UE8M0 words */
+    int64_t a_scale_stride_mn, a_scale_stride_k;
+    int32_t a_scale_dtype, b_scale_dtype;
+    const void *b_scales; /* 128 x 128 blocks: FP32 or UE8M0 bytes */
+    int64_t b_scale_stride_mn, b_scale_stride_k;
+    void *d;
+    const void *c;        /* NULL, or C with D's dtype and ld */
+    int64_t ldd;          /* elements */
+    int32_t d_fp32;       /* D (and C) FP32, else BF16 */
+    int32_t d_pairs;      /* two adjacent columns may go as one store (ld even, D 8-byte aligned) */
+} sm90_fp8w_params;
+
+/* The activation scale of token `row` (0 past m: its A rows are TMA zeros) in K-block kb */
+static __device__ __forceinline__ float fw_a_scale(const sm90_fp8w_params &p, int64_t row, int64_t kb) {
+    if (row >= p.m) return 0.0f;
+    const int64_t base = row * p.a_scale_stride_mn;
+    if (p.a_scale_dtype == HFP4_DTYPE_FP32) return __ldg((const float *)p.a_scales + base + kb * p.a_scale_stride_k);
+    if (p.a_scale_dtype == HFP4_DTYPE_UE8M0)
+        return ue8m0_to_float(__ldg((const uint8_t *)p.a_scales + base + kb * p.a_scale_stride_k));
+    const uint32_t w = __ldg((const uint32_t *)p.a_scales + base + (kb >> 2) * p.a_scale_stride_k);
+    return ue8m0_to_float((w >> (8 * (kb & 3))) & 255u);
+}
+
+/* The weight scale of 128-row block nb in K-block kb */
+static __device__ __forceinline__ float fw_b_scale(const sm90_fp8w_params &p, int64_t nb, int64_t kb) {
+    const int64_t i = nb * p.b_scale_stride_mn + kb * p.b_scale_stride_k;
+    return p.b_scale_dtype == HFP4_DTYPE_FP32 ? __ldg((const float *)p.b_scales + i)
+                                              : ue8m0_to_float(__ldg((const uint8_t *)p.b_scales + i));
+}
+
+/* Tile t's (token tile, weight tile): groups of FW_GROUP_M token tiles, weight tiles within a group */
+static __device__ __forceinline__ void fw_tile(int64_t t, int64_t tiles_m, int64_t tiles_n, int64_t &mt, int64_t &nt) {
+    const int64_t grp = t / (FW_GROUP_M * tiles_n), first = grp * FW_GROUP_M;
+    const int64_t gm = min((int64_t)FW_GROUP_M, tiles_m - first), within = t - grp * FW_GROUP_M * tiles_n;
+    mt = first + within % gm;
+    nt = within / gm;
+}
+
+/* D's element (row, col) (+ C's), one or two adjacent columns */
+static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64_t row, int64_t col, float v0, float v1) {
+    const int64_t i = row * p.ldd + col;
+    const bool two = col + 1 < p.n;
+    if (p.d_fp32) {
+        if (p.c) {
+            v0 += ((const float *)p.c)[i];
+            if (two) v1 += ((const float *)p.c)[i + 1];
+        }
+        float *d = (float *)p.d + i;
+        if (two && p.d_pairs) *(float2 *)d = make_float2(v0, v1);
+        else {
+            d[0] = v0;
+            if (two) d[1] = v1;
+        }
+    } else {
+        if (p.c) {
+            v0 += __bfloat162float(((const __nv_bfloat16 *)p.c)[i]);
+            if (two) v1 += __bfloat162float(((const __nv_bfloat16 *)p.c)[i + 1]);
+        }
+        __nv_bfloat16 *d = (__nv_bfloat16 *)p.d + i;
+        if (two && p.d_pairs) *(__nv_bfloat162 *)d = __floats2bfloat162_rn(v0, v1);
+        else {
+            d[0] = __float2bfloat16_rn(v0);
+            if (two) d[1] = __float2bfloat16_rn(v1);
+        }
+    }
+}
+
+__global__ void __launch_bounds__(FW_THREADS, 1)
+    hfp4_sm90_fp8_weights_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+                                 const __grid_constant__ sm90_fp8w_params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+    uint8_t *a_tiles = smem, *b_tiles = smem + FW_STAGES * FW_TILE_BYTES;
+    uint64_t *full = (uint64_t *)(b_tiles + FW_STAGES * FW_TILE_BYTES), *empty = full + FW_STAGES;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < FW_STAGES; s++) {
+            mbar_init(&full[s], 1);    /* the producer's expect_tx arrival */
+            mbar_init(&empty[s], 256); /* every consumer thread */
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    const int64_t tiles_m = (p.m + FW_TILE - 1) / FW_TILE, tiles_n = (p.n + FW_TILE - 1) / FW_TILE;
+    const int64_t tiles = tiles_m * tiles_n, kblocks = p.k / FW_TILE;
+    if (wg == 2) { /* the producer warpgroup: one thread issues every stage's two copies */
+        warpgroup_reg_dealloc<FW_PRODUCER_REGS>();
+        if (tid == 0) {
+            tma_prefetch_descriptor(&a_map);
+            tma_prefetch_descriptor(&b_map);
+            uint32_t it = 0;
+            for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+                int64_t mt, nt;
+                fw_tile(t, tiles_m, tiles_n, mt, nt);
+                for (int64_t kb = 0; kb < kblocks; kb++, it++) {
+                    const int s = (int)(it % FW_STAGES);
+                    if (it >= FW_STAGES) mbar_wait_sleeping(&empty[s], ((it / FW_STAGES) - 1) & 1);
+                    mbar_arrive_expect_tx(&full[s], 2 * FW_TILE_BYTES); /* whole boxes, zeros included */
+                    tma_load_3d(a_tiles + s * FW_TILE_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
+                                (int32_t)(mt * FW_TILE), 0);
+                    tma_load_3d(b_tiles + s * FW_TILE_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
+                                (int32_t)(nt * FW_TILE), 0);
+                }
+            }
+        }
+        return;
+    }
+    warpgroup_reg_alloc<FW_CONSUMER_REGS>();
+    const int lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
+    const int r0 = 64 * wg + warp * 16 + g; /* the thread's token rows r0 and r0 + 8 of the tile */
+    uint32_t it = 0;
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int64_t mt, nt;
+        fw_tile(t, tiles_m, tiles_n, mt, nt);
+        const int64_t row0 = mt * FW_TILE + r0;
+        float fin[64], acc[64];
+#pragma unroll
+        for (int i = 0; i < 64; i++) fin[i] = 0.0f;
+        float a0 = fw_a_scale(p, row0, 0), a1 = fw_a_scale(p, row0 + 8, 0), bs = fw_b_scale(p, nt, 0);
+        for (int64_t kb = 0; kb < kblocks; kb++, it++) {
+            const int s = (int)(it % FW_STAGES);
+            mbar_wait(&full[s], (it / FW_STAGES) & 1);
+            const sm90_desc da = desc_advance_rows(smem_desc_k128_swizzle128(a_tiles + s * FW_TILE_BYTES), 64 * wg);
+            const sm90_desc db = smem_desc_k128_swizzle128(b_tiles + s * FW_TILE_BYTES);
+            wgmma_fence();
+            wgmma_fp8_ss_chunk_n128(acc, da, db);
+            wgmma_commit();
+            /* the next block's scales, under the wgmmas */
+            float a0n = 0.0f, a1n = 0.0f, bsn = 0.0f;
+            if (kb + 1 < kblocks) {
+                a0n = fw_a_scale(p, row0, kb + 1);
+                a1n = fw_a_scale(p, row0 + 8, kb + 1);
+                bsn = fw_b_scale(p, nt, kb + 1);
+            }
+            wgmma_wait<0>();
+#pragma unroll
+            for (int r = 0; r < 64; r++) reg_fence(acc[r]);
+            mbar_arrive(&empty[s]); /* the stage is read: the wgmmas are done */
+            promote_token_rows_n128(fin, acc, a0 * bs, a1 * bs);
+            a0 = a0n;
+            a1 = a1n;
+            bs = bsn;
+        }
+        /* D from the registers: rows row0 (registers 4j, 4j + 1) and row0 + 8 (4j + 2, 4j + 3),
+         * columns 8 j + 2 t4 and + 1 of the tile */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int64_t row = row0 + 8 * h;
+            if (row >= p.m) continue;
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                const int64_t col = nt * FW_TILE + 8 * j + 2 * t4;
+                if (col < p.n) fw_store(p, row, col, fin[4 * j + 2 * h], fin[4 * j + 2 * h + 1]);
+            }
+        }
+    }
+#else
+    __trap(); /* built for another architecture: never launched there (the host checks the device) */
+#endif
+}
+
+hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem *p, cudaStream_t stream, int launch) {
+    HFP4_TRY(hfp4_check_problem(p, 1));
+    static int switch_cache = -1;
+    HFP4_REQUIRE(hfp4__env_switch("HFP4_SM90_FP8_WEIGHTS", 0, &switch_cache),
+                 "%s: b.dtype = fp8_e4m3: the SM90 kernel for FP8 weights is not on by default yet (it has not run "
+                 "its GPU tests; HFP4_SM90_FP8_WEIGHTS=1 turns it on); use FP4 weights or another backend",
+                 fn);
+    HFP4_REQUIRE(p->grouping == HFP4_GROUPING_NONE, "%s: fp8 weights: grouping %d has no kernel yet (dense only)", fn,
+                 (int)p->grouping);
+    HFP4_REQUIRE(p->a.dtype == HFP4_DTYPE_FP8_E4M3 && p->a.scales.gran_k == 128,
+                 "%s: fp8 weights: a.dtype = %s with gran_k = %d; the kernel takes FP8 activations with 1x128 scales",
+                 fn, hfp4_dtype_name(p->a.dtype), (int)p->a.scales.gran_k);
+    HFP4_REQUIRE(p->b.scales.gran_mn == 128 && p->b.scales.gran_k == 128,
+                 "%s: fp8 weights: b.scales (%d, %d); the kernel takes 128 x 128 block scales", fn,
+                 (int)p->b.scales.gran_mn, (int)p->b.scales.gran_k);
+    HFP4_REQUIRE(p->k % FW_TILE == 0, "%s: fp8 weights: k = %lld must be a multiple of 128 for this kernel", fn,
+                 (long long)p->k);
+    HFP4_REQUIRE(p->a.ld % 16 == 0 && p->b.ld % 16 == 0 && (uintptr_t)p->a.data % 16 == 0 &&
+                     (uintptr_t)p->b.data % 16 == 0,
+                 "%s: fp8 weights: a.ld = %lld, b.ld = %lld (bytes) and a.data = %p, b.data = %p must be 16-byte "
+                 "multiples / aligned for the TMA loads",
+                 fn, (long long)p->a.ld, (long long)p->b.ld, p->a.data, p->b.data);
+    HFP4_REQUIRE(p->m <= ((int64_t)1 << 30) && p->n <= ((int64_t)1 << 30) && p->k <= ((int64_t)1 << 30),
+                 "%s: fp8 weights: m = %lld, n = %lld, k = %lld exceed the 2^30 TMA coordinate range", fn,
+                 (long long)p->m, (long long)p->n, (long long)p->k);
+    hfp4_current_device dev;
+    HFP4_TRY(hfp4__require_sm90(fn, &dev));
+    HFP4_REQUIRE(FW_SMEM <= dev.max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
+                 "device has %d", fn, FW_SMEM, dev.max_smem_optin);
+    if (!launch) return HFP4_OK;
+
+    CUtensorMap a_map, b_map;
+    const uint32_t box[3] = {FW_TILE, FW_TILE, 1};
+    const int64_t a_dims[3] = {p->k, p->m, 1}, a_strides[2] = {p->a.ld, p->a.ld * p->m};
+    const int64_t b_dims[3] = {p->k, p->n, 1}, b_strides[2] = {p->b.ld, p->b.ld * p->n};
+    HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &a_map, p->a.data, a_dims, a_strides, box));
+    HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &b_map, p->b.data, b_dims, b_strides, box));
+
+    sm90_fp8w_params k;
+    memset(&k, 0, sizeof k);
+    k.m = p->m;
+    k.n = p->n;
+    k.k = p->k;
+    k.a_scales = p->a.scales.data;
+    k.a_scale_dtype = (int32_t)p->a.scales.dtype;
+    k.a_scale_stride_mn = p->a.scales.stride_mn;
+    k.a_scale_stride_k = p->a.scales.stride_k;
+    k.b_scales = p->b.scales.data;
+    k.b_scale_dtype = (int32_t)p->b.scales.dtype;
+    k.b_scale_stride_mn = p->b.scales.stride_mn;
+    k.b_scale_stride_k = p->b.scales.stride_k;
+    k.d = p->d.data;
+    k.c = p->d.c;
+    k.ldd = p->d.ld;
+    k.d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;
+    const int esz = k.d_fp32 ? 4 : 2;
+    k.d_pairs = p->d.ld % 2 == 0 && (uintptr_t)p->d.data % (2 * esz) == 0 &&
+                (p->d.c == NULL || (uintptr_t)p->d.c % (2 * esz) == 0);
+
+    const void *kernel = (const void *)hfp4_sm90_fp8_weights_kernel;
+    HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(hfp4_sm90_fp8_weights_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           FW_SMEM));
+    static int built_regs = 0;
+    HFP4_TRY(hfp4__require_kernel_regs(fn, "fp8-weights kernel", kernel, &built_regs, 3,
+                                       FW_PRODUCER_REGS + 2 * FW_CONSUMER_REGS));
+    const int64_t tiles = ((p->m + FW_TILE - 1) / FW_TILE) * ((p->n + FW_TILE - 1) / FW_TILE);
+    const int grid = (int)(tiles < dev.num_sms ? tiles : dev.num_sms);
+    hfp4_sm90_fp8_weights_kernel<<<grid, FW_THREADS, FW_SMEM, stream>>>(a_map, b_map, k);
+    HFP4_CUDA_TRY(fn, cudaGetLastError());
+    return HFP4_OK;
+}
