@@ -29,15 +29,9 @@ typedef struct fw_case {
     int with_c;
     int64_t d_pad; /* D's ld = n + d_pad */
     uint64_t salt;
+    int mn_major; /* scales MN-major: A's (FP32) [k/128][align(m, 4)] as DeepGEMM's TMA-aligned layout,
+                   * B's [k/128][n/128] */
 } fw_case;
-
-/* Scale (row, group) of a host scale buffer as a float */
-static double fw_scale_at(const hfp4_scales *s, int64_t row, int64_t grp) {
-    if (s->dtype == HFP4_DTYPE_FP32) return ((const float *)s->data)[row * s->stride_mn + grp * s->stride_k];
-    if (s->dtype == HFP4_DTYPE_UE8M0) return hfp4_ue8m0_decode(((const uint8_t *)s->data)[row * s->stride_mn + grp * s->stride_k]);
-    const uint32_t w = ((const uint32_t *)s->data)[row * s->stride_mn + (grp / 4) * s->stride_k];
-    return hfp4_ue8m0_decode((uint8_t)(w >> (8 * (grp % 4))));
-}
 
 static void fw_run(const fw_case *c, const char *label) {
     const int64_t m = c->m, n = c->n, k = c->k, kg = k / 128, nb = (n + 127) / 128, ldd = n + c->d_pad;
@@ -48,8 +42,8 @@ static void fw_run(const fw_case *c, const char *label) {
     for (int64_t i = 0; i < n * k; i++) w[i] = (float)(hfp4_rng_normal(&rng) * 0.05 * (1.0 + (i / k) % 5));
     /* A: per-token FP8, 1 x 128 scales */
     uint8_t *qa = (uint8_t *)malloc(m * k), *qb = (uint8_t *)malloc(n * k);
-    const int64_t a_words = (kg + 3) / 4;
-    const int64_t a_sf_units = c->a_scale == HFP4_DTYPE_UE8M0_PACKED ? m * a_words : m * kg;
+    const int64_t a_words = (kg + 3) / 4, m4 = (m + 3) & ~(int64_t)3;
+    const int64_t a_sf_units = c->mn_major ? kg * m4 : c->a_scale == HFP4_DTYPE_UE8M0_PACKED ? m * a_words : m * kg;
     void *sa_host = calloc(a_sf_units, c->a_scale == HFP4_DTYPE_UE8M0 ? 1 : 4);
     hfp4_scales sa;
     memset(&sa, 0, sizeof sa);
@@ -57,8 +51,8 @@ static void fw_run(const fw_case *c, const char *label) {
     sa.dtype = c->a_scale;
     sa.gran_mn = 1;
     sa.gran_k = 128;
-    sa.stride_mn = c->a_scale == HFP4_DTYPE_UE8M0_PACKED ? a_words : kg;
-    sa.stride_k = 1;
+    sa.stride_mn = c->mn_major ? 1 : c->a_scale == HFP4_DTYPE_UE8M0_PACKED ? a_words : kg;
+    sa.stride_k = c->mn_major ? m4 : 1;
     CHECK_STATUS(hfp4_quantize_fp8_per_token(x, HFP4_DTYPE_FP32, m, k, k, c->a_scale != HFP4_DTYPE_FP32, qa, k, &sa),
                  HFP4_OK);
     /* B: per-block FP8, 128 x 128 scales */
@@ -69,8 +63,8 @@ static void fw_run(const fw_case *c, const char *label) {
     sb.dtype = c->b_scale;
     sb.gran_mn = 128;
     sb.gran_k = 128;
-    sb.stride_mn = kg;
-    sb.stride_k = 1;
+    sb.stride_mn = c->mn_major ? 1 : kg;
+    sb.stride_k = c->mn_major ? nb : 1;
     CHECK_STATUS(hfp4_quantize_fp8_per_block(w, HFP4_DTYPE_FP32, n, k, k, c->b_scale == HFP4_DTYPE_UE8M0, qb, k, &sb),
                  HFP4_OK);
     /* C: values D's dtype holds exactly (the FP32 reference adds the same numbers) */
@@ -108,13 +102,18 @@ static void fw_run(const fw_case *c, const char *label) {
     p.d.ld = ldd;
     p.d.c = cv;
     CHECK_STATUS(hfp4_ref_gemm(&p, 0), HFP4_OK);
-    /* sum_k |a_k b_k| of the scaled operands, per element (the bound's accumulation term) */
-    double *as = (double *)malloc(sizeof(double) * m * k), *bsc = (double *)malloc(sizeof(double) * n * k);
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < k; j++) as[i * k + j] = fabs((double)hfp4_fp8_decode(qa[i * k + j])) * fw_scale_at(&sa, i, j / 128);
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < k; j++)
-            bsc[i * k + j] = fabs((double)hfp4_fp8_decode(qb[i * k + j])) * fw_scale_at(&sb, i / 128, j / 128);
+    /* sum_k |a_k b_k| of the scaled operands, per element (the bound's accumulation term): the
+     * reference on the operands with their sign bits cleared (scales are positive), no C */
+    uint8_t *abs_a = (uint8_t *)malloc(m * k), *abs_b = (uint8_t *)malloc(n * k);
+    for (int64_t i = 0; i < m * k; i++) abs_a[i] = qa[i] & 0x7F;
+    for (int64_t i = 0; i < n * k; i++) abs_b[i] = qb[i] & 0x7F;
+    float *l1 = (float *)malloc(sizeof(float) * m * ldd);
+    hfp4_gemm_problem pabs = p;
+    pabs.a.data = abs_a;
+    pabs.b.data = abs_b;
+    pabs.d.data = l1;
+    pabs.d.c = NULL;
+    CHECK_STATUS(hfp4_ref_gemm(&pabs, 0), HFP4_OK);
     /* device run */
     setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
     uint8_t *da, *db;
@@ -122,11 +121,9 @@ static void fw_run(const fw_case *c, const char *label) {
     const size_t sa_bytes = (size_t)a_sf_units * (c->a_scale == HFP4_DTYPE_UE8M0 ? 1 : 4);
     const size_t sb_bytes = (size_t)nb * kg * (c->b_scale == HFP4_DTYPE_UE8M0 ? 1 : 4);
     const size_t d_bytes = (size_t)m * ldd * esz;
-    cudaMalloc(&da, m * k);
-    cudaMalloc(&db, n * k);
-    cudaMalloc(&dsa, sa_bytes);
-    cudaMalloc(&dsb, sb_bytes);
-    cudaMalloc(&dd, d_bytes);
+    CHECK(cudaMalloc(&da, m * k) == cudaSuccess && cudaMalloc(&db, n * k) == cudaSuccess &&
+          cudaMalloc(&dsa, sa_bytes) == cudaSuccess && cudaMalloc(&dsb, sb_bytes) == cudaSuccess &&
+          cudaMalloc(&dd, d_bytes) == cudaSuccess);
     cudaMemcpy(da, qa, m * k, cudaMemcpyHostToDevice);
     cudaMemcpy(db, qb, n * k, cudaMemcpyHostToDevice);
     cudaMemcpy(dsa, sa_host, sa_bytes, cudaMemcpyHostToDevice);
@@ -138,7 +135,7 @@ static void fw_run(const fw_case *c, const char *label) {
             if (esz == 4) memcpy(tmp + 4 * i, &cv[i], 4);
             else ((uint16_t *)tmp)[i] = hfp4_bf16_encode(cv[i]);
         }
-        cudaMalloc(&dc, d_bytes);
+        CHECK(cudaMalloc(&dc, d_bytes) == cudaSuccess);
         cudaMemcpy(dc, tmp, d_bytes, cudaMemcpyHostToDevice);
         free(tmp);
     }
@@ -168,14 +165,12 @@ static void fw_run(const fw_case *c, const char *label) {
                 poison_lost += !isnan(got);
                 continue;
             }
-            double l1 = 0.0;
-            for (int64_t q = 0; q < k; q++) l1 += as[i * k + q] * bsc[j * k + q];
             const double want = ref[e], err = fabs(got - want);
             es += err * err;
-            if (!(err <= eps_out * fabs(want) + ldexp(l1, -10) + 1e-6 * rms)) {
+            if (!(err <= eps_out * fabs(want) + ldexp((double)l1[e], -10) + 1e-6 * rms)) {
                 if (bad < 3)
                     fprintf(stderr, "    %s: D[%lld][%lld] = %.9g, want %.9g (sum|ab| %.3g)\n", label, (long long)i,
-                            (long long)j, got, want, l1);
+                            (long long)j, got, want, (double)l1[e]);
                 bad++;
             }
         }
@@ -200,8 +195,9 @@ static void fw_run(const fw_case *c, const char *label) {
     free(sb_host);
     free(cv);
     free(ref);
-    free(as);
-    free(bsc);
+    free(abs_a);
+    free(abs_b);
+    free(l1);
     free(out);
 }
 
@@ -209,15 +205,18 @@ TEST(gpu_fp8_weights_dense) {
     if (!fw_have_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const fw_case cases[] = {
         /* m and n tails, 12 tiles; FP32 scales both sides, BF16 D */
-        {300, 400, 1024, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 1},
+        {300, 400, 1024, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 1, 0},
         /* UE8M0 scales, FP32 D with C, odd ld (single-column stores) */
-        {256, 384, 2048, HFP4_DTYPE_UE8M0, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 1, 3, 2},
+        {256, 384, 2048, HFP4_DTYPE_UE8M0, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 1, 3, 2, 0},
         /* packed activation scales (K-groups not a multiple of 4), BF16 D with C and padding */
-        {1000, 1536, 768, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 1, 8, 3},
-        /* more tiles than CTAs (the persistent loop and the stage ring across tiles; 5 K-blocks) */
-        {1536, 1280, 640, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 4},
+        {1000, 1536, 768, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 1, 8, 3, 0},
+        /* 180 tiles, more than the CTAs (the persistent loop, the 6-stage ring across tiles with 5
+         * K-blocks each, a second and partial raster group: 18 token tiles) */
+        {2304, 1280, 640, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 4, 0},
+        /* MN-major scales (DeepGEMM's TMA-aligned activation layout, m not a multiple of 4) */
+        {517, 640, 1152, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 6, 1},
         /* one row, one weight block: the smallest */
-        {1, 128, 128, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 0, 0, 5},
+        {1, 128, 128, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 0, 0, 5, 0},
     };
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char label[64];

@@ -221,6 +221,20 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     HFP4_REQUIRE(p->m <= ((int64_t)1 << 30) && p->n <= ((int64_t)1 << 30) && p->k <= ((int64_t)1 << 30),
                  "%s: fp8 weights: m = %lld, n = %lld, k = %lld exceed the 2^30 TMA coordinate range", fn,
                  (long long)p->m, (long long)p->n, (long long)p->k);
+    /* (the tensor maps' outer stride, ld x rows, must stay below 2^40 bytes: checked here, so that
+     * hfp4_gemm_supported answers what the launch would) */
+    HFP4_REQUIRE(p->a.ld * p->m < ((int64_t)1 << 40) && p->b.ld * p->n < ((int64_t)1 << 40),
+                 "%s: fp8 weights: a (%lld x %lld bytes) or b (%lld x %lld) exceeds the 2^40-byte TMA stride range",
+                 fn, (long long)p->m, (long long)p->a.ld, (long long)p->n, (long long)p->b.ld);
+    /* element alignment of what the kernel reads and writes as words: a misaligned pointer would be
+     * a device fault, not a status */
+    const int esz = p->d.dtype == HFP4_DTYPE_FP32 ? 4 : 2;
+    HFP4_REQUIRE((p->a.scales.dtype == HFP4_DTYPE_UE8M0 || (uintptr_t)p->a.scales.data % 4 == 0) &&
+                     (p->b.scales.dtype == HFP4_DTYPE_UE8M0 || (uintptr_t)p->b.scales.data % 4 == 0) &&
+                     (uintptr_t)p->d.data % esz == 0 && (uintptr_t)p->d.c % esz == 0,
+                 "%s: fp8 weights: a.scales.data = %p, b.scales.data = %p (4-byte words), d.data = %p, d.c = %p "
+                 "(%d-byte elements) must be aligned to their element size",
+                 fn, p->a.scales.data, p->b.scales.data, p->d.data, p->d.c, esz);
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
     HFP4_REQUIRE(FW_SMEM <= dev.max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
@@ -251,7 +265,6 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     k.c = p->d.c;
     k.ldd = p->d.ld;
     k.d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;
-    const int esz = k.d_fp32 ? 4 : 2;
     k.d_pairs = p->d.ld % 2 == 0 && (uintptr_t)p->d.data % (2 * esz) == 0 &&
                 (p->d.c == NULL || (uintptr_t)p->d.c % (2 * esz) == 0);
 
