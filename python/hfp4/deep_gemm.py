@@ -44,8 +44,9 @@ yourself with :func:`repack_weights` and pass the result as ``b``.
 
 Errors: ``InvalidArgument`` (a ValueError whose message contains "Assertion", as DeepGEMM's host
 assertions) for contract violations; ``Unsupported`` (a NotImplementedError) for well-formed requests
-hfp4 has no kernel for (FP8 weights, FP4 activations, MN-major FP4, a non-SM90 device...), so callers
-can fall back; ``NoDevice`` for a library built without the CUDA toolkit.
+hfp4 has no kernel for (FP4 activations, MN-major FP4, a non-SM90 device, FP8 weights beyond the
+dense 128 x 128-block form or while the library's FP8-weight path is off...), so callers can fall back;
+``NoDevice`` for a library built without the CUDA toolkit.
 """
 from __future__ import annotations
 
@@ -230,11 +231,35 @@ def _check_b_gran(gran_b):
 # ------------------------------------------------------------------------------------------------
 
 
+def _fp8_weights(name, B, SFB, k, gran_b):
+    """hfp4_matrix of FP8 weights B [N, K] (K-major) under block scales SFB (DeepGEMM's fp8_gemm_nt
+    on SM90: recipe (1, 128, 128), its default). hfp4_gemm runs them where the library's FP8-weight
+    path is on (include/hfp4.h) and answers Unsupported otherwise, so the caller falls back."""
+    gran = (128, 128) if gran_b is None else tuple(gran_b)
+    if B.dim() != 2:
+        raise L.invalid_argument("%s must be 2D [N, K] (FP8 weights), got shape %s" % (name, tuple(B.shape)))
+    if B.size(-1) != k:
+        raise L.invalid_argument("%s holds K = %d but a has K = %d" % (name, B.size(-1), k))
+    if B.size(-1) > 1 and B.stride(-1) != 1:
+        raise L.unsupported("%s must be K-major on SM90, got strides %s" % (name, B.stride()))
+    if not B.is_cuda:
+        raise L.invalid_argument("%s must be a CUDA tensor" % name)
+    n = B.size(0)
+    scales = _scales("sfb", SFB, 0, n, k, gran[0], gran[1])
+    return L.hfp4_matrix(B.data_ptr(), L.DTYPE_FP8_E4M3, n, k, B.stride(0) if n > 1 else k, 0, scales)
+
+
+def _is_fp8_weights(b):
+    if isinstance(b, SM90Weights):
+        return False
+    return _pair("b", b)[0].dtype == _t().float8_e4m3fn
+
+
 def _fp4_weights(name, B, ndim):
     torch = _t()
     if B.dtype == torch.float8_e4m3fn:
-        raise L.unsupported("%s: FP8 weights have no hfp4 kernel (hfp4 serves FP4 weights; use DeepGEMM's FP8 path)"
-                            % name)
+        raise L.unsupported("%s: FP8 weights: hfp4 runs them only in the dense GEMM (fp8_gemm_nt); use DeepGEMM's "
+                            "FP8 path for grouped ones" % name)
     fp4x2 = _dtype("float4_e2m1fn_x2")
     if B.dtype not in (torch.int8, torch.uint8) and (fp4x2 is None or B.dtype != fp4x2):
         raise L.invalid_argument("%s.dtype = %s must be torch.int8 (packed FP4)" % (name, B.dtype))
@@ -417,12 +442,16 @@ def _weights_n(b):
 
 def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="nk",
                     disable_ue8m0_cast=False):
-    """D[M, N] = C + A[M, K] @ B[N, K]^T with FP8 A and FP4 B (DeepGEMM's fp8_fp4_gemm_nt).
+    """D[M, N] = C + A[M, K] @ B[N, K]^T with FP8 A and FP4 B (DeepGEMM's fp8_fp4_gemm_nt), or FP8 B [N, K]
+    under 128 x 128 block scales (its fp8_gemm_nt on SM90), which hfp4_gemm runs where the library's
+    FP8-weight path is on (Unsupported otherwise).
     compiled_dims and disable_ue8m0_cast are accepted for compatibility and have no effect."""
     _t()
     A, SFA = _pair("a", a)
     gran_k_a, gran_b = resolve_recipes(recipe, recipe_a, recipe_b)
-    _check_b_gran(gran_b)
+    fp8_b = _is_fp8_weights(b)  # DeepGEMM's fp8_gemm_nt (the legacy name is this function)
+    if not fp8_b:
+        _check_b_gran(gran_b)
     if A.dim() != 2:
         raise L.invalid_argument("a must be 2D [M, K], got shape %s" % (tuple(A.shape),))
     M, K = A.shape
@@ -442,10 +471,15 @@ def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, 
         _same_device(nm, t, A.device)
     p = L.hfp4_gemm_problem()
     p.a = _activations(A, SFA, 2, gran_k_a, 1)  # checked before the weights are repacked
-    w = _weights("b", b, 2, K, A.device)
+    if fp8_b:
+        B, SFB = _pair("b", b)
+        _same_device("b", B, A.device)
+        _same_device("sfb", SFB, A.device)
+        p.b = _fp8_weights("b", B, SFB, K, gran_b)
+    else:
+        p.b = _weights("b", b, 2, K, A.device).matrix
     p.grouping = L.GROUPING_NONE
     p.m, p.n, p.k, p.num_groups = M, N, K, 1
-    p.b = w.matrix
     p.d = out
     _launch(p, A.device, d, copy_c)
 

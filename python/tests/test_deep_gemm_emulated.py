@@ -310,14 +310,37 @@ def test_weight_cache(emu):
     _check(d, _deq_a(a, sfa, 128) @ _deq_b(bi[0], si[0]).T)
 
 
+@pytest.mark.parametrize("sf_kind", ["fp32", "e8m0"])
+def test_fp8_weights_dense(emu, sf_kind):
+    # DeepGEMM's fp8_gemm_nt on SM90: FP8 weights under 128 x 128 block scales, passed through as they
+    # are (no repack); the library runs them where its FP8-weight path is on, the emulation here on
+    # the reference
+    m, n, k = 19, 200, 384
+    a, sfa = _acts(21, (m, k))
+    g = torch.Generator().manual_seed(22)
+    b, sfb = dg.utils.per_block_cast_to_fp8(torch.randn(n, k, generator=g) * 0.05, sf_kind != "fp32")
+    sfb_in = sfb if sf_kind == "fp32" else (sfb.view(torch.int32) >> 23).to(torch.uint8).view(torch.float8_e8m0fnu)
+    d = fc(torch.full((m, n), float("nan"), dtype=torch.bfloat16))
+    dg.fp8_gemm_nt((fc(a), fc(sfa)), (fc(b), fc(sfb_in)), d)
+    wb = R.FP8_TABLE[_np(b)] * np.repeat(np.repeat(sfb.numpy(), 128, axis=0)[:n], 128, axis=1)[:, :k]
+    _check(d, _deq_a(a, sfa, 128) @ wb.T)
+    assert [c[0] for c in emu.calls] == ["gemm"]  # nothing repacked, nothing cached
+    assert dg.weight_cache_info()["entries"] == 0
+    with pytest.raises(ValueError, match="sfb"):  # scales of another granularity than the recipe's
+        dg.fp8_gemm_nt((fc(a), fc(sfa)), (fc(b), fc(sfb_in)), d, recipe=(1, 1, 128))
+
+
 def test_errors(emu):
     m, n, k = 16, 64, 256
     a, sfa = _acts(19, (m, k))
     b, sfb = _weights(20, 1, n, k)
     d = fc(torch.empty(m, n, dtype=torch.bfloat16))
     A, S, B, SB = fc(a), fc(sfa), fc(b[0]), fc(sfb[0])
-    with pytest.raises(NotImplementedError):
-        dg.fp8_fp4_gemm_nt((A, S), (fc(torch.zeros(n, k, dtype=torch.float8_e4m3fn)), fc(torch.ones(1, 2))), d)
+    with pytest.raises(NotImplementedError):  # FP8 weights in a grouped GEMM: no hfp4 kernel
+        dg.m_grouped_fp8_gemm_nt_masked((fc(a.unsqueeze(0)), fc(sfa.unsqueeze(0))),
+                                        (fc(torch.zeros(1, n, k, dtype=torch.float8_e4m3fn)), fc(torch.ones(1, 1, 2))),
+                                        fc(torch.empty(1, m, n, dtype=torch.bfloat16)),
+                                        fc(torch.tensor([m], dtype=torch.int32)), m)
     for recipe in ((1, 128, 128), (1, 1, 128)):
         with pytest.raises(NotImplementedError):
             dg.fp8_fp4_gemm_nt((A, S), (B, SB), d, recipe=recipe)
