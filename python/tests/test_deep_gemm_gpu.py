@@ -248,14 +248,38 @@ def test_m_zero_and_trivial_cases():
     assert dg.weight_cache_info()["entries"] == 0     # nothing launched, nothing repacked
 
 
+def test_fp8_weights_dense():
+    # DeepGEMM's fp8_gemm_nt on SM90 (FP8 weights, 128 x 128 block scales): the library's FP8-weight
+    # path where it is on, Unsupported naming its switch where it is off
+    m, n, k = 37, 384, 512
+    a, sfa = _acts(31, (m, k))
+    g = torch.Generator(device=DEV).manual_seed(32)
+    b, sfb = dg.utils.per_block_cast_to_fp8(torch.randn(n, k, generator=g, device=DEV) * 0.05, True)
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    try:
+        dg.fp8_gemm_nt((a, sfa), (b, sfb), d)
+    except NotImplementedError as e:
+        assert "HFP4_SM90_FP8_WEIGHTS" in str(e)
+        return
+    sf = sfb.cpu().numpy()
+    bd = R.FP8_TABLE[_np_bytes(b)] * np.repeat(np.repeat(sf, 128, axis=0)[:n], 128, axis=1)[:, :k]
+    ad = _deq_a(a, sfa, 128)
+    got = d.float().cpu().numpy().astype(np.float64)
+    ref, l1 = ad @ bd.T, np.abs(ad) @ np.abs(bd).T
+    # (2^-10: 4 chained k32 steps a 128-K block, docs/TESTING.md)
+    bad = np.abs(got - ref) > 4e-3 * np.abs(ref) + 2.0 ** -10 * l1 + 1e-6 * np.sqrt(np.mean(ref ** 2))
+    assert not bad.any(), "bad elements: %d, first %s" % (bad.sum(), np.argwhere(bad)[:1])
+
+
 def test_errors():
     m, n, k = 16, 256, 512
     a, sfa = _acts(18, (m, k))
     b, sfb = _weights(19, 1, n, k)
     d = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
-    wfp8 = torch.zeros(n, k, dtype=torch.float8_e4m3fn, device=DEV)
-    with pytest.raises(NotImplementedError):
-        dg.fp8_fp4_gemm_nt((a, sfa), (wfp8, torch.ones(2, 4, device=DEV)), d)
+    wfp8 = torch.zeros(1, n, k, dtype=torch.float8_e4m3fn, device=DEV)
+    with pytest.raises(NotImplementedError):  # FP8 weights in a grouped GEMM: no hfp4 kernel
+        dg.m_grouped_fp8_gemm_nt_masked((a.unsqueeze(0), sfa.unsqueeze(0)), (wfp8, torch.ones(1, 2, 4, device=DEV)),
+                                        d.unsqueeze(0), torch.tensor([m], dtype=torch.int32, device=DEV), m)
     with pytest.raises(NotImplementedError):
         dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d, recipe=(1, 128, 128))
     with pytest.raises(hfp4.InvalidArgument) as ei:
