@@ -1,6 +1,6 @@
 /*
  * bench_dense.cu - dense cases of `hfp4 bench`: FP8 x FP4 8192^3 against cuBLASLt FP8 row-wise and
- * BF16, the single-token GEMV (M = 1) against its two floors (copy rate and launch), and the
+ * BF16 (and FP8 weights where that path is on), the single-token GEMV (M = 1) against its two floors (copy rate and launch), and the
  * scale-factor layout transforms against the copy rate. All stream launches (bench_time_launches).
  */
 #include <stdlib.h>
@@ -87,9 +87,92 @@ done:
     bench_free_weights(&w);
 }
 
+/* FP8 weights (128 x 128 block scales, src/kernels/sm90/fp8_fp8_gemm.h: opt-in while untested,
+ * HFP4_SM90_FP8_WEIGHTS=1) on the same shape, against the same cuBLASLt FP8 baseline: the library's
+ * FP8 x FP8 GEMM, and the GEMM of the "convert once" route for FP4 prefill (docs/FP8_ROUTE.md). Left
+ * out, with a note, where the path is off. */
+static void dense_fp8_weights_case(bench_ctx *c, int64_t m, int64_t n, int64_t k) {
+    void *a = NULL, *sfa = NULL, *b = NULL, *sfb = NULL, *d = NULL;
+    const int64_t kg = (k + 127) / 128, nb = (n + 127) / 128;
+    char label[96], err[256] = "";
+    snprintf(label, sizeof label, "fp8 weights %lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
+    hfp4_gemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.grouping = HFP4_GROUPING_NONE;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.num_groups = 1;
+    p.a.dtype = p.b.dtype = HFP4_DTYPE_FP8_E4M3;
+    p.a.rows = m;
+    p.b.rows = n;
+    p.a.cols = p.b.cols = k;
+    p.a.ld = p.b.ld = k;
+    p.a.scales.dtype = p.b.scales.dtype = HFP4_DTYPE_FP32;
+    p.a.scales.gran_mn = 1;
+    p.b.scales.gran_mn = 128;
+    p.a.scales.gran_k = p.b.scales.gran_k = 128;
+    p.a.scales.stride_mn = p.b.scales.stride_mn = kg;
+    p.a.scales.stride_k = p.b.scales.stride_k = 1;
+    p.d.dtype = HFP4_DTYPE_BF16;
+    p.d.ld = n;
+    /* (pointers only checked for alignment here: any 256-aligned value stands in) */
+    p.a.data = p.b.data = p.a.scales.data = p.b.scales.data = p.d.data = (void *)(uintptr_t)256;
+    if (hfp4_gemm_supported(&p) != HFP4_OK) {
+        if (!c->json) printf("%-10s (skipped: %s)\n", "fp8_fp8", hfp4_last_error());
+        hfp4_clear_error();
+        return;
+    }
+    double us = 0, base_us = 0;
+    const char *base_name = "cublaslt_fp8_rowwise";
+    const double flops = 2.0 * m * n * k, bytes = (double)n * k + (double)m * k + m * n * 2.0;
+    bench_row r;
+    if (!BENCH_CUDA(cudaMalloc(&a, (size_t)m * k)) || !BENCH_CUDA(cudaMalloc(&b, (size_t)n * k)) ||
+        !BENCH_CUDA(cudaMalloc(&sfa, (size_t)m * kg * 4)) || !BENCH_CUDA(cudaMalloc(&sfb, (size_t)nb * kg * 4)) ||
+        !BENCH_CUDA(cudaMalloc(&d, (size_t)m * n * 2)) || bench_fill_random(a, (size_t)m * k, 1) != 0 ||
+        bench_fill_random(b, (size_t)n * k, 1) != 0 || bench_fill_a_scales(sfa, (size_t)m * kg) != 0 ||
+        bench_fill_a_scales(sfb, (size_t)nb * kg) != 0)
+        goto fail;
+    p.a.data = a;
+    p.b.data = b;
+    p.a.scales.data = sfa;
+    p.b.scales.data = sfb;
+    p.d.data = d;
+    if (bench_time_gemm(c, &p, label, &us) != 0) goto fail;
+    if (baseline_cublaslt_fp8_rowwise(m, n, k, c->iters, &base_us, err, sizeof err) != 0) {
+        base_name = "unavailable";
+        base_us = 0;
+        if (!c->json) fprintf(stderr, "  baseline: %s\n", err);
+    }
+    bench_row_clear(&r);
+    r.op = "fp8_fp8";
+    r.layout = "dense";
+    r.name = "fp8-weights";
+    r.tokens = -1;
+    r.m = m;
+    r.n = n;
+    r.k = k;
+    r.groups = 1;
+    r.experts_hit = 1;
+    bench_row_rates(&r, us, flops, bytes, base_name, base_us, bytes);
+    r.gran = 128;
+    r.floor_us = bench_floor_us(c, bytes);
+    bench_print_row(c, &r);
+    goto done;
+fail:
+    c->failed++;
+done:
+    (void)BENCH_CUDA(cudaFree(a));
+    (void)BENCH_CUDA(cudaFree(b));
+    (void)BENCH_CUDA(cudaFree(sfa));
+    (void)BENCH_CUDA(cudaFree(sfb));
+    (void)BENCH_CUDA(cudaFree(d));
+}
+
 void bench_dense(bench_ctx *c, int64_t m, int64_t n, int64_t k) {
     if (!bench_budget_ok(c, "dense %lldx%lldx%lld", (long long)m, (long long)n, (long long)k)) return;
     dense_case(c, "dense", m, n, k, 0, 0, 1);
+    dense_fp8_weights_case(c, m, n, k);
 }
 
 /* M = 1: a handful of microseconds of weight streaming, where the fixed cost of a launch weighs
