@@ -9,6 +9,30 @@
 #include "baselines.h"
 #include "bench_common.h"
 
+/* A dense row's identity: op, layout "dense", name, shape, one group and one expert */
+static void dense_row(bench_row *r, const char *op, const char *name, int64_t m, int64_t n, int64_t k) {
+    bench_row_clear(r);
+    r->op = op;
+    r->layout = "dense";
+    r->name = name;
+    r->tokens = -1;
+    r->m = m;
+    r->n = n;
+    r->k = k;
+    r->groups = 1;
+    r->experts_hit = 1;
+}
+
+/* cuBLASLt FP8 row-wise on the shape: its name for the row, or "unavailable" (*us = 0, the reason
+ * on stderr in text mode) */
+static const char *fp8_baseline(const bench_ctx *c, int64_t m, int64_t n, int64_t k, double *us) {
+    char err[256] = "";
+    if (baseline_cublaslt_fp8_rowwise(m, n, k, c->iters, us, err, sizeof err) == 0) return "cublaslt_fp8_rowwise";
+    *us = 0;
+    if (!c->json) fprintf(stderr, "  baseline: %s\n", err);
+    return "unavailable";
+}
+
 /* One dense FP8 x FP4 GEMM D[m,n] = A[m,k] B[n,k]^T: allocates, times, prints the row (plus the
  * BF16 row when `bf16` is set). zero_a_scales = 1 reproduces the first recorded dense 8192^3 runs,
  * whose activation scales were all zero (random FP8 and FP4 codes, output 0); real runs use 1/256. */
@@ -28,7 +52,7 @@ static void dense_case(bench_ctx *c, const char *name, int64_t m, int64_t n, int
     hfp4_gemm_problem p;
     double us = 0, base_us = 0;
     char err[256] = "";
-    const char *base_name = "cublaslt_fp8_rowwise";
+    const char *base_name = NULL; /* (fp8_baseline) */
     /* bytes as the first recorded dense rows counted them (activation scales left out: m * sfk * 4) */
     const double flops = 2.0 * m * n * k, bytes = n * (k / 2.0 + k / 32.0) + (double)m * k + m * n * 2.0;
     bench_row r;
@@ -39,21 +63,8 @@ static void dense_case(bench_ctx *c, const char *name, int64_t m, int64_t n, int
         goto fail;
     bench_fill_problem(&p, HFP4_GROUPING_NONE, m, n, k, 1, gran, a, sf, d, NULL, &w.b, m);
     if (bench_time_gemm(c, &p, label, &us) != 0) goto fail;
-    if (baseline_cublaslt_fp8_rowwise(m, n, k, c->iters, &base_us, err, sizeof err) != 0) {
-        base_name = "unavailable";
-        base_us = 0;
-        if (!c->json) fprintf(stderr, "  baseline: %s\n", err);
-    }
-    bench_row_clear(&r);
-    r.op = "fp8_fp4";
-    r.layout = "dense";
-    r.name = name;
-    r.tokens = -1;
-    r.m = m;
-    r.n = n;
-    r.k = k;
-    r.groups = 1;
-    r.experts_hit = 1;
+    base_name = fp8_baseline(c, m, n, k, &base_us);
+    dense_row(&r, "fp8_fp4", name, m, n, k);
     bench_row_rates(&r, us, flops, bytes, base_name, base_us, (double)n * k + (double)m * k + m * n * 2.0);
     r.gran = gran;
     r.floor_us = bench_floor_us(c, bytes);
@@ -63,16 +74,7 @@ static void dense_case(bench_ctx *c, const char *name, int64_t m, int64_t n, int
         double bf_us = 0;
         if (baseline_cublaslt_bf16(m, n, k, c->iters, &bf_us, err, sizeof err) == 0) {
             bench_row rb;
-            bench_row_clear(&rb);
-            rb.op = "bf16";
-            rb.layout = "dense";
-            rb.name = "cublas";
-            rb.tokens = -1;
-            rb.m = m;
-            rb.n = n;
-            rb.k = k;
-            rb.groups = 1;
-            rb.experts_hit = 1;
+            dense_row(&rb, "bf16", "cublas", m, n, k);
             bench_row_rates(&rb, bf_us, flops, 2.0 * n * k + 2.0 * m * k + 2.0 * m * n, "cublaslt_bf16", bf_us, 0);
             bench_print_row(c, &rb);
         }
@@ -94,7 +96,7 @@ done:
 static void dense_fp8_weights_case(bench_ctx *c, int64_t m, int64_t n, int64_t k) {
     void *a = NULL, *sfa = NULL, *b = NULL, *sfb = NULL, *d = NULL;
     const int64_t kg = (k + 127) / 128, nb = (n + 127) / 128;
-    char label[96], err[256] = "";
+    char label[96];
     snprintf(label, sizeof label, "fp8 weights %lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
     hfp4_gemm_problem p;
     memset(&p, 0, sizeof p);
@@ -124,7 +126,7 @@ static void dense_fp8_weights_case(bench_ctx *c, int64_t m, int64_t n, int64_t k
         return;
     }
     double us = 0, base_us = 0;
-    const char *base_name = "cublaslt_fp8_rowwise";
+    const char *base_name = NULL; /* (fp8_baseline) */
     const double flops = 2.0 * m * n * k, bytes = (double)n * k + (double)m * k + m * n * 2.0;
     bench_row r;
     if (!BENCH_CUDA(cudaMalloc(&a, (size_t)m * k)) || !BENCH_CUDA(cudaMalloc(&b, (size_t)n * k)) ||
@@ -139,21 +141,8 @@ static void dense_fp8_weights_case(bench_ctx *c, int64_t m, int64_t n, int64_t k
     p.b.scales.data = sfb;
     p.d.data = d;
     if (bench_time_gemm(c, &p, label, &us) != 0) goto fail;
-    if (baseline_cublaslt_fp8_rowwise(m, n, k, c->iters, &base_us, err, sizeof err) != 0) {
-        base_name = "unavailable";
-        base_us = 0;
-        if (!c->json) fprintf(stderr, "  baseline: %s\n", err);
-    }
-    bench_row_clear(&r);
-    r.op = "fp8_fp8";
-    r.layout = "dense";
-    r.name = "fp8-weights";
-    r.tokens = -1;
-    r.m = m;
-    r.n = n;
-    r.k = k;
-    r.groups = 1;
-    r.experts_hit = 1;
+    base_name = fp8_baseline(c, m, n, k, &base_us);
+    dense_row(&r, "fp8_fp8", "fp8-weights", m, n, k);
     bench_row_rates(&r, us, flops, bytes, base_name, base_us, bytes);
     r.gran = 128;
     r.floor_us = bench_floor_us(c, bytes);
