@@ -275,12 +275,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
              * stages it only waits for the stage to land, so that its release cannot count in the
              * stage's previous phase, and releases it) */
             if (HALF_BUILT && half != 0 && (kc & 1) != warpgroup) {
-                mbar_wait(&full[s], phase);
-                mbar_arrive(&empty[s]);
-                if (++s == STAGES) {
-                    s = 0;
-                    phase ^= 1;
-                }
+                skip_stage<BT, W_FP32, MINB>(smem_addr(full), s, phase);
                 continue;
             }
             const int slot = HALF_BUILT && half != 0 ? 0 : warpgroup; /* (a half item's one tile: slot 0) */

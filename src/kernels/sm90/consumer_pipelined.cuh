@@ -326,13 +326,15 @@ static __device__ __forceinline__ bool pipelined_item(const sm90_smem sm, int64_
                                                                            warpgroup, carry);
 }
 
-/* Stage s, which this warpgroup does not read (pipelined_half_item): awaited, so that the release
- * cannot count in the stage's previous phase, and released */
+/* Stage s, which this warpgroup does not read (a half item's other warpgroup's stage: both chunk
+ * loops of consumer.cuh's half items): awaited, so that the release cannot count in the stage's
+ * previous phase, and released. full: the full barriers' shared-window address (the empty ones
+ * follow them, STAGES x 8 bytes on, as pipelined_step reads them). */
 template <int BT, bool W_FP32, int MINB>
-static __device__ __forceinline__ void skip_stage(const sm90_lookahead_addrs &ad, int &s, uint32_t &phase) {
+static __device__ __forceinline__ void skip_stage(uint32_t full, int &s, uint32_t &phase) {
     constexpr int STAGES = sm90_tile_config<BT, W_FP32, MINB>::STAGES;
-    mbar_wait_sa(ad.full + s * 8, phase);
-    mbar_arrive_sa(ad.full + (STAGES + s) * 8);
+    mbar_wait_sa(full + s * 8, phase);
+    mbar_arrive_sa(full + (STAGES + s) * 8);
     if (++s == STAGES) {
         s = 0;
         phase ^= 1;
@@ -363,7 +365,7 @@ static __device__ __forceinline__ void pipelined_half_item(const sm90_smem sm, i
     const int32_t n = (int32_t)((chunks - warpgroup + 1) / 2); /* this warpgroup's chunks */
     /* the other warpgroup has a chunk after this one's last (kc = warpgroup + 2 (n - 1)) */
     const bool tail = ((chunks - warpgroup) & 1) == 0;
-    if (warpgroup == 1) skip_stage<BT, W_FP32, MINB>(ad, s, phase); /* chunk 0 */
+    if (warpgroup == 1) skip_stage<BT, W_FP32, MINB>(ad.full, s, phase); /* chunk 0 */
     if (n == 0) return; /* (one chunk: warpgroup 1's sums stay 0, in absolute units) */
     uint32_t fa[4][4], fb[4][4], ea[2], ebn[2] = {0, 0};
     mbar_wait_sa(ad.full + s * 8, phase);
@@ -383,5 +385,5 @@ static __device__ __forceinline__ void pipelined_half_item(const sm90_smem sm, i
     } else {
         pipelined_step<BT, W_FP32, MINB, false, false, false, false, BT, true>(ad, fa, fb, ea, ebn, fin, s, phase);
     }
-    if (tail) skip_stage<BT, W_FP32, MINB>(ad, s, phase);
+    if (tail) skip_stage<BT, W_FP32, MINB>(ad.full, s, phase);
 }
