@@ -250,7 +250,7 @@ def test_m_zero_and_trivial_cases():
 
 def test_fp8_weights_dense():
     # DeepGEMM's fp8_gemm_nt on SM90 (FP8 weights, 128 x 128 block scales): the library's FP8-weight
-    # path where it is on, Unsupported naming its switch where it is off
+    # path (on by default), Unsupported naming its switch where HFP4_SM90_FP8_WEIGHTS=0 turns it off
     m, n, k = 37, 384, 512
     a, sfa = _acts(31, (m, k))
     g = torch.Generator(device=DEV).manual_seed(32)
