@@ -3,7 +3,7 @@
 # xz) into b9/bins.tar.xz: the call's carry is limited to 64 MiB and its run tool returns at most 8
 # files, so binaries go as one archive and logs come back as one (see bench/ab_on_device.sh).
 #   [MICROS="fp8_ss_gemm ..."] bash bench/pack_switch_builds.sh [name:"-DFLAG=V ..." ...] [alias=name:"ENV=V ..." ...]
-#   e.g. bash bench/pack_switch_builds.sh window:"-DHFP4_SM90_LAND_WINDOW=4" half:"-DHFP4_SM90_HALF_ITEMS=1"
+#   e.g. bash bench/pack_switch_builds.sh window2:"-DHFP4_SM90_LAND_WINDOW=2" window0:"-DHFP4_SM90_LAND_WINDOW=0"
 # gives b9/build/{hfp4,hfp4_gpu_tests,libhfp4.so} (this tree as it is) and b9/alt/hfp4-<name>,
 # b9/alt/hfp4_gpu_tests-<name> (each build in b8/<name>, kept for bench/sass_same.sh). On the device:
 #   tar xJf b9/bins.tar.xz && OUT=$OUT/ab ALT=alt BUILD=build bash bench/ab_on_device.sh
@@ -11,7 +11,7 @@
 # NO_TESTS="name ...": those builds are timed, not tested (their suites would repeat another's).
 # alias=name:"ENV=V": build `name`'s hfp4 (an earlier item, or "main" for this tree) again under the
 # name `alias`, timed with that environment (alt/alias.env, which ab_on_device.sh reads), not tested;
-# e.g. halfall1cta=halfall:"HFP4_SM90_DECODE_2CTA=0".
+# e.g. window2-1cta=window2:"HFP4_SM90_DECODE_2CTA=0".
 set -eu
 ROOT=$(git rev-parse --show-toplevel)
 cd "$ROOT"

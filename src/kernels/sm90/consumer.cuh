@@ -117,14 +117,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
             continue;
         }
     }
-    /* (work_items.cuh: half_ranks) a half item: both warpgroups compute one weight tile of the pair,
-     * each over half of the chunks (the even ones warpgroup 0's, the odd ones warpgroup 1's), on the
-     * look-ahead loop when the tile is one-base (pipelined_half_item), else on the general chunk
-     * path; warpgroup 1's sums go to warpgroup 0, which stores the tile */
-    /* (as the producer's HALF) */
-    constexpr bool HALF_BUILT = HFP4_SM90_HALF_ITEMS != 0 && BT == 8 && !SPLIT && !W_FP32 && !G32;
-    const int half = HALF_BUILT ? (int)((hflags >> HFP4_SM90_HDR_HALF_SHIFT) & 3u) : 0;
-    const int64_t wtile = tile.n_tile * 2 + (half != 0 ? half - 1 : warpgroup);
+    const int64_t wtile = tile.n_tile * 2 + warpgroup;
     sm90_fin<BT> fin;
 #pragma unroll
     for (int i = 0; i < BT / 2; i++) fin.v[i] = 0.0f;
@@ -135,7 +128,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         /* chunk modes (bit 0 clear: folded, set: per-32; sm90_layout.h) from the repacked buffer, one byte per chunk of the
          * tile, read a chunk ahead so the load is off the critical path */
         const uint8_t *modes = p.w_modes + ((int64_t)tile.expert * p.w_tiles + wtile) * chunks + kb;
-        uint32_t mode_next = W_FP32 || BT == 128 || HALF_BUILT ? 1u : __ldg(modes); /* (HALF_BUILT: below) */
+        uint32_t mode_next = W_FP32 || BT == 128 ? 1u : __ldg(modes);
         /* NOTE: fin is kept in units of the weight rows' scale 2^(e_max - 133) of the tile's first
          * chunk (rb0, rb1), so a folded chunk with the same e_max (every chunk of a row whose
          * 32-group scales fit in 11 binades: the repack gives such a row one base for the whole K)
@@ -151,8 +144,8 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
          * (with or without the look-ahead loop), it was optimized before being inlined and the SASS
          * of the tiles changed by up to ~170 instructions. The look-ahead loop as a function
          * (pipelined_item) changes the instruction count of each tile by < 1 %. */
-        bool one_base = half == 0 && (hflags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) != 0;
-        bool all_folded = half == 0 && (hflags & HFP4_SM90_HDR_ALL_FOLDED(warpgroup)) != 0;
+        bool one_base = (hflags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) != 0;
+        bool all_folded = (hflags & HFP4_SM90_HDR_ALL_FOLDED(warpgroup)) != 0;
         /* G32 kernels (1x32 activation scales, consumer_pipelined.cuh): one-base items take the
          * look-ahead loop with a promotion per k32 step; every other item the general path. Without
          * headers (HFP4_SM90_G32_HEADER_SLOT=0: the two-CTA 8-token tile keeps its eleventh stage and
@@ -255,35 +248,14 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                                                            r0, t4, fin.v, rb0, rb1, eb0, eb1, s, phase);
             }
         }
-        /* a half item whose tile is one-base: the look-ahead loop over this warpgroup's chunks */
-        bool half_pipelined = false;
-        if constexpr (HALF_BUILT) {
-            if (half != 0 && (hflags & HFP4_SM90_HDR_HALF_ONE_BASE) != 0) {
-                pipelined_half_item<BT, W_FP32, MINB>(sm, nck, tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0, eb1,
-                                                      s, phase);
-                half_pipelined = true;
-            }
-        }
         /* (a one-base item is all folded, but 1x32 scales clear all_folded) */
-        const bool pipelined = all_folded || (G32 && one_base) || half_pipelined;
-        /* (half items built: the general loop's first mode byte is read only here, where the
-         * look-ahead paths are behind; read at the item's start, it stayed live across
-         * pipelined_half_item and the two-CTA 8-token kernel spilled it) */
-        if (HALF_BUILT && !pipelined) mode_next = __ldg(modes);
+        const bool pipelined = all_folded || (G32 && one_base);
         for (int32_t kc = 0; kc < (int32_t)nck && !pipelined; kc++) {
-            /* (a half item: warpgroup w computes the chunks kc = w mod 2; on the other warpgroup's
-             * stages it only waits for the stage to land, so that its release cannot count in the
-             * stage's previous phase, and releases it) */
-            if (HALF_BUILT && half != 0 && (kc & 1) != warpgroup) {
-                skip_stage<BT, W_FP32, MINB>(smem_addr(full), s, phase);
-                continue;
-            }
-            const int slot = HALF_BUILT && half != 0 ? 0 : warpgroup; /* (a half item's one tile: slot 0) */
             mbar_wait(&full[s], phase);
-            const uint8_t *w_st = w_stages + s * cfg::W_STAGE_BYTES + slot * cfg::W_WG_BYTES + tid * 16;
+            const uint8_t *w_st = w_stages + s * cfg::W_STAGE_BYTES + warpgroup * cfg::W_WG_BYTES + tid * 16;
             const uint4 q0 = *(const uint4 *)w_st;
             const uint4 q1 = *(const uint4 *)(w_st + HFP4_SM90_PAIR_BYTES);
-            const uint8_t *ws_st = ws_stages + s * cfg::WS_STAGE_BYTES + slot * cfg::WS_WG_BYTES;
+            const uint8_t *ws_st = ws_stages + s * cfg::WS_STAGE_BYTES + warpgroup * cfg::WS_WG_BYTES;
             float4 f0, f1;
             uint32_t e0 = 0, e1 = 0;
             if constexpr (W_FP32) {
@@ -294,9 +266,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                 e1 = ((const uint32_t *)ws_st)[r0 + 8];
             }
             uint32_t mode = mode_next;
-            if (HALF_BUILT && half != 0) {
-                mode = W_FP32 ? 1u : __ldg(modes + kc); /* (a half item skips every other chunk: no read ahead) */
-            } else if constexpr (BT == 128) {
+            if constexpr (BT == 128) {
                 mode = W_FP32 ? 1u : __ldg(modes + kc); /* no register to spare: read now (L1 hit after the first) */
             } else if (!W_FP32 && kc + 1 < (int32_t)nck) {
                 mode_next = __ldg(modes + kc + 1); /* a chunk ahead */
@@ -315,8 +285,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                 wgmma_fp8_rs_chunk<BT>(acc, a, desc);
                 wgmma_wait<0>();
                 wgmma_chunk_waited<BT>(acc, a); /* a is read by the wgmmas until here */
-                promote_folded<BT>(fin.v, rb0, rb1, eb0, eb1, acc, (e0 >> 16) & 255, (e1 >> 16) & 255, sa,
-                                   HALF_BUILT && half != 0 ? kc / 2 : kc, t4); /* (this warpgroup's first: 0) */
+                promote_folded<BT>(fin.v, rb0, rb1, eb0, eb1, acc, (e0 >> 16) & 255, (e1 >> 16) & 255, sa, kc, t4);
             } else {
                 if (eb0 != 0x100) to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
                 /* per-32 chunk: one accumulator and one promotion per k32 step (exact for any
@@ -396,26 +365,6 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, warpgroup, tid, lane, true);
         split_release_buffer(sm.split_bars, warpgroup);
         red_phase ^= 1;
-    } else if (HALF_BUILT && half != 0) {
-        /* a half item: warpgroup 1's sums (absolute units, as warpgroup 0's) through its transpose
-         * buffer (below its posted masks) to warpgroup 0, which stores the tile; the second barrier
-         * frees the buffer, so warpgroup 1 goes on while warpgroup 0 stores (store_tile touches only
-         * warpgroup 0's buffer and masks) */
-        float *red = out_s + BT * cfg::OUT_LD;
-        static_assert(BT / 2 * 128 <= (BT - 1) * cfg::OUT_LD + 64, "the sums stay below warpgroup 1's posted masks");
-        if (warpgroup == 1) {
-            warpgroup_barrier<MINB == 2>(1); /* its previous tile's stores have read the buffer (store_tile) */
-#pragma unroll
-            for (int i = 0; i < BT / 2; i++) red[i * 128 + tid] = fin.v[i];
-        }
-        named_barrier_sync<3, 256>();
-        if (warpgroup == 0) {
-#pragma unroll
-            for (int i = 0; i < BT / 2; i++) fin.v[i] += red[i * 128 + tid];
-        }
-        named_barrier_sync<3, 256>();
-        if (warpgroup == 0)
-            store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, 0, tid, lane);
     } else {
         store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, warpgroup, tid, lane);
     }

@@ -5,8 +5,7 @@
  * (lookahead_addrs), one chunk's fragments (load_convert_folded),
  * one step of the loop (pipelined_step), which issues chunk kc's wgmmas and, when there is a
  * chunk kc + 1 (HAS_NEXT), loads and converts it beside chunk kc's promotion, and the loop itself
- * (pipelined_item), which run_consumers (consumer.cuh) calls; the same loop over one warpgroup's
- * chunks of a half item (pipelined_half_item, with skip_stage for the other warpgroup's stages).
+ * (pipelined_item), which run_consumers (consumer.cuh) calls.
  */
 #pragma once
 #include <stdint.h>
@@ -147,7 +146,7 @@ static __device__ __forceinline__ bool chunks_one_base(const uint8_t *modes, int
  * emn: chunk kc + 1's, loaded here), FMUL + FFMA per accumulator but no vote and no branch; else one
  * FFMA per accumulator in the units of the rows' one base. */
 template <int BT, bool W_FP32, int MINB, bool ROW_SCALED, bool HAS_NEXT, bool CARRY = false, bool G32 = false,
-          int NW = BT, bool HALF = false>
+          int NW = BT>
 static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs &ad, uint32_t (&cur)[4][4],
                                                       uint32_t (&nxt)[4][4], const uint32_t (&emc)[2],
                                                       uint32_t (&emn)[2], float *fin, int &s, uint32_t &phase,
@@ -182,11 +181,6 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
     else wgmma_fp8_rs_chunk<NW>(acc, cur, desc);
     const int s1 = s + 1 == STAGES ? 0 : s + 1;
     const uint32_t phase1 = s1 == 0 ? phase ^ 1 : phase;
-    /* HALF (pipelined_half_item): this warpgroup's next chunk is two stages on; the stage between
-     * is the other warpgroup's, released below once it has landed */
-    constexpr bool SKIP = HALF && HAS_NEXT;
-    const int sn = SKIP ? (s1 + 1 == STAGES ? 0 : s1 + 1) : s1;
-    const uint32_t phn = SKIP && sn == 0 ? phase1 ^ 1 : phase1;
     /* NOTE: HAS_NEXT is a template argument (the item's last chunk is a step of its own,
      * pipelined_item), so chunk kc + 1's conversion and chunk kc's promotion share one basic
      * block. ptxas then waits for the wgmmas right after the loads below and interleaves the whole
@@ -196,17 +190,13 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
     uint4 q0 = make_uint4(0, 0, 0, 0), q1 = q0;
     uint32_t e0 = 0, e1 = 0;
     if constexpr (HAS_NEXT) {
-        if constexpr (SKIP) {
-            mbar_wait_sa(ad.full + s1 * 8, phase1);
-            mbar_arrive_sa(ad.full + (STAGES + s1) * 8);
-        }
-        mbar_wait_sa(ad.full + sn * 8, phn);
+        mbar_wait_sa(ad.full + s1 * 8, phase1);
         /* (load_convert_folded's loads, written out: through a helper with reference outputs the
          * tiles' SASS changed) */
-        const uint32_t w_st = ad.w + sn * cfg::W_STAGE_BYTES;
+        const uint32_t w_st = ad.w + s1 * cfg::W_STAGE_BYTES;
         q0 = *(const uint4 *)smem_ptr(w_st);
         q1 = *(const uint4 *)smem_ptr(w_st + HFP4_SM90_PAIR_BYTES);
-        const uint32_t ws_st = ad.ws + sn * cfg::WS_STAGE_BYTES;
+        const uint32_t ws_st = ad.ws + s1 * cfg::WS_STAGE_BYTES;
         e0 = *(const uint32_t *)smem_ptr(ws_st);
         e1 = *(const uint32_t *)smem_ptr(ws_st + 32);
         convert_folded_chunk<0, 2>(nxt, q0, q1, e0, e1);
@@ -276,8 +266,8 @@ static __device__ __forceinline__ bool pipelined_step(const sm90_lookahead_addrs
         else promote<NW, false, BT>(fin, acc, 1.0f, 1.0f, sa, 0); /* t4's offset is in ad.as */
     }
     mbar_arrive_sa(ad.full + (STAGES + s) * 8); /* the empty barrier, after the last read of the stage: wgmmas waited, scales used */
-    s = sn;
-    phase = phn;
+    s = s1;
+    phase = phase1;
     return loaded;
 }
 
@@ -324,66 +314,4 @@ static __device__ __forceinline__ bool pipelined_item(const sm90_smem sm, int64_
     }
     return pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false, CARRY, G32, NW>(ad, fa, fb, ea, ebn, fin, s, phase, &sm,
                                                                            warpgroup, carry);
-}
-
-/* Stage s, which this warpgroup does not read (a half item's other warpgroup's stage: both chunk
- * loops of consumer.cuh's half items): awaited, so that the release cannot count in the stage's
- * previous phase, and released. full: the full barriers' shared-window address (the empty ones
- * follow them, STAGES x 8 bytes on, as pipelined_step reads them). */
-template <int BT, bool W_FP32, int MINB>
-static __device__ __forceinline__ void skip_stage(uint32_t full, int &s, uint32_t &phase) {
-    constexpr int STAGES = sm90_tile_config<BT, W_FP32, MINB>::STAGES;
-    mbar_wait_sa(full + s * 8, phase);
-    mbar_arrive_sa(full + (STAGES + s) * 8);
-    if (++s == STAGES) {
-        s = 0;
-        phase ^= 1;
-    }
-}
-
-/* HALF ITEMS (HFP4_SM90_HALF_ITEMS; work_items.cuh: half_ranks) whose one weight tile is one-base
- * (the header's HFP4_SM90_HDR_HALF_ONE_BASE): the look-ahead loop over this warpgroup's chunks of
- * that tile, kc = warpgroup, warpgroup + 2, ..., from slot 0 of each stage; the other warpgroup's
- * stages are skipped (skip_stage: awaited and released, never read). fin as pipelined_item's (the
- * units of the rows' one base: the caller converts, and warpgroup 1's sums then go to warpgroup 0,
- * consumer.cuh). wg_off: this thread's offset in slot 0.
- * NOTE: why not the general chunk path, which half items took first: there every chunk waits for
- * its wgmmas before its promotion and nothing is converted under them, and with every masked
- * 8-token item halved (HFP4_SM90_HALF_ITEMS=2) decode ran 30-40 % slower (H200, bench/RESULTS.md
- * v23: masked graph w2 T = 8 3.30 -> 2.17, w13 T = 1 1.93 -> 1.35 TB/s): the decode tiles are
- * bound by the consumers' pace, so a half item pays only at the look-ahead loop's. */
-template <int BT, bool W_FP32, int MINB>
-static __device__ __forceinline__ void pipelined_half_item(const sm90_smem sm, int64_t chunks, int wg_off,
-                                                           int warpgroup, int r0, int t4, float *fin, float &rb0,
-                                                           float &rb1, uint32_t &eb0, uint32_t &eb1, int &s,
-                                                           uint32_t &phase) {
-    /* NOTE: holding chunk j, a warpgroup waits for chunks j + 1 and j + 2; the producer fills j + 2
-     * once j + 2 - STAGES is released, which waits at most for j + 4 - STAGES to land: earlier than
-     * j as long as STAGES >= 4 (tile_config.cuh asserts it; the producer's parity argument needs it
-     * too), so the two warpgroups and the producer cannot wait on each other in a cycle */
-    const sm90_lookahead_addrs ad = lookahead_addrs<BT, W_FP32, MINB>(sm, wg_off, 0, r0, t4); /* slot 0 */
-    const int32_t n = (int32_t)((chunks - warpgroup + 1) / 2); /* this warpgroup's chunks */
-    /* the other warpgroup has a chunk after this one's last (kc = warpgroup + 2 (n - 1)) */
-    const bool tail = ((chunks - warpgroup) & 1) == 0;
-    if (warpgroup == 1) skip_stage<BT, W_FP32, MINB>(ad.full, s, phase); /* chunk 0 */
-    if (n == 0) return; /* (one chunk: warpgroup 1's sums stay 0, in absolute units) */
-    uint32_t fa[4][4], fb[4][4], ea[2], ebn[2] = {0, 0};
-    mbar_wait_sa(ad.full + s * 8, phase);
-    load_convert_folded<BT, W_FP32, MINB>(ad, s, fa, ea);
-    eb0 = ea[0];
-    eb1 = ea[1];
-    rb0 = row_scale_from_emax(ea[0]);
-    rb1 = row_scale_from_emax(ea[1]);
-    int32_t j = 0;
-    for (; j + 2 < n; j += 2) {
-        pipelined_step<BT, W_FP32, MINB, false, true, false, false, BT, true>(ad, fa, fb, ea, ebn, fin, s, phase);
-        pipelined_step<BT, W_FP32, MINB, false, true, false, false, BT, true>(ad, fb, fa, ebn, ea, fin, s, phase);
-    }
-    if (j + 2 == n) {
-        pipelined_step<BT, W_FP32, MINB, false, true, false, false, BT, true>(ad, fa, fb, ea, ebn, fin, s, phase);
-        pipelined_step<BT, W_FP32, MINB, false, false, false, false, BT, true>(ad, fb, fa, ebn, ea, fin, s, phase);
-    } else {
-        pipelined_step<BT, W_FP32, MINB, false, false, false, false, BT, true>(ad, fa, fb, ea, ebn, fin, s, phase);
-    }
-    if (tail) skip_stage<BT, W_FP32, MINB>(ad.full, s, phase);
 }

@@ -94,9 +94,8 @@ static __device__ __forceinline__ void dyn_finish(const sm90_dyn &d) {
 }
 
 /* The items of walker `start` of G (a CTA: blockIdx.x of gridDim.x; the K-split's clusters walk as one:
- * split_k.cuh) through walk_next_by (work_items.cuh; HALF: half items), the later ones from the
- * counter when dyn.on */
-#define FOR_EACH_ITEM(BT, HALF, p, prefix, item, lay, start, G, dyn)                                               \
+ * split_k.cuh) through walk_next_by (work_items.cuh), the later ones from the counter when dyn.on */
+#define FOR_EACH_ITEM(BT, p, prefix, item, lay, start, G, dyn)                                                      \
     for (sm90_walk item##_w = {(int32_t)(start), 0, 0, 0u, 0, 0, 0};                                                 \
-         (dyn_take((dyn), item##_w), walk_next_by<BT, HALF>((p), (prefix), item##_w, (G)));)                         \
+         (dyn_take((dyn), item##_w), walk_next_by<BT>((p), (prefix), item##_w, (G)));)                               \
         if (const int32_t item = item##_w.item, lay = item##_w.lay; true)

@@ -31,10 +31,6 @@
 #define HFP4_SM90_HDR_ZERO 0x100u                           /* an all-padding tile: zeros, no chunks */
 #define HFP4_SM90_HDR_ONE_BASE(wg) (2u << (2 * (wg)))       /* warpgroup wg's tile: all one-base    */
 #define HFP4_SM90_HDR_ALL_FOLDED(wg) (4u << (2 * (wg)))     /* warpgroup wg's tile: all folded      */
-/* bits 9-10: a half item's half (work_items.cuh: half_ranks); such an item ignores the mode bits
- * above, so that a carry run of one-base items stops before it, and has a bit of its own instead */
-#define HFP4_SM90_HDR_HALF_SHIFT 9
-#define HFP4_SM90_HDR_HALF_ONE_BASE 0x800u /* a half item's one tile: all one-base (pipelined_half_item) */
 
 typedef struct __align__(16) sm90_item_header {
     int32_t n_tile, m0, valid_end, zero_end; /* sm90_tile's fields (compute: no HFP4_SM90_HDR_ZERO) */

@@ -133,13 +133,9 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     /* (dynamic_walk.cuh: the walk's later items from the launch's counter) */
     const sm90_dyn dyn = {sm.dyn_ring, cfg::BALANCE && dyn_wanted(p, headers, split, balanced_items(p, sm.live_prefix), nck),
                           p.dyn_slot, pwarp, lane};
-    /* (work_items.cuh: half_ranks; consumer.cuh follows the headers) */
-    constexpr bool HALF = HFP4_SM90_HALF_ITEMS != 0 && BT == 8 && !SPLIT && !W_FP32 && !G32;
-    FOR_EACH_ITEM(BT, HALF, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
-    /* (work_items.cuh: half_ranks) a half item: its stages hold one weight tile of the pair */
-    const int half = HALF ? half_item_of(item) : 0;
+    FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
     sm90_tile tile;
-    if (!resolve_tile<BT>(p, HALF ? item & ((1 << HFP4_SM90_HALF_ITEM_SHIFT) - 1) : item, lay, tile)) continue;
+    if (!resolve_tile<BT>(p, item, lay, tile)) continue;
     narrow_tile<BT>(p, tile, narrow, lane);
     /* The warp that owns the item's first chunk (global chunk index iter) posts the header into
      * that chunk's stage before the chunk loop (which then finds the stage free). The stage's loads
@@ -158,28 +154,20 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     if (headers && pwarp == (int)(iter % 4)) {
         const int s = wait_free_stage<STAGES>(empty, iter);
         wait_landing_window<BT, STAGES>(full, empty, iter, land_window);
-        /* (reads first: see above; not in the K-split kernel, nor with half items: those
-         * producers spill with it) */
-        const bool reads_first = HFP4_SM90_LAND_WINDOW > 0 && BT <= 64 && !SPLIT && !HALF && land_window;
+        /* (reads first: see above; not in the K-split kernel, whose producer spills with it) */
+        const bool reads_first = HFP4_SM90_LAND_WINDOW > 0 && BT <= 64 && !SPLIT && land_window;
         sm90_header_reads<BT> reads;
         if (reads_first && tile.compute) read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
         if (early && lane == 0) {
             issue_stage_loads<BT, W_FP32, MINB>(p, a_map, a_narrow_map, stage_a_rows<BT>(tile), tile, kb, s, a_tiles,
                                                 w_stages, ws_stages, tile_weights(p, tile),
-                                                tile_weight_scales<W_FP32>(p, tile, chunks), &full[s], half);
+                                                tile_weight_scales<W_FP32>(p, tile, chunks), &full[s]);
             if (iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_LOADS);
         }
         uint32_t hflags = HFP4_SM90_HDR_ZERO, hmask[MASKS] = {};
         if (tile.compute) {
             if (!reads_first) read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
             finish_item_header<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads, hflags, hmask);
-            /* (a half item: no mode bits, so that a carry run of one-base items stops before it;
-             * its one tile's one-base decision in a bit of its own) */
-            if (half != 0)
-                hflags = (uint32_t)half << HFP4_SM90_HDR_HALF_SHIFT |
-                         ((hflags & (half == 2 ? HFP4_SM90_HDR_ONE_BASE(1) : HFP4_SM90_HDR_ONE_BASE(0))) != 0
-                              ? HFP4_SM90_HDR_HALF_ONE_BASE
-                              : 0u);
         }
         if (lane == 0) post_item_header<MASKS>(item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s), tile, hflags, hmask);
         if (!tile.compute) finish_header_stage(&full[s], lane);
@@ -226,8 +214,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
             if (one_block) {
                 if (lane == 0) {
                     issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages,
-                                                         ws_stages, w_src, ws_src, bar, early && kc == 0, nj * BT * 4,
-                                                         half);
+                                                         ws_stages, w_src, ws_src, bar, early && kc == 0, nj * BT * 4);
                     for (int j = 0; j < nj; j++) bulk_load(sa + j * BT, sa_src + j * p.a_scale_stride_k, BT * 4, bar);
                 }
                 mbar_arrive(bar);
@@ -235,7 +222,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
             }
             if (lane == 0)
                 issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages,
-                                                     w_src, ws_src, bar, early && kc == 0, 0, half);
+                                                     w_src, ws_src, bar, early && kc == 0);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
             if constexpr (BT == 128) {
                 /* the 128-token tile: a lane's rows are m0 + lane + 32u (u < 4) in every
@@ -304,7 +291,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
             }
             if (lane == 0)
                 issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages,
-                                                     w_src, ws_src, bar, early && kc == 0, 0, half);
+                                                     w_src, ws_src, bar, early && kc == 0);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
             mbar_arrive(bar);
         }

@@ -29,14 +29,13 @@ static __device__ __forceinline__ const uint8_t *tile_weight_scales(const hfp4_s
  * a_rows = 8 < BT (a narrow item, narrow_items.cuh: stage_a_rows): only the tile's first 8 activation
  * rows, by the map whose box is 8 rows (a_narrow_map), where the whole tile's box puts them (128B
  * swizzle: 8 rows of 128 bytes are one 1 KB swizzle atom), and the rest of the stage's fixed
- * expect_tx (issue_stage_copies) counted as arrived. half (a half item, work_items.cuh: half_ranks):
- * only that 64-row weight tile, into warpgroup 0's slots. */
+ * expect_tx (issue_stage_copies) counted as arrived. */
 template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ void issue_stage_loads(const hfp4_sm90_gemm_params &p, const CUtensorMap *a_map,
                                                          const CUtensorMap *a_narrow_map, int a_rows,
                                                          const sm90_tile &tile, int64_t kc, int s, uint8_t *a_tiles,
                                                          uint8_t *w_stages, uint8_t *ws_stages, const uint8_t *w_src,
-                                                         const uint8_t *ws_src, uint64_t *bar, int half = 0) {
+                                                         const uint8_t *ws_src, uint64_t *bar) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     uint8_t *a_dst = a_tiles + s * cfg::A_TILE_BYTES;
     if (a_rows == BT) {
@@ -48,10 +47,8 @@ static __device__ __forceinline__ void issue_stage_loads(const hfp4_sm90_gemm_pa
     uint8_t *w_dst = w_stages + s * cfg::W_STAGE_BYTES, *ws_dst = ws_stages + s * cfg::WS_STAGE_BYTES;
 #pragma unroll
     for (int wg = 0; wg < 2; wg++) {
-        if (half != 0 && wg == 1) break;
-        const int src = half != 0 ? half - 1 : wg; /* the weight tile of the pair this slot gets */
-        const uint8_t *w_chunk = w_src + src * p.w_pairs * HFP4_SM90_PAIR_BYTES + kc * cfg::W_WG_BYTES;
-        const uint8_t *ws_chunk = ws_src + (src * p.w_chunks + kc) * cfg::WS_WG_BYTES;
+        const uint8_t *w_chunk = w_src + wg * p.w_pairs * HFP4_SM90_PAIR_BYTES + kc * cfg::W_WG_BYTES;
+        const uint8_t *ws_chunk = ws_src + (wg * p.w_chunks + kc) * cfg::WS_WG_BYTES;
         if (p.w_evict_first) {
             const uint64_t policy = l2_policy_evict_first();
             bulk_load_hint(w_dst + wg * cfg::W_WG_BYTES, w_chunk, cfg::W_WG_BYTES, bar, policy);
@@ -75,11 +72,10 @@ static __device__ __forceinline__ void issue_stage_copies(const hfp4_sm90_gemm_p
                                                           const sm90_tile &tile, int64_t kc, int s, uint8_t *a_tiles,
                                                           uint8_t *w_stages, uint8_t *ws_stages, const uint8_t *w_src,
                                                           const uint8_t *ws_src, uint64_t *bar, bool loads_issued,
-                                                          uint32_t extra_tx = 0, int half = 0) {
+                                                          uint32_t extra_tx = 0) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
-    const uint32_t w_bytes = half != 0 ? cfg::W_WG_BYTES + cfg::WS_WG_BYTES : cfg::W_STAGE_BYTES + cfg::WS_STAGE_BYTES;
-    mbar_arrive_expect_tx(bar, cfg::A_TILE_BYTES + w_bytes + extra_tx);
+    mbar_arrive_expect_tx(bar, cfg::A_TILE_BYTES + cfg::W_STAGE_BYTES + cfg::WS_STAGE_BYTES + extra_tx);
     if (!loads_issued)
         issue_stage_loads<BT, W_FP32, MINB>(p, a_map, a_narrow_map, stage_a_rows<BT>(tile), tile, kc, s, a_tiles, w_stages, ws_stages,
-                                            w_src, ws_src, bar, half);
+                                            w_src, ws_src, bar);
 }

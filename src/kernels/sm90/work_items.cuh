@@ -232,11 +232,6 @@ static __device__ __forceinline__ int32_t rank_owner_from(const int32_t *prefix,
     }
 }
 
-/* (off; bench/RESULTS.md v23) 1: half items for a short last round, 2: every item (tests) */
-#ifndef HFP4_SM90_HALF_ITEMS
-#define HFP4_SM90_HALF_ITEMS 0
-#endif
-
 /* A CTA's walk over its work items. Either every G-th item (G = gridDim.x), in batches of 32: each
  * lane of the warp probes one item's layout value (one load round trip per 32 items instead of one
  * per item) and decides whether the item is live (work_item_live); the warp then takes the live
@@ -256,80 +251,29 @@ struct sm90_walk {
     int32_t taken;     /* items taken so far (dynamic_walk.cuh only)                              */
 };
 
-/* Half items (HFP4_SM90_HALF_ITEMS builds; docs/SM90_KERNEL.md "half items"): of a balanced walk's
- * I item ranks (masked, or the contiguous layout's computing items) the last R become 2R half ranks, each one 64-row weight tile of the item over all of
- * K, which both consumer warpgroups compute, each over half of the chunks. R: the last round's
- * items when that round is at most half full (the same in every CTA); every item with 2.
- * NOTE: why: a dynamic walk ends within one item: V4-Flash w2 T = 8 has 1440 items on 264 CTAs (5.45
- * rounds), so ~45 % of the CTAs run the last round while the rest have exited (~4.6 us of ~60,
- * DIAG timeline, bench/RESULTS.md v22). Half items run that round in about half the time, with no
- * sum across CTAs. */
-static __device__ __forceinline__ int32_t half_ranks(int32_t items, int32_t G) {
-    if (HFP4_SM90_HALF_ITEMS == 2) return items;
-    const int32_t last = items % G;
-    return 2 * last <= G ? last : 0;
-}
-
-/* A half item's half rides in its item number's bits 30-31 (items < 2^30: the plan checks), so that
- * the walk carries no register more across items (the two-CTA tile's producer has 48). */
-#define HFP4_SM90_HALF_ITEM_SHIFT 30
-static __device__ __forceinline__ int half_item_of(int32_t item) {
-    return (int)((uint32_t)item >> HFP4_SM90_HALF_ITEM_SHIFT);
-}
-
-/* A balanced walk's rank `next` of `items` item ranks -> the item's rank r and its half (0: a whole
- * item; HALF: the last half_ranks(items, G) ranks come as two half ranks each); false past the end */
-template <bool HALF>
-static __device__ __forceinline__ bool rank_of(const hfp4_sm90_gemm_params &p, int32_t next, int32_t items, int32_t G,
-                                               int32_t &r, int32_t &half) {
-    r = next;
-    half = 0;
-    if constexpr (HALF) {
-        const int32_t halves = p.a_gran_k == 128 ? half_ranks(items, G) : 0;
-        if (next >= items + halves) return false;
-        if (next >= items - halves) { /* (halves > 0 only) */
-            const int32_t q = next - (items - halves);
-            r = items - halves + q / 2;
-            half = 1 + (q & 1);
-        }
-        return true;
-    }
-    return next < items;
-}
-
-/* walk_next with a stride of G walkers (the K-split's clusters walk as one: split_k.cuh). HALF: the
- * walk hands out half items (half_ranks) under 1x128 activation scales, where every 8-token kernel
- * has item headers: the producer's walk only, the consumers follow the headers. */
-template <int BT, bool HALF = false>
+/* walk_next with a stride of G walkers (the K-split's clusters walk as one: split_k.cuh) */
+template <int BT>
 static __device__ __forceinline__ bool walk_next_by(const hfp4_sm90_gemm_params &p, const int32_t *prefix, sm90_walk &w,
                                                     const int32_t G) {
     if (BT <= 64 && p.balanced == 1) { /* (tile_config.cuh BALANCE: the decode tiles only) */
-        int32_t r, half;
-        if (!rank_of<HALF>(p, w.next, prefix[p.num_groups], G, r, half)) return false;
-        const int32_t g = rank_owner_from(prefix, p.num_groups, r, w.batch);
+        if (w.next >= prefix[p.num_groups]) return false;
+        const int32_t g = rank_owner_from(prefix, p.num_groups, w.next, w.batch);
         w.batch = g;
-        const int32_t within = r - prefix[g], tiles_n = (int32_t)p.tiles_n;
+        const int32_t within = w.next - prefix[g], tiles_n = (int32_t)p.tiles_n;
         const int32_t m = div_tiles_n(p, within);
         w.item = (g * (int32_t)p.tiles_m + m) * tiles_n + (within - m * tiles_n);
-        if constexpr (HALF) w.item |= (int32_t)((uint32_t)half << HFP4_SM90_HALF_ITEM_SHIFT); /* (half_item_of) */
         w.lay = p.layout[g];
         w.next += G;
         return true;
     }
     if (BT <= 64 && p.balanced == 2) { /* computing items only: padding tiles, zero_padding_tiles */
         const int32_t W = ((int32_t)p.tiles_m + 31) / 32, tiles_n = (int32_t)p.tiles_n;
-        int32_t r = w.next, half = 0;
-        if constexpr (HALF) {
-            if (!rank_of<HALF>(p, w.next, prefix[2 * W] * tiles_n, G, r, half)) return false;
-        } else if (w.next >= prefix[2 * W] * tiles_n) { /* (not through rank_of: the 64-token kernels changed) */
-            return false;
-        }
-        const int32_t q = div_tiles_n(p, r), n = r - q * tiles_n; /* q: the tile's rank */
+        if (w.next >= prefix[2 * W] * tiles_n) return false;
+        const int32_t q = div_tiles_n(p, w.next), n = w.next - q * tiles_n; /* q: the tile's rank */
         const int32_t wi = rank_owner_from(prefix + W, W, q, w.batch);
         w.batch = wi;
         const int32_t t = 32 * wi + nth_set_bit((uint32_t)prefix[wi], q - prefix[W + wi]);
         w.item = t * tiles_n + n;
-        if constexpr (HALF) w.item |= (int32_t)((uint32_t)half << HFP4_SM90_HALF_ITEM_SHIFT); /* (half_item_of) */
         w.lay = p.layout[(int64_t)t * BT];
         w.next += G;
         return true;
