@@ -180,14 +180,16 @@ typedef enum hfp4_grouping {
     HFP4_GROUPING_CONTIGUOUS = 1,      /* A rows sorted by expert; layout[r] = expert of row r,
                                           -1 for padding rows; a row that starts a run of a real
                                           id sits at a multiple of m_alignment. Padding rows of D
-                                          are exactly +0 (C is not added to them).               */
+                                          are exactly +0 (C is not added to them), unless
+                                          d_padding = HFP4_D_PADDING_ANY.                         */
     HFP4_GROUPING_CONTIGUOUS_PSUM = 2, /* layout[g] = end row of group g (cumulative, exclusive);
                                           group g covers [align(layout[g-1], m_alignment),
                                           layout[g]), and align(layout[g-1]) <= layout[g] <= m.
                                           Scales of rows outside every group are not read (TMA
                                           may read their FP8 bytes, inside A). D rows in
                                           [layout[g], align(layout[g])) (and < m) are written as
-                                          +0 without C; rows after all groups are untouched.     */
+                                          +0 without C (unless d_padding = HFP4_D_PADDING_ANY);
+                                          rows after all groups are untouched.                   */
     HFP4_GROUPING_MASKED = 3           /* A [G, M, K], D [G, M, N]; layout[g] = masked_m[g]: only
                                           rows < masked_m[g] are computed and written.            */
 } hfp4_grouping;
@@ -202,6 +204,9 @@ typedef struct hfp4_gemm_problem {
     const int32_t *layout;  /* grouping data described above (host for hfp4_ref_*, device for
                                GPU calls); NULL for dense                                       */
     int32_t m_alignment;    /* contiguous forms: segment alignment; 0 means the default (128)   */
+    int32_t d_padding;      /* contiguous forms: what D's padding rows get (hfp4_d_padding; it
+                               fills what was alignment padding before expected_m, so the
+                               struct's size and the other fields' offsets are unchanged)       */
     int64_t expected_m;     /* masked/psum: rows per group expected (a hint; 0 = unknown)       */
     hfp4_matrix a;          /* activations: FP8 e4m3 with per-token scales (gran_mn 1, gran_k 32
                                or 128), or BF16 without scales                                  */
@@ -209,6 +214,16 @@ typedef struct hfp4_gemm_problem {
                                (1,128) scales, or FP4_E2M1_SM90 for the GPU kernels             */
     hfp4_output d;
 } hfp4_gemm_problem;
+
+/* hfp4_gemm_problem.d_padding. ZERO (the default): D's padding rows in the contiguous forms are
+ * written as +0, as DeepGEMM's SM90 kernels do. ANY: their contents are unspecified afterwards
+ * (left as they were, or +0): for callers that drop those rows, e.g. after un-padding the experts'
+ * output, which saves the GPU kernels the stores (at decode, ~128 rows an expert: most of D).
+ * DeepGEMM's ensure_zero_padding=False. Only the contiguous forms take ANY. */
+typedef enum hfp4_d_padding {
+    HFP4_D_PADDING_ZERO = 0,
+    HFP4_D_PADDING_ANY = 1
+} hfp4_d_padding;
 
 /* The default segment alignment of the contiguous layouts (DeepGEMM's mk alignment, 128). */
 #define HFP4_DEFAULT_M_ALIGNMENT 128

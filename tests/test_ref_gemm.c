@@ -933,6 +933,8 @@ TEST(check_rejects_bad_sizes) {
     CHECK(d_untouched(&f));
     EXPECT_INVALID(&f, "grouping = 7", p_.grouping = (hfp4_grouping)7);
     EXPECT_INVALID(&f, "expected_m = -1", p_.expected_m = -1);
+    EXPECT_INVALID(&f, "d_padding = 1 must be", p_.d_padding = HFP4_D_PADDING_ANY); /* dense */
+    EXPECT_INVALID(&f, "d_padding = 2 must be", p_.d_padding = (hfp4_d_padding)2);
     fx_free(&f);
 
     /* K not a multiple of 32 with FP4 weights, everything else consistent (BF16 A has no scales) */

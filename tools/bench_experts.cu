@@ -3,7 +3,9 @@
  * launch (bench_time_launches): for each token count T, T tokens are routed to top-k of E experts
  * uniformly at random, and the GEMM over the routed rows is timed in the masked layout (T <= 256,
  * the decode form, with the expected_m hint), in the contiguous layout (128-row segments) and, from
- * T = 4096, in its prefix-sum form (layout "psum": the same rows, one end row per expert).
+ * T = 4096, in its prefix-sum form (layout "psum": the same rows, one end row per expert). Decode T
+ * (<= 256) also times the contiguous layout with d_padding ANY (layout "contiguous_padany": D's
+ * padding rows left unwritten, for callers that drop them; DeepGEMM's ensure_zero_padding=False).
  *
  * Each row carries two reference points: "baseline", cuBLASLt FP8 row-wise on one dense GEMM of all
  * routed rows (an upper bound no grouped kernel beats at large T), and "floor_us", the bytes that
@@ -17,8 +19,12 @@
 
 /* Times one layout of one routed case and prints its row; 0, or -1 when the case failed. */
 static int expert_case(bench_ctx *c, const bench_expert_case *ec, const bench_weights *w, const bench_routing *r,
-                       hfp4_grouping g, int gran, const char *base_name, double base_us) {
-    const char *layout = g == HFP4_GROUPING_MASKED ? "masked" : g == HFP4_GROUPING_CONTIGUOUS_PSUM ? "psum" : "contiguous";
+                       hfp4_grouping g, int gran, const char *base_name, double base_us,
+                       hfp4_d_padding d_padding) {
+    const char *layout = g == HFP4_GROUPING_MASKED             ? "masked"
+                         : g == HFP4_GROUPING_CONTIGUOUS_PSUM  ? "psum"
+                         : d_padding == HFP4_D_PADDING_ANY     ? "contiguous_padany"
+                                                               : "contiguous";
     char label[128];
     snprintf(label, sizeof label, "%s %s T=%lld gran_k %d", ec->name, layout, (long long)r->tokens, gran);
     bench_acts x;
@@ -28,6 +34,7 @@ static int expert_case(bench_ctx *c, const bench_expert_case *ec, const bench_we
     }
     hfp4_gemm_problem p;
     bench_expert_problem(&p, &x, r, &w->b);
+    p.d_padding = d_padding;
     double us = 0;
     const int rc = bench_time_gemm(c, &p, label, &us);
     if (rc == 0) {
@@ -37,7 +44,7 @@ static int expert_case(bench_ctx *c, const bench_expert_case *ec, const bench_we
                           bench_fp8_expert_bytes(r->hit, r->rows, ec->n, ec->k));
         row.gran = gran;
         row.floor_us = bench_floor_us(c, bytes);
-        if (g == HFP4_GROUPING_CONTIGUOUS)
+        if (g == HFP4_GROUPING_CONTIGUOUS && d_padding == HFP4_D_PADDING_ZERO)
             row.tbps_with_padding = (bytes + bench_padding_bytes(r, ec->n)) / us * 1e-6;
         bench_print_row(c, &row);
     }
@@ -74,17 +81,22 @@ void bench_experts(bench_ctx *c, const bench_expert_case *ec) {
             base_us = 0;
             if (!c->json) fprintf(stderr, "  baseline: %s\n", err);
         }
-        if (T <= 256 && expert_case(c, ec, &w, &r, HFP4_GROUPING_MASKED, c->gran, base_name, base_us) != 0) c->failed++;
-        if (expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS, c->gran, base_name, base_us) != 0) c->failed++;
+        const hfp4_d_padding zero = HFP4_D_PADDING_ZERO;
+        if (T <= 256 && expert_case(c, ec, &w, &r, HFP4_GROUPING_MASKED, c->gran, base_name, base_us, zero) != 0)
+            c->failed++;
+        if (expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS, c->gran, base_name, base_us, zero) != 0) c->failed++;
+        if (T <= 256 && expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS, c->gran, base_name, base_us,
+                                    HFP4_D_PADDING_ANY) != 0)
+            c->failed++;
         /* the prefix-sum form of the same rows (DeepGEMM's use_psum_layout), where prefill uses it */
-        if (T >= 4096 && expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS_PSUM, c->gran, base_name, base_us) != 0)
+        if (T >= 4096 && expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS_PSUM, c->gran, base_name, base_us, zero) != 0)
             c->failed++;
         /* the other activation-scale granularity on the same routing and weights (1x32 is what
          * transformers passes; 1x128 is DeepGEMM's SM90 recipe) */
         int alt = 0;
         for (int a = 0; a < ec->n_alt_gran; a++) alt |= ec->alt_gran_tokens[a] == T;
         if (alt && expert_case(c, ec, &w, &r, T <= 256 ? HFP4_GROUPING_MASKED : HFP4_GROUPING_CONTIGUOUS,
-                               c->gran == 128 ? 32 : 128, base_name, base_us) != 0)
+                               c->gran == 128 ? 32 : 128, base_name, base_us, zero) != 0)
             c->failed++;
         bench_routing_free(&r);
     }

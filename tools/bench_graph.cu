@@ -2,8 +2,9 @@
  * bench_graph.cu - one MoE layer's two expert GEMMs (w13, then w2 on the same routing) as CUDA-graph
  * replays, the way a decode step runs them, so that launch overhead and tails show.
  *
- * For each decode T (<= 256) and each layout (masked, contiguous) it prints three rows, layout
- * "masked_graph" / "contiguous_graph": PREFIX-w13 and PREFIX-w2 (a graph of that GEMM alone) and
+ * For each decode T (<= 256) and each layout (masked, contiguous, and contiguous with d_padding ANY:
+ * D's padding rows left unwritten) it prints three rows, layout "masked_graph" / "contiguous_graph" /
+ * "contiguous_padany_graph": PREFIX-w13 and PREFIX-w2 (a graph of that GEMM alone) and
  * PREFIX-layer (one graph of w13 then w2; its n and k are w13's, its FLOPs, bytes, floor and
  * baseline are the sums over both GEMMs). Each row also carries "stream_us" (the same GEMM(s)
  * launched on a stream and timed as the standalone rows are, summed for the layer), "launch_us"
@@ -48,8 +49,11 @@ static void set_kind(graph_kind *g, const char *prefix, const char *suffix, cons
 }
 
 static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weights *w13, const bench_weights *w2,
-                      int nsets, const bench_routing *r, hfp4_grouping g, double base13, double base2) {
-    const char *layout = g == HFP4_GROUPING_MASKED ? "masked_graph" : "contiguous_graph";
+                      int nsets, const bench_routing *r, hfp4_grouping g, double base13, double base2,
+                      hfp4_d_padding d_padding) {
+    const char *layout = g == HFP4_GROUPING_MASKED           ? "masked_graph"
+                         : d_padding == HFP4_D_PADDING_ANY   ? "contiguous_padany_graph"
+                                                             : "contiguous_graph";
     bench_acts x13, x2;
     hfp4_gemm_problem p13[2], p2[2];
     bench_gemm_launch l13[2], l2[2];
@@ -77,6 +81,7 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
     for (int s = 0; s < nsets; s++) {
         bench_expert_problem(&p13[s], &x13, r, &w13[s].b);
         bench_expert_problem(&p2[s], &x2, r, &w2[s].b);
+        p13[s].d_padding = p2[s].d_padding = d_padding;
         l13[s].p = &p13[s];
         l13[s].label = lab13;
         l2[s].p = &p2[s];
@@ -116,7 +121,7 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
         row.launch_us = bench_launch_floor_graph(c, gk->kernels);
         row.stream_us = gk->stream_us;
         row.flush = alternate ? "alternate_weights" : c->l2_flush_write ? "memset" : "read";
-        if (g == HFP4_GROUPING_CONTIGUOUS) row.tbps_with_padding = (gk->bytes + gk->pad_bytes) / us * 1e-6;
+        if (g == HFP4_GROUPING_CONTIGUOUS && d_padding == HFP4_D_PADDING_ZERO) row.tbps_with_padding = (gk->bytes + gk->pad_bytes) / us * 1e-6;
         bench_print_row(c, &row);
     }
     rc = 0;
@@ -189,8 +194,11 @@ void bench_layer_graphs(bench_ctx *c, const bench_moe_model *m, const int64_t *t
             base2 = 0;
             if (!c->json) fprintf(stderr, "  baseline: %s\n", err);
         }
-        if (layer_case(c, m, w13, w2, nsets, &r, HFP4_GROUPING_MASKED, base13, base2) != 0) c->failed++;
-        if (layer_case(c, m, w13, w2, nsets, &r, HFP4_GROUPING_CONTIGUOUS, base13, base2) != 0) c->failed++;
+        const hfp4_d_padding zero = HFP4_D_PADDING_ZERO;
+        if (layer_case(c, m, w13, w2, nsets, &r, HFP4_GROUPING_MASKED, base13, base2, zero) != 0) c->failed++;
+        if (layer_case(c, m, w13, w2, nsets, &r, HFP4_GROUPING_CONTIGUOUS, base13, base2, zero) != 0) c->failed++;
+        if (layer_case(c, m, w13, w2, nsets, &r, HFP4_GROUPING_CONTIGUOUS, base13, base2, HFP4_D_PADDING_ANY) != 0)
+            c->failed++;
         bench_routing_free(&r);
     }
     for (int s = 0; s < nsets; s++) {

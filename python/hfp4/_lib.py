@@ -67,6 +67,10 @@ GROUPING_CONTIGUOUS = 1
 GROUPING_CONTIGUOUS_PSUM = 2
 GROUPING_MASKED = 3
 
+# hfp4_d_padding
+D_PADDING_ZERO = 0
+D_PADDING_ANY = 1
+
 DEFAULT_M_ALIGNMENT = 128
 SM90_WEIGHTS_VERSION = 3
 
@@ -240,6 +244,7 @@ class hfp4_gemm_problem(Structure):
         ("num_groups", c_int32),
         ("layout", c_void_p),        # const int32_t *layout
         ("m_alignment", c_int32),
+        ("d_padding", c_int32),      # hfp4_d_padding
         ("expected_m", c_int64),
         ("a", hfp4_matrix),
         ("b", hfp4_matrix),

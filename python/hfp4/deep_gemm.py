@@ -491,8 +491,11 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
     """m-grouped contiguous GEMM (DeepGEMM's m_grouped_fp8_fp4_gemm_nt_contiguous): A [M, K] rows
     sorted by expert, B [G, N, K/2], D [M, N]. grouped_layout int32: [M] expert of each row (-1 for
     padding rows, whose D rows are written as zeros), or with use_psum_layout [G] cumulative end rows.
-    Segments start at multiples of get_mk_alignment_for_contiguous_layout(). ensure_zero_padding,
-    compiled_dims and disable_ue8m0_cast have no effect (padding rows are always written as zeros).
+    Segments start at multiples of get_mk_alignment_for_contiguous_layout(). ensure_zero_padding=False
+    (DeepGEMM's keyword; DeepGEMM's SM90 kernel ignores it) leaves D's padding rows unspecified (as they
+    were, or zeros): for callers that drop them after the GEMM, it saves the kernel writing them (at
+    decode most of D: ~128 rows per routed expert). compiled_dims and disable_ue8m0_cast have no
+    effect.
 
     expected_m (hfp4's, not DeepGEMM's): real rows per routed expert, a scheduling hint for either
     layout (the same as expected_m_for_psum_layout there): ceil(tokens * top_k / experts). Without it
@@ -543,6 +546,7 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
     p.layout = grouped_layout.data_ptr()
     p.m_alignment = get_mk_alignment_for_contiguous_layout()
     p.expected_m = int(expected_m or expected_m_for_psum_layout or 0)
+    p.d_padding = L.D_PADDING_ZERO if ensure_zero_padding else L.D_PADDING_ANY
     p.b = w.matrix
     p.d = out
     _launch(p, A.device)

@@ -39,6 +39,7 @@ class _Emulated:
             def gemm(pp, stream):
                 self.calls.append(("gemm", stream))
                 self.expected_m = pp._obj.expected_m
+                self.d_padding = pp._obj.d_padding
                 return real.hfp4_ref_gemm(pp, 0)
             return gemm
         if name == "hfp4_repack_sm90":
@@ -194,6 +195,26 @@ def test_contiguous_and_psum(emu):
         rows[start:end] = True
         _check(d, ad @ bd[g].T, rows=rows)
         start = R.align(end, 128)
+
+
+def test_contiguous_ensure_zero_padding(emu):
+    # DeepGEMM's ensure_zero_padding reaches the problem as d_padding (False: D's padding rows are left
+    # unspecified, for callers that drop them); real rows are the same either way
+    G, n, k = 2, 64, 256
+    ids = torch.tensor([0] * 3 + [-1] * 125 + [1] * 2 + [-1] * 126, dtype=torch.int32)
+    m = ids.numel()
+    a, sfa = _acts(17, (m, k))
+    b, sfb = _weights(18, G, n, k)
+    ad, bd = _deq_a(a, sfa, 128), _deq_b(b, sfb)
+    for flag, want in [(True, L.D_PADDING_ZERO), (False, L.D_PADDING_ANY)]:
+        d = fc(torch.full((m, n), float("nan"), dtype=torch.bfloat16))
+        dg.m_grouped_fp8_fp4_gemm_nt_contiguous((fc(a), fc(sfa)), (fc(b), fc(sfb)), d, fc(ids),
+                                                ensure_zero_padding=flag)
+        assert emu.d_padding == want
+        for e in range(G):
+            _check(d, ad @ bd[e].T, rows=(ids == e).numpy())
+    # the masked layout has no padding rows: it never sets the field
+    assert L.hfp4_gemm_problem().d_padding == L.D_PADDING_ZERO
 
 
 def test_contiguous_expected_m_hint(emu):

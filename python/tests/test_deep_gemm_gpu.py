@@ -156,6 +156,29 @@ def test_contiguous_decode_hint(hint):
     assert (d[torch.from_numpy(ids < 0).to(DEV)] == 0).all()
 
 
+def test_contiguous_padding_left_alone():
+    # ensure_zero_padding=False: real rows as always; D's padding rows keep the poison or are zeros
+    G, n, k = 8, 256, 1024
+    ids = []
+    for e, cnt in [(0, 1), (3, 2), (5, 3), (6, 1)]:
+        ids += [e] * cnt + [-1] * (128 - cnt)
+    ids = np.array(ids + [-1] * 256, np.int32)
+    m = ids.size
+    a, sfa = _acts(23, (m, k), 32, packed=True)
+    b, sfb = _weights(24, G, n, k, "packed")
+    ad, bd = _deq_a(a, sfa, 32), _deq_b(b, sfb)
+    for hint in (None, 1):
+        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+        dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (b, sfb), d, torch.from_numpy(ids).to(DEV),
+                                                recipe=(1, 1, 32), expected_m=hint, ensure_zero_padding=False)
+        torch.cuda.synchronize()
+        for e in range(G):
+            if (ids == e).any():
+                _check(d, ad, bd[e], rows=ids == e)
+        pad = d[torch.from_numpy(ids < 0).to(DEV)].float()
+        assert (torch.isnan(pad) | (pad == 0)).all()
+
+
 def test_contiguous_psum():
     G, n, k, m = 3, 128, 256, 512
     ends = np.array([100, 300, 390], np.int32)

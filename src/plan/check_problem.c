@@ -26,6 +26,8 @@
 #include "scale_access.h"
 #include "../weights/sm90_layout.h"
 
+#include <stddef.h>
+
 #define BIT(d) (1u << (unsigned)(d))
 
 static const char *fn_name(int device_pointers) { return device_pointers ? "hfp4_gemm" : "hfp4_ref_gemm"; }
@@ -39,6 +41,11 @@ static const char *grouping_name(hfp4_grouping g) {
     }
     return "unknown";
 }
+
+/* d_padding took the 4 bytes of alignment padding before expected_m: callers built against the
+ * header without it (zero-initialized structs) keep working, and see the default */
+_Static_assert(offsetof(hfp4_gemm_problem, d_padding) + 4 == offsetof(hfp4_gemm_problem, expected_m),
+               "hfp4_gemm_problem.d_padding must sit in the padding before expected_m");
 
 /* The shape fields and the grouping scalars (everything but the operands and the layout data). */
 static hfp4_status check_shape(const char *fn, const hfp4_gemm_problem *p) {
@@ -64,6 +71,12 @@ static hfp4_status check_shape(const char *fn, const hfp4_gemm_problem *p) {
     }
     HFP4_CHECK_ARG(p->expected_m >= 0, "%s: problem->expected_m = %lld must be >= 0 (0 = unknown)", fn,
                    (long long)p->expected_m);
+    HFP4_CHECK_ARG(p->d_padding == HFP4_D_PADDING_ZERO ||
+                       (p->d_padding == HFP4_D_PADDING_ANY && (p->grouping == HFP4_GROUPING_CONTIGUOUS ||
+                                                               p->grouping == HFP4_GROUPING_CONTIGUOUS_PSUM)),
+                   "%s: problem->d_padding = %d must be HFP4_D_PADDING_ZERO (0), or HFP4_D_PADDING_ANY (1) with a "
+                   "contiguous grouping (the grouping is %s)",
+                   fn, (int)p->d_padding, grouping_name(p->grouping));
     return HFP4_OK;
 }
 

@@ -187,6 +187,7 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     k->d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;
     k->ldd = p->d.ld;
     k->d_stride_group = p->d.stride_group;
+    k->d_zero_padding = p->d_padding != HFP4_D_PADDING_ANY;
     {
         /* 16-byte stores of 8 outputs need every row (and group) of D and C to start 16-byte aligned */
         const int64_t esz = k->d_fp32 ? 4 : 2, per16 = 16 / esz;

@@ -34,6 +34,8 @@ typedef struct gemm_case {
                              padding rows (-1) after the last segment (written as zeros) */
     int32_t d_pad;        /* D and C rows are n + d_pad elements apart; the pad must stay untouched */
     int64_t expected_m;   /* hfp4_gemm_problem.expected_m (0: none), which picks the token tile */
+    int d_padding_any;    /* contiguous forms: d_padding = HFP4_D_PADDING_ANY, so D's padding rows may
+                             keep the poison or be zeros (their only allowed values) */
     int a_mn_major;       /* FP32 activation scales MN-major (DeepGEMM's TMA-aligned layout: stride_mn 1,
                              stride_k = rows rounded up to 4) instead of K-major; 2: the same one float
                              past a 16-byte boundary (the kernels' block copies must not apply); 3:
@@ -465,6 +467,7 @@ static gemm_result fx_run(gemm_host *h) {
     p.layout = d_layout;
     p.m_alignment = c->alignment;
     p.expected_m = c->expected_m;
+    p.d_padding = c->d_padding_any ? HFP4_D_PADDING_ANY : HFP4_D_PADDING_ZERO;
     p.a.data = d_a;
     p.a.dtype = HFP4_DTYPE_FP8_E4M3;
     p.a.rows = c->m;
@@ -546,8 +549,12 @@ static gemm_result fx_run(gemm_host *h) {
             double got = fx_output_at(c, out, di);
             double want = h->ref[i];
             int bad;
+            int zero_row = 0, untouched = 0;
+            if (c->d_padding_any) fx_row_expert(h, i / c->n, &zero_row, &untouched);
             if (isnan(want)) {
                 bad = !isnan(got); /* must stay poisoned (untouched) */
+            } else if (zero_row) {
+                bad = !(isnan(got) || got == 0.0); /* d_padding ANY: left poisoned, or zero */
             } else {
                 double diff = fabs(got - want);
                 /* The documented element bound (docs/TESTING.md): the output rounding (BF16: 2^-9

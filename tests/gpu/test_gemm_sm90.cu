@@ -552,6 +552,24 @@ TEST(gpu_contiguous_padding_tiles) {
     }
 }
 
+/* d_padding ANY (DeepGEMM's ensure_zero_padding=False): D's padding rows may keep the poison or be
+ * zeros, every real row as always; through the 8-token tile's balanced walk (expected_m 4), the
+ * narrow-block split (no hint, 128-row segments of a few rows), the 128-token tile, and psum */
+TEST(gpu_contiguous_padding_left_alone) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    static const int32_t few[16] = {3, 1, 0, 2, 5, 1, 1, 8, 2, 0, 1, 3, 7, 1, 2, 1};
+    for (int v = 0; v < 4; v++) {
+        gemm_case c = base_case(v == 3 ? HFP4_GROUPING_CONTIGUOUS_PSUM : HFP4_GROUPING_CONTIGUOUS,
+                                v == 2 ? 1024 : 16 * 128, 1000, 512, v == 2 ? 8 : 16, 820 + v);
+        if (v < 2) c.rows = few;
+        c.expected_m = v == 0 ? 4 : 0;
+        c.d_pad = v == 1 ? 8 : 0;
+        c.extra_rows = v == 1 || v == 2 ? 256 : 0; /* all-padding tiles after the last segment */
+        c.d_padding_any = 1;
+        check_case(&c, "contiguous, d_padding ANY");
+    }
+}
+
 /* The 8-token tile's direct stores (epilogue.cuh: store_tile_direct8; the carry loop's one-base
  * items with BF16 D, 16-byte aligned rows, no C and the warpgroup's 64 rows inside N) next to the
  * transpose it replaces: N = 64 mod 128, so the last weight tile's second warpgroup (past N) and

@@ -373,7 +373,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     }
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_END);
     if constexpr (cfg::BALANCE)
-        if (p.balanced == 2) zero_padding_tiles<BT>(*pk, sm.live_prefix, warpgroup * 128 + tid);
+        if (p.balanced == 2 && p.d_zero_padding) zero_padding_tiles<BT>(*pk, sm.live_prefix, warpgroup * 128 + tid);
     if (BT == 128 && p.d_tma && tid == 0) bulk_wait_all(); /* the last TMA stores, before the CTA's end */
     if constexpr (SPLIT) { /* no CTA of the cluster exits while its partner may still write to it */
         __syncwarp();

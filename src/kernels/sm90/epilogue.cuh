@@ -30,7 +30,9 @@ template <int BT>
 static __device__ __forceinline__ void store_zero_tile(const hfp4_sm90_gemm_params p, const sm90_tile tile,
                                                        int64_t wtile, int64_t dgroup, int tid) {
     /* all-padding tile (most tiles of a decode batch in the contiguous layout): zeros straight
-     * to D, without the transpose and its barriers; 16 bytes per store when rows are aligned */
+     * to D, without the transpose and its barriers; 16 bytes per store when rows are aligned;
+     * nothing when the caller leaves D's padding rows unspecified (d_padding ANY) */
+    if (!p.d_zero_padding) return;
     if (p.d_vec) {
         const int per16 = p.d_fp32 ? 4 : 8; /* outputs per 16-byte store */
         for (int idx = tid; idx < BT * 64 / per16; idx += 128) {

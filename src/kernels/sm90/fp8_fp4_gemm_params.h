@@ -58,6 +58,8 @@ typedef struct hfp4_sm90_gemm_params {
     int32_t d_vec;          /* D (and C) rows and groups 16-byte aligned: vector stores    */
     int32_t d_tma;          /* 128-token tile, BF16 D without C, d_vec: tiles whose rows are all
                                written go out by TMA store (epilogue.cuh)                     */
+    int32_t d_zero_padding; /* the contiguous forms' all-padding tiles are written as zeros (else
+                               left alone: hfp4_gemm_problem.d_padding ANY)                   */
     int64_t ldd, d_stride_group;
     /* K-split (split_k.cuh; the two-CTA 8-token tile, launched in clusters of two): 2 when the launch
      * may split, 0 when not; the CTAs split when the live items are at most split_max_items */
