@@ -1,0 +1,72 @@
+"""Times hfp4.experts.experts_forward (the transformers experts backend) on a DeepSeek-V4-Flash MoE
+layer's shapes (E = 256, H = 4096, I = 2048, top-6; random FP4 weights and UE8M0 scales made on the
+GPU), eager and as a CUDA-graph replay, for decode token counts. Prints, per T: the microseconds of
+a whole forward (routing, quantization, both GEMMs, gate, combine) and the effective bandwidth over
+the FP4 weight and scale bytes of the experts hit (the bytes that bound decode).
+
+    HFP4_LIBRARY=$PWD/build/libhfp4.so PYTHONPATH=python python3 bench/experts_forward.py [T ...]
+"""
+import sys
+
+import torch
+
+import hfp4.deep_gemm as dg
+import hfp4.experts as X
+
+E, H, I, TOPK = 256, 4096, 2048, 6
+
+
+class Layer:
+    def __init__(self):
+        g = torch.Generator(device="cuda").manual_seed(1)
+
+        def fp4(n, k):
+            w = torch.randint(-128, 128, (E, n, k // 2), generator=g, device="cuda", dtype=torch.int8)
+            sf = torch.randint(118, 124, (E, n, k // 32), generator=g, device="cuda", dtype=torch.uint8)
+            return w, sf.view(torch.float8_e8m0fnu)
+
+        self.gate_up_proj, self.gate_up_proj_scale_inv = fp4(2 * I, H)
+        self.down_proj, self.down_proj_scale_inv = fp4(H, I)
+        self.num_experts, self.has_gate, self.activation_scheme = E, True, "dynamic"
+
+    def _apply_gate(self, gate_up):
+        gate, up = gate_up.chunk(2, dim=-1)
+        return torch.nn.functional.silu(gate.clamp(max=10.0)) * up.clamp(-10.0, 10.0)
+
+
+def time_us(fn, reps=50):
+    for _ in range(3):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3 / reps
+
+
+def main(tokens):
+    layer = Layer()
+    g = torch.Generator(device="cuda").manual_seed(2)
+    print("# hfp4.experts.experts_forward, V4-Flash layer (E %d, H %d, I %d, top-%d), %s"
+          % (E, H, I, TOPK, torch.cuda.get_device_name()))
+    for T in tokens:
+        x = torch.randn(T, H, generator=g, device="cuda").to(torch.bfloat16)
+        idx = torch.stack([torch.randperm(E, generator=g, device="cuda")[:TOPK] for _ in range(T)])
+        w = torch.rand(T, TOPK, generator=g, device="cuda")
+        hit = int(torch.unique(idx).numel())
+        weight_bytes = hit * (2 * I * H + H * I) * (0.5 + 1.0 / 32)
+        eager = time_us(lambda: X.experts_forward(layer, x, idx, w))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            X.experts_forward(layer, x, idx, w)
+        replay = time_us(graph.replay)
+        print("T %4d  experts hit %3d  eager %8.1f us  graph %8.1f us  %.2f TB/s (weights + scales of the hit "
+              "experts / graph time)" % (T, hit, eager, replay, weight_bytes / replay * 1e-6))
+    dg.clear_weight_cache()
+    dg.release_graph_weights()
+
+
+if __name__ == "__main__":
+    main([int(v) for v in sys.argv[1:]] or [1, 8, 32, 128])

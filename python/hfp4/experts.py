@@ -1,0 +1,143 @@
+"""hfp4.experts - a transformers experts backend: DeepSeek-V4's FP4 experts on Hopper through hfp4.
+
+transformers runs a fine-grained FP8/FP4 experts module (``FP8Experts``: ``gate_up_proj`` int8
+[E, 2I, H/2] with ``gate_up_proj_scale_inv`` UE8M0 [E, 2I, H/32], ``down_proj`` int8 [E, H, I/2]
+with ``down_proj_scale_inv`` [E, H, I/32]) through a function picked by name from its experts
+interface. Its "deepgemm" function refuses FP4 weights below Blackwell; this one serves them on SM90:
+
+    import hfp4.experts
+    hfp4.experts.register()                      # adds "hfp4" to transformers' FP8 experts functions
+    model.set_experts_implementation("hfp4")     # or from_pretrained(..., experts_implementation="hfp4")
+
+``experts_forward(module, hidden_states [T, H], top_k_index [T, k], top_k_weights [T, k])`` returns
+[T, H] in hidden_states' dtype: for each routed (token, expert) row, down(gate(up(x))) times its
+routing weight, summed over the token's k experts; ids outside [0, E) (expert-parallel sentinels)
+contribute nothing. It is transformers' DeepGEMM experts forward (sort the routed rows by expert,
+pad each expert's rows to 128, two m-grouped GEMMs around the module's own ``_apply_gate``) with
+three differences that matter for speed and none for the result:
+- activations are quantized with 1x128 FP32 scales (DeepGEMM's SM90 recipe, hfp4's full-speed
+  path; transformers passes 1x32 UE8M0, which hfp4 also serves, more slowly: ``gran_k=32``);
+- D's padding rows are not written (``ensure_zero_padding=False``): this forward never reads them,
+  and at decode they are most of D;
+- the GEMMs get the rows-per-expert hint (``expected_m``), so decode picks hfp4's 8-token tile
+  without a second launch.
+Everything stays on the device (no host synchronization), so a decode step can be captured in a
+CUDA graph. Requests hfp4 cannot serve raise ``NotImplementedError`` (transformers' callers fall
+back), bad arguments ``ValueError``, both naming the argument.
+"""
+from . import _lib as L
+from . import deep_gemm as dg
+
+__all__ = ["experts_forward", "register", "ALIGNMENT"]
+
+ALIGNMENT = 128  # rows of each expert's segment (DeepGEMM's SM90 BLOCK_M, hfp4's default)
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _check_module(module, hidden_states, top_k_index, top_k_weights):
+    torch = _torch()
+    if getattr(module, "activation_scheme", "dynamic") == "static":
+        raise L.unsupported("hfp4 experts: activation_scheme = 'static' (per-expert activation scales) is not "
+                            "supported; the kernels take per-token scales")
+    if getattr(module, "is_transposed", False):
+        raise L.unsupported("hfp4 experts: is_transposed = True ([E, K, N] weights) is not supported")
+    if getattr(module, "has_bias", False):
+        raise L.unsupported("hfp4 experts: has_bias = True is not supported")
+    has_gate = getattr(module, "has_gate", True)
+    up = module.gate_up_proj if has_gate else module.up_proj
+    for name, w in (("gate_up_proj" if has_gate else "up_proj", up), ("down_proj", module.down_proj)):
+        if w.dtype not in (torch.int8, torch.uint8):
+            raise L.unsupported("hfp4 experts: %s.dtype = %s; only FP4 (int8-packed e2m1) expert weights have "
+                                "an hfp4 grouped kernel" % (name, w.dtype))
+    if hidden_states.dim() != 2:
+        raise L.invalid_argument("hfp4 experts: hidden_states must be 2D [tokens, hidden], got shape %s"
+                                 % (tuple(hidden_states.shape),))
+    if top_k_index.dim() != 2 or top_k_index.shape[0] != hidden_states.shape[0]:
+        raise L.invalid_argument("hfp4 experts: top_k_index must be [tokens = %d, k], got shape %s"
+                                 % (hidden_states.shape[0], tuple(top_k_index.shape)))
+    if tuple(top_k_weights.shape) != tuple(top_k_index.shape):
+        raise L.invalid_argument("hfp4 experts: top_k_weights shape %s must equal top_k_index's %s"
+                                 % (tuple(top_k_weights.shape), tuple(top_k_index.shape)))
+    if top_k_index.dtype.is_floating_point or top_k_index.dtype == torch.bool:
+        raise L.invalid_argument("hfp4 experts: top_k_index must be an integer tensor, got %s" % (top_k_index.dtype,))
+    return has_gate, up
+
+
+def _routed_layout(ids, num_experts):
+    """The contiguous layout of the routed rows, built on the device: ids [S] (any integer; outside
+    [0, E) = not routed). Returns (perm, sorted_ids, pos, layout, m_pad): row i of the sorted order
+    is routed row perm[i] with expert sorted_ids[i] (E for the unrouted, which sort last), at row
+    pos[i] of the padded layout; layout [m_pad] int32 holds each row's expert or -1; each expert's
+    segment starts at a multiple of ALIGNMENT. m_pad is a bound known on the host (no sync)."""
+    torch = _torch()
+    S, E = ids.numel(), num_experts
+    ids = torch.where((ids < 0) | (ids >= E), torch.full_like(ids, E), ids)
+    sorted_ids, perm = torch.sort(ids, stable=True)
+    counts = ids.new_zeros(E + 1).scatter_add_(0, sorted_ids, torch.ones_like(sorted_ids))
+    aligned = (counts[:E] + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    pad_before = torch.nn.functional.pad((aligned - counts[:E]).cumsum(0), (1, 0))  # [E + 1]
+    pos = torch.arange(S, device=ids.device) + pad_before[sorted_ids]
+    m_pad = S + min(S, E) * (ALIGNMENT - 1)  # every hit expert adds at most ALIGNMENT - 1 rows
+    layout = ids.new_full((m_pad,), -1, dtype=torch.int32)
+    layout[pos] = torch.where(sorted_ids < E, sorted_ids, torch.full_like(sorted_ids, -1)).to(torch.int32)
+    return perm, sorted_ids, pos, layout, m_pad
+
+
+def _grouped_gemm(x, w, w_scale, pos, layout, m_pad, gran_k, expected_m):
+    """D [m_pad, N] BF16 for the sorted rows x [S, K] (quantized here, placed at rows pos); rows of D
+    that are padding are left unwritten. Returns D's routed rows [S, N]."""
+    torch = _torch()
+    q, sf = dg.per_token_cast_to_fp8(x, use_ue8m0=False, gran_k=gran_k)
+    a = x.new_empty((m_pad, q.shape[1]), dtype=q.dtype)
+    a[pos] = q
+    sfa = x.new_zeros((m_pad, sf.shape[1]), dtype=sf.dtype)  # (padding rows: finite scales, any FP8 bytes)
+    sfa[pos] = sf
+    d = x.new_empty((m_pad, w.shape[1]), dtype=torch.bfloat16)
+    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (w, w_scale), d, layout, recipe_a=(1, gran_k),
+                                            recipe_b=(1, 32), ensure_zero_padding=False, expected_m=expected_m)
+    return d[pos]
+
+
+def experts_forward(self, hidden_states, top_k_index, top_k_weights, gran_k=128):
+    """The experts forward (transformers' experts-function signature; ``self`` is the experts
+    module). gran_k: the activations' scale granularity along K, 128 (default) or 32."""
+    torch = _torch()
+    if gran_k not in (32, 128):
+        raise L.invalid_argument("hfp4 experts: gran_k = %r must be 32 or 128" % (gran_k,))
+    has_gate, up = _check_module(self, hidden_states, top_k_index, top_k_weights)
+    up_scale = self.gate_up_proj_scale_inv if has_gate else self.up_proj_scale_inv
+    T, H = hidden_states.shape
+    k = top_k_index.shape[1]
+    E = int(self.num_experts)
+    out = hidden_states.new_zeros((T, H), dtype=torch.float32)
+    if T == 0 or k == 0:
+        return out.to(hidden_states.dtype)
+    perm, sorted_ids, pos, layout, m_pad = _routed_layout(top_k_index.reshape(-1), E)
+    S = perm.numel()
+    expected_m = -(-S // min(S, E))  # rows per routed expert, if routing is even (a tile hint only)
+    token = perm // k
+    h = _grouped_gemm(hidden_states[token], up, up_scale, pos, layout, m_pad, gran_k, expected_m)
+    h = self._apply_gate(h) if has_gate else self.act_fn(h)
+    y = _grouped_gemm(h, self.down_proj, self.down_proj_scale_inv, pos, layout, m_pad, gran_k, expected_m)
+    w = top_k_weights.reshape(-1)[perm].float()
+    routed = (sorted_ids < E).unsqueeze(1)
+    # (where, not a product: unrouted rows sit in D's unwritten padding and may hold NaN)
+    y = torch.where(routed, y.float() * w.unsqueeze(1), y.new_zeros((), dtype=torch.float32))
+    out.index_add_(0, token, y)
+    return out.to(hidden_states.dtype)
+
+
+def register(name="hfp4"):
+    """Adds experts_forward to transformers' FP8/FP4 experts functions under `name`, so that
+    ``model.set_experts_implementation(name)`` selects it. Returns the name."""
+    try:
+        from transformers.integrations.finegrained_fp8 import FP8ExpertsInterface
+    except ImportError as e:
+        raise L.unsupported("hfp4 experts: transformers with FP8ExpertsInterface "
+                            "(transformers.integrations.finegrained_fp8) is needed: %s" % (e,))
+    FP8ExpertsInterface.register(name, experts_forward)
+    return name

@@ -1,0 +1,156 @@
+"""hfp4.experts (the transformers experts backend) on torch CPU tensors through the emulated library
+(test_deep_gemm_emulated's fixture: hfp4_gemm -> hfp4_ref_gemm), against a reference that routes
+token by token; and its argument checks. Its GPU test is in test_deep_gemm_gpu.py."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import hfp4  # noqa: E402
+import hfp4.deep_gemm as dg  # noqa: E402
+import hfp4.experts as X  # noqa: E402
+from test_deep_gemm_emulated import _weights, emu, fc  # noqa: E402,F401  (emu: the fixture)
+
+
+class _Experts:
+    """What experts_forward reads of transformers' FP8Experts (FP4 weights, gate|up stacked)."""
+
+    def __init__(self, E, H, I, seed, wrap=fc, limit=10.0):
+        w1, s1 = _weights(seed, E, 2 * I, H)
+        w2, s2 = _weights(seed + 1, E, H, I)
+        self.gate_up_proj, self.gate_up_proj_scale_inv = wrap(w1), wrap(s1)
+        self.down_proj, self.down_proj_scale_inv = wrap(w2), wrap(s2)
+        self.num_experts, self.has_gate, self.activation_scheme, self.limit = E, True, "dynamic", limit
+        self.act_fn = torch.nn.functional.silu
+
+    def _apply_gate(self, gate_up):
+        gate, up = gate_up.chunk(2, dim=-1)
+        gate = gate.clamp(max=self.limit)
+        up = up.clamp(min=-self.limit, max=self.limit)
+        return self.act_fn(gate) * up
+
+
+def _dequant_fp4(w, sf):
+    import dg_math_ref as R
+    return torch.from_numpy(R.dequant_fp4(w.view(torch.uint8).numpy(), sf.view(torch.uint8).numpy()))
+
+
+def _qdq(x, gran_k):
+    """x quantized as experts_forward does (per token, FP32 scales), then decoded, in float64"""
+    q, sf = dg.per_token_cast_to_fp8(x, use_ue8m0=False, gran_k=gran_k)
+    return (q.double().view(q.shape[0], -1, gran_k) * sf.double().unsqueeze(2)).view(q.shape)
+
+
+def _reference(mod, x, idx, wts, gran_k):
+    """token by token: sum over its experts e in [0, E) of w * down(gate(up(x))), BF16 GEMM outputs"""
+    E = mod.num_experts
+    w1 = [_dequant_fp4(mod.gate_up_proj[e], mod.gate_up_proj_scale_inv[e]) for e in range(E)]
+    w2 = [_dequant_fp4(mod.down_proj[e], mod.down_proj_scale_inv[e]) for e in range(E)]
+    out = torch.zeros(x.shape, dtype=torch.float64)
+    for t in range(x.shape[0]):
+        for j in range(idx.shape[1]):
+            e = int(idx[t, j])
+            if not 0 <= e < E:
+                continue
+            h = (_qdq(x[t:t + 1], gran_k) @ w1[e].T).to(torch.bfloat16)
+            h = mod._apply_gate(h)
+            y = (_qdq(h, gran_k) @ w2[e].T).to(torch.bfloat16)
+            out[t] += float(wts[t, j]) * y[0].double()
+    return out
+
+
+@pytest.mark.parametrize("gran_k", [128, 32])
+@pytest.mark.parametrize("tokens,k", [(1, 2), (9, 3)])
+def test_matches_token_by_token(emu, gran_k, tokens, k):
+    E, H, I = 4, 256, 128
+    mod = _Experts(E, H, I, 40 + tokens)
+    g = torch.Generator().manual_seed(7 + tokens)
+    x = torch.randn(tokens, H, generator=g).to(torch.bfloat16)
+    idx = torch.randint(0, E, (tokens, k), generator=g)
+    idx[0, -1] = E  # an expert-parallel sentinel (another rank's expert)
+    if tokens > 1:
+        idx[1, 0] = -1
+    wts = torch.rand(tokens, k, generator=g)
+    got = X.experts_forward(mod, fc(x), fc(idx), fc(wts), gran_k=gran_k)
+    assert got.dtype == torch.bfloat16 and tuple(got.shape) == (tokens, H)
+    ref = _reference(mod, x, idx, wts, gran_k)
+    got = got.double()
+    assert torch.isfinite(got).all()
+    assert torch.linalg.norm(got - ref) <= 1e-2 * torch.linalg.norm(ref)
+    # the two GEMMs ran on the device path with the padding left alone and the rows-per-expert hint
+    assert emu.d_padding == hfp4._lib.D_PADDING_ANY and emu.expected_m >= 1
+
+
+def test_routed_layout():
+    # segments of 128 rows per hit expert, in expert order, unrouted ids (< 0, >= E) last and padding
+    ids = torch.tensor([2, 0, 5, 2, -1, 0, 2])
+    perm, sorted_ids, pos, layout, m_pad = X._routed_layout(ids, 3)
+    assert sorted_ids.tolist() == [0, 0, 2, 2, 2, 3, 3]
+    assert ids[perm].tolist()[:5] == [0, 0, 2, 2, 2]
+    assert pos.tolist()[:5] == [0, 1, 128, 129, 130] and min(pos.tolist()[5:]) >= 256
+    assert m_pad == 7 + 3 * 127 and max(pos.tolist()) < m_pad
+    lay = layout.tolist()
+    assert lay[:2] == [0, 0] and lay[128:131] == [2, 2, 2]
+    assert all(v == -1 for i, v in enumerate(lay) if i not in (0, 1, 128, 129, 130))
+
+
+def test_refusals(emu):
+    mod = _Experts(2, 128, 64, 3)
+    x, idx, w = fc(torch.randn(2, 128)), fc(torch.zeros(2, 1, dtype=torch.int64)), fc(torch.ones(2, 1))
+    mod.activation_scheme = "static"
+    with pytest.raises(NotImplementedError, match="static"):
+        X.experts_forward(mod, x, idx, w)
+    mod.activation_scheme = "dynamic"
+    mod.down_proj = fc(torch.zeros(2, 128, 64, dtype=torch.float8_e4m3fn))
+    with pytest.raises(NotImplementedError, match="down_proj.dtype"):
+        X.experts_forward(mod, x, idx, w)
+    mod = _Experts(2, 128, 64, 3)
+    with pytest.raises(ValueError, match="top_k_weights"):
+        X.experts_forward(mod, x, idx, fc(torch.ones(2, 2)))
+    with pytest.raises(ValueError, match="top_k_index"):
+        X.experts_forward(mod, x, fc(torch.zeros(2, 1)), w)
+    with pytest.raises(ValueError, match="gran_k"):
+        X.experts_forward(mod, x, idx, w, gran_k=64)
+    # no tokens: zeros of the right shape, no GEMM
+    empty = X.experts_forward(mod, fc(torch.randn(0, 128)), fc(torch.zeros(0, 1, dtype=torch.int64)),
+                              fc(torch.ones(0, 1)))
+    assert tuple(empty.shape) == (0, 128) and not emu.calls
+
+
+def test_register():
+    fg = pytest.importorskip("transformers.integrations.finegrained_fp8")
+    assert X.register("hfp4_test") == "hfp4_test"
+    assert fg.ALL_FP8_EXPERTS_FUNCTIONS["hfp4_test"] is X.experts_forward
+    np.testing.assert_equal(True, "hfp4_test" in fg.ALL_FP8_EXPERTS_FUNCTIONS.valid_keys())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tokens,k", [(1, 6), (8, 6), (200, 2)])
+def test_gpu_matches_token_by_token(tokens, k):
+    # the library's kernels (8-token tile at decode, the 128-token tile at 200 x 2 rows over 8
+    # experts), then a CUDA-graph replay of the same call: no host synchronization inside
+    if not dg.is_available():
+        pytest.skip("no GPU hfp4's SM90 kernels run on")
+    E, H, I = 8, 512, 256
+    cpu = _Experts(E, H, I, 60 + tokens, wrap=lambda t: t)
+    mod = _Experts(E, H, I, 60 + tokens, wrap=lambda t: t.cuda())
+    g = torch.Generator().manual_seed(70 + tokens)
+    x = torch.randn(tokens, H, generator=g).to(torch.bfloat16)
+    idx = torch.stack([torch.randperm(E + 1, generator=g)[:k] for _ in range(tokens)])  # E: a sentinel
+    wts = torch.rand(tokens, k, generator=g)
+    ref = _reference(cpu, x, idx, wts, 128)
+    xd, idxd, wd = x.cuda(), idx.cuda(), wts.cuda()
+    got = X.experts_forward(mod, xd, idxd, wd)
+    torch.cuda.synchronize()
+    got = got.double().cpu()
+    assert torch.isfinite(got).all()
+    assert torch.linalg.norm(got - ref) <= 1e-2 * torch.linalg.norm(ref)
+    if tokens <= 8:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = X.experts_forward(mod, xd, idxd, wd)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out.double().cpu(), got)
+    dg.clear_weight_cache()
+    dg.release_graph_weights()
