@@ -362,6 +362,63 @@ HFP4_API hfp4_status hfp4_gemm_supported(const hfp4_gemm_problem *problem);
 HFP4_API hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype scale_dtype,
                                       void *dst, size_t dst_bytes, hfp4_matrix *out, hfp4_stream stream);
 
+/* ------------------------------------------------------------------------------------------- */
+/* MoE glue: routing, quantization into the layout, and the combine around the grouped GEMMs    */
+/* ------------------------------------------------------------------------------------------- */
+
+/* An experts layer on the contiguous layout runs: route the tokens' top-k expert ids onto the
+ * layout, quantize the routed rows into it, the first grouped GEMM, the activation (the caller's),
+ * quantize its rows, the second grouped GEMM, and combine each token's rows. These three steps take
+ * one pass each. The plain forms work on host memory and are the reference of the _gpu forms
+ * (device memory, stream-ordered, no allocation, no synchronization: capturable in a CUDA graph;
+ * UNSUPPORTED without an SM90 GPU). Routed row i is ids[i] of tokens x top_k ids (token i / top_k). */
+
+/* Rows of a layout that holds `routed_rows` ids over num_experts experts, each expert's segment
+ * starting at a multiple of alignment, without reading the ids: routed_rows + min(routed_rows,
+ * num_experts) x (alignment - 1). -1 for arguments outside routed_rows >= 0, num_experts >= 1,
+ * alignment >= 1. */
+HFP4_API int64_t hfp4_moe_layout_rows(int64_t routed_rows, int32_t num_experts, int32_t alignment);
+
+/* ids [routed_rows] (int32, or int64 when ids_int64) -> row_pos [routed_rows]: routed row i's row of
+ * the layout, or -1 where ids[i] is outside [0, num_experts) (expert-parallel sentinels: not
+ * computed, not combined); layout [layout_rows >= hfp4_moe_layout_rows(...)] (int32, the expert of
+ * each row or -1: hfp4_gemm's CONTIGUOUS layout with m_alignment = alignment). Expert e's rows form
+ * one segment starting at a multiple of alignment, experts in increasing order; the order of rows
+ * inside a segment is unspecified (the GPU form's may differ between runs: no row's result depends
+ * on it). num_experts <= 65536 (the GPU form: <= 4096); alignment a positive multiple of 8. */
+HFP4_API hfp4_status hfp4_moe_route(const void *ids, int ids_int64, int64_t routed_rows, int32_t num_experts,
+                                    int32_t alignment, int32_t *row_pos, int32_t *layout, int64_t layout_rows);
+HFP4_API hfp4_status hfp4_moe_route_gpu(const void *ids, int ids_int64, int64_t routed_rows, int32_t num_experts,
+                                        int32_t alignment, int32_t *row_pos, int32_t *layout, int64_t layout_rows,
+                                        hfp4_stream stream);
+
+/* Quantizes the routed rows into the layout as hfp4_quantize_fp8_per_token does with FP32 scales
+ * (use_ue8m0 = 0; bit for bit): routed row i with row_pos[i] >= 0 is row i / row_div of x (BF16 or
+ * FP32, [x_rows, k], ldx elements apart) and goes to row row_pos[i] of a (FP8 e4m3, lda bytes apart)
+ * and of sf (FP32, K-major [layout_rows][ceil(k / gran_k)]). row_div: top_k for the tokens' hidden
+ * states (each token feeds its top_k rows), 1 for rows already one per routed row. Nothing else of
+ * a and sf is written. gran_k: 32 or 128. */
+HFP4_API hfp4_status hfp4_moe_quantize_rows(const void *x, hfp4_dtype x_dtype, int64_t x_rows, int64_t k,
+                                            int64_t ldx, int32_t row_div, const int32_t *row_pos,
+                                            int64_t routed_rows, int32_t gran_k, uint8_t *a, int64_t lda, float *sf,
+                                            int64_t layout_rows);
+HFP4_API hfp4_status hfp4_moe_quantize_rows_gpu(const void *x, hfp4_dtype x_dtype, int64_t x_rows, int64_t k,
+                                                int64_t ldx, int32_t row_div, const int32_t *row_pos,
+                                                int64_t routed_rows, int32_t gran_k, uint8_t *a, int64_t lda,
+                                                float *sf, int64_t layout_rows, hfp4_stream stream);
+
+/* out[t] = sum over j < top_k with p = row_pos[t top_k + j] >= 0 of weights[t top_k + j] x y[p]:
+ * FP32 fused multiply-adds in order of j from 0, rounded once to out's dtype. y BF16 [layout_rows, n]
+ * (ldy elements apart); weights FP32 or BF16 [tokens x top_k]; out BF16 or FP32 [tokens, n] (ldo
+ * elements apart); a token with no routed row gets zeros. */
+HFP4_API hfp4_status hfp4_moe_combine(const void *y, int64_t ldy, int64_t layout_rows, int64_t n,
+                                      const int32_t *row_pos, const void *weights, hfp4_dtype weights_dtype,
+                                      int64_t tokens, int32_t top_k, void *out, hfp4_dtype out_dtype, int64_t ldo);
+HFP4_API hfp4_status hfp4_moe_combine_gpu(const void *y, int64_t ldy, int64_t layout_rows, int64_t n,
+                                          const int32_t *row_pos, const void *weights, hfp4_dtype weights_dtype,
+                                          int64_t tokens, int32_t top_k, void *out, hfp4_dtype out_dtype, int64_t ldo,
+                                          hfp4_stream stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
 
 #include "internal.h"
 #include "../layout/sf_internal.h"
+#include "../moe/moe_internal.h"
 #include "../weights/repack_sm90.h"
 
 hfp4_status hfp4_device_query(int device, hfp4_device_info *info) {
@@ -37,5 +38,31 @@ hfp4_status hfp4__sf_execute_gpu(const char *fn, const hfp4__sf_plan *plan, cons
     (void)plan;
     (void)opts;
     (void)stream;
+    return hfp4__fail(HFP4_ERR_NO_DEVICE, "%s: this hfp4 was built without CUDA", fn);
+}
+
+hfp4_status hfp4__moe_route_launch(const char *fn, const void *ids, int ids_int64, int64_t routed_rows,
+                                   int32_t num_experts, int32_t alignment, int32_t *row_pos, int32_t *layout,
+                                   int64_t layout_rows, hfp4_stream stream) {
+    (void)ids, (void)ids_int64, (void)routed_rows, (void)num_experts, (void)alignment, (void)row_pos, (void)layout;
+    (void)layout_rows, (void)stream;
+    return hfp4__fail(HFP4_ERR_NO_DEVICE, "%s: this hfp4 was built without CUDA", fn);
+}
+
+hfp4_status hfp4__moe_quantize_rows_launch(const char *fn, const void *x, hfp4_dtype x_dtype, int64_t k,
+                                           int64_t ldx, int32_t row_div, int64_t x_rows, const int32_t *row_pos,
+                                           int64_t routed_rows, int32_t gran_k, uint8_t *a, int64_t lda, float *sf,
+                                           int64_t layout_rows, hfp4_stream stream) {
+    (void)x, (void)x_dtype, (void)k, (void)ldx, (void)row_div, (void)x_rows, (void)row_pos, (void)routed_rows;
+    (void)gran_k, (void)a, (void)lda, (void)sf, (void)layout_rows, (void)stream;
+    return hfp4__fail(HFP4_ERR_NO_DEVICE, "%s: this hfp4 was built without CUDA", fn);
+}
+
+hfp4_status hfp4__moe_combine_launch(const char *fn, const void *y, int64_t ldy, int64_t layout_rows, int64_t n,
+                                     const int32_t *row_pos, const void *weights, hfp4_dtype weights_dtype,
+                                     int64_t tokens, int32_t top_k, void *out, hfp4_dtype out_dtype, int64_t ldo,
+                                     hfp4_stream stream) {
+    (void)y, (void)ldy, (void)layout_rows, (void)n, (void)row_pos, (void)weights, (void)weights_dtype, (void)tokens;
+    (void)top_k, (void)out, (void)out_dtype, (void)ldo, (void)stream;
     return hfp4__fail(HFP4_ERR_NO_DEVICE, "%s: this hfp4 was built without CUDA", fn);
 }

@@ -1,0 +1,140 @@
+/*
+ * test_moe_gpu.cu - the MoE glue's GPU forms against its CPU forms (tests/test_moe.c checks those):
+ * the route's layout bit for bit and each expert's positions as a set (the GPU ranks rows inside a
+ * segment in arrival order), the row quantizer and the combine bit for bit on the GPU route's
+ * positions, with the outputs poisoned first (rows nobody routes must keep the poison).
+ */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hfp4.h"
+
+static int moe_have_sm90(void) {
+    hfp4_device_info info;
+    return hfp4_device_query(0, &info) == HFP4_OK && info.has_sm90_kernels;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* tokens x top_k ids over E experts (each token's distinct, some sentinels), routed on both sides,
+ * then the quantizer on x [tokens, k] (row_div = top_k) and the combine of y [layout_rows, n] */
+static void moe_case(int64_t tokens, int32_t top_k, int32_t E, int64_t k, int32_t gran, int64_t n, uint64_t salt) {
+    const int64_t S = tokens * top_k, rows = hfp4_moe_layout_rows(S, E, 128), sfc = (k + gran - 1) / gran;
+    hfp4_rng rng = hfp4_rng_make(salt);
+    int64_t *ids = (int64_t *)malloc(sizeof(int64_t) * S);
+    for (int64_t t = 0; t < tokens; t++)
+        for (int32_t j = 0; j < top_k; j++) {
+            int64_t e;
+            int again;
+            do { /* distinct experts per token, as a router picks them */
+                e = (int64_t)(hfp4_rng_next(&rng) % (uint64_t)(E + 1)) - (hfp4_rng_next(&rng) % 50 == 0 ? E + 1 : 0);
+                again = 0;
+                for (int32_t jj = 0; jj < j; jj++) again |= ids[t * top_k + jj] == e && e >= 0 && e < E;
+            } while (again);
+            ids[t * top_k + j] = e; /* E and negatives: sentinels */
+        }
+    int32_t *pos_c = (int32_t *)malloc(sizeof(int32_t) * S), *pos_g = (int32_t *)malloc(sizeof(int32_t) * S);
+    int32_t *lay_c = (int32_t *)malloc(sizeof(int32_t) * rows), *lay_g = (int32_t *)malloc(sizeof(int32_t) * rows);
+    CHECK_STATUS(hfp4_moe_route(ids, 1, S, E, 128, pos_c, lay_c, rows), HFP4_OK);
+    int64_t *d_ids;
+    int32_t *d_pos, *d_lay;
+    cudaMalloc(&d_ids, sizeof(int64_t) * S);
+    cudaMalloc(&d_pos, sizeof(int32_t) * S);
+    cudaMalloc(&d_lay, sizeof(int32_t) * rows);
+    cudaMemcpy(d_ids, ids, sizeof(int64_t) * S, cudaMemcpyHostToDevice);
+    cudaMemset(d_pos, 0x7F, sizeof(int32_t) * S);
+    cudaMemset(d_lay, 0x7F, sizeof(int32_t) * rows);
+    CHECK_STATUS(hfp4_moe_route_gpu(d_ids, 1, S, E, 128, d_pos, d_lay, rows, NULL), HFP4_OK);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(pos_g, d_pos, sizeof(int32_t) * S, cudaMemcpyDeviceToHost);
+    cudaMemcpy(lay_g, d_lay, sizeof(int32_t) * rows, cudaMemcpyDeviceToHost);
+    CHECK(memcmp(lay_c, lay_g, sizeof(int32_t) * rows) == 0);
+    int32_t *a_set = (int32_t *)malloc(sizeof(int32_t) * S), *b_set = (int32_t *)malloc(sizeof(int32_t) * S);
+    for (int32_t e = -1; e < E; e++) { /* per expert (and the sentinels, -1): the same positions */
+        int64_t na = 0, nb = 0;
+        for (int64_t i = 0; i < S; i++) {
+            const int32_t ei = ids[i] >= 0 && ids[i] < E ? (int32_t)ids[i] : -1;
+            if (ei != e) continue;
+            a_set[na++] = pos_c[i];
+            b_set[nb++] = pos_g[i];
+        }
+        qsort(a_set, (size_t)na, sizeof(int32_t), cmp_i32);
+        qsort(b_set, (size_t)nb, sizeof(int32_t), cmp_i32);
+        CHECK(na == nb && memcmp(a_set, b_set, sizeof(int32_t) * na) == 0);
+    }
+    /* the quantizer, BF16 x, on the GPU's positions */
+    uint16_t *x = (uint16_t *)malloc(sizeof(uint16_t) * tokens * k);
+    for (int64_t i = 0; i < tokens * k; i++) x[i] = hfp4_bf16_encode((float)(hfp4_rng_normal(&rng) * (i % 5 ? 1 : 40)));
+    uint8_t *a_c = (uint8_t *)malloc((size_t)(rows * k)), *a_g = (uint8_t *)malloc((size_t)(rows * k));
+    float *sf_c = (float *)malloc(sizeof(float) * rows * sfc), *sf_g = (float *)malloc(sizeof(float) * rows * sfc);
+    memset(a_c, 0x5A, (size_t)(rows * k));
+    memset(sf_c, 0x5A, sizeof(float) * rows * sfc);
+    CHECK_STATUS(hfp4_moe_quantize_rows(x, HFP4_DTYPE_BF16, tokens, k, k, top_k, pos_g, S, gran, a_c, k, sf_c, rows),
+                 HFP4_OK);
+    uint16_t *d_x;
+    uint8_t *d_a;
+    float *d_sf;
+    cudaMalloc(&d_x, sizeof(uint16_t) * tokens * k);
+    cudaMalloc(&d_a, (size_t)(rows * k));
+    cudaMalloc(&d_sf, sizeof(float) * rows * sfc);
+    cudaMemcpy(d_x, x, sizeof(uint16_t) * tokens * k, cudaMemcpyHostToDevice);
+    cudaMemset(d_a, 0x5A, (size_t)(rows * k));
+    cudaMemset(d_sf, 0x5A, sizeof(float) * rows * sfc);
+    CHECK_STATUS(hfp4_moe_quantize_rows_gpu(d_x, HFP4_DTYPE_BF16, tokens, k, k, top_k, d_pos, S, gran, d_a, k, d_sf,
+                                            rows, NULL),
+                 HFP4_OK);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(a_g, d_a, (size_t)(rows * k), cudaMemcpyDeviceToHost);
+    cudaMemcpy(sf_g, d_sf, sizeof(float) * rows * sfc, cudaMemcpyDeviceToHost);
+    CHECK(memcmp(a_c, a_g, (size_t)(rows * k)) == 0);
+    CHECK(memcmp(sf_c, sf_g, sizeof(float) * rows * sfc) == 0);
+    /* the combine, FP32 weights, BF16 and FP32 out */
+    uint16_t *y = (uint16_t *)malloc(sizeof(uint16_t) * rows * n);
+    for (int64_t i = 0; i < rows * n; i++) y[i] = hfp4_bf16_encode((float)hfp4_rng_normal(&rng));
+    float *w = (float *)malloc(sizeof(float) * S);
+    for (int64_t i = 0; i < S; i++) w[i] = (float)hfp4_rng_uniform(&rng);
+    float *o_c = (float *)malloc(sizeof(float) * tokens * n), *o_g = (float *)malloc(sizeof(float) * tokens * n);
+    uint16_t *ob_c = (uint16_t *)malloc(sizeof(uint16_t) * tokens * n), *ob_g = (uint16_t *)malloc(sizeof(uint16_t) * tokens * n);
+    CHECK_STATUS(hfp4_moe_combine(y, n, rows, n, pos_g, w, HFP4_DTYPE_FP32, tokens, top_k, o_c, HFP4_DTYPE_FP32, n),
+                 HFP4_OK);
+    CHECK_STATUS(hfp4_moe_combine(y, n, rows, n, pos_g, w, HFP4_DTYPE_FP32, tokens, top_k, ob_c, HFP4_DTYPE_BF16, n),
+                 HFP4_OK);
+    uint16_t *d_y, *d_ob;
+    float *d_w, *d_o;
+    cudaMalloc(&d_y, sizeof(uint16_t) * rows * n);
+    cudaMalloc(&d_w, sizeof(float) * S);
+    cudaMalloc(&d_o, sizeof(float) * tokens * n);
+    cudaMalloc(&d_ob, sizeof(uint16_t) * tokens * n);
+    cudaMemcpy(d_y, y, sizeof(uint16_t) * rows * n, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_w, w, sizeof(float) * S, cudaMemcpyHostToDevice);
+    cudaMemset(d_o, 0xFF, sizeof(float) * tokens * n);
+    cudaMemset(d_ob, 0xFF, sizeof(uint16_t) * tokens * n);
+    CHECK_STATUS(hfp4_moe_combine_gpu(d_y, n, rows, n, d_pos, d_w, HFP4_DTYPE_FP32, tokens, top_k, d_o,
+                                      HFP4_DTYPE_FP32, n, NULL),
+                 HFP4_OK);
+    CHECK_STATUS(hfp4_moe_combine_gpu(d_y, n, rows, n, d_pos, d_w, HFP4_DTYPE_FP32, tokens, top_k, d_ob,
+                                      HFP4_DTYPE_BF16, n, NULL),
+                 HFP4_OK);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(o_g, d_o, sizeof(float) * tokens * n, cudaMemcpyDeviceToHost);
+    cudaMemcpy(ob_g, d_ob, sizeof(uint16_t) * tokens * n, cudaMemcpyDeviceToHost);
+    CHECK(memcmp(o_c, o_g, sizeof(float) * tokens * n) == 0);
+    CHECK(memcmp(ob_c, ob_g, sizeof(uint16_t) * tokens * n) == 0);
+    cudaFree(d_ids), cudaFree(d_pos), cudaFree(d_lay), cudaFree(d_x), cudaFree(d_a), cudaFree(d_sf);
+    cudaFree(d_y), cudaFree(d_w), cudaFree(d_o), cudaFree(d_ob);
+    free(ids), free(pos_c), free(pos_g), free(lay_c), free(lay_g), free(a_set), free(b_set), free(x), free(a_c);
+    free(a_g), free(sf_c), free(sf_g), free(y), free(w), free(o_c), free(o_g), free(ob_c), free(ob_g);
+}
+
+TEST(gpu_moe_glue_matches_the_cpu_forms) {
+    if (!moe_have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    moe_case(1, 6, 256, 4096, 128, 512, 1);     /* decode T = 1 */
+    moe_case(37, 6, 256, 4096, 32, 1000, 2);    /* decode, 1x32, n not a multiple of 8 */
+    moe_case(9, 3, 7, 300, 128, 64, 3);         /* k with a partial group */
+    moe_case(4096, 6, 384, 512, 128, 64, 4);    /* prefill-sized routing: many rows per thread */
+}

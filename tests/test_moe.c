@@ -1,0 +1,160 @@
+/*
+ * test_moe.c - the MoE glue's CPU forms (hfp4.h, "MoE glue"): the route's layout and positions
+ * (segments aligned and in expert order, ranks in row order, sentinels -1), the row quantizer bit
+ * for bit against hfp4_quantize_fp8_per_token, the combine against a sum in double, and the
+ * argument checks. The GPU forms are checked against these in tests/gpu/test_moe_gpu.cu.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hfp4.h"
+
+TEST(moe_layout_rows_bound) {
+    CHECK_EQ_I64(hfp4_moe_layout_rows(48, 256, 128), 48 + 48 * 127);
+    CHECK_EQ_I64(hfp4_moe_layout_rows(24576, 256, 128), 24576 + 256 * 127);
+    CHECK_EQ_I64(hfp4_moe_layout_rows(0, 8, 128), 0);
+    CHECK_EQ_I64(hfp4_moe_layout_rows(-1, 8, 128), -1);
+    CHECK_EQ_I64(hfp4_moe_layout_rows(5, 0, 128), -1);
+}
+
+TEST(moe_route_segments) {
+    /* int64 ids with sentinels (-1, E) and an expert hit by no row */
+    const int64_t ids[] = {2, 0, 5, 2, -1, 0, 2, 3};
+    const int32_t E = 5, A = 8;
+    const int64_t S = 8, rows = hfp4_moe_layout_rows(S, E, A);
+    int32_t pos[8], *layout = (int32_t *)malloc(sizeof(int32_t) * (size_t)rows);
+    CHECK_STATUS(hfp4_moe_route(ids, 1, S, E, A, pos, layout, rows), HFP4_OK);
+    /* expert 0 at rows 0, 1 (rows 1 and 5 in order), expert 2 at 8.. (rows 0, 3, 6), expert 3 at 16 */
+    const int32_t want[] = {8, 0, -1, 9, -1, 1, 10, 16};
+    for (int i = 0; i < 8; i++) CHECK_EQ_I64(pos[i], want[i]);
+    for (int64_t r = 0; r < rows; r++) {
+        const int32_t e = r < 2 ? 0 : r >= 8 && r < 11 ? 2 : r == 16 ? 3 : -1;
+        CHECK_EQ_I64(layout[r], e);
+    }
+    /* int32 ids: the same */
+    const int32_t ids32[] = {2, 0, 5, 2, -1, 0, 2, 3};
+    int32_t pos32[8];
+    CHECK_STATUS(hfp4_moe_route(ids32, 0, S, E, A, pos32, layout, rows), HFP4_OK);
+    CHECK(memcmp(pos, pos32, sizeof pos) == 0);
+    free(layout);
+}
+
+TEST(moe_route_rejections) {
+    const int32_t ids[4] = {0, 1, 0, 1};
+    int32_t pos[4], layout[64];
+    CHECK_REJECT(hfp4_moe_route(ids, 0, 4, 2, 8, pos, layout, 9), HFP4_ERR_INVALID_ARGUMENT,
+                 "layout_rows = 9 must be >= 18");
+    CHECK_REJECT(hfp4_moe_route(ids, 0, 4, 2, 12, pos, layout, 64), HFP4_ERR_INVALID_ARGUMENT, "alignment = 12");
+    CHECK_REJECT(hfp4_moe_route(ids, 0, 0, 2, 8, pos, layout, 64), HFP4_ERR_INVALID_ARGUMENT, "routed_rows = 0");
+    CHECK_REJECT(hfp4_moe_route(ids, 0, 4, 0, 8, pos, layout, 64), HFP4_ERR_INVALID_ARGUMENT, "num_experts = 0");
+    CHECK_REJECT(hfp4_moe_route(NULL, 0, 4, 2, 8, pos, layout, 64), HFP4_ERR_INVALID_ARGUMENT, "ids = (nil)");
+}
+
+static uint16_t bf16_of(double v) { return hfp4_bf16_encode((float)v); }
+
+TEST(moe_quantize_rows_match_the_per_token_cast) {
+    /* tokens x top_k rows from BF16 hidden states (row_div = top_k), k with a partial last group */
+    const int64_t tokens = 5, top_k = 3, S = tokens * top_k, k = 300;
+    for (int g = 0; g < 2; g++) {
+        const int32_t gran = g ? 32 : 128, E = 4, A = 8;
+        const int64_t sfc = (k + gran - 1) / gran, rows = hfp4_moe_layout_rows(S, E, A);
+        hfp4_rng rng = hfp4_rng_make(40 + g);
+        uint16_t *x = (uint16_t *)malloc(sizeof(uint16_t) * tokens * k);
+        for (int64_t i = 0; i < tokens * k; i++) x[i] = bf16_of(hfp4_rng_normal(&rng) * (i % 7 == 0 ? 30.0 : 1.0));
+        int32_t ids[15], pos[15];
+        for (int i = 0; i < S; i++) ids[i] = i == 4 ? 9 : (int32_t)(hfp4_rng_next(&rng) % (uint64_t)E);
+        int32_t *layout = (int32_t *)malloc(sizeof(int32_t) * (size_t)rows);
+        CHECK_STATUS(hfp4_moe_route(ids, 0, S, E, A, pos, layout, rows), HFP4_OK);
+        uint8_t *a = (uint8_t *)malloc((size_t)(rows * k)), q[300];
+        float *sf = (float *)malloc(sizeof(float) * (size_t)(rows * sfc)), sq[10];
+        memset(a, 0xAB, (size_t)(rows * k));
+        for (int64_t i = 0; i < rows * sfc; i++) sf[i] = -7.0f;
+        CHECK_STATUS(hfp4_moe_quantize_rows(x, HFP4_DTYPE_BF16, tokens, k, k, (int32_t)top_k, pos, S, gran, a, k, sf,
+                                            rows),
+                     HFP4_OK);
+        hfp4_scales s;
+        memset(&s, 0, sizeof s);
+        s.data = sq;
+        s.dtype = HFP4_DTYPE_FP32;
+        s.gran_mn = 1;
+        s.gran_k = gran;
+        s.stride_mn = sfc;
+        s.stride_k = 1;
+        for (int64_t i = 0; i < S; i++) {
+            if (pos[i] < 0) continue;
+            CHECK_STATUS(hfp4_quantize_fp8_per_token(x + (i / top_k) * k, HFP4_DTYPE_BF16, 1, k, k, 0, q, k, &s),
+                         HFP4_OK);
+            CHECK(memcmp(q, a + (int64_t)pos[i] * k, (size_t)k) == 0);
+            CHECK(memcmp(sq, sf + (int64_t)pos[i] * sfc, sizeof(float) * (size_t)sfc) == 0);
+        }
+        for (int64_t r = 0; r < rows; r++) /* rows of no routed row: untouched */
+            if (layout[r] < 0) CHECK(a[r * k] == 0xAB && sf[r * sfc] == -7.0f);
+        CHECK_REJECT(hfp4_moe_quantize_rows(x, HFP4_DTYPE_BF16, tokens, k, k, (int32_t)top_k, pos, S, 64, a, k, sf,
+                                            rows),
+                     HFP4_ERR_INVALID_ARGUMENT, "gran_k = 64");
+        CHECK_REJECT(hfp4_moe_quantize_rows(x, HFP4_DTYPE_BF16, tokens - 1, k, k, (int32_t)top_k, pos, S, gran, a, k,
+                                            sf, rows),
+                     HFP4_ERR_INVALID_ARGUMENT, "x_rows = 4 must be >= ceil(routed_rows / row_div) = 5");
+        pos[2] = (int32_t)rows;
+        CHECK_REJECT(hfp4_moe_quantize_rows(x, HFP4_DTYPE_BF16, tokens, k, k, (int32_t)top_k, pos, S, gran, a, k, sf,
+                                            rows),
+                     HFP4_ERR_INVALID_ARGUMENT, "row_pos[2]");
+        free(x), free(layout), free(a), free(sf);
+    }
+}
+
+TEST(moe_combine_sums_each_tokens_rows) {
+    const int64_t tokens = 4, n = 37, rows = 40, ldy = 40;
+    const int32_t top_k = 3;
+    hfp4_rng rng = hfp4_rng_make(50);
+    uint16_t *y = (uint16_t *)malloc(sizeof(uint16_t) * rows * ldy);
+    for (int64_t i = 0; i < rows * ldy; i++) y[i] = bf16_of(hfp4_rng_normal(&rng));
+    const int32_t pos[12] = {3, 17, -1, 0, 1, 2, -1, -1, -1, 39, 5, 5};
+    float w[12];
+    for (int i = 0; i < 12; i++) w[i] = (float)hfp4_rng_uniform(&rng);
+    float out[4 * 37];
+    uint16_t outb[4 * 40];
+    CHECK_STATUS(hfp4_moe_combine(y, ldy, rows, n, pos, w, HFP4_DTYPE_FP32, tokens, top_k, out, HFP4_DTYPE_FP32, n),
+                 HFP4_OK);
+    CHECK_STATUS(hfp4_moe_combine(y, ldy, rows, n, pos, w, HFP4_DTYPE_FP32, tokens, top_k, outb, HFP4_DTYPE_BF16, 40),
+                 HFP4_OK);
+    for (int64_t t = 0; t < tokens; t++)
+        for (int64_t c = 0; c < n; c++) {
+            double want = 0;
+            for (int j = 0; j < top_k; j++)
+                if (pos[t * top_k + j] >= 0) want += (double)w[t * top_k + j] * hfp4_bf16_decode(y[pos[t * top_k + j] * ldy + c]);
+            CHECK(fabs(out[t * n + c] - want) <= 1e-5 * (1 + fabs(want)));
+            CHECK(outb[t * 40 + c] == hfp4_bf16_encode(out[t * n + c]));
+        }
+    for (int64_t c = 0; c < n; c++) CHECK(out[2 * n + c] == 0.0f); /* token 2: no routed row */
+    int32_t bad[12];
+    memcpy(bad, pos, sizeof bad);
+    bad[7] = -2;
+    CHECK_REJECT(hfp4_moe_combine(y, ldy, rows, n, bad, w, HFP4_DTYPE_FP32, tokens, top_k, out, HFP4_DTYPE_FP32, n),
+                 HFP4_ERR_INVALID_ARGUMENT, "row_pos[7] = -2");
+    CHECK_REJECT(hfp4_moe_combine(y, ldy, rows, n, pos, w, HFP4_DTYPE_FP8_E4M3, tokens, top_k, out, HFP4_DTYPE_FP32,
+                                  n),
+                 HFP4_ERR_INVALID_ARGUMENT, "weights_dtype");
+    CHECK_REJECT(hfp4_moe_combine(y, 30, rows, n, pos, w, HFP4_DTYPE_FP32, tokens, top_k, out, HFP4_DTYPE_FP32, n),
+                 HFP4_ERR_INVALID_ARGUMENT, "ldy = 30");
+    free(y);
+}
+
+TEST(moe_gpu_forms_without_a_gpu) {
+    /* the same checks first; then NO_DEVICE (no GPU, or a build without CUDA) or OK on a GPU:
+     * here only the argument checks are tested, with bad arguments */
+    const int32_t ids[4] = {0, 1, 0, 1};
+    int32_t pos[4], layout[64];
+    CHECK_REJECT(hfp4_moe_route_gpu(ids, 0, 4, 2, 8, pos, layout, 9, NULL), HFP4_ERR_INVALID_ARGUMENT,
+                 "layout_rows = 9");
+    CHECK_REJECT(hfp4_moe_route_gpu(ids, 0, 4, 5000, 8, pos, layout, 40000, NULL), HFP4_ERR_UNSUPPORTED,
+                 "num_experts = 5000");
+    float sf[4];
+    uint8_t a[4];
+    CHECK_REJECT(hfp4_moe_quantize_rows_gpu(ids, HFP4_DTYPE_FP8_E4M3, 1, 4, 4, 1, pos, 1, 128, a, 4, sf, 1, NULL),
+                 HFP4_ERR_INVALID_ARGUMENT, "x_dtype");
+    CHECK_REJECT(hfp4_moe_combine_gpu(ids, 4, 4, 4, pos, sf, HFP4_DTYPE_FP32, 0, 1, sf, HFP4_DTYPE_FP32, 4, NULL),
+                 HFP4_ERR_INVALID_ARGUMENT, "tokens = 0");
+}
