@@ -1,11 +1,13 @@
 """Times hfp4.experts.experts_forward (the transformers experts backend) on a DeepSeek-V4-Flash MoE
 layer's shapes (E = 256, H = 4096, I = 2048, top-6; random FP4 weights and UE8M0 scales made on the
-GPU), eager and as a CUDA-graph replay, for decode token counts. Prints, per T: the microseconds of
-a whole forward (routing, quantization, both GEMMs, gate, combine) and the effective bandwidth over
-the FP4 weight and scale bytes of the experts hit (the bytes that bound decode).
+GPU), eager and as a CUDA-graph replay, for decode token counts, with torch's glue and with the
+library's (HFP4_EXPERTS_GLUE=1). Prints, per T: the microseconds of a whole forward (routing,
+quantization, both GEMMs, gate, combine) and the effective bandwidth over the FP4 weight and scale
+bytes of the experts hit (the bytes that bound decode).
 
     HFP4_LIBRARY=$PWD/build/libhfp4.so PYTHONPATH=python python3 bench/experts_forward.py [T ...]
 """
+import os
 import sys
 
 import torch
@@ -57,13 +59,16 @@ def main(tokens):
         w = torch.rand(T, TOPK, generator=g, device="cuda")
         hit = int(torch.unique(idx).numel())
         weight_bytes = hit * (2 * I * H + H * I) * (0.5 + 1.0 / 32)
-        eager = time_us(lambda: X.experts_forward(layer, x, idx, w))
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            X.experts_forward(layer, x, idx, w)
-        replay = time_us(graph.replay)
-        print("T %4d  experts hit %3d  eager %8.1f us  graph %8.1f us  %.2f TB/s (weights + scales of the hit "
-              "experts / graph time)" % (T, hit, eager, replay, weight_bytes / replay * 1e-6))
+        for glue in ("torch", "library"):
+            os.environ["HFP4_EXPERTS_GLUE"] = "1" if glue == "library" else "0"
+            eager = time_us(lambda: X.experts_forward(layer, x, idx, w))
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                X.experts_forward(layer, x, idx, w)
+            replay = time_us(graph.replay)
+            print("T %4d  experts hit %3d  glue %-7s  eager %8.1f us  graph %8.1f us  %.2f TB/s (weights + "
+                  "scales of the hit experts / graph time)" % (T, hit, glue, eager, replay,
+                                                               weight_bytes / replay * 1e-6))
     dg.clear_weight_cache()
     dg.release_graph_weights()
 

@@ -463,6 +463,32 @@ FUNCTIONS = [
     #     void *dst, size_t dst_bytes, hfp4_matrix *out, hfp4_stream stream);
     ("hfp4_repack_sm90", _st,
      [_P(hfp4_matrix), c_int32, c_int, c_void_p, c_size_t, _P(hfp4_matrix), _stream]),
+    # int64_t hfp4_moe_layout_rows(int64_t routed_rows, int32_t num_experts, int32_t alignment);
+    ("hfp4_moe_layout_rows", c_int64, [c_int64, c_int32, c_int32]),
+    # hfp4_status hfp4_moe_route(const void *ids, int ids_int64, int64_t routed_rows, int32_t num_experts,
+    #     int32_t alignment, int32_t *row_pos, int32_t *layout, int64_t layout_rows);
+    ("hfp4_moe_route", _st, [c_void_p, c_int, c_int64, c_int32, c_int32, c_void_p, c_void_p, c_int64]),
+    # hfp4_status hfp4_moe_route_gpu(... the same ..., hfp4_stream stream);
+    ("hfp4_moe_route_gpu", _st, [c_void_p, c_int, c_int64, c_int32, c_int32, c_void_p, c_void_p, c_int64, _stream]),
+    # hfp4_status hfp4_moe_quantize_rows(const void *x, hfp4_dtype x_dtype, int64_t x_rows, int64_t k,
+    #     int64_t ldx, int32_t row_div, const int32_t *row_pos, int64_t routed_rows, int32_t gran_k,
+    #     uint8_t *a, int64_t lda, float *sf, int64_t layout_rows);
+    ("hfp4_moe_quantize_rows", _st,
+     [c_void_p, c_int, c_int64, c_int64, c_int64, c_int32, c_void_p, c_int64, c_int32, c_void_p, c_int64, c_void_p,
+      c_int64]),
+    # hfp4_status hfp4_moe_quantize_rows_gpu(... the same ..., hfp4_stream stream);
+    ("hfp4_moe_quantize_rows_gpu", _st,
+     [c_void_p, c_int, c_int64, c_int64, c_int64, c_int32, c_void_p, c_int64, c_int32, c_void_p, c_int64, c_void_p,
+      c_int64, _stream]),
+    # hfp4_status hfp4_moe_combine(const void *y, int64_t ldy, int64_t layout_rows, int64_t n,
+    #     const int32_t *row_pos, const void *weights, hfp4_dtype weights_dtype, int64_t tokens, int32_t top_k,
+    #     void *out, hfp4_dtype out_dtype, int64_t ldo);
+    ("hfp4_moe_combine", _st,
+     [c_void_p, c_int64, c_int64, c_int64, c_void_p, c_void_p, c_int, c_int64, c_int32, c_void_p, c_int, c_int64]),
+    # hfp4_status hfp4_moe_combine_gpu(... the same ..., hfp4_stream stream);
+    ("hfp4_moe_combine_gpu", _st,
+     [c_void_p, c_int64, c_int64, c_int64, c_void_p, c_void_p, c_int, c_int64, c_int32, c_void_p, c_int, c_int64,
+      _stream]),
 
     # --- hfp4_sf_layout.h ---
     # hfp4_status hfp4_sf_get_tma_aligned_size(int64_t x, int64_t element_size, int64_t *aligned);

@@ -22,9 +22,13 @@ three differences that matter for speed and none for the result:
 - the GEMMs get the rows-per-expert hint (``expected_m``), so decode picks hfp4's 8-token tile
   without a second launch.
 Everything stays on the device (no host synchronization), so a decode step can be captured in a
-CUDA graph. Requests hfp4 cannot serve raise ``NotImplementedError`` (transformers' callers fall
+CUDA graph. The glue between the GEMMs is torch's (a sort, scatters, two quantizations, gathers,
+index_add: ~40 small kernels) unless HFP4_EXPERTS_GLUE=1 (opt-in until its GPU tests have run):
+then the library's hfp4_moe_route, hfp4_moe_quantize_rows and hfp4_moe_combine do it in five. Requests hfp4 cannot serve raise ``NotImplementedError`` (transformers' callers fall
 back), bad arguments ``ValueError``, both naming the argument.
 """
+import os
+
 from . import _lib as L
 from . import deep_gemm as dg
 
@@ -102,6 +106,70 @@ def _grouped_gemm(x, w, w_scale, pos, layout, m_pad, gran_k, expected_m):
     return d[pos]
 
 
+def _glue_enabled():
+    return os.environ.get("HFP4_EXPERTS_GLUE", "0") == "1"
+
+
+def _gemm_into_layout(a, sfa, w, w_scale, layout, gran_k, expected_m):
+    d = a.new_empty((a.shape[0], w.shape[1]), dtype=_torch().bfloat16)
+    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (w, w_scale), d, layout, recipe_a=(1, gran_k),
+                                            recipe_b=(1, 32), ensure_zero_padding=False, expected_m=expected_m)
+    return d
+
+
+def _quantize_into_layout(lib, stream, x, row_div, pos, m_pad, gran_k):
+    """x [rows, K] (row i / row_div feeds routed row i) -> FP8 rows and FP32 scales at rows pos of
+    the layout, by hfp4_moe_quantize_rows_gpu; the other rows' scales are zeros"""
+    torch = _torch()
+    if x.dtype not in (torch.bfloat16, torch.float32):
+        x = x.float()
+    x = x.contiguous()
+    K = x.shape[1]
+    a = x.new_empty((m_pad, K), dtype=torch.float8_e4m3fn)
+    sfa = x.new_zeros((m_pad, -(-K // gran_k)), dtype=torch.float32)
+    L.check(lib.hfp4_moe_quantize_rows_gpu(x.data_ptr(), L.DTYPE_BF16 if x.dtype == torch.bfloat16 else L.DTYPE_FP32,
+                                           x.shape[0], K, K, row_div, pos.data_ptr(), pos.numel(), gran_k,
+                                           a.data_ptr(), K, sfa.data_ptr(), m_pad, stream))
+    return a, sfa
+
+
+def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_k_index, top_k_weights, gran_k):
+    torch = _torch()
+    T, H = hidden_states.shape
+    k = top_k_index.shape[1]
+    E = int(self.num_experts)
+    S = T * k
+    lib, stream = L.lib(), dg._stream(hidden_states.device)
+    m_pad = int(lib.hfp4_moe_layout_rows(S, E, ALIGNMENT))
+    ids = top_k_index.reshape(-1)
+    if ids.dtype not in (torch.int32, torch.int64):
+        ids = ids.long()
+    ids = ids.contiguous()
+    pos = hidden_states.new_empty((S,), dtype=torch.int32)
+    layout = hidden_states.new_empty((m_pad,), dtype=torch.int32)
+    with torch.cuda.device(hidden_states.device):
+        L.check(lib.hfp4_moe_route_gpu(ids.data_ptr(), int(ids.dtype == torch.int64), S, E, ALIGNMENT, pos.data_ptr(),
+                                       layout.data_ptr(), m_pad, stream))
+        expected_m = -(-S // min(S, E))
+        a, sfa = _quantize_into_layout(lib, stream, hidden_states, k, pos, m_pad, gran_k)
+        d = _gemm_into_layout(a, sfa, up, up_scale, layout, gran_k, expected_m)
+        # (unrouted rows, pos -1, read row 0, whatever it holds: their quantization and sum skip them)
+        h = d[pos.clamp(min=0).long()]
+        h = self._apply_gate(h) if has_gate else self.act_fn(h)
+        a, sfa = _quantize_into_layout(lib, stream, h, 1, pos, m_pad, gran_k)
+        y = _gemm_into_layout(a, sfa, self.down_proj, self.down_proj_scale_inv, layout, gran_k, expected_m)
+        w = top_k_weights.reshape(-1)
+        if w.dtype not in (torch.float32, torch.bfloat16):
+            w = w.float()
+        w = w.contiguous()
+        out_bf16 = hidden_states.dtype == torch.bfloat16
+        out = hidden_states.new_empty((T, H), dtype=torch.bfloat16 if out_bf16 else torch.float32)
+        L.check(lib.hfp4_moe_combine_gpu(y.data_ptr(), H, m_pad, H, pos.data_ptr(), w.data_ptr(),
+                                         L.DTYPE_FP32 if w.dtype == torch.float32 else L.DTYPE_BF16, T, k,
+                                         out.data_ptr(), L.DTYPE_BF16 if out_bf16 else L.DTYPE_FP32, H, stream))
+    return out.to(hidden_states.dtype)
+
+
 def experts_forward(self, hidden_states, top_k_index, top_k_weights, gran_k=128):
     """The experts forward (transformers' experts-function signature; ``self`` is the experts
     module). gran_k: the activations' scale granularity along K, 128 (default) or 32."""
@@ -116,6 +184,9 @@ def experts_forward(self, hidden_states, top_k_index, top_k_weights, gran_k=128)
     out = hidden_states.new_zeros((T, H), dtype=torch.float32)
     if T == 0 or k == 0:
         return out.to(hidden_states.dtype)
+    if _glue_enabled():
+        return _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_k_index, top_k_weights,
+                                          gran_k)
     perm, sorted_ids, pos, layout, m_pad = _routed_layout(top_k_index.reshape(-1), E)
     S = perm.numel()
     expected_m = -(-S // min(S, E))  # rows per routed expert, if routing is even (a tile hint only)

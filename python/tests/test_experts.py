@@ -59,9 +59,12 @@ def _reference(mod, x, idx, wts, gran_k):
     return out
 
 
+@pytest.mark.parametrize("glue", ["torch", "library"])
 @pytest.mark.parametrize("gran_k", [128, 32])
 @pytest.mark.parametrize("tokens,k", [(1, 2), (9, 3)])
-def test_matches_token_by_token(emu, gran_k, tokens, k):
+def test_matches_token_by_token(emu, monkeypatch, glue, gran_k, tokens, k):
+    # (glue "library": HFP4_EXPERTS_GLUE=1, the hfp4_moe_* calls, here their CPU forms)
+    monkeypatch.setenv("HFP4_EXPERTS_GLUE", "1" if glue == "library" else "0")
     E, H, I = 4, 256, 128
     mod = _Experts(E, H, I, 40 + tokens)
     g = torch.Generator().manual_seed(7 + tokens)
@@ -125,12 +128,14 @@ def test_register():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("glue", ["torch", "library"])
 @pytest.mark.parametrize("tokens,k", [(1, 6), (8, 6), (200, 2)])
-def test_gpu_matches_token_by_token(tokens, k):
+def test_gpu_matches_token_by_token(monkeypatch, glue, tokens, k):
     # the library's kernels (8-token tile at decode, the 128-token tile at 200 x 2 rows over 8
     # experts), then a CUDA-graph replay of the same call: no host synchronization inside
     if not dg.is_available():
         pytest.skip("no GPU hfp4's SM90 kernels run on")
+    monkeypatch.setenv("HFP4_EXPERTS_GLUE", "1" if glue == "library" else "0")
     E, H, I = 8, 512, 256
     cpu = _Experts(E, H, I, 60 + tokens, wrap=lambda t: t)
     mod = _Experts(E, H, I, 60 + tokens, wrap=lambda t: t.cuda())
