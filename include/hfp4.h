@@ -371,7 +371,8 @@ HFP4_API hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups, 
  * quantize its rows, the second grouped GEMM, and combine each token's rows. These three steps take
  * one pass each. The plain forms work on host memory and are the reference of the _gpu forms
  * (device memory, stream-ordered, no allocation, no synchronization: capturable in a CUDA graph;
- * UNSUPPORTED without an SM90 GPU). Routed row i is ids[i] of tokens x top_k ids (token i / top_k). */
+ * UNSUPPORTED without an SM90 GPU), which give the same bits except NaN payloads (a NaN stays a
+ * NaN; the GPU's is the canonical one). Routed row i is ids[i] of tokens x top_k ids (token i / top_k). */
 
 /* Rows of a layout that holds `routed_rows` ids over num_experts experts, each expert's segment
  * starting at a multiple of alignment, without reading the ids: routed_rows + min(routed_rows,

@@ -24,7 +24,8 @@ three differences that matter for speed and none for the result:
 Everything stays on the device (no host synchronization), so a decode step can be captured in a
 CUDA graph. The glue between the GEMMs is torch's (a sort, scatters, two quantizations, gathers,
 index_add: ~40 small kernels) unless HFP4_EXPERTS_GLUE=1 (opt-in until its GPU tests have run):
-then the library's hfp4_moe_route, hfp4_moe_quantize_rows and hfp4_moe_combine do it in five. Requests hfp4 cannot serve raise ``NotImplementedError`` (transformers' callers fall
+then the library's hfp4_moe_route, hfp4_moe_quantize_rows and hfp4_moe_combine do it in about ten
+(up to 4096 experts; beyond, torch's). Requests hfp4 cannot serve raise ``NotImplementedError`` (transformers' callers fall
 back), bad arguments ``ValueError``, both naming the argument.
 """
 import os
@@ -32,9 +33,14 @@ import os
 from . import _lib as L
 from . import deep_gemm as dg
 
-__all__ = ["experts_forward", "register", "ALIGNMENT"]
+__all__ = ["experts_forward", "register"]
 
-ALIGNMENT = 128  # rows of each expert's segment (DeepGEMM's SM90 BLOCK_M, hfp4's default)
+GPU_GLUE_MAX_EXPERTS = 4096  # hfp4_moe_route_gpu's limit (its counters live in shared memory)
+
+
+def _alignment():
+    """Rows of each expert's segment: the GEMMs' (hfp4.deep_gemm's mk alignment, 128 unless set)"""
+    return dg.get_mk_alignment_for_contiguous_layout()
 
 
 def _torch():
@@ -68,6 +74,10 @@ def _check_module(module, hidden_states, top_k_index, top_k_weights):
                                  % (tuple(top_k_weights.shape), tuple(top_k_index.shape)))
     if top_k_index.dtype.is_floating_point or top_k_index.dtype == torch.bool:
         raise L.invalid_argument("hfp4 experts: top_k_index must be an integer tensor, got %s" % (top_k_index.dtype,))
+    for name, t in (("top_k_index", top_k_index), ("top_k_weights", top_k_weights)):
+        if t.device != hidden_states.device:
+            raise L.invalid_argument("hfp4 experts: %s is on %s, hidden_states on %s" % (name, t.device,
+                                                                                      hidden_states.device))
     return has_gate, up
 
 
@@ -76,16 +86,16 @@ def _routed_layout(ids, num_experts):
     [0, E) = not routed). Returns (perm, sorted_ids, pos, layout, m_pad): row i of the sorted order
     is routed row perm[i] with expert sorted_ids[i] (E for the unrouted, which sort last), at row
     pos[i] of the padded layout; layout [m_pad] int32 holds each row's expert or -1; each expert's
-    segment starts at a multiple of ALIGNMENT. m_pad is a bound known on the host (no sync)."""
+    segment starts at a multiple of the alignment. m_pad is a bound known on the host (no sync)."""
     torch = _torch()
-    S, E = ids.numel(), num_experts
+    S, E, A = ids.numel(), num_experts, _alignment()
     ids = torch.where((ids < 0) | (ids >= E), torch.full_like(ids, E), ids)
     sorted_ids, perm = torch.sort(ids, stable=True)
     counts = ids.new_zeros(E + 1).scatter_add_(0, sorted_ids, torch.ones_like(sorted_ids))
-    aligned = (counts[:E] + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    aligned = (counts[:E] + A - 1) // A * A
     pad_before = torch.nn.functional.pad((aligned - counts[:E]).cumsum(0), (1, 0))  # [E + 1]
     pos = torch.arange(S, device=ids.device) + pad_before[sorted_ids]
-    m_pad = S + min(S, E) * (ALIGNMENT - 1)  # every hit expert adds at most ALIGNMENT - 1 rows
+    m_pad = S + min(S, E) * (A - 1)  # every hit expert adds at most A - 1 rows
     layout = ids.new_full((m_pad,), -1, dtype=torch.int32)
     layout[pos] = torch.where(sorted_ids < E, sorted_ids, torch.full_like(sorted_ids, -1)).to(torch.int32)
     return perm, sorted_ids, pos, layout, m_pad
@@ -140,7 +150,8 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
     E = int(self.num_experts)
     S = T * k
     lib, stream = L.lib(), dg._stream(hidden_states.device)
-    m_pad = int(lib.hfp4_moe_layout_rows(S, E, ALIGNMENT))
+    A = _alignment()
+    m_pad = int(lib.hfp4_moe_layout_rows(S, E, A))
     ids = top_k_index.reshape(-1)
     if ids.dtype not in (torch.int32, torch.int64):
         ids = ids.long()
@@ -148,7 +159,7 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
     pos = hidden_states.new_empty((S,), dtype=torch.int32)
     layout = hidden_states.new_empty((m_pad,), dtype=torch.int32)
     with torch.cuda.device(hidden_states.device):
-        L.check(lib.hfp4_moe_route_gpu(ids.data_ptr(), int(ids.dtype == torch.int64), S, E, ALIGNMENT, pos.data_ptr(),
+        L.check(lib.hfp4_moe_route_gpu(ids.data_ptr(), int(ids.dtype == torch.int64), S, E, A, pos.data_ptr(),
                                        layout.data_ptr(), m_pad, stream))
         expected_m = -(-S // min(S, E))
         a, sfa = _quantize_into_layout(lib, stream, hidden_states, k, pos, m_pad, gran_k)
@@ -184,7 +195,7 @@ def experts_forward(self, hidden_states, top_k_index, top_k_weights, gran_k=128)
     out = hidden_states.new_zeros((T, H), dtype=torch.float32)
     if T == 0 or k == 0:
         return out.to(hidden_states.dtype)
-    if _glue_enabled():
+    if _glue_enabled() and E <= GPU_GLUE_MAX_EXPERTS:
         return _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_k_index, top_k_weights,
                                           gran_k)
     perm, sorted_ids, pos, layout, m_pad = _routed_layout(top_k_index.reshape(-1), E)

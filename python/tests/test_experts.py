@@ -157,6 +157,8 @@ def test_gpu_matches_token_by_token(monkeypatch, glue, tokens, k):
     rows = torch.linalg.norm(got - ref, dim=1) / torch.linalg.norm(ref, dim=1).clamp_min(1e-30)
     assert torch.linalg.norm(got - ref) <= 3e-2 * torch.linalg.norm(ref)
     assert float(rows.max()) <= 0.15 and float(rows.median()) <= 1e-2
+    with pytest.raises(ValueError, match="top_k_index is on cpu"):
+        X.experts_forward(mod, xd, idx, wd)
     if tokens <= 8:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):

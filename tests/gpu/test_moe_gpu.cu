@@ -21,10 +21,19 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+enum { MOE_IDS32 = 1, MOE_ROWS_ROUTED = 2, MOE_WIDE = 4 };
+
 /* tokens x top_k ids over E experts (each token's distinct, some sentinels), routed on both sides,
- * then the quantizer on x [tokens, k] (row_div = top_k) and the combine of y [layout_rows, n] */
-static void moe_case(int64_t tokens, int32_t top_k, int32_t E, int64_t k, int32_t gran, int64_t n, uint64_t salt) {
-    const int64_t S = tokens * top_k, rows = hfp4_moe_layout_rows(S, E, 128), sfc = (k + gran - 1) / gran;
+ * then the quantizer on x (BF16 [tokens, k], row_div = top_k; MOE_ROWS_ROUTED: FP32 [S, k], row_div
+ * 1) and the combine of y [layout_rows, n]. MOE_IDS32: int32 ids; MOE_WIDE: 40 more layout rows than
+ * needed, row strides past k and n, BF16 routing weights. */
+static void moe_case(int64_t tokens, int32_t top_k, int32_t E, int64_t k, int32_t gran, int64_t n, uint64_t salt,
+                     int variant) {
+    const int wide = (variant & MOE_WIDE) != 0, routed = (variant & MOE_ROWS_ROUTED) != 0;
+    const int64_t S = tokens * top_k, rows = hfp4_moe_layout_rows(S, E, 128) + (wide ? 40 : 0);
+    const int64_t sfc = (k + gran - 1) / gran, ldx = k + (wide ? 3 : 0), lda = k + (wide ? 16 : 0);
+    const int64_t ldy = n + (wide ? 5 : 0), ldo = n + (wide ? 2 : 0), x_rows = routed ? S : tokens;
+    const int32_t row_div = routed ? 1 : top_k;
     hfp4_rng rng = hfp4_rng_make(salt);
     int64_t *ids = (int64_t *)malloc(sizeof(int64_t) * S);
     for (int64_t t = 0; t < tokens; t++)
@@ -40,16 +49,21 @@ static void moe_case(int64_t tokens, int32_t top_k, int32_t E, int64_t k, int32_
         }
     int32_t *pos_c = (int32_t *)malloc(sizeof(int32_t) * S), *pos_g = (int32_t *)malloc(sizeof(int32_t) * S);
     int32_t *lay_c = (int32_t *)malloc(sizeof(int32_t) * rows), *lay_g = (int32_t *)malloc(sizeof(int32_t) * rows);
-    CHECK_STATUS(hfp4_moe_route(ids, 1, S, E, 128, pos_c, lay_c, rows), HFP4_OK);
-    int64_t *d_ids;
+    const int ids64 = (variant & MOE_IDS32) == 0;
+    int32_t *ids32 = (int32_t *)malloc(sizeof(int32_t) * S);
+    for (int64_t i = 0; i < S; i++) ids32[i] = (int32_t)ids[i];
+    const void *ids_h = ids64 ? (const void *)ids : (const void *)ids32;
+    const size_t id_bytes = (ids64 ? sizeof(int64_t) : sizeof(int32_t)) * S;
+    CHECK_STATUS(hfp4_moe_route(ids_h, ids64, S, E, 128, pos_c, lay_c, rows), HFP4_OK);
+    void *d_ids;
     int32_t *d_pos, *d_lay;
-    cudaMalloc(&d_ids, sizeof(int64_t) * S);
+    cudaMalloc(&d_ids, id_bytes);
     cudaMalloc(&d_pos, sizeof(int32_t) * S);
     cudaMalloc(&d_lay, sizeof(int32_t) * rows);
-    cudaMemcpy(d_ids, ids, sizeof(int64_t) * S, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_ids, ids_h, id_bytes, cudaMemcpyHostToDevice);
     cudaMemset(d_pos, 0x7F, sizeof(int32_t) * S);
     cudaMemset(d_lay, 0x7F, sizeof(int32_t) * rows);
-    CHECK_STATUS(hfp4_moe_route_gpu(d_ids, 1, S, E, 128, d_pos, d_lay, rows, NULL), HFP4_OK);
+    CHECK_STATUS(hfp4_moe_route_gpu(d_ids, ids64, S, E, 128, d_pos, d_lay, rows, NULL), HFP4_OK);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(pos_g, d_pos, sizeof(int32_t) * S, cudaMemcpyDeviceToHost);
     cudaMemcpy(lay_g, d_lay, sizeof(int32_t) * rows, cudaMemcpyDeviceToHost);
@@ -67,74 +81,91 @@ static void moe_case(int64_t tokens, int32_t top_k, int32_t E, int64_t k, int32_
         qsort(b_set, (size_t)nb, sizeof(int32_t), cmp_i32);
         CHECK(na == nb && memcmp(a_set, b_set, sizeof(int32_t) * na) == 0);
     }
-    /* the quantizer, BF16 x, on the GPU's positions */
-    uint16_t *x = (uint16_t *)malloc(sizeof(uint16_t) * tokens * k);
-    for (int64_t i = 0; i < tokens * k; i++) x[i] = hfp4_bf16_encode((float)(hfp4_rng_normal(&rng) * (i % 5 ? 1 : 40)));
-    uint8_t *a_c = (uint8_t *)malloc((size_t)(rows * k)), *a_g = (uint8_t *)malloc((size_t)(rows * k));
-    float *sf_c = (float *)malloc(sizeof(float) * rows * sfc), *sf_g = (float *)malloc(sizeof(float) * rows * sfc);
-    memset(a_c, 0x5A, (size_t)(rows * k));
-    memset(sf_c, 0x5A, sizeof(float) * rows * sfc);
-    CHECK_STATUS(hfp4_moe_quantize_rows(x, HFP4_DTYPE_BF16, tokens, k, k, top_k, pos_g, S, gran, a_c, k, sf_c, rows),
+    /* the quantizer on the GPU's positions: BF16 tokens (row_div top_k) or FP32 routed rows */
+    const size_t xsz = routed ? sizeof(float) : sizeof(uint16_t), x_bytes = xsz * (size_t)(x_rows * ldx);
+    void *x = malloc(x_bytes);
+    for (int64_t i = 0; i < x_rows * ldx; i++) {
+        const float v = (float)(hfp4_rng_normal(&rng) * (i % 5 ? 1 : 40));
+        if (routed) ((float *)x)[i] = v;
+        else ((uint16_t *)x)[i] = hfp4_bf16_encode(v);
+    }
+    const hfp4_dtype x_dtype = routed ? HFP4_DTYPE_FP32 : HFP4_DTYPE_BF16;
+    const size_t a_bytes = (size_t)(rows * lda), sf_bytes = sizeof(float) * (size_t)(rows * sfc);
+    uint8_t *a_c = (uint8_t *)malloc(a_bytes), *a_g = (uint8_t *)malloc(a_bytes);
+    float *sf_c = (float *)malloc(sf_bytes), *sf_g = (float *)malloc(sf_bytes);
+    memset(a_c, 0x5A, a_bytes);
+    memset(sf_c, 0x5A, sf_bytes);
+    CHECK_STATUS(hfp4_moe_quantize_rows(x, x_dtype, x_rows, k, ldx, row_div, pos_g, S, gran, a_c, lda, sf_c, rows),
                  HFP4_OK);
-    uint16_t *d_x;
+    void *d_x;
     uint8_t *d_a;
     float *d_sf;
-    cudaMalloc(&d_x, sizeof(uint16_t) * tokens * k);
-    cudaMalloc(&d_a, (size_t)(rows * k));
-    cudaMalloc(&d_sf, sizeof(float) * rows * sfc);
-    cudaMemcpy(d_x, x, sizeof(uint16_t) * tokens * k, cudaMemcpyHostToDevice);
-    cudaMemset(d_a, 0x5A, (size_t)(rows * k));
-    cudaMemset(d_sf, 0x5A, sizeof(float) * rows * sfc);
-    CHECK_STATUS(hfp4_moe_quantize_rows_gpu(d_x, HFP4_DTYPE_BF16, tokens, k, k, top_k, d_pos, S, gran, d_a, k, d_sf,
-                                            rows, NULL),
+    cudaMalloc(&d_x, x_bytes);
+    cudaMalloc(&d_a, a_bytes);
+    cudaMalloc(&d_sf, sf_bytes);
+    cudaMemcpy(d_x, x, x_bytes, cudaMemcpyHostToDevice);
+    cudaMemset(d_a, 0x5A, a_bytes);
+    cudaMemset(d_sf, 0x5A, sf_bytes);
+    CHECK_STATUS(hfp4_moe_quantize_rows_gpu(d_x, x_dtype, x_rows, k, ldx, row_div, d_pos, S, gran, d_a, lda, d_sf, rows,
+                                            NULL),
                  HFP4_OK);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
-    cudaMemcpy(a_g, d_a, (size_t)(rows * k), cudaMemcpyDeviceToHost);
-    cudaMemcpy(sf_g, d_sf, sizeof(float) * rows * sfc, cudaMemcpyDeviceToHost);
-    CHECK(memcmp(a_c, a_g, (size_t)(rows * k)) == 0);
-    CHECK(memcmp(sf_c, sf_g, sizeof(float) * rows * sfc) == 0);
-    /* the combine, FP32 weights, BF16 and FP32 out */
-    uint16_t *y = (uint16_t *)malloc(sizeof(uint16_t) * rows * n);
-    for (int64_t i = 0; i < rows * n; i++) y[i] = hfp4_bf16_encode((float)hfp4_rng_normal(&rng));
+    cudaMemcpy(a_g, d_a, a_bytes, cudaMemcpyDeviceToHost);
+    cudaMemcpy(sf_g, d_sf, sf_bytes, cudaMemcpyDeviceToHost);
+    CHECK(memcmp(a_c, a_g, a_bytes) == 0);
+    CHECK(memcmp(sf_c, sf_g, sf_bytes) == 0);
+    /* the combine: FP32 weights (MOE_WIDE: BF16), BF16 and FP32 out */
+    const hfp4_dtype w_dtype = wide ? HFP4_DTYPE_BF16 : HFP4_DTYPE_FP32;
+    uint16_t *y = (uint16_t *)malloc(sizeof(uint16_t) * rows * ldy);
+    for (int64_t i = 0; i < rows * ldy; i++) y[i] = hfp4_bf16_encode((float)hfp4_rng_normal(&rng));
     float *w = (float *)malloc(sizeof(float) * S);
-    for (int64_t i = 0; i < S; i++) w[i] = (float)hfp4_rng_uniform(&rng);
-    float *o_c = (float *)malloc(sizeof(float) * tokens * n), *o_g = (float *)malloc(sizeof(float) * tokens * n);
-    uint16_t *ob_c = (uint16_t *)malloc(sizeof(uint16_t) * tokens * n), *ob_g = (uint16_t *)malloc(sizeof(uint16_t) * tokens * n);
-    CHECK_STATUS(hfp4_moe_combine(y, n, rows, n, pos_g, w, HFP4_DTYPE_FP32, tokens, top_k, o_c, HFP4_DTYPE_FP32, n),
+    for (int64_t i = 0; i < S; i++) {
+        const float v = (float)hfp4_rng_uniform(&rng);
+        if (wide) ((uint16_t *)w)[i] = hfp4_bf16_encode(v);
+        else w[i] = v;
+    }
+    const size_t o_n = (size_t)(tokens * ldo);
+    float *o_c = (float *)calloc(o_n, sizeof(float)), *o_g = (float *)malloc(sizeof(float) * o_n);
+    uint16_t *ob_c = (uint16_t *)calloc(o_n, sizeof(uint16_t)), *ob_g = (uint16_t *)malloc(sizeof(uint16_t) * o_n);
+    memset(o_c, 0xFF, sizeof(float) * o_n);
+    memset(ob_c, 0xFF, sizeof(uint16_t) * o_n);
+    CHECK_STATUS(hfp4_moe_combine(y, ldy, rows, n, pos_g, w, w_dtype, tokens, top_k, o_c, HFP4_DTYPE_FP32, ldo),
                  HFP4_OK);
-    CHECK_STATUS(hfp4_moe_combine(y, n, rows, n, pos_g, w, HFP4_DTYPE_FP32, tokens, top_k, ob_c, HFP4_DTYPE_BF16, n),
+    CHECK_STATUS(hfp4_moe_combine(y, ldy, rows, n, pos_g, w, w_dtype, tokens, top_k, ob_c, HFP4_DTYPE_BF16, ldo),
                  HFP4_OK);
     uint16_t *d_y, *d_ob;
     float *d_w, *d_o;
-    cudaMalloc(&d_y, sizeof(uint16_t) * rows * n);
+    cudaMalloc(&d_y, sizeof(uint16_t) * rows * ldy);
     cudaMalloc(&d_w, sizeof(float) * S);
-    cudaMalloc(&d_o, sizeof(float) * tokens * n);
-    cudaMalloc(&d_ob, sizeof(uint16_t) * tokens * n);
-    cudaMemcpy(d_y, y, sizeof(uint16_t) * rows * n, cudaMemcpyHostToDevice);
+    cudaMalloc(&d_o, sizeof(float) * o_n);
+    cudaMalloc(&d_ob, sizeof(uint16_t) * o_n);
+    cudaMemcpy(d_y, y, sizeof(uint16_t) * rows * ldy, cudaMemcpyHostToDevice);
     cudaMemcpy(d_w, w, sizeof(float) * S, cudaMemcpyHostToDevice);
-    cudaMemset(d_o, 0xFF, sizeof(float) * tokens * n);
-    cudaMemset(d_ob, 0xFF, sizeof(uint16_t) * tokens * n);
-    CHECK_STATUS(hfp4_moe_combine_gpu(d_y, n, rows, n, d_pos, d_w, HFP4_DTYPE_FP32, tokens, top_k, d_o,
-                                      HFP4_DTYPE_FP32, n, NULL),
+    cudaMemset(d_o, 0xFF, sizeof(float) * o_n); /* (the stride's gap must keep it) */
+    cudaMemset(d_ob, 0xFF, sizeof(uint16_t) * o_n);
+    CHECK_STATUS(hfp4_moe_combine_gpu(d_y, ldy, rows, n, d_pos, d_w, w_dtype, tokens, top_k, d_o, HFP4_DTYPE_FP32, ldo,
+                                      NULL),
                  HFP4_OK);
-    CHECK_STATUS(hfp4_moe_combine_gpu(d_y, n, rows, n, d_pos, d_w, HFP4_DTYPE_FP32, tokens, top_k, d_ob,
-                                      HFP4_DTYPE_BF16, n, NULL),
+    CHECK_STATUS(hfp4_moe_combine_gpu(d_y, ldy, rows, n, d_pos, d_w, w_dtype, tokens, top_k, d_ob, HFP4_DTYPE_BF16,
+                                      ldo, NULL),
                  HFP4_OK);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
-    cudaMemcpy(o_g, d_o, sizeof(float) * tokens * n, cudaMemcpyDeviceToHost);
-    cudaMemcpy(ob_g, d_ob, sizeof(uint16_t) * tokens * n, cudaMemcpyDeviceToHost);
-    CHECK(memcmp(o_c, o_g, sizeof(float) * tokens * n) == 0);
-    CHECK(memcmp(ob_c, ob_g, sizeof(uint16_t) * tokens * n) == 0);
+    cudaMemcpy(o_g, d_o, sizeof(float) * o_n, cudaMemcpyDeviceToHost);
+    cudaMemcpy(ob_g, d_ob, sizeof(uint16_t) * o_n, cudaMemcpyDeviceToHost);
+    CHECK(memcmp(o_c, o_g, sizeof(float) * o_n) == 0);
+    CHECK(memcmp(ob_c, ob_g, sizeof(uint16_t) * o_n) == 0);
     cudaFree(d_ids), cudaFree(d_pos), cudaFree(d_lay), cudaFree(d_x), cudaFree(d_a), cudaFree(d_sf);
     cudaFree(d_y), cudaFree(d_w), cudaFree(d_o), cudaFree(d_ob);
-    free(ids), free(pos_c), free(pos_g), free(lay_c), free(lay_g), free(a_set), free(b_set), free(x), free(a_c);
+    free(ids32), free(ids), free(pos_c), free(pos_g), free(lay_c), free(lay_g), free(a_set), free(b_set), free(x), free(a_c);
     free(a_g), free(sf_c), free(sf_g), free(y), free(w), free(o_c), free(o_g), free(ob_c), free(ob_g);
 }
 
 TEST(gpu_moe_glue_matches_the_cpu_forms) {
     if (!moe_have_sm90()) SKIP("no SM90 (Hopper) GPU");
-    moe_case(1, 6, 256, 4096, 128, 512, 1);     /* decode T = 1 */
-    moe_case(37, 6, 256, 4096, 32, 1000, 2);    /* decode, 1x32, n not a multiple of 8 */
-    moe_case(9, 3, 7, 300, 128, 64, 3);         /* k with a partial group */
-    moe_case(4096, 6, 384, 512, 128, 64, 4);    /* prefill-sized routing: many rows per thread */
+    moe_case(1, 6, 256, 4096, 128, 512, 1, 0);                /* decode T = 1 */
+    moe_case(37, 6, 256, 4096, 32, 1000, 2, MOE_IDS32);       /* decode, 1x32, int32 ids */
+    moe_case(9, 3, 7, 300, 128, 64, 3, MOE_ROWS_ROUTED);      /* k with a partial group, FP32 routed rows */
+    moe_case(9, 3, 33, 301, 32, 37, 5, MOE_WIDE);             /* k, n tails (a lane straddles k), 33 experts,
+                                                                 strides, BF16 weights, spare layout rows */
+    moe_case(4096, 6, 384, 512, 128, 64, 4, MOE_ROWS_ROUTED); /* prefill-sized routing: many rows a thread */
 }
