@@ -15,6 +15,8 @@
  *   tp        V4-Flash TP8 shards (w13 512x4096, w2 4096x256, E = 256), decode: standalone + graphs
  *   pro       V4-Pro experts (E = 384; w13 6144x7168, w2 7168x3072): standalone at decode and
  *             prefill T, graphs at decode T
+ *   moe       the MoE glue around the GEMMs (route, quantize rows, combine; bench_moe.cu), V4-Flash
+ *             layer shape, decode T and 4096
  *
  * Timing (bench_timing.cu): median of --iters stream launches, each after a read of a 256 MB buffer
  * has emptied L2 (--l2-flush write: a memset, which leaves L2 dirty), or median of --replays graph
@@ -39,7 +41,8 @@
 #include "bench_common.h"
 #include "tool_common.h"
 
-static const char *const k_sections[] = {"w13", "w2", "dense", "sf", "gran", "launch", "graph", "gemv", "tp", "pro", "tp-pro"};
+static const char *const k_sections[] = {"w13", "w2",  "dense", "sf",  "gran",  "launch",
+                                         "graph", "gemv", "tp",   "pro", "tp-pro", "moe"};
 
 /* 1 if section `name` runs: no --only, or `name` is one of its comma-separated entries. */
 static int selected(const char *only, const char *name) {
@@ -94,7 +97,7 @@ static int usage_error(const char *arg) {
             "                  [--sf-layout k|mn] [--a-scales fp32|ue8m0] [--w-scales narrow|drift] [--seconds-budget S]\n"
             "                  [--routing-seed S] [--contiguous-hint rows|none|R] [--l2-flush read|write]\n"
             "                  [--only SECTION[,SECTION...]] [--dense-shape M,N,K]...\n"
-            "  sections: w13 w2 dense sf gran launch graph gemv tp pro (default: all), and tp-pro\n"
+            "  sections: w13 w2 dense sf gran launch graph gemv tp pro moe (default: all), and tp-pro\n"
             "            (V4-Pro's TP8 shards, only when named)\n"
             "  --iters N           stream-launched cases: median of N launches (3..1000, default 20)\n"
             "  --replays N         graph cases: median of N replays (10..10000, default 200)\n"
@@ -317,6 +320,10 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
         bench_experts(&c, &e13);
         bench_experts(&c, &e2);
         bench_layer_graphs(&c, &pro, pl, np);
+    }
+    if (selected(only, "moe")) {
+        static const int64_t glue_tok[] = {1, 8, 32, 128, 4096};
+        bench_moe_glue(&c, ntok_arg ? tok_arg : glue_tok, ntok_arg ? ntok_arg : quick ? 2 : 5);
     }
     if (only && selected(only, "tp-pro")) { /* (not in the default run: the full run's length stays) */
         bench_expert_case e13 = {"v4p-tp8-w13", tp8_pro.experts, tp8_pro.topk, tp8_pro.n13, tp8_pro.k13, dl, nd, NULL, 0};

@@ -230,5 +230,7 @@ void bench_layer_graphs(bench_ctx *c, const bench_moe_model *m, const int64_t *t
 void bench_dense(bench_ctx *c, int64_t m, int64_t n, int64_t k);
 void bench_gemv(bench_ctx *c, int64_t n, int64_t k);
 void bench_sf_layout(bench_ctx *c, const char *name, int32_t groups, int64_t mn, int64_t sf_k);
+/* ---- bench_moe.cu ---- */
+void bench_moe_glue(bench_ctx *c, const int64_t *tokens, int ntok);
 
 #endif
