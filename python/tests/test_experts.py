@@ -168,3 +168,68 @@ def test_gpu_matches_token_by_token(monkeypatch, glue, tokens, k):
         assert torch.equal(out.double().cpu(), got)
     dg.clear_weight_cache()
     dg.release_graph_weights()
+
+
+def _v4_fp4_experts_module(E=8, H=256, I=128):
+    """transformers' own FP8Experts for a tiny DeepSeek-V4 config with FP4 experts, behind its
+    experts-interface dispatch (what a loaded model holds), filled with FP4 weights"""
+    fg = pytest.importorskip("transformers.integrations.finegrained_fp8")
+    moe = pytest.importorskip("transformers.integrations.moe")
+    from transformers import DeepseekV4Config
+    cfg = DeepseekV4Config(vocab_size=64, hidden_size=H, intermediate_size=256, moe_intermediate_size=I,
+                           num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=E,
+                           num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=0,
+                           max_position_embeddings=32, expert_dtype="fp4")
+    cls = moe.use_experts_implementation(experts_class=fg.FP8Experts, experts_interface=fg.ALL_FP8_EXPERTS_FUNCTIONS,
+                                         has_bias=False, has_gate=True)
+    mod = cls(config=cfg, block_size=(128, 128), activation_scheme="dynamic", scale_fmt="ue8m0", has_bias=False,
+              has_gate=True)
+    E, H, I = mod.num_experts, mod.hidden_dim, mod.intermediate_dim  # (what the config resolved to)
+    w1, s1 = _weights(90, E, 2 * I, H)
+    w2, s2 = _weights(91, E, H, I)
+    with torch.no_grad():
+        for p, v in ((mod.gate_up_proj, w1), (mod.gate_up_proj_scale_inv, s1), (mod.down_proj, w2),
+                     (mod.down_proj_scale_inv, s2)):
+            assert p.dtype == v.dtype and tuple(p.shape) == tuple(v.shape), (p.dtype, p.shape, v.dtype, v.shape)
+            p.copy_(v)
+    X.register("hfp4")
+    cfg._experts_implementation = "hfp4"
+    return mod
+
+
+def test_transformers_dispatch_reaches_hfp4():
+    # a real FP8Experts (FP4 weights, transformers' attribute names and shapes), its forward routed by
+    # the experts interface to hfp4: on CPU tensors hfp4 refuses them, which shows the dispatch
+    mod = _v4_fp4_experts_module()
+    x = torch.randn(3, mod.hidden_dim).to(torch.bfloat16)
+    idx = torch.tensor([[0, 5], [7, 2], [3, 1]])
+    with pytest.raises(hfp4.InvalidArgument, match="CUDA"):
+        mod(x, idx, torch.rand(3, 2))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("glue", ["torch", "library"])
+def test_gpu_transformers_module(monkeypatch, glue):
+    # the same module on the GPU: its output against the token-by-token reference
+    if not dg.is_available():
+        pytest.skip("no GPU hfp4's SM90 kernels run on")
+    monkeypatch.setenv("HFP4_EXPERTS_GLUE", "1" if glue == "library" else "0")
+    mod = _v4_fp4_experts_module()
+
+    class _Cpu:  # the reference reads the weights on the host
+        pass
+    ref_mod = _Cpu()
+    for name in ("gate_up_proj", "gate_up_proj_scale_inv", "down_proj", "down_proj_scale_inv"):
+        setattr(ref_mod, name, getattr(mod, name).detach().clone())
+    ref_mod.num_experts, ref_mod._apply_gate = mod.num_experts, mod._apply_gate
+    mod = mod.cuda()
+    g = torch.Generator().manual_seed(92)
+    x = torch.randn(8, mod.hidden_dim, generator=g).to(torch.bfloat16)
+    idx = torch.stack([torch.randperm(mod.num_experts, generator=g)[:2] for _ in range(8)])
+    wts = torch.rand(8, 2, generator=g)
+    got = mod(x.cuda(), idx.cuda(), wts.cuda())
+    torch.cuda.synchronize()
+    ref = _reference(ref_mod, x, idx, wts, 128)
+    got = got.double().cpu()
+    assert torch.linalg.norm(got - ref) <= 3e-2 * torch.linalg.norm(ref)
+    dg.clear_weight_cache()
