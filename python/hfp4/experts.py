@@ -25,8 +25,8 @@ Everything stays on the device (no host synchronization), so a decode step can b
 CUDA graph. The glue between the GEMMs is torch's (a sort, scatters, two quantizations, gathers,
 index_add: ~40 small kernels) unless HFP4_EXPERTS_GLUE=1 (opt-in until its GPU tests have run):
 then the library's hfp4_moe_route, hfp4_moe_quantize_rows and hfp4_moe_combine do it in about ten
-(up to 4096 experts; beyond, torch's). Requests hfp4 cannot serve raise ``NotImplementedError`` (transformers' callers fall
-back), bad arguments ``ValueError``, both naming the argument.
+(up to 4096 experts; beyond, torch's). Requests hfp4 cannot serve raise ``NotImplementedError``
+(transformers' callers fall back), bad arguments ``ValueError``, both naming the argument.
 """
 import os
 
