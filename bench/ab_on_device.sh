@@ -46,8 +46,8 @@ for b in "$MAIN/hfp4" $ALT/hfp4-*; do
 done
 done
 if [ -n "${MICROS:-}" ]; then
-    # (HFP4_SM90_FP8_WEIGHTS=1: the dense section's FP8-weight row too, the library kernel the
-    # fp8_ss_gemm micro prefigures; it changes nothing for FP4 weights)
+    # (HFP4_SM90_FP8_WEIGHTS=1: the dense section's FP8-weight row, the library kernel the
+    # fp8_ss_gemm micro prefigures, even where the environment turned it off)
     timeout 120 env HFP4_SM90_FP8_WEIGHTS=1 "$MAIN/hfp4" bench ${MICRO_BENCH_ARGS:---only dense} \
         > "$OUT/bench_micro_baselines.txt" 2>&1
     grep -E "^(fp8|cublas|dense)" "$OUT/bench_micro_baselines.txt" | cut -c1-150

@@ -371,13 +371,14 @@ HFP4_API hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups, 
  * quantize its rows, the second grouped GEMM, and combine each token's rows. These three steps take
  * one pass each. The plain forms work on host memory and are the reference of the _gpu forms
  * (device memory, stream-ordered, no allocation, no synchronization: capturable in a CUDA graph;
- * UNSUPPORTED without an SM90 GPU), which give the same bits except NaN payloads (a NaN stays a
- * NaN; the GPU's is the canonical one). Routed row i is ids[i] of tokens x top_k ids (token i / top_k). */
+ * NO_DEVICE without a GPU or in a build without CUDA, UNSUPPORTED on a GPU other than SM90), which
+ * give the same bits except NaN payloads (a NaN stays a NaN; the GPU's is the canonical one).
+ * (Status, bench/RESULTS.md v24: the _gpu forms have not yet run on a GPU.) Routed row i is ids[i] of tokens x top_k ids (token i / top_k). */
 
 /* Rows of a layout that holds `routed_rows` ids over num_experts experts, each expert's segment
  * starting at a multiple of alignment, without reading the ids: routed_rows + min(routed_rows,
- * num_experts) x (alignment - 1). -1 for arguments outside routed_rows >= 0, num_experts >= 1,
- * alignment >= 1. */
+ * num_experts) x (alignment - 1). -1 for arguments outside 0 <= routed_rows <= 2^40,
+ * num_experts >= 1, alignment >= 1. */
 HFP4_API int64_t hfp4_moe_layout_rows(int64_t routed_rows, int32_t num_experts, int32_t alignment);
 
 /* ids [routed_rows] (int32, or int64 when ids_int64) -> row_pos [routed_rows]: routed row i's row of

@@ -89,10 +89,10 @@ done:
     bench_free_weights(&w);
 }
 
-/* FP8 weights (128 x 128 block scales, src/kernels/sm90/fp8_fp8_gemm.h: opt-in while untested,
- * HFP4_SM90_FP8_WEIGHTS=1) on the same shape, against the same cuBLASLt FP8 baseline: the library's
- * FP8 x FP8 GEMM, and the GEMM of the "convert once" route for FP4 prefill (docs/FP8_ROUTE.md). Left
- * out, with a note, where the path is off. */
+/* FP8 weights (128 x 128 block scales, src/kernels/sm90/fp8_fp8_gemm.h; on by default,
+ * HFP4_SM90_FP8_WEIGHTS=0 turns it off) on the same shape, against the same cuBLASLt FP8 baseline: the
+ * library's FP8 x FP8 GEMM (DeepGEMM's fp8_gemm_nt, V4's dense layers). Left out, with a note, where
+ * the path is off. */
 static void dense_fp8_weights_case(bench_ctx *c, int64_t m, int64_t n, int64_t k) {
     void *a = NULL, *sfa = NULL, *b = NULL, *sfb = NULL, *d = NULL;
     const int64_t kg = (k + 127) / 128, nb = (n + 127) / 128;

@@ -65,7 +65,7 @@ static void moe_case(bench_ctx *c, int64_t tokens) {
     b.S = tokens * b.top_k;
     b.rows = hfp4_moe_layout_rows(b.S, b.E, 128);
     int64_t *ids = (int64_t *)malloc(sizeof(int64_t) * b.S);
-    for (int64_t t = 0; t < tokens; t++) /* distinct experts per token */
+    for (int64_t t = 0; ids != NULL && t < tokens; t++) /* distinct experts per token */
         for (int32_t j = 0; j < b.top_k; j++) {
             int64_t e, again;
             do {

@@ -14,9 +14,11 @@ interface. Its "deepgemm" function refuses FP4 weights below Blackwell; this one
 routing weight, summed over the token's k experts; ids outside [0, E) (expert-parallel sentinels)
 contribute nothing. It is transformers' DeepGEMM experts forward (sort the routed rows by expert,
 pad each expert's rows to 128, two m-grouped GEMMs around the module's own ``_apply_gate``) with
-three differences that matter for speed and none for the result:
-- activations are quantized with 1x128 FP32 scales (DeepGEMM's SM90 recipe, hfp4's full-speed
-  path; transformers passes 1x32 UE8M0, which hfp4 also serves, more slowly: ``gran_k=32``);
+three differences, made for speed:
+- activations are quantized per 128 K with FP32 scales (DeepGEMM's SM90 recipe, hfp4's full-speed
+  path) where transformers quantizes per 32 K with UE8M0 scales: the numbers differ by that
+  quantization's rounding (``gran_k=32`` gives 32-wide groups, still with FP32 scales); the routing
+  weights multiply in FP32;
 - D's padding rows are not written (``ensure_zero_padding=False``): this forward never reads them,
   and at decode they are most of D;
 - the GEMMs get the rows-per-expert hint (``expected_m``), so decode picks hfp4's 8-token tile
@@ -66,6 +68,9 @@ def _check_module(module, hidden_states, top_k_index, top_k_weights):
     if hidden_states.dim() != 2:
         raise L.invalid_argument("hfp4 experts: hidden_states must be 2D [tokens, hidden], got shape %s"
                                  % (tuple(hidden_states.shape),))
+    if not hidden_states.is_cuda:
+        raise L.invalid_argument("hfp4 experts: hidden_states must be a CUDA tensor, got one on %s"
+                                 % (hidden_states.device,))
     if top_k_index.dim() != 2 or top_k_index.shape[0] != hidden_states.shape[0]:
         raise L.invalid_argument("hfp4 experts: top_k_index must be [tokens = %d, k], got shape %s"
                                  % (hidden_states.shape[0], tuple(top_k_index.shape)))
@@ -192,25 +197,26 @@ def experts_forward(self, hidden_states, top_k_index, top_k_weights, gran_k=128)
     T, H = hidden_states.shape
     k = top_k_index.shape[1]
     E = int(self.num_experts)
-    out = hidden_states.new_zeros((T, H), dtype=torch.float32)
     if T == 0 or k == 0:
-        return out.to(hidden_states.dtype)
+        return hidden_states.new_zeros((T, H))
     if _glue_enabled() and E <= GPU_GLUE_MAX_EXPERTS:
         return _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_k_index, top_k_weights,
                                           gran_k)
     perm, sorted_ids, pos, layout, m_pad = _routed_layout(top_k_index.reshape(-1), E)
     S = perm.numel()
     expected_m = -(-S // min(S, E))  # rows per routed expert, if routing is even (a tile hint only)
-    token = perm // k
-    h = _grouped_gemm(hidden_states[token], up, up_scale, pos, layout, m_pad, gran_k, expected_m)
+    h = _grouped_gemm(hidden_states[perm // k], up, up_scale, pos, layout, m_pad, gran_k, expected_m)
     h = self._apply_gate(h) if has_gate else self.act_fn(h)
     y = _grouped_gemm(h, self.down_proj, self.down_proj_scale_inv, pos, layout, m_pad, gran_k, expected_m)
     w = top_k_weights.reshape(-1)[perm].float()
     routed = (sorted_ids < E).unsqueeze(1)
     # (where, not a product: unrouted rows sit in D's unwritten padding and may hold NaN)
     y = torch.where(routed, y.float() * w.unsqueeze(1), y.new_zeros((), dtype=torch.float32))
-    out.index_add_(0, token, y)
-    return out.to(hidden_states.dtype)
+    # back to token order and a sum over each token's k rows in order of j: deterministic, where
+    # index_add_'s atomics would sum in a different order from run to run
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(S, device=perm.device)
+    return y[inv].view(T, k, H).sum(1).to(hidden_states.dtype)
 
 
 def register(name="hfp4"):

@@ -44,8 +44,10 @@ static const char *grouping_name(hfp4_grouping g) {
 
 /* d_padding took the 4 bytes of alignment padding before expected_m: callers built against the
  * header without it (zero-initialized structs) keep working, and see the default */
-_Static_assert(offsetof(hfp4_gemm_problem, d_padding) + 4 == offsetof(hfp4_gemm_problem, expected_m),
-               "hfp4_gemm_problem.d_padding must sit in the padding before expected_m");
+_Static_assert(offsetof(hfp4_gemm_problem, m_alignment) % 8 == 0 &&
+                   offsetof(hfp4_gemm_problem, d_padding) == offsetof(hfp4_gemm_problem, m_alignment) + 4 &&
+                   offsetof(hfp4_gemm_problem, expected_m) == offsetof(hfp4_gemm_problem, m_alignment) + 8,
+               "hfp4_gemm_problem.d_padding must sit in the 4 bytes of padding that followed m_alignment");
 
 /* The shape fields and the grouping scalars (everything but the operands and the layout data). */
 static hfp4_status check_shape(const char *fn, const hfp4_gemm_problem *p) {

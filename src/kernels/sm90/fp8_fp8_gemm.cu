@@ -5,8 +5,8 @@
  * DeepGEMM's FP8 structure, as measured first in bench/micro/fp8_ss_gemm.cu: a persistent kernel over
  * 128 x 128 tiles of D rastered in groups of 16 token tiles (a wave's A and B slices stay in L2);
  * one producer thread loads 128 x 128-byte tiles of A (tokens) and B (weight rows) with TMA (128-byte
- * swizzle, zeros past m, n) into 6 stages, and a second producer warp writes each stage's 128
- * promotion factors next to them (the token's activation scale times the block's weight scale, one
+ * swizzle, zeros past m, n) into 6 stages, and three more producer warps take turns writing each
+ * stage's 128 promotion factors next to them (the token's activation scale times the block's weight scale, one
  * value for the tile's 128 weight rows); two consumer warpgroups each run 4 wgmma m64n128k32 with
  * both operands in shared memory a 128-K block (tokens 64 wg .. 64 wg + 63 of the tile) and promote
  * the block's sums into FP32 with one FFMA per accumulator. D (BF16 or FP32, + C) is stored from
