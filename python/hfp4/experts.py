@@ -106,30 +106,32 @@ def _routed_layout(ids, num_experts):
     return perm, sorted_ids, pos, layout, m_pad
 
 
+def _rows_per_expert(S, E):
+    """expected_m: rows per routed expert if routing is even (a tile hint only)"""
+    return -(-S // min(S, E))
+
+
+def _gemm_into_layout(a, sfa, w, w_scale, layout, gran_k, expected_m):
+    """D [layout rows, N] BF16 of the FP8 rows a (scales sfa) in the layout; padding rows left unwritten"""
+    d = a.new_empty((a.shape[0], w.shape[1]), dtype=_torch().bfloat16)
+    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (w, w_scale), d, layout, recipe_a=(1, gran_k),
+                                            recipe_b=(1, 32), ensure_zero_padding=False, expected_m=expected_m)
+    return d
+
+
 def _grouped_gemm(x, w, w_scale, pos, layout, m_pad, gran_k, expected_m):
     """D [m_pad, N] BF16 for the sorted rows x [S, K] (quantized here, placed at rows pos); rows of D
     that are padding are left unwritten. Returns D's routed rows [S, N]."""
-    torch = _torch()
     q, sf = dg.per_token_cast_to_fp8(x, use_ue8m0=False, gran_k=gran_k)
     a = x.new_empty((m_pad, q.shape[1]), dtype=q.dtype)
     a[pos] = q
     sfa = x.new_zeros((m_pad, sf.shape[1]), dtype=sf.dtype)  # (padding rows: finite scales, any FP8 bytes)
     sfa[pos] = sf
-    d = x.new_empty((m_pad, w.shape[1]), dtype=torch.bfloat16)
-    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (w, w_scale), d, layout, recipe_a=(1, gran_k),
-                                            recipe_b=(1, 32), ensure_zero_padding=False, expected_m=expected_m)
-    return d[pos]
+    return _gemm_into_layout(a, sfa, w, w_scale, layout, gran_k, expected_m)[pos]
 
 
 def _glue_enabled():
     return os.environ.get("HFP4_EXPERTS_GLUE", "0") == "1"
-
-
-def _gemm_into_layout(a, sfa, w, w_scale, layout, gran_k, expected_m):
-    d = a.new_empty((a.shape[0], w.shape[1]), dtype=_torch().bfloat16)
-    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (w, w_scale), d, layout, recipe_a=(1, gran_k),
-                                            recipe_b=(1, 32), ensure_zero_padding=False, expected_m=expected_m)
-    return d
 
 
 def _quantize_into_layout(lib, stream, x, row_div, pos, m_pad, gran_k):
@@ -166,7 +168,7 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
     with torch.cuda.device(hidden_states.device):
         L.check(lib.hfp4_moe_route_gpu(ids.data_ptr(), int(ids.dtype == torch.int64), S, E, A, pos.data_ptr(),
                                        layout.data_ptr(), m_pad, stream))
-        expected_m = -(-S // min(S, E))
+        expected_m = _rows_per_expert(S, E)
         a, sfa = _quantize_into_layout(lib, stream, hidden_states, k, pos, m_pad, gran_k)
         d = _gemm_into_layout(a, sfa, up, up_scale, layout, gran_k, expected_m)
         # (unrouted rows, pos -1, read row 0, whatever it holds: their quantization and sum skip them)
@@ -204,7 +206,7 @@ def experts_forward(self, hidden_states, top_k_index, top_k_weights, gran_k=128)
                                           gran_k)
     perm, sorted_ids, pos, layout, m_pad = _routed_layout(top_k_index.reshape(-1), E)
     S = perm.numel()
-    expected_m = -(-S // min(S, E))  # rows per routed expert, if routing is even (a tile hint only)
+    expected_m = _rows_per_expert(S, E)
     h = _grouped_gemm(hidden_states[perm // k], up, up_scale, pos, layout, m_pad, gran_k, expected_m)
     h = self._apply_gate(h) if has_gate else self.act_fn(h)
     y = _grouped_gemm(h, self.down_proj, self.down_proj_scale_inv, pos, layout, m_pad, gran_k, expected_m)
