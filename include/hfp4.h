@@ -373,7 +373,7 @@ HFP4_API hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups, 
  * (device memory, stream-ordered, no allocation, no synchronization: capturable in a CUDA graph;
  * NO_DEVICE without a GPU or in a build without CUDA, UNSUPPORTED on a GPU other than SM90), which
  * give the same bits except NaN payloads (a NaN stays a NaN; the GPU's is the canonical one).
- * (Status, bench/RESULTS.md v24: the _gpu forms have not yet run on a GPU.) Routed row i is ids[i] of tokens x top_k ids (token i / top_k). */
+ * Routed row i is ids[i] of tokens x top_k ids (token i / top_k). */
 
 /* Rows of a layout that holds `routed_rows` ids over num_experts experts, each expert's segment
  * starting at a multiple of alignment, without reading the ids: routed_rows + min(routed_rows,

@@ -24,10 +24,10 @@ three differences, made for speed:
 - the GEMMs get the rows-per-expert hint (``expected_m``), so decode picks hfp4's 8-token tile
   without a second launch.
 Everything stays on the device (no host synchronization), so a decode step can be captured in a
-CUDA graph. The glue between the GEMMs is torch's (a sort, scatters, two quantizations, gathers,
-index_add: ~40 small kernels) unless HFP4_EXPERTS_GLUE=1 (opt-in until its GPU tests have run):
-then the library's hfp4_moe_route, hfp4_moe_quantize_rows and hfp4_moe_combine do it in about ten
-(up to 4096 experts; beyond, torch's). Requests hfp4 cannot serve raise ``NotImplementedError``
+CUDA graph. The glue between the GEMMs is the library's: hfp4_moe_route, hfp4_moe_quantize_rows and
+hfp4_moe_combine, about ten kernels (up to 4096 experts). HFP4_EXPERTS_GLUE=0, or more experts,
+selects torch's (a sort, scatters, two quantizations, gathers, a sum: ~40 small kernels, ~100-200 us
+more a decode step on the H200; bench/RESULTS.md v25). Requests hfp4 cannot serve raise ``NotImplementedError``
 (transformers' callers fall back), bad arguments ``ValueError``, both naming the argument.
 """
 import os
@@ -131,7 +131,7 @@ def _grouped_gemm(x, w, w_scale, pos, layout, m_pad, gran_k, expected_m):
 
 
 def _glue_enabled():
-    return os.environ.get("HFP4_EXPERTS_GLUE", "0") == "1"
+    return os.environ.get("HFP4_EXPERTS_GLUE", "1") != "0"
 
 
 def _quantize_into_layout(lib, stream, x, row_div, pos, m_pad, gran_k):
