@@ -2,10 +2,14 @@
  * moe_gpu.cu - the MoE glue's kernels (hfp4.h, "MoE glue"; checks and CPU forms in moe.c):
  *   hfp4_moe_route_kernel          one CTA: per-expert counts and ranks (shared-memory atomics), the
  *                                  aligned segment starts (one warp's scan), the layout
- *   hfp4_moe_quantize_rows_kernel  a warp per routed row and 128 columns: amax, scale, FP8 codes
- *   hfp4_moe_combine_kernel        a thread per token and 8 columns: the weighted sum of its rows
- * All three are small next to the GEMMs they sit between; what they save is the dozens of framework
- * kernels (sort, scatter, quantization, gather, index_add) that did the same in torch.
+ *   hfp4_moe_quantize_rows_kernel  a CTA per (token's row, 1024 columns), read once for the token's
+ *                                  top_k routed rows: amax, scale, FP8 codes stored to each of them
+ *   hfp4_moe_combine_kernel        a CTA per token and 1024 columns, a thread 8 of them: the weighted
+ *                                  sum of the token's rows
+ * All three should be small next to the GEMMs they sit between, at decode (a few microseconds, most
+ * of it launch) and at prefill (bytes at the copy rate: wide loads and stores, several loads in
+ * flight a thread); what they save is the dozens of framework kernels (sort, scatter,
+ * quantization, gather, index_add) that did the same in torch.
  * Rows whose row_pos lies outside [0, layout_rows) are skipped: device data cannot be checked from
  * the host, and a bad entry must never become an out-of-bounds write.
  */
@@ -19,23 +23,37 @@
 namespace {
 
 constexpr int kRouteThreads = 1024;
+constexpr int kRouteBatch = 8; /* ids a thread loads before it waits on any: one CTA must keep many loads in flight */
 
 __device__ __forceinline__ int64_t load_id(const void *ids, int ids_int64, int64_t i) {
     return ids_int64 ? ((const int64_t *)ids)[i] : ((const int32_t *)ids)[i];
 }
 
 /* One CTA: counts[e] then the rank of each row inside its expert (row_pos holds the rank until the
- * starts are known), the starts of the aligned segments by a warp's scan, the layout. */
-__global__ void __launch_bounds__(kRouteThreads) hfp4_moe_route_kernel(const void *ids, int ids_int64,
+ * starts are known), the starts of the aligned segments by a warp's scan, the layout. Each pass
+ * over the ids loads a batch of kRouteBatch a thread before using any: with one load in flight a
+ * thread, T = 4096 (24576 ids) took 24 dependent round trips a pass (44 us, bench/RESULTS.md v25). */
+__global__ void __launch_bounds__(kRouteThreads) hfp4_moe_route_kernel(const void *__restrict__ ids, int ids_int64,
                                                                       int64_t routed_rows, int32_t num_experts,
-                                                                      int32_t alignment, int32_t *row_pos,
-                                                                      int32_t *layout, int64_t layout_rows) {
+                                                                      int32_t alignment, int32_t *__restrict__ row_pos,
+                                                                      int32_t *__restrict__ layout,
+                                                                      int64_t layout_rows) {
     extern __shared__ int32_t counts[]; /* [num_experts]: counts, then segment starts */
     for (int e = threadIdx.x; e < num_experts; e += blockDim.x) counts[e] = 0;
     __syncthreads();
-    for (int64_t i = threadIdx.x; i < routed_rows; i += blockDim.x) {
-        const int64_t e = load_id(ids, ids_int64, i);
-        row_pos[i] = e >= 0 && e < num_experts ? atomicAdd(&counts[e], 1) : -1;
+    const int64_t step = (int64_t)blockDim.x * kRouteBatch;
+    for (int64_t base = threadIdx.x; base < routed_rows; base += step) {
+        int64_t e[kRouteBatch];
+#pragma unroll
+        for (int u = 0; u < kRouteBatch; u++) {
+            const int64_t i = base + (int64_t)u * blockDim.x;
+            e[u] = i < routed_rows ? load_id(ids, ids_int64, i) : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < kRouteBatch; u++) {
+            const int64_t i = base + (int64_t)u * blockDim.x;
+            if (i < routed_rows) row_pos[i] = e[u] >= 0 && e[u] < num_experts ? atomicAdd(&counts[e[u]], 1) : -1;
+        }
     }
     __syncthreads();
     if (threadIdx.x < 32) { /* exclusive scan of the aligned counts: each lane a run of experts */
@@ -57,72 +75,197 @@ __global__ void __launch_bounds__(kRouteThreads) hfp4_moe_route_kernel(const voi
     }
     for (int64_t r = threadIdx.x; r < layout_rows; r += blockDim.x) layout[r] = -1;
     __syncthreads(); /* (orders the -1s before the ids below, and the starts before their reads) */
-    for (int64_t i = threadIdx.x; i < routed_rows; i += blockDim.x) {
-        const int32_t rank = row_pos[i];
-        if (rank < 0) continue;
-        const int32_t e = (int32_t)load_id(ids, ids_int64, i), p = counts[e] + rank;
-        row_pos[i] = p;
-        layout[p] = e;
+    for (int64_t base = threadIdx.x; base < routed_rows; base += step) {
+        int32_t rank[kRouteBatch];
+        int64_t e[kRouteBatch];
+#pragma unroll
+        for (int u = 0; u < kRouteBatch; u++) { /* (each thread reads back only the ranks it wrote) */
+            const int64_t i = base + (int64_t)u * blockDim.x;
+            rank[u] = i < routed_rows ? row_pos[i] : -1;
+            e[u] = i < routed_rows ? load_id(ids, ids_int64, i) : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < kRouteBatch; u++) {
+            if (rank[u] < 0) continue;
+            const int64_t i = base + (int64_t)u * blockDim.x;
+            const int32_t p = counts[e[u]] + rank[u];
+            row_pos[i] = p;
+            layout[p] = (int32_t)e[u];
+        }
     }
-}
-
-__device__ __forceinline__ float load_x(const void *x, int fp32, int64_t i) {
-    return fp32 ? ((const float *)x)[i] : __bfloat162float(((const __nv_bfloat16 *)x)[i]);
 }
 
 /* max that keeps NaN, as torch.amax (fmaxf would drop it) */
 __device__ __forceinline__ float max_nan(float a, float b) { return (b > a || b != b) ? b : a; }
 
-/* A warp per (routed row, 128 columns): lane l quantizes columns 4l .. 4l + 3 of the chunk; a group
- * of gran_k columns is 32 (gran 128) or 8 (gran 32) lanes, reduced with shuffles. The scale and the
- * codes are hfp4_quantize_fp8_per_token's: amax floored at 1e-4, sf = amax / 448, x * (1 / sf),
- * rounded to nearest even (|x / sf| <= 448: saturation never applies). */
-__global__ void hfp4_moe_quantize_rows_kernel(const void *x, int x_fp32, int64_t k, int64_t ldx, int32_t row_div,
-                                              const int32_t *row_pos, int64_t routed_rows, int32_t gran_k,
-                                              uint8_t *a, int64_t lda, float *sf, int64_t layout_rows) {
-    const int64_t chunks = (k + 127) / 128;
-    const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane = threadIdx.x % 32;
-    if (warp >= routed_rows * chunks) return;
-    const int64_t i = warp / chunks, c0 = (warp % chunks) * 128 + 4 * lane;
-    const int32_t p = row_pos[i];
-    if (p < 0 || p >= layout_rows) return; /* (the whole warp: p is the same for every lane) */
-    const int64_t xrow = (i / row_div) * ldx;
-    float v[4], amax = 0.0f;
+/* 8 consecutive elements of x from column c (columns past k read as 0); vec: c and k multiples of 8
+ * and the row 16-byte aligned, so one (BF16) or two (FP32) 16-byte loads bring all eight */
+__device__ __forceinline__ void load_x8(const void *__restrict__ x, int x_fp32, const int vec, int64_t row, int64_t c,
+                                        int64_t k, float v[8]) {
+    if (vec) {
+        if (c >= k) {
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        v[j] = c0 + j < k ? load_x(x, x_fp32, xrow + c0 + j) : 0.0f;
-        amax = max_nan(amax, fabsf(v[j]));
+            for (int j = 0; j < 8; j++) v[j] = 0.0f;
+        } else if (x_fp32) {
+            const float4 f0 = *(const float4 *)((const float *)x + row + c);
+            const float4 f1 = *(const float4 *)((const float *)x + row + c + 4);
+            v[0] = f0.x, v[1] = f0.y, v[2] = f0.z, v[3] = f0.w, v[4] = f1.x, v[5] = f1.y, v[6] = f1.z, v[7] = f1.w;
+        } else { /* (a BF16 is the top half of its float: exact, as __bfloat162float) */
+            const uint4 w = *(const uint4 *)((const __nv_bfloat16 *)x + row + c);
+            const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) v[2 * j] = __uint_as_float(u[j] << 16), v[2 * j + 1] = __uint_as_float(u[j] & 0xFFFF0000u);
+        }
+        return;
     }
-    const int span = gran_k == 128 ? 32 : 8; /* lanes of one group */
-    for (int o = span / 2; o > 0; o /= 2) amax = max_nan(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-    if (amax < 1e-4f) amax = 1e-4f; /* (NaN compares false and stays NaN, as torch.clamp) */
-    const float s = amax / 448.0f, inv = 1.0f / s;
-    uint8_t *arow = a + (int64_t)p * lda;
 #pragma unroll
-    for (int j = 0; j < 4; j++)
-        if (c0 + j < k) arow[c0 + j] = (uint8_t)__nv_cvt_float_to_fp8(v[j] * inv, __NV_SATFINITE, __NV_E4M3);
-    if (lane % span == 0 && c0 < k) sf[(int64_t)p * ((k + gran_k - 1) / gran_k) + c0 / gran_k] = s;
+    for (int j = 0; j < 8; j++)
+        v[j] = c + j >= k ? 0.0f
+               : x_fp32   ? ((const float *)x)[row + c + j]
+                          : __bfloat162float(((const __nv_bfloat16 *)x)[row + c + j]);
 }
 
-/* A thread per (token, 8 columns): FMAs over the token's rows in order of j, as the CPU form. */
-__global__ void hfp4_moe_combine_kernel(const __nv_bfloat16 *y, int64_t ldy, int64_t layout_rows, int64_t n,
-                                        const int32_t *row_pos, const void *weights, int w_fp32, int64_t tokens,
-                                        int32_t top_k, void *out, int out_fp32, int64_t ldo) {
-    const int64_t col_groups = (n + 7) / 8;
-    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= tokens * col_groups) return;
-    const int64_t t = idx / col_groups, c0 = (idx % col_groups) * 8;
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int32_t j = 0; j < top_k; j++) {
-        const int64_t r = t * top_k + j;
-        const int32_t p = row_pos[r];
-        if (p < 0 || p >= layout_rows) continue;
-        const float w = w_fp32 ? ((const float *)weights)[r] : __bfloat162float(((const __nv_bfloat16 *)weights)[r]);
-        const __nv_bfloat16 *yrow = y + (int64_t)p * ldy;
+constexpr int kQuantThreads = 128;   /* 4 warps, a lane 8 columns: 1024 columns a CTA */
+constexpr int kQuantMaxShare = 64;   /* routed rows one CTA stores a quantized row to, at most */
+
+/* A CTA per (unit, 1024 columns), both grid-stride: a unit is `share` routed rows, share = row_div
+ * (the launcher's choice up to kQuantMaxShare) or 1, which all come from row i0 / row_div of x, so
+ * a token's row is read and quantized once and its codes and scales stored to each of its routed
+ * rows' places (the same input gives the same bits; hfp4_moe_quantize_rows quantizes each routed
+ * row alone). Lane l of warp w quantizes 8 columns; a group of gran_k columns is 16 (gran 128) or 4
+ * (gran 32) lanes, reduced with shuffles. Short work a thread and many CTAs: at decode the launch's
+ * rows spread over SMs, at prefill enough loads are in flight (the first form, a CTA per row with
+ * every chunk of it, spent ~12 us a CTA: bench/RESULTS.md v25). The scale and the codes are
+ * hfp4_quantize_fp8_per_token's: amax floored at 1e-4, sf = amax / 448, x * (1 / sf), rounded to
+ * nearest even (|x / sf| <= 448: saturation never applies). vec: wide loads and 8-byte code stores
+ * (a literal in each of the two kernels below, so each compiles to straight code of its own). */
+__device__ __forceinline__ void quantize_rows(const void *__restrict__ x, int x_fp32, const int vec, int64_t k,
+                                              int64_t ldx, int32_t row_div, int32_t share,
+                                              const int32_t *__restrict__ row_pos, int64_t routed_rows,
+                                              int32_t gran_k, uint8_t *__restrict__ a, int64_t lda,
+                                              float *__restrict__ sf, int64_t layout_rows) {
+    const int shift = gran_k == 128 ? 7 : 5, span = gran_k == 128 ? 16 : 4; /* lanes of one group */
+    const int64_t sf_cols = (k + gran_k - 1) >> shift, units = (routed_rows + share - 1) / share;
+    const int64_t col_blocks = (k + 8 * kQuantThreads - 1) / (8 * kQuantThreads);
+    const int lane = threadIdx.x % 32;
+    for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+        const int64_t i0 = unit * share, i1 = i0 + share < routed_rows ? i0 + share : routed_rows;
+        const int64_t r = i0 / row_div; /* (x's row: every row of the unit has the same) */
+        for (int64_t cb = blockIdx.y; cb < col_blocks; cb += gridDim.y) {
+            const int64_t c = cb * 8 * kQuantThreads + 8 * (int64_t)threadIdx.x;
+            float v[8];
+            load_x8(x, x_fp32, vec, r * ldx, c, k, v); /* (issued before the row_pos reads below wait) */
+            bool any = false; /* (a row no routed row takes, e.g. expert-parallel sentinels: nothing stored) */
+            for (int64_t i = i0; i < i1; i++) any |= row_pos[i] >= 0 && row_pos[i] < layout_rows;
+            if (!any) continue; /* (the same for every thread; lanes past k hold zeros and join the shuffles) */
+            float amax = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 8; e++)
-            if (c0 + e < n) acc[e] = __fmaf_rn(w, __bfloat162float(yrow[c0 + e]), acc[e]);
+            for (int j = 0; j < 8; j++) amax = max_nan(amax, fabsf(v[j]));
+            for (int o = span / 2; o > 0; o /= 2) amax = max_nan(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+            if (amax < 1e-4f) amax = 1e-4f; /* (NaN compares false and stays NaN, as torch.clamp) */
+            const float sc = amax / 448.0f, inv = 1.0f / sc;
+            uint32_t codes[2] = {0, 0};
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                codes[j / 4] |= (uint32_t)__nv_cvt_float_to_fp8(v[j] * inv, __NV_SATFINITE, __NV_E4M3) << (8 * (j % 4));
+            for (int64_t i = i0; i < i1; i++) {
+                const int32_t p = row_pos[i];
+                if (p < 0 || p >= layout_rows) continue; /* (the same for every lane) */
+                uint8_t *arow = a + (int64_t)p * lda;
+                if (vec) {
+                    if (c < k) *(uint2 *)(arow + c) = make_uint2(codes[0], codes[1]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        if (c + j < k) arow[c + j] = (uint8_t)(codes[j / 4] >> (8 * (j % 4)));
+                }
+                if (lane % span == 0 && c < k) sf[(int64_t)p * sf_cols + (c >> shift)] = sc;
+            }
+        }
+    }
+}
+
+/* the launcher's fast form: k, ldx and lda multiples of 8, x and a 16- and 8-byte aligned */
+__global__ void __launch_bounds__(kQuantThreads)
+    hfp4_moe_quantize_rows_kernel(const void *__restrict__ x, int x_fp32, int64_t k, int64_t ldx, int32_t row_div,
+                                  int32_t share, const int32_t *__restrict__ row_pos, int64_t routed_rows,
+                                  int32_t gran_k, uint8_t *__restrict__ a, int64_t lda, float *__restrict__ sf,
+                                  int64_t layout_rows) {
+    quantize_rows(x, x_fp32, 1, k, ldx, row_div, share, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
+}
+
+/* any other shape or alignment: element by element */
+__global__ void __launch_bounds__(kQuantThreads)
+    hfp4_moe_quantize_rows_any_kernel(const void *__restrict__ x, int x_fp32, int64_t k, int64_t ldx, int32_t row_div,
+                                      int32_t share, const int32_t *__restrict__ row_pos, int64_t routed_rows,
+                                      int32_t gran_k, uint8_t *__restrict__ a, int64_t lda, float *__restrict__ sf,
+                                      int64_t layout_rows) {
+    quantize_rows(x, x_fp32, 0, k, ldx, row_div, share, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
+}
+
+constexpr int kCombineThreads = 128; /* a thread 8 columns: 1024 columns a CTA */
+constexpr int kCombineBatch = 4;     /* rows of a token loaded before the first FMA */
+
+/* 8 BF16 of y from column c as floats; vec: one 16-byte load (c a multiple of 8, n too, rows
+ * 16-byte aligned) */
+__device__ __forceinline__ void load_y8(const __nv_bfloat16 *__restrict__ yrow, int vec, int64_t c, int64_t n,
+                                        float v[8]) {
+    if (vec) {
+        const uint4 w = *(const uint4 *)(yrow + c);
+        const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) v[2 * e] = __uint_as_float(u[e] << 16), v[2 * e + 1] = __uint_as_float(u[e] & 0xFFFF0000u);
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) v[e] = c + e < n ? __bfloat162float(yrow[c + e]) : 0.0f;
+}
+
+/* A CTA per (token, 1024 columns), a thread 8 of them: FMAs over the token's rows in order of j, as
+ * the CPU form; kCombineBatch rows' loads in flight before their FMAs. vec (the launcher's): 16-byte
+ * loads of y and 16-byte stores of out. */
+__global__ void __launch_bounds__(kCombineThreads)
+    hfp4_moe_combine_kernel(const __nv_bfloat16 *__restrict__ y, int64_t ldy, int64_t layout_rows, int64_t n,
+                            const int32_t *__restrict__ row_pos, const void *__restrict__ weights, int w_fp32,
+                            int64_t tokens, int32_t top_k, void *__restrict__ out, int out_fp32, int64_t ldo, int vec,
+                            int32_t col_blocks) {
+    const int64_t t = blockIdx.x / col_blocks;
+    const int64_t c0 = ((int64_t)(blockIdx.x % col_blocks) * kCombineThreads + threadIdx.x) * 8;
+    if (t >= tokens || c0 >= n) return;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int32_t j0 = 0; j0 < top_k; j0 += kCombineBatch) {
+        float v[kCombineBatch][8], w[kCombineBatch];
+        bool live[kCombineBatch];
+#pragma unroll
+        for (int u = 0; u < kCombineBatch; u++) {
+            const int64_t r = t * top_k + j0 + u;
+            const int32_t p = j0 + u < top_k ? row_pos[r] : -1;
+            live[u] = p >= 0 && p < layout_rows;
+            if (!live[u]) continue;
+            w[u] = w_fp32 ? ((const float *)weights)[r] : __bfloat162float(((const __nv_bfloat16 *)weights)[r]);
+            load_y8(y + (int64_t)p * ldy, vec, c0, n, v[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kCombineBatch; u++) {
+            if (!live[u]) continue;
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[e] = __fmaf_rn(w[u], v[u][e], acc[e]);
+        }
+    }
+    if (vec) {
+        if (out_fp32) {
+            float4 *o = (float4 *)((float *)out + t * ldo + c0);
+            o[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+            o[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+        } else {
+            uint32_t h[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                h[e] = (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(acc[2 * e])) |
+                       (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(acc[2 * e + 1])) << 16;
+            *(uint4 *)((__nv_bfloat16 *)out + t * ldo + c0) = make_uint4(h[0], h[1], h[2], h[3]);
+        }
+        return;
     }
 #pragma unroll
     for (int e = 0; e < 8; e++) {
@@ -154,11 +297,17 @@ extern "C" hfp4_status hfp4__moe_quantize_rows_launch(const char *fn, const void
     (void)x_rows;
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
-    const int64_t warps = routed_rows * ((k + 127) / 128), blocks = (warps + 7) / 8;
-    HFP4_REQUIRE(blocks < ((int64_t)1 << 31), "%s: %lld rows x %lld columns need more than 2^31 blocks", fn,
-                 (long long)routed_rows, (long long)k);
-    hfp4_moe_quantize_rows_kernel<<<(unsigned)blocks, 256, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
-        x, x_dtype == HFP4_DTYPE_FP32, k, ldx, row_div, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
+    /* a token's row is read and quantized once for its row_div routed rows, unless row_div is so large
+     * that one CTA's share would run long: then a CTA per routed row */
+    const int32_t share = row_div <= kQuantMaxShare ? row_div : 1;
+    const int64_t units = (routed_rows + share - 1) / share;
+    const int64_t col_blocks = (k + 8 * kQuantThreads - 1) / (8 * kQuantThreads);
+    const dim3 grid((unsigned)(units < ((int64_t)1 << 30) ? units : ((int64_t)1 << 30)), /* (both grid-stride) */
+                    (unsigned)(col_blocks < 65535 ? col_blocks : 65535));
+    const int vec = k % 8 == 0 && ldx % 8 == 0 && (uintptr_t)x % 16 == 0 && lda % 8 == 0 && (uintptr_t)a % 8 == 0;
+    (vec ? hfp4_moe_quantize_rows_kernel : hfp4_moe_quantize_rows_any_kernel)<<<
+        grid, kQuantThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
+        x, x_dtype == HFP4_DTYPE_FP32, k, ldx, row_div, share, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;
 }
@@ -169,12 +318,13 @@ extern "C" hfp4_status hfp4__moe_combine_launch(const char *fn, const void *y, i
                                                 hfp4_dtype out_dtype, int64_t ldo, hfp4_stream stream) {
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
-    const int64_t threads = tokens * ((n + 7) / 8), blocks = (threads + 255) / 256;
+    const int64_t col_blocks = (n + 8 * kCombineThreads - 1) / (8 * kCombineThreads), blocks = tokens * col_blocks;
     HFP4_REQUIRE(blocks < ((int64_t)1 << 31), "%s: %lld tokens x %lld columns need more than 2^31 blocks", fn,
                  (long long)tokens, (long long)n);
-    hfp4_moe_combine_kernel<<<(unsigned)blocks, 256, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
+    const int vec = n % 8 == 0 && ldy % 8 == 0 && (uintptr_t)y % 16 == 0 && ldo % 8 == 0 && (uintptr_t)out % 16 == 0;
+    hfp4_moe_combine_kernel<<<(unsigned)blocks, kCombineThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
         (const __nv_bfloat16 *)y, ldy, layout_rows, n, row_pos, weights, weights_dtype == HFP4_DTYPE_FP32, tokens,
-        top_k, out, out_dtype == HFP4_DTYPE_FP32, ldo);
+        top_k, out, out_dtype == HFP4_DTYPE_FP32, ldo, vec, (int32_t)col_blocks);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;
 }

@@ -168,4 +168,7 @@ TEST(gpu_moe_glue_matches_the_cpu_forms) {
     moe_case(9, 3, 33, 301, 32, 37, 5, MOE_WIDE);             /* k, n tails (a lane straddles k), 33 experts,
                                                                  strides, BF16 weights, spare layout rows */
     moe_case(4096, 6, 384, 512, 128, 64, 4, MOE_ROWS_ROUTED); /* prefill-sized routing: many rows a thread */
+    moe_case(3, 70, 80, 2056, 128, 72, 6, 0);                 /* row_div 70 (> the 64 rows a CTA shares: a CTA
+                                                                 per routed row), the wide loads with a k tail */
+    moe_case(5, 2, 16, 2056, 32, 64, 7, MOE_ROWS_ROUTED);     /* FP32 wide loads, 1x32, a k tail */
 }
