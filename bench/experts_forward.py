@@ -1,7 +1,9 @@
 """Times hfp4.experts.experts_forward (the transformers experts backend) on a DeepSeek-V4-Flash MoE
 layer's shapes (E = 256, H = 4096, I = 2048, top-6; random FP4 weights and UE8M0 scales made on the
-GPU), eager and as a CUDA-graph replay, for decode token counts, with torch's glue and with the
-library's (HFP4_EXPERTS_GLUE=1). Prints, per T: the microseconds of a whole forward (routing,
+GPU), eager and as a CUDA-graph replay, for decode token counts, with torch's glue
+(HFP4_EXPERTS_GLUE=0), the library's with the module's own gate between the GEMMs ("library"), and
+the library's with the gate fused into the second quantization ("fused": what transformers'
+FP8Experts gets; this module declares its clamped SwiGLU with hfp4_swiglu_limit). Prints, per T: the microseconds of a whole forward (routing,
 quantization, both GEMMs, gate, combine) and the effective bandwidth over the FP4 weight and scale
 bytes of the experts hit (the bytes that bound decode).
 
@@ -30,6 +32,7 @@ class Layer:
         self.gate_up_proj, self.gate_up_proj_scale_inv = fp4(2 * I, H)
         self.down_proj, self.down_proj_scale_inv = fp4(H, I)
         self.num_experts, self.has_gate, self.activation_scheme = E, True, "dynamic"
+        self.hfp4_swiglu_limit = None
 
     def _apply_gate(self, gate_up):
         gate, up = gate_up.chunk(2, dim=-1)
@@ -59,8 +62,9 @@ def main(tokens):
         w = torch.rand(T, TOPK, generator=g, device="cuda")
         hit = int(torch.unique(idx).numel())
         weight_bytes = hit * (2 * I * H + H * I) * (0.5 + 1.0 / 32)
-        for glue in ("torch", "library"):
-            os.environ["HFP4_EXPERTS_GLUE"] = "1" if glue == "library" else "0"
+        for glue in ("torch", "library", "fused"):
+            os.environ["HFP4_EXPERTS_GLUE"] = "0" if glue == "torch" else "1"
+            layer.hfp4_swiglu_limit = 10.0 if glue == "fused" else None
             eager = time_us(lambda: X.experts_forward(layer, x, idx, w))
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):

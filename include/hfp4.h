@@ -367,9 +367,9 @@ HFP4_API hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups, 
 /* ------------------------------------------------------------------------------------------- */
 
 /* An experts layer on the contiguous layout runs: route the tokens' top-k expert ids onto the
- * layout, quantize the routed rows into it, the first grouped GEMM, the activation (the caller's),
- * quantize its rows, the second grouped GEMM, and combine each token's rows. These three steps take
- * one pass each. The plain forms work on host memory and are the reference of the _gpu forms
+ * layout, quantize the routed rows into it, the first grouped GEMM, the activation (the caller's,
+ * or the clamped SwiGLU below, fused with the next step), quantize its rows, the second grouped
+ * GEMM, and combine each token's rows. Each of these steps takes one pass. The plain forms work on host memory and are the reference of the _gpu forms
  * (device memory, stream-ordered, no allocation, no synchronization: capturable in a CUDA graph;
  * NO_DEVICE without a GPU or in a build without CUDA, UNSUPPORTED on a GPU other than SM90), which
  * give the same bits except NaN payloads (a NaN stays a NaN; the GPU's is the canonical one).
@@ -408,6 +408,24 @@ HFP4_API hfp4_status hfp4_moe_quantize_rows_gpu(const void *x, hfp4_dtype x_dtyp
                                                 int64_t ldx, int32_t row_div, const int32_t *row_pos,
                                                 int64_t routed_rows, int32_t gran_k, uint8_t *a, int64_t lda,
                                                 float *sf, int64_t layout_rows, hfp4_stream stream);
+
+/* The activation between the two GEMMs fused with the second one's quantization: for each routed
+ * row i with p = row_pos[i] >= 0, row p of y (BF16, the first GEMM's D on the layout: gate in
+ * columns [0, n), up in [n, 2n), ldy >= 2n elements apart) becomes
+ *     h = silu(min(gate, limit)) x clamp(up, -limit, limit)
+ * (the clamped SwiGLU of DeepSeek-V4 and of transformers' FP8Experts._apply_gate without
+ * swiglu_alpha; each step rounded to BF16, as torch computes it on BF16 tensors; limit > 0, or
+ * INFINITY for none), and h [n] is quantized into row p of a and sf exactly as
+ * hfp4_moe_quantize_rows quantizes a BF16 row (FP32 scales per gran_k, 32 or 128). It replaces a
+ * gather of the routed rows, the activation's elementwise steps and the quantization. Nothing else
+ * of a and sf is written. */
+HFP4_API hfp4_status hfp4_moe_swiglu_quantize_rows(const void *y, int64_t ldy, int64_t n, float limit,
+                                                   const int32_t *row_pos, int64_t routed_rows, int32_t gran_k,
+                                                   uint8_t *a, int64_t lda, float *sf, int64_t layout_rows);
+HFP4_API hfp4_status hfp4_moe_swiglu_quantize_rows_gpu(const void *y, int64_t ldy, int64_t n, float limit,
+                                                       const int32_t *row_pos, int64_t routed_rows, int32_t gran_k,
+                                                       uint8_t *a, int64_t lda, float *sf, int64_t layout_rows,
+                                                       hfp4_stream stream);
 
 /* out[t] = sum over j < top_k with p = row_pos[t top_k + j] >= 0 of weights[t top_k + j] x y[p]:
  * FP32 fused multiply-adds in order of j from 0, rounded once to out's dtype. y BF16 [layout_rows, n]

@@ -10,6 +10,7 @@
 
 #include "harness.h"
 #include "hfp4.h"
+#include "../src/moe/swiglu_math.h"
 
 TEST(moe_layout_rows_bound) {
     CHECK_EQ_I64(hfp4_moe_layout_rows(48, 256, 128), 48 + 48 * 127);
@@ -142,6 +143,83 @@ TEST(moe_combine_sums_each_tokens_rows) {
     free(y);
 }
 
+/* silu(x) = x / (1 + e^-x) in double, for the SwiGLU's reference */
+static double silu_ref(double x) { return x / (1.0 + exp(-x)); }
+
+TEST(moe_swiglu_exp_is_close_to_exp) {
+    /* swiglu_math.h's exp against the double one over FP32's range, every 2^-7 step and around the
+     * ends: within 3 ulp (CUDA's expf: 2) */
+    double worst = 0.0;
+    for (float x = -103.0f; x <= 88.7f; x += 0.0078125f) {
+        const double want = exp((double)x), got = hfp4__expf(x);
+        if (want < 1.2e-38) continue; /* (subnormal results: not used by silu, where 1 + e^-x is 1) */
+        const double ulp = ldexp(1.0, ilogb(want) - 23), err = fabs(got - want) / ulp;
+        if (err > worst) worst = err;
+    }
+    CHECK_MSG(worst <= 3.0, "hfp4__expf: %.2f ulp", worst);
+    CHECK(hfp4__expf(100.0f) == INFINITY && hfp4__expf(-200.0f) == 0.0f && hfp4__expf(0.0f) == 1.0f);
+    CHECK(isnan(hfp4__expf(NAN)));
+}
+
+TEST(moe_swiglu_quantize_rows_match_the_activation_then_quantize_rows) {
+    /* y [rows, ldy] BF16 (gate | up | stride gap), values past the limit both ways; routed rows on
+     * some rows of the layout. The fused call's a and sf against: h by the SwiGLU of a double
+     * reference (within a BF16 ulp, each step rounded as torch's), and bit for bit against
+     * hfp4_moe_quantize_rows on the h the same function gives (its CPU form is the kernel's
+     * reference) */
+    const int64_t n = 300, ldy = 2 * n + 5, rows = 12, lda = n + 4, S = 5;
+    const float limit = 7.0f;
+    const int32_t pos[5] = {3, -1, 0, 11, 6};
+    hfp4_rng rng = hfp4_rng_make(91);
+    uint16_t *y = (uint16_t *)malloc(sizeof(uint16_t) * rows * ldy), *h = (uint16_t *)malloc(sizeof(uint16_t) * S * n);
+    for (int64_t i = 0; i < rows * ldy; i++) y[i] = bf16_of(hfp4_rng_normal(&rng) * 4.0);
+    for (int64_t i = 0; i < S; i++) {
+        if (pos[i] < 0) continue;
+        const uint16_t *row = y + pos[i] * ldy;
+        for (int64_t c = 0; c < n; c++) {
+            const float g = hfp4_bf16_decode(row[c]), u = hfp4_bf16_decode(row[n + c]);
+            h[i * n + c] = hfp4_bf16_encode(hfp4__swiglu_bf16(g, u, limit));
+            /* the reference: clamp, silu in double rounded to BF16, the product rounded to BF16 */
+            const double gc = g > limit ? limit : g, uc = u > limit ? limit : (u < -limit ? -limit : u);
+            const double want = hfp4_bf16_decode(bf16_of(hfp4_bf16_decode(bf16_of(silu_ref(gc))) * uc));
+            const double got = hfp4_bf16_decode(h[i * n + c]);
+            CHECK_MSG(fabs(got - want) <= fabs(want) * 0x1p-7, "h[%lld][%lld] = %g, want %g", (long long)i,
+                      (long long)c, got, want);
+        }
+    }
+    for (int gi = 0; gi < 2; gi++) {
+        const int32_t gran = gi ? 32 : 128;
+        const int64_t sfc = (n + gran - 1) / gran;
+        uint8_t *a1 = (uint8_t *)malloc((size_t)(rows * lda)), *a2 = (uint8_t *)malloc((size_t)(rows * lda));
+        float *s1 = (float *)malloc(sizeof(float) * rows * sfc), *s2 = (float *)malloc(sizeof(float) * rows * sfc);
+        memset(a1, 0x5A, (size_t)(rows * lda)), memset(a2, 0x5A, (size_t)(rows * lda));
+        memset(s1, 0x5A, sizeof(float) * rows * sfc), memset(s2, 0x5A, sizeof(float) * rows * sfc);
+        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y, ldy, n, limit, pos, S, gran, a1, lda, s1, rows), HFP4_OK);
+        CHECK_STATUS(hfp4_moe_quantize_rows(h, HFP4_DTYPE_BF16, S, n, n, 1, pos, S, gran, a2, lda, s2, rows), HFP4_OK);
+        CHECK(memcmp(a1, a2, (size_t)(rows * lda)) == 0);
+        CHECK(memcmp(s1, s2, sizeof(float) * rows * sfc) == 0);
+        free(a1), free(a2), free(s1), free(s2);
+    }
+    /* no limit: INFINITY */
+    uint8_t a[4 * 300];
+    float sf[4 * 3];
+    CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y, ldy, n, INFINITY, pos, 1, 128, a, n, sf, 4), HFP4_OK);
+    /* rejections, each naming its argument */
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, 0.0f, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
+                 "limit = 0");
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, NAN, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
+                 "limit = nan");
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, n, n, limit, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
+                 "ldy = 300");
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, limit, pos, 1, 64, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
+                 "gran_k = 64");
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, limit, pos, 1, 128, a, n, sf, 2), HFP4_ERR_INVALID_ARGUMENT,
+                 "row_pos[0] = 3");
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(NULL, ldy, n, limit, pos, 1, 128, a, n, sf, 4),
+                 HFP4_ERR_INVALID_ARGUMENT, "y = (nil)");
+    free(y), free(h);
+}
+
 TEST(moe_gpu_forms_without_a_gpu) {
     /* the same checks first; then NO_DEVICE (no GPU, or a build without CUDA) or OK on a GPU:
      * here only the argument checks are tested, with bad arguments */
@@ -157,4 +235,6 @@ TEST(moe_gpu_forms_without_a_gpu) {
                  HFP4_ERR_INVALID_ARGUMENT, "x_dtype");
     CHECK_REJECT(hfp4_moe_combine_gpu(ids, 4, 4, 4, pos, sf, HFP4_DTYPE_FP32, 0, 1, sf, HFP4_DTYPE_FP32, 4, NULL),
                  HFP4_ERR_INVALID_ARGUMENT, "tokens = 0");
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows_gpu(ids, 8, 4, -1.0f, pos, 1, 128, a, 4, sf, 1, NULL),
+                 HFP4_ERR_INVALID_ARGUMENT, "limit = -1");
 }

@@ -1,6 +1,7 @@
 /*
  * bench_moe.cu - the "moe" section of `hfp4 bench`: the MoE glue around the grouped GEMMs
- * (hfp4_moe_route_gpu, hfp4_moe_quantize_rows_gpu, hfp4_moe_combine_gpu; hfp4.h, "MoE glue") at
+ * (hfp4_moe_route_gpu, hfp4_moe_quantize_rows_gpu, hfp4_moe_swiglu_quantize_rows_gpu,
+ * hfp4_moe_combine_gpu; hfp4.h, "MoE glue") at
  * DeepSeek-V4-Flash's layer shape (E = 256, top-6, hidden 4096), each launch timed alone like the
  * GEMMs (L2 emptied before it), next to the bytes it must move at the copy rate. These are the
  * steps between a layer's two GEMMs and around them; a decode layer's GEMMs take ~45-180 us at
@@ -31,6 +32,15 @@ static int launch_quantize(void *arg, cudaStream_t s) {
     const moe_bufs *b = (const moe_bufs *)arg;
     return hfp4_moe_quantize_rows_gpu(b->x, HFP4_DTYPE_BF16, b->tokens, b->H, b->H, b->top_k, b->pos, b->S, 128, b->a,
                                       b->H, b->sf, b->rows, (hfp4_stream)s) == HFP4_OK
+               ? 0
+               : -1;
+}
+
+/* the first GEMM's D as y: gate | up of I = H / 2 columns each (V4-Flash: I = 2048, 2I = H) */
+static int launch_swiglu(void *arg, cudaStream_t s) {
+    const moe_bufs *b = (const moe_bufs *)arg;
+    return hfp4_moe_swiglu_quantize_rows_gpu(b->y, b->H, b->H / 2, 10.0f, b->pos, b->S, 128, b->a, b->H / 2, b->sf,
+                                             b->rows, (hfp4_stream)s) == HFP4_OK
                ? 0
                : -1;
 }
@@ -103,6 +113,13 @@ static void moe_case(bench_ctx *c, int64_t tokens) {
             c->failed++;
         } else {
             moe_row(c, "quantize_rows", &b, us, (double)tokens * b.H * 2 + (double)b.S * (b.H + b.H / 128 * 4 + 4));
+        }
+        if (bench_time_launches(c, launch_swiglu, &b, 0, &us) != 0) {
+            fprintf(stderr, "bench: moe swiglu_quantize T=%lld: %s\n", (long long)tokens, hfp4_last_error());
+            c->failed++;
+        } else {
+            const double n = (double)(b.H / 2);
+            moe_row(c, "swiglu_quantize", &b, us, (double)b.S * (2 * n * 2 + n + n / 128 * 4 + 4));
         }
         if (bench_time_launches(c, launch_combine, &b, 0, &us) != 0) {
             fprintf(stderr, "bench: moe combine T=%lld: %s\n", (long long)tokens, hfp4_last_error());

@@ -25,7 +25,10 @@ three differences, made for speed:
   without a second launch.
 Everything stays on the device (no host synchronization), so a decode step can be captured in a
 CUDA graph. The glue between the GEMMs is the library's: hfp4_moe_route, hfp4_moe_quantize_rows and
-hfp4_moe_combine, about ten kernels (up to 4096 experts). HFP4_EXPERTS_GLUE=0, or more experts,
+hfp4_moe_combine, and for the clamped SwiGLU of transformers' FP8Experts / DeepSeek-V4 (or a module
+declaring ``hfp4_swiglu_limit``) hfp4_moe_swiglu_quantize_rows, which applies the activation to D's
+rows and quantizes them in one pass (up to 4096 experts; HFP4_EXPERTS_FUSED_GATE=0 runs the module's
+own _apply_gate instead). HFP4_EXPERTS_GLUE=0, or more experts,
 selects torch's (a sort, scatters, two quantizations, gathers, a sum: ~40 small kernels, ~100-200 us
 more a decode step on the H200; bench/RESULTS.md v25). Requests hfp4 cannot serve raise ``NotImplementedError``
 (transformers' callers fall back), bad arguments ``ValueError``, both naming the argument.
@@ -134,6 +137,47 @@ def _glue_enabled():
     return os.environ.get("HFP4_EXPERTS_GLUE", "1") != "0"
 
 
+def _transformers_swiglu_gates():
+    """transformers' _apply_gate functions that compute silu(min(gate, limit)) * clamp(up, +-limit)
+    (from self.limit) when swiglu_alpha is None and act_fn is SiLU: FP8Experts' and DeepSeek-V4's"""
+    gates = []
+    try:
+        from transformers.integrations.finegrained_fp8 import FP8Experts
+        gates.append(FP8Experts._apply_gate)
+    except ImportError:
+        pass
+    try:
+        from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4Experts
+        gates.append(DeepseekV4Experts._apply_gate)
+    except ImportError:
+        pass
+    return gates
+
+
+def _fused_swiglu_limit(module):
+    """The clamp limit (inf: none) when the module's activation is the clamped SwiGLU that
+    hfp4_moe_swiglu_quantize_rows computes, else None (the module's own _apply_gate runs). Modules
+    of other classes whose _apply_gate is that SwiGLU can say so with an ``hfp4_swiglu_limit``
+    attribute (a float > 0, inf for none). HFP4_EXPERTS_FUSED_GATE=0 turns the fusion off."""
+    if os.environ.get("HFP4_EXPERTS_FUSED_GATE", "1") == "0" or not getattr(module, "has_gate", True):
+        return None
+    declared = getattr(module, "hfp4_swiglu_limit", None)
+    if declared is not None:
+        return float(declared)
+    gate = getattr(type(module), "_apply_gate", None)
+    if gate is None or all(gate is not g for g in _transformers_swiglu_gates()):
+        return None
+    if getattr(module, "swiglu_alpha", None) is not None:
+        return None
+    torch = _torch()
+    act = getattr(module, "act_fn", None)
+    if not (isinstance(act, torch.nn.SiLU) or type(act).__name__ == "SiLUActivation" or
+            act is torch.nn.functional.silu):
+        return None
+    limit = getattr(module, "limit", None)
+    return float("inf") if limit is None else float(limit)
+
+
 def _quantize_into_layout(lib, stream, x, row_div, pos, m_pad, gran_k):
     """x [rows, K] (row i / row_div feeds routed row i) -> FP8 rows and FP32 scales at rows pos of
     the layout, by hfp4_moe_quantize_rows_gpu; the other rows' scales are zeros"""
@@ -171,10 +215,19 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
         expected_m = _rows_per_expert(S, E)
         a, sfa = _quantize_into_layout(lib, stream, hidden_states, k, pos, m_pad, gran_k)
         d = _gemm_into_layout(a, sfa, up, up_scale, layout, gran_k, expected_m)
-        # (unrouted rows, pos -1, read row 0, whatever it holds: their quantization and sum skip them)
-        h = d[pos.clamp(min=0).long()]
-        h = self._apply_gate(h) if has_gate else self.act_fn(h)
-        a, sfa = _quantize_into_layout(lib, stream, h, 1, pos, m_pad, gran_k)
+        limit = _fused_swiglu_limit(self) if has_gate else None
+        if limit is not None and limit > 0:
+            # the activation and the quantization in one pass over D's routed rows, in place
+            I = d.shape[1] // 2
+            a = d.new_empty((m_pad, I), dtype=torch.float8_e4m3fn)
+            sfa = d.new_zeros((m_pad, -(-I // gran_k)), dtype=torch.float32)
+            L.check(lib.hfp4_moe_swiglu_quantize_rows_gpu(d.data_ptr(), d.shape[1], I, limit, pos.data_ptr(), S,
+                                                          gran_k, a.data_ptr(), I, sfa.data_ptr(), m_pad, stream))
+        else:
+            # (unrouted rows, pos -1, read row 0, whatever it holds: their quantization and sum skip them)
+            h = d[pos.clamp(min=0).long()]
+            h = self._apply_gate(h) if has_gate else self.act_fn(h)
+            a, sfa = _quantize_into_layout(lib, stream, h, 1, pos, m_pad, gran_k)
         y = _gemm_into_layout(a, sfa, self.down_proj, self.down_proj_scale_inv, layout, gran_k, expected_m)
         w = top_k_weights.reshape(-1)
         if w.dtype not in (torch.float32, torch.bfloat16):

@@ -59,14 +59,24 @@ def _reference(mod, x, idx, wts, gran_k):
     return out
 
 
-@pytest.mark.parametrize("glue", ["torch", "library"])
+def _use_glue(monkeypatch, mod, glue):
+    """glue "torch": HFP4_EXPERTS_GLUE=0; "library": the hfp4_moe_* calls with the module's own
+    _apply_gate; "fused": the same with the activation fused into the quantization (the module
+    declares its clamped SwiGLU)"""
+    monkeypatch.setenv("HFP4_EXPERTS_GLUE", "0" if glue == "torch" else "1")
+    if glue == "fused":
+        mod.hfp4_swiglu_limit = mod.limit
+    assert X._fused_swiglu_limit(mod) == (mod.limit if glue == "fused" else None)
+
+
+@pytest.mark.parametrize("glue", ["torch", "library", "fused"])
 @pytest.mark.parametrize("gran_k", [128, 32])
 @pytest.mark.parametrize("tokens,k", [(1, 2), (9, 3)])
 def test_matches_token_by_token(emu, monkeypatch, glue, gran_k, tokens, k):
-    # (glue "library": HFP4_EXPERTS_GLUE=1, the hfp4_moe_* calls, here their CPU forms)
-    monkeypatch.setenv("HFP4_EXPERTS_GLUE", "1" if glue == "library" else "0")
+    # (the library's glue here through its CPU forms)
     E, H, I = 4, 256, 128
     mod = _Experts(E, H, I, 40 + tokens)
+    _use_glue(monkeypatch, mod, glue)
     g = torch.Generator().manual_seed(7 + tokens)
     x = torch.randn(tokens, H, generator=g).to(torch.bfloat16)
     idx = torch.randint(0, E, (tokens, k), generator=g)
@@ -128,17 +138,17 @@ def test_register():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("glue", ["torch", "library"])
+@pytest.mark.parametrize("glue", ["torch", "library", "fused"])
 @pytest.mark.parametrize("tokens,k", [(1, 6), (8, 6), (200, 2)])
 def test_gpu_matches_token_by_token(monkeypatch, glue, tokens, k):
     # the library's kernels (8-token tile at decode, the 128-token tile at 200 x 2 rows over 8
     # experts), then a CUDA-graph replay of the same call: no host synchronization inside
     if not dg.is_available():
         pytest.skip("no GPU hfp4's SM90 kernels run on")
-    monkeypatch.setenv("HFP4_EXPERTS_GLUE", "1" if glue == "library" else "0")
     E, H, I = 8, 512, 256
     cpu = _Experts(E, H, I, 60 + tokens, wrap=lambda t: t)
     mod = _Experts(E, H, I, 60 + tokens, wrap=lambda t: t.cuda())
+    _use_glue(monkeypatch, mod, glue)
     g = torch.Generator().manual_seed(70 + tokens)
     x = torch.randn(tokens, H, generator=g).to(torch.bfloat16)
     idx = torch.stack([torch.randperm(E + 1, generator=g)[:k] for _ in range(tokens)])  # E: a sentinel
@@ -207,14 +217,38 @@ def test_transformers_dispatch_reaches_hfp4():
         mod(x, idx, torch.rand(3, 2))
 
 
+def test_fused_gate_detection(monkeypatch):
+    # transformers' FP8Experts with V4's clamped SwiGLU is fused by itself; anything else is not
+    mod = _v4_fp4_experts_module()
+    assert X._fused_swiglu_limit(mod) == float(mod.limit) == 10.0
+    mod.limit = None
+    assert X._fused_swiglu_limit(mod) == float("inf")
+    mod.limit = 10.0
+    monkeypatch.setenv("HFP4_EXPERTS_FUSED_GATE", "0")
+    assert X._fused_swiglu_limit(mod) is None
+    monkeypatch.delenv("HFP4_EXPERTS_FUSED_GATE")
+    mod.swiglu_alpha = 1.702  # gpt-oss's gate: not this SwiGLU
+    assert X._fused_swiglu_limit(mod) is None
+    mod.swiglu_alpha = None
+    mod.act_fn = torch.nn.GELU()
+    assert X._fused_swiglu_limit(mod) is None
+    other = _Experts(2, 128, 64, 3)  # its own _apply_gate: not fused unless it says so
+    assert X._fused_swiglu_limit(other) is None
+    other.hfp4_swiglu_limit = 7.0
+    assert X._fused_swiglu_limit(other) == 7.0
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("glue", ["torch", "library"])
+@pytest.mark.parametrize("glue", ["torch", "library", "fused"])
 def test_gpu_transformers_module(monkeypatch, glue):
-    # the same module on the GPU: its output against the token-by-token reference
+    # the same module on the GPU: its output against the token-by-token reference ("fused": the
+    # module as transformers builds it; "library": its own _apply_gate between the GEMMs)
     if not dg.is_available():
         pytest.skip("no GPU hfp4's SM90 kernels run on")
-    monkeypatch.setenv("HFP4_EXPERTS_GLUE", "1" if glue == "library" else "0")
+    monkeypatch.setenv("HFP4_EXPERTS_GLUE", "0" if glue == "torch" else "1")
+    monkeypatch.setenv("HFP4_EXPERTS_FUSED_GATE", "0" if glue == "library" else "1")
     mod = _v4_fp4_experts_module()
+    assert (X._fused_swiglu_limit(mod) is not None) == (glue == "fused")
 
     class _Cpu:  # the reference reads the weights on the host
         pass

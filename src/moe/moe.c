@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "moe_internal.h"
+#include "swiglu_math.h"
 
 int64_t hfp4_moe_layout_rows(int64_t routed_rows, int32_t num_experts, int32_t alignment) {
     if (routed_rows < 0 || num_experts < 1 || alignment < 1 || routed_rows > ((int64_t)1 << 40)) return -1;
@@ -175,6 +176,69 @@ hfp4_status hfp4_moe_quantize_rows_gpu(const void *x, hfp4_dtype x_dtype, int64_
                             layout_rows));
     return hfp4__moe_quantize_rows_launch(fn, x, x_dtype, k, ldx, row_div, x_rows, row_pos, routed_rows, gran_k, a,
                                           lda, sf, layout_rows, stream);
+}
+
+static hfp4_status check_swiglu(const char *fn, const void *y, int64_t ldy, int64_t n, float limit,
+                                const int32_t *row_pos, int64_t routed_rows, int32_t gran_k, const uint8_t *a,
+                                int64_t lda, const float *sf, int64_t layout_rows) {
+    HFP4_CHECK_ARG(y != NULL && row_pos != NULL && a != NULL && sf != NULL,
+                   "%s: y = %p, row_pos = %p, a = %p, sf = %p: none may be NULL", fn, y, (const void *)row_pos,
+                   (const void *)a, (const void *)sf);
+    HFP4_CHECK_ARG(limit > 0.0f, "%s: limit = %g must be > 0 (INFINITY for no clamp)", fn, (double)limit);
+    HFP4_CHECK_ARG(gran_k == 32 || gran_k == 128, "%s: gran_k = %d must be 32 or 128", fn, (int)gran_k);
+    HFP4_CHECK_ARG(n >= 1 && n <= ((int64_t)1 << 40) && ldy >= 2 * n && lda >= n,
+                   "%s: n = %lld, ldy = %lld, lda = %lld: need n >= 1, ldy >= 2 n and lda >= n", fn, (long long)n,
+                   (long long)ldy, (long long)lda);
+    HFP4_CHECK_ARG(routed_rows >= 1 && layout_rows >= 1, "%s: routed_rows = %lld and layout_rows = %lld must be >= 1",
+                   fn, (long long)routed_rows, (long long)layout_rows);
+    HFP4_CHECK_ARG(hfp4__extent_ok(layout_rows, ldy, 2 * n) && hfp4__extent_ok(layout_rows, lda, n),
+                   "%s: y [%lld x %lld elements] or a [%lld rows x %lld bytes] lies past 2^60", fn,
+                   (long long)layout_rows, (long long)ldy, (long long)layout_rows, (long long)lda);
+    HFP4_CHECK_ARG((uintptr_t)y % 2 == 0 && (uintptr_t)sf % 4 == 0,
+                   "%s: y = %p (BF16) and sf = %p (FP32) must be aligned to their element size", fn, y,
+                   (const void *)sf);
+    return HFP4_OK;
+}
+
+hfp4_status hfp4_moe_swiglu_quantize_rows(const void *y, int64_t ldy, int64_t n, float limit, const int32_t *row_pos,
+                                          int64_t routed_rows, int32_t gran_k, uint8_t *a, int64_t lda, float *sf,
+                                          int64_t layout_rows) {
+    const char *fn = "hfp4_moe_swiglu_quantize_rows";
+    HFP4_TRY(check_swiglu(fn, y, ldy, n, limit, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows));
+    HFP4_TRY(check_row_pos(fn, row_pos, routed_rows, layout_rows));
+    uint16_t *h = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)n);
+    if (h == NULL) return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "%s: out of memory for a row of %lld", fn, (long long)n);
+    const uint16_t *yb = (const uint16_t *)y;
+    const int64_t sf_cols = hfp4__ceil_div(n, gran_k);
+    hfp4_status st = HFP4_OK;
+    for (int64_t i = 0; i < routed_rows && st == HFP4_OK; i++) {
+        const int32_t p = row_pos[i];
+        if (p < 0) continue;
+        const uint16_t *row = yb + (int64_t)p * ldy;
+        for (int64_t c = 0; c < n; c++)
+            h[c] = hfp4_bf16_encode(hfp4__swiglu_bf16(hfp4_bf16_decode(row[c]), hfp4_bf16_decode(row[n + c]), limit));
+        /* the BF16 row quantized as hfp4_moe_quantize_rows does: the same call, so the same bits */
+        hfp4_scales s;
+        memset(&s, 0, sizeof s);
+        s.data = sf + (int64_t)p * sf_cols;
+        s.dtype = HFP4_DTYPE_FP32;
+        s.gran_mn = 1;
+        s.gran_k = gran_k;
+        s.stride_mn = sf_cols;
+        s.stride_k = 1;
+        st = hfp4_quantize_fp8_per_token(h, HFP4_DTYPE_BF16, 1, n, n, 0, a + (int64_t)p * lda, lda, &s);
+    }
+    free(h);
+    return st;
+}
+
+hfp4_status hfp4_moe_swiglu_quantize_rows_gpu(const void *y, int64_t ldy, int64_t n, float limit,
+                                              const int32_t *row_pos, int64_t routed_rows, int32_t gran_k, uint8_t *a,
+                                              int64_t lda, float *sf, int64_t layout_rows, hfp4_stream stream) {
+    const char *fn = "hfp4_moe_swiglu_quantize_rows_gpu";
+    HFP4_TRY(check_swiglu(fn, y, ldy, n, limit, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows));
+    return hfp4__moe_swiglu_quantize_rows_launch(fn, y, ldy, n, limit, row_pos, routed_rows, gran_k, a, lda, sf,
+                                                 layout_rows, stream);
 }
 
 static float load_weight(const void *w, hfp4_dtype dtype, int64_t i) {

@@ -4,6 +4,8 @@
  *                                  aligned segment starts (one warp's scan), the layout
  *   hfp4_moe_quantize_rows_kernel  a CTA per (token's row, 1024 columns), read once for the token's
  *                                  top_k routed rows: amax, scale, FP8 codes stored to each of them
+ *   hfp4_moe_swiglu_quantize_rows_kernel  the same per routed row, its values the clamped SwiGLU of
+ *                                  the first GEMM's row (gate and up halves), not read from x
  *   hfp4_moe_combine_kernel        a CTA per token and 1024 columns, a thread 8 of them: the weighted
  *                                  sum of the token's rows
  * All three should be small next to the GEMMs they sit between, at decode (a few microseconds, most
@@ -19,6 +21,7 @@
 
 #include "../runtime/cuda_runtime.h"
 #include "moe_internal.h"
+#include "swiglu_math.h"
 
 namespace {
 
@@ -125,6 +128,38 @@ __device__ __forceinline__ void load_x8(const void *__restrict__ x, int x_fp32, 
                           : __bfloat162float(((const __nv_bfloat16 *)x)[row + c + j]);
 }
 
+/* A lane's 8 values quantized as hfp4_quantize_fp8_per_token quantizes them: the amax of their
+ * group (span lanes: 16 for gran 128, 4 for gran 32; all 32 lanes call this), floored at 1e-4,
+ * sc = amax / 448, codes = v x (1 / sc) rounded to nearest even (|v / sc| <= 448: saturation
+ * never applies), 4 to a word. Returns sc. */
+__device__ __forceinline__ float quantize8(const float v[8], int span, uint32_t codes[2]) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) amax = max_nan(amax, fabsf(v[j]));
+    for (int o = span / 2; o > 0; o /= 2) amax = max_nan(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+    if (amax < 1e-4f) amax = 1e-4f; /* (NaN compares false and stays NaN, as torch.clamp) */
+    const float sc = amax / 448.0f, inv = 1.0f / sc;
+    codes[0] = codes[1] = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        codes[j / 4] |= (uint32_t)__nv_cvt_float_to_fp8(v[j] * inv, __NV_SATFINITE, __NV_E4M3) << (8 * (j % 4));
+    return sc;
+}
+
+/* The codes of columns c .. c + 7 (those below k) into a row of a, and the group's scale into its
+ * row of sf by the group's first lane (leader); vec: one 8-byte store (c and k multiples of 8) */
+__device__ __forceinline__ void store8(uint8_t *arow, float *sfrow, const int vec, int64_t c, int64_t k, int shift,
+                                       bool leader, const uint32_t codes[2], float sc) {
+    if (vec) {
+        if (c < k) *(uint2 *)(arow + c) = make_uint2(codes[0], codes[1]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (c + j < k) arow[c + j] = (uint8_t)(codes[j / 4] >> (8 * (j % 4)));
+    }
+    if (leader && c < k) sfrow[c >> shift] = sc;
+}
+
 constexpr int kQuantThreads = 128;   /* 4 warps, a lane 8 columns: 1024 columns a CTA */
 constexpr int kQuantMaxShare = 64;   /* routed rows one CTA stores a quantized row to, at most */
 
@@ -158,28 +193,12 @@ __device__ __forceinline__ void quantize_rows(const void *__restrict__ x, int x_
             bool any = false; /* (a row no routed row takes, e.g. expert-parallel sentinels: nothing stored) */
             for (int64_t i = i0; i < i1; i++) any |= row_pos[i] >= 0 && row_pos[i] < layout_rows;
             if (!any) continue; /* (the same for every thread; lanes past k hold zeros and join the shuffles) */
-            float amax = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 8; j++) amax = max_nan(amax, fabsf(v[j]));
-            for (int o = span / 2; o > 0; o /= 2) amax = max_nan(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-            if (amax < 1e-4f) amax = 1e-4f; /* (NaN compares false and stays NaN, as torch.clamp) */
-            const float sc = amax / 448.0f, inv = 1.0f / sc;
-            uint32_t codes[2] = {0, 0};
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                codes[j / 4] |= (uint32_t)__nv_cvt_float_to_fp8(v[j] * inv, __NV_SATFINITE, __NV_E4M3) << (8 * (j % 4));
+            uint32_t codes[2];
+            const float sc = quantize8(v, span, codes);
             for (int64_t i = i0; i < i1; i++) {
                 const int32_t p = row_pos[i];
                 if (p < 0 || p >= layout_rows) continue; /* (the same for every lane) */
-                uint8_t *arow = a + (int64_t)p * lda;
-                if (vec) {
-                    if (c < k) *(uint2 *)(arow + c) = make_uint2(codes[0], codes[1]);
-                } else {
-#pragma unroll
-                    for (int j = 0; j < 8; j++)
-                        if (c + j < k) arow[c + j] = (uint8_t)(codes[j / 4] >> (8 * (j % 4)));
-                }
-                if (lane % span == 0 && c < k) sf[(int64_t)p * sf_cols + (c >> shift)] = sc;
+                store8(a + (int64_t)p * lda, sf + (int64_t)p * sf_cols, vec, c, k, shift, lane % span == 0, codes, sc);
             }
         }
     }
@@ -201,6 +220,52 @@ __global__ void __launch_bounds__(kQuantThreads)
                                       int32_t gran_k, uint8_t *__restrict__ a, int64_t lda, float *__restrict__ sf,
                                       int64_t layout_rows) {
     quantize_rows(x, x_fp32, 0, k, ldx, row_div, share, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
+}
+
+/* A CTA per (routed row, 1024 of the n columns), both grid-stride: the row's place p in the layout,
+ * its gate and up halves of y's row p (8 columns a lane), h = the clamped SwiGLU (swiglu_math.h,
+ * the CPU form's operations), quantized as quantize_rows quantizes (quantize8) into row p. vec: y,
+ * a and their strides allow 16-byte loads and 8-byte stores, n a multiple of 8. */
+__device__ __forceinline__ void swiglu_quantize_rows(const __nv_bfloat16 *__restrict__ y, int64_t ldy, int64_t n,
+                                                     float limit, const int vec, const int32_t *__restrict__ row_pos,
+                                                     int64_t routed_rows, int32_t gran_k, uint8_t *__restrict__ a,
+                                                     int64_t lda, float *__restrict__ sf, int64_t layout_rows) {
+    const int shift = gran_k == 128 ? 7 : 5, span = gran_k == 128 ? 16 : 4;
+    const int64_t sf_cols = (n + gran_k - 1) >> shift;
+    const int64_t col_blocks = (n + 8 * kQuantThreads - 1) / (8 * kQuantThreads);
+    const int lane = threadIdx.x % 32;
+    for (int64_t i = blockIdx.x; i < routed_rows; i += gridDim.x) {
+        const int32_t p = row_pos[i];
+        if (p < 0 || p >= layout_rows) continue; /* (the same for the whole CTA) */
+        const __nv_bfloat16 *gate = y + (int64_t)p * ldy, *up = gate + n;
+        for (int64_t cb = blockIdx.y; cb < col_blocks; cb += gridDim.y) {
+            const int64_t c = cb * 8 * kQuantThreads + 8 * (int64_t)threadIdx.x;
+            float g[8], u[8], h[8];
+            load_x8(gate, 0, vec, 0, c, n, g);
+            load_x8(up, 0, vec, 0, c, n, u);
+#pragma unroll
+            for (int j = 0; j < 8; j++) h[j] = c + j < n ? hfp4__swiglu_bf16(g[j], u[j], limit) : 0.0f;
+            uint32_t codes[2];
+            const float sc = quantize8(h, span, codes);
+            store8(a + (int64_t)p * lda, sf + (int64_t)p * sf_cols, vec, c, n, shift, lane % span == 0, codes, sc);
+        }
+    }
+}
+
+__global__ void __launch_bounds__(kQuantThreads)
+    hfp4_moe_swiglu_quantize_rows_kernel(const __nv_bfloat16 *__restrict__ y, int64_t ldy, int64_t n, float limit,
+                                         const int32_t *__restrict__ row_pos, int64_t routed_rows, int32_t gran_k,
+                                         uint8_t *__restrict__ a, int64_t lda, float *__restrict__ sf,
+                                         int64_t layout_rows) {
+    swiglu_quantize_rows(y, ldy, n, limit, 1, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
+}
+
+__global__ void __launch_bounds__(kQuantThreads)
+    hfp4_moe_swiglu_quantize_rows_any_kernel(const __nv_bfloat16 *__restrict__ y, int64_t ldy, int64_t n, float limit,
+                                             const int32_t *__restrict__ row_pos, int64_t routed_rows, int32_t gran_k,
+                                             uint8_t *__restrict__ a, int64_t lda, float *__restrict__ sf,
+                                             int64_t layout_rows) {
+    swiglu_quantize_rows(y, ldy, n, limit, 0, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
 }
 
 constexpr int kCombineThreads = 128; /* a thread 8 columns: 1024 columns a CTA */
@@ -308,6 +373,23 @@ extern "C" hfp4_status hfp4__moe_quantize_rows_launch(const char *fn, const void
     (vec ? hfp4_moe_quantize_rows_kernel : hfp4_moe_quantize_rows_any_kernel)<<<
         grid, kQuantThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
         x, x_dtype == HFP4_DTYPE_FP32, k, ldx, row_div, share, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
+    HFP4_CUDA_TRY(fn, cudaGetLastError());
+    return HFP4_OK;
+}
+
+extern "C" hfp4_status hfp4__moe_swiglu_quantize_rows_launch(const char *fn, const void *y, int64_t ldy, int64_t n,
+                                                             float limit, const int32_t *row_pos, int64_t routed_rows,
+                                                             int32_t gran_k, uint8_t *a, int64_t lda, float *sf,
+                                                             int64_t layout_rows, hfp4_stream stream) {
+    hfp4_current_device dev;
+    HFP4_TRY(hfp4__require_sm90(fn, &dev));
+    const int64_t col_blocks = (n + 8 * kQuantThreads - 1) / (8 * kQuantThreads);
+    const dim3 grid((unsigned)(routed_rows < ((int64_t)1 << 30) ? routed_rows : ((int64_t)1 << 30)), /* (grid-stride) */
+                    (unsigned)(col_blocks < 65535 ? col_blocks : 65535));
+    const int vec = n % 8 == 0 && ldy % 8 == 0 && (uintptr_t)y % 16 == 0 && lda % 8 == 0 && (uintptr_t)a % 8 == 0;
+    (vec ? hfp4_moe_swiglu_quantize_rows_kernel : hfp4_moe_swiglu_quantize_rows_any_kernel)<<<
+        grid, kQuantThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
+        (const __nv_bfloat16 *)y, ldy, n, limit, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;
 }

@@ -22,6 +22,10 @@ hfp4_status hfp4__moe_quantize_rows_launch(const char *fn, const void *x, hfp4_d
                                            int64_t ldx, int32_t row_div, int64_t x_rows, const int32_t *row_pos,
                                            int64_t routed_rows, int32_t gran_k, uint8_t *a, int64_t lda, float *sf,
                                            int64_t layout_rows, hfp4_stream stream);
+hfp4_status hfp4__moe_swiglu_quantize_rows_launch(const char *fn, const void *y, int64_t ldy, int64_t n, float limit,
+                                                  const int32_t *row_pos, int64_t routed_rows, int32_t gran_k,
+                                                  uint8_t *a, int64_t lda, float *sf, int64_t layout_rows,
+                                                  hfp4_stream stream);
 hfp4_status hfp4__moe_combine_launch(const char *fn, const void *y, int64_t ldy, int64_t layout_rows, int64_t n,
                                      const int32_t *row_pos, const void *weights, hfp4_dtype weights_dtype,
                                      int64_t tokens, int32_t top_k, void *out, hfp4_dtype out_dtype, int64_t ldo,

@@ -114,6 +114,31 @@ static void moe_case(int64_t tokens, int32_t top_k, int32_t E, int64_t k, int32_
     cudaMemcpy(sf_g, d_sf, sf_bytes, cudaMemcpyDeviceToHost);
     CHECK(memcmp(a_c, a_g, a_bytes) == 0);
     CHECK(memcmp(sf_c, sf_g, sf_bytes) == 0);
+    /* the fused SwiGLU + quantization on the first GEMM's stand-in: y1 [rows, 2k (+6 wide)] BF16,
+     * values past the limit (7; MOE_WIDE: none, INFINITY), into the same a and sf */
+    {
+        const int64_t ldy1 = 2 * k + (wide ? 6 : 0);
+        const float limit = wide ? INFINITY : 7.0f;
+        uint16_t *y1 = (uint16_t *)malloc(sizeof(uint16_t) * rows * ldy1);
+        for (int64_t i = 0; i < rows * ldy1; i++) y1[i] = hfp4_bf16_encode((float)(hfp4_rng_normal(&rng) * 4.0));
+        memset(a_c, 0x5A, a_bytes);
+        memset(sf_c, 0x5A, sf_bytes);
+        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y1, ldy1, k, limit, pos_g, S, gran, a_c, lda, sf_c, rows), HFP4_OK);
+        uint16_t *d_y1;
+        cudaMalloc(&d_y1, sizeof(uint16_t) * rows * ldy1);
+        cudaMemcpy(d_y1, y1, sizeof(uint16_t) * rows * ldy1, cudaMemcpyHostToDevice);
+        cudaMemset(d_a, 0x5A, a_bytes);
+        cudaMemset(d_sf, 0x5A, sf_bytes);
+        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows_gpu(d_y1, ldy1, k, limit, d_pos, S, gran, d_a, lda, d_sf, rows, NULL),
+                     HFP4_OK);
+        CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        cudaMemcpy(a_g, d_a, a_bytes, cudaMemcpyDeviceToHost);
+        cudaMemcpy(sf_g, d_sf, sf_bytes, cudaMemcpyDeviceToHost);
+        CHECK(memcmp(a_c, a_g, a_bytes) == 0);
+        CHECK(memcmp(sf_c, sf_g, sf_bytes) == 0);
+        cudaFree(d_y1);
+        free(y1);
+    }
     /* the combine: FP32 weights (MOE_WIDE: BF16), BF16 and FP32 out */
     const hfp4_dtype w_dtype = wide ? HFP4_DTYPE_BF16 : HFP4_DTYPE_FP32;
     uint16_t *y = (uint16_t *)malloc(sizeof(uint16_t) * rows * ldy);
