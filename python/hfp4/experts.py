@@ -178,20 +178,17 @@ def _fused_swiglu_limit(module):
     return float("inf") if limit is None else float(limit)
 
 
-def _quantize_into_layout(lib, stream, x, row_div, pos, m_pad, gran_k):
-    """x [rows, K] (row i / row_div feeds routed row i) -> FP8 rows and FP32 scales at rows pos of
-    the layout, by hfp4_moe_quantize_rows_gpu; the other rows' scales are zeros"""
+def _quantize_into_layout(lib, stream, x, row_div, pos, a, sfa, gran_k):
+    """x [rows, K] (row i / row_div feeds routed row i) -> FP8 rows of a and FP32 scales of sfa at
+    rows pos of the layout, by hfp4_moe_quantize_rows_gpu (the other rows are left as they are)"""
     torch = _torch()
     if x.dtype not in (torch.bfloat16, torch.float32):
         x = x.float()
     x = x.contiguous()
     K = x.shape[1]
-    a = x.new_empty((m_pad, K), dtype=torch.float8_e4m3fn)
-    sfa = x.new_zeros((m_pad, -(-K // gran_k)), dtype=torch.float32)
     L.check(lib.hfp4_moe_quantize_rows_gpu(x.data_ptr(), L.DTYPE_BF16 if x.dtype == torch.bfloat16 else L.DTYPE_FP32,
                                            x.shape[0], K, K, row_div, pos.data_ptr(), pos.numel(), gran_k,
-                                           a.data_ptr(), K, sfa.data_ptr(), m_pad, stream))
-    return a, sfa
+                                           a.data_ptr(), K, sfa.data_ptr(), a.shape[0], stream))
 
 
 def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_k_index, top_k_weights, gran_k):
@@ -200,6 +197,7 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
     k = top_k_index.shape[1]
     E = int(self.num_experts)
     S = T * k
+    I = int(self.down_proj.shape[-1]) * 2  # (the second GEMM's K: FP4, two to a byte)
     lib, stream = L.lib(), dg._stream(hidden_states.device)
     A = _alignment()
     m_pad = int(lib.hfp4_moe_layout_rows(S, E, A))
@@ -209,26 +207,35 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
     ids = ids.contiguous()
     pos = hidden_states.new_empty((S,), dtype=torch.int32)
     layout = hidden_states.new_empty((m_pad,), dtype=torch.int32)
+    # Both GEMMs' activations and scales, allocated before the first kernel: the padding rows' scales
+    # must be finite (zeros, one fill for both), and from the route to the combine every kernel is
+    # the library's, launched with programmatic dependent launch, so each launch's fixed cost hides
+    # under the kernel before (a fill between them would break that chain).
+    c1, c2 = -(-H // gran_k), -(-I // gran_k)
+    scales = hidden_states.new_zeros((m_pad * (c1 + c2),), dtype=torch.float32)
+    sfa1, sfa2 = scales[:m_pad * c1].view(m_pad, c1), scales[m_pad * c1:].view(m_pad, c2)
+    a1 = hidden_states.new_empty((m_pad, H), dtype=torch.float8_e4m3fn)
+    a2 = hidden_states.new_empty((m_pad, I), dtype=torch.float8_e4m3fn)
     with torch.cuda.device(hidden_states.device):
         L.check(lib.hfp4_moe_route_gpu(ids.data_ptr(), int(ids.dtype == torch.int64), S, E, A, pos.data_ptr(),
                                        layout.data_ptr(), m_pad, stream))
         expected_m = _rows_per_expert(S, E)
-        a, sfa = _quantize_into_layout(lib, stream, hidden_states, k, pos, m_pad, gran_k)
-        d = _gemm_into_layout(a, sfa, up, up_scale, layout, gran_k, expected_m)
+        _quantize_into_layout(lib, stream, hidden_states, k, pos, a1, sfa1, gran_k)
+        d = _gemm_into_layout(a1, sfa1, up, up_scale, layout, gran_k, expected_m)
         limit = _fused_swiglu_limit(self) if has_gate else None
-        if limit is not None and limit > 0:
-            # the activation and the quantization in one pass over D's routed rows, in place
-            I = d.shape[1] // 2
-            a = d.new_empty((m_pad, I), dtype=torch.float8_e4m3fn)
-            sfa = d.new_zeros((m_pad, -(-I // gran_k)), dtype=torch.float32)
+        if limit is not None and limit > 0 and d.shape[1] == 2 * I:
+            # the activation and the quantization in one pass over D's routed rows
             L.check(lib.hfp4_moe_swiglu_quantize_rows_gpu(d.data_ptr(), d.shape[1], I, limit, pos.data_ptr(), S,
-                                                          gran_k, a.data_ptr(), I, sfa.data_ptr(), m_pad, stream))
+                                                          gran_k, a2.data_ptr(), I, sfa2.data_ptr(), m_pad, stream))
         else:
             # (unrouted rows, pos -1, read row 0, whatever it holds: their quantization and sum skip them)
             h = d[pos.clamp(min=0).long()]
             h = self._apply_gate(h) if has_gate else self.act_fn(h)
-            a, sfa = _quantize_into_layout(lib, stream, h, 1, pos, m_pad, gran_k)
-        y = _gemm_into_layout(a, sfa, self.down_proj, self.down_proj_scale_inv, layout, gran_k, expected_m)
+            if h.shape[1] != I:
+                raise L.invalid_argument("hfp4 experts: the activation gives %d columns; down_proj takes %d"
+                                         % (h.shape[1], I))
+            _quantize_into_layout(lib, stream, h, 1, pos, a2, sfa2, gran_k)
+        y = _gemm_into_layout(a2, sfa2, self.down_proj, self.down_proj_scale_inv, layout, gran_k, expected_m)
         w = top_k_weights.reshape(-1)
         if w.dtype not in (torch.float32, torch.bfloat16):
             w = w.float()
