@@ -18,7 +18,9 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC) 2>/dev/null))
 # also runs a compute_90 pass that rejects wgmma, hence the explicit -gencode form.
 GENCODE ?= -gencode arch=compute_90a,code=sm_90a
 
-CFLAGS_COMMON = -O2 -g -fPIC -fvisibility=hidden -Iinclude -Isrc/core -Isrc/formats -Isrc/plan
+# (-ffp-contract=off: a multiply and an add stay two roundings, whatever -std; src/moe/swiglu_math.h's
+# CPU form must round where its kernel does)
+CFLAGS_COMMON = -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off -Iinclude -Isrc/core -Isrc/formats -Isrc/plan
 CFLAGS  ?= -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter $(CFLAGS_COMMON)
 # (a spill is an error, except in DIAG builds: their stamps cost registers, and the two-CTA K-split
 # kernel, off by default, spills 4 bytes with them)

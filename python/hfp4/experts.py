@@ -163,7 +163,14 @@ def _fused_swiglu_limit(module):
         return None
     declared = getattr(module, "hfp4_swiglu_limit", None)
     if declared is not None:
-        return float(declared)
+        try:
+            limit = float(declared)
+        except (TypeError, ValueError):
+            limit = float("nan")
+        if not limit > 0:
+            raise L.invalid_argument("hfp4 experts: hfp4_swiglu_limit = %r must be a number > 0 (inf for no "
+                                     "clamp)" % (declared,))
+        return limit
     gate = getattr(type(module), "_apply_gate", None)
     if gate is None or all(gate is not g for g in _transformers_swiglu_gates()):
         return None
@@ -208,9 +215,7 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
     pos = hidden_states.new_empty((S,), dtype=torch.int32)
     layout = hidden_states.new_empty((m_pad,), dtype=torch.int32)
     # Both GEMMs' activations and scales, allocated before the first kernel: the padding rows' scales
-    # must be finite (zeros, one fill for both), and from the route to the combine every kernel is
-    # the library's, launched with programmatic dependent launch, so each launch's fixed cost hides
-    # under the kernel before (a fill between them would break that chain).
+    # must be finite (zeros: one fill for both, rather than one between the GEMMs)
     c1, c2 = -(-H // gran_k), -(-I // gran_k)
     scales = hidden_states.new_zeros((m_pad * (c1 + c2),), dtype=torch.float32)
     sfa1, sfa2 = scales[:m_pad * c1].view(m_pad, c1), scales[m_pad * c1:].view(m_pad, c2)

@@ -238,6 +238,18 @@ def test_fused_gate_detection(monkeypatch):
     assert X._fused_swiglu_limit(other) == 7.0
 
 
+def test_declared_swiglu_limit():
+    # a module that declares its clamped SwiGLU: a number > 0 or inf; anything else is refused by name
+    mod = _Experts(2, 128, 64, 3)
+    assert X._fused_swiglu_limit(mod) is None
+    mod.hfp4_swiglu_limit = float("inf")
+    assert X._fused_swiglu_limit(mod) == float("inf")
+    for bad in (0.0, -1.0, float("nan"), "ten"):
+        mod.hfp4_swiglu_limit = bad
+        with pytest.raises(ValueError, match="hfp4_swiglu_limit"):
+            X._fused_swiglu_limit(mod)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("glue", ["torch", "library", "fused"])
 def test_gpu_transformers_module(monkeypatch, glue):

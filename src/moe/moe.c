@@ -143,6 +143,22 @@ hfp4_status hfp4_moe_route_gpu(const void *ids, int ids_int64, int64_t routed_ro
                                   layout_rows, stream);
 }
 
+/* One row into row p of a and sf with FP32 scales per gran_k: hfp4_quantize_fp8_per_token's call,
+ * which both quantizers use, so the kernels' bits have one reference */
+static hfp4_status quantize_one_row(const void *row, hfp4_dtype dtype, int64_t k, int32_t gran_k, uint8_t *a,
+                                    int64_t lda, float *sf, int32_t p) {
+    const int64_t sf_cols = hfp4__ceil_div(k, gran_k);
+    hfp4_scales s;
+    memset(&s, 0, sizeof s);
+    s.data = sf + (int64_t)p * sf_cols;
+    s.dtype = HFP4_DTYPE_FP32;
+    s.gran_mn = 1;
+    s.gran_k = gran_k;
+    s.stride_mn = sf_cols;
+    s.stride_k = 1;
+    return hfp4_quantize_fp8_per_token(row, dtype, 1, k, k, 0, a + (int64_t)p * lda, lda, &s);
+}
+
 hfp4_status hfp4_moe_quantize_rows(const void *x, hfp4_dtype x_dtype, int64_t x_rows, int64_t k, int64_t ldx,
                                    int32_t row_div, const int32_t *row_pos, int64_t routed_rows, int32_t gran_k,
                                    uint8_t *a, int64_t lda, float *sf, int64_t layout_rows) {
@@ -150,20 +166,11 @@ hfp4_status hfp4_moe_quantize_rows(const void *x, hfp4_dtype x_dtype, int64_t x_
     HFP4_TRY(check_quantize(fn, x, x_dtype, x_rows, k, ldx, row_div, row_pos, routed_rows, gran_k, a, lda, sf,
                             layout_rows));
     HFP4_TRY(check_row_pos(fn, row_pos, routed_rows, layout_rows));
-    const int64_t sf_cols = hfp4__ceil_div(k, gran_k), esz = x_dtype == HFP4_DTYPE_FP32 ? 4 : 2;
+    const int64_t esz = x_dtype == HFP4_DTYPE_FP32 ? 4 : 2;
     for (int64_t i = 0; i < routed_rows; i++) {
         if (row_pos[i] < 0) continue;
-        /* one row of hfp4_quantize_fp8_per_token: the same code, so the same bits */
-        hfp4_scales s;
-        memset(&s, 0, sizeof s);
-        s.data = sf + (int64_t)row_pos[i] * sf_cols;
-        s.dtype = HFP4_DTYPE_FP32;
-        s.gran_mn = 1;
-        s.gran_k = gran_k;
-        s.stride_mn = sf_cols;
-        s.stride_k = 1;
         const char *row = (const char *)x + (i / row_div) * ldx * esz;
-        HFP4_TRY(hfp4_quantize_fp8_per_token(row, x_dtype, 1, k, ldx, 0, a + (int64_t)row_pos[i] * lda, lda, &s));
+        HFP4_TRY(quantize_one_row(row, x_dtype, k, gran_k, a, lda, sf, row_pos[i]));
     }
     return HFP4_OK;
 }
@@ -209,7 +216,6 @@ hfp4_status hfp4_moe_swiglu_quantize_rows(const void *y, int64_t ldy, int64_t n,
     uint16_t *h = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)n);
     if (h == NULL) return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "%s: out of memory for a row of %lld", fn, (long long)n);
     const uint16_t *yb = (const uint16_t *)y;
-    const int64_t sf_cols = hfp4__ceil_div(n, gran_k);
     hfp4_status st = HFP4_OK;
     for (int64_t i = 0; i < routed_rows && st == HFP4_OK; i++) {
         const int32_t p = row_pos[i];
@@ -217,16 +223,7 @@ hfp4_status hfp4_moe_swiglu_quantize_rows(const void *y, int64_t ldy, int64_t n,
         const uint16_t *row = yb + (int64_t)p * ldy;
         for (int64_t c = 0; c < n; c++)
             h[c] = hfp4_bf16_encode(hfp4__swiglu_bf16(hfp4_bf16_decode(row[c]), hfp4_bf16_decode(row[n + c]), limit));
-        /* the BF16 row quantized as hfp4_moe_quantize_rows does: the same call, so the same bits */
-        hfp4_scales s;
-        memset(&s, 0, sizeof s);
-        s.data = sf + (int64_t)p * sf_cols;
-        s.dtype = HFP4_DTYPE_FP32;
-        s.gran_mn = 1;
-        s.gran_k = gran_k;
-        s.stride_mn = sf_cols;
-        s.stride_k = 1;
-        st = hfp4_quantize_fp8_per_token(h, HFP4_DTYPE_BF16, 1, n, n, 0, a + (int64_t)p * lda, lda, &s);
+        st = quantize_one_row(h, HFP4_DTYPE_BF16, n, gran_k, a, lda, sf, p); /* (as hfp4_moe_quantize_rows) */
     }
     free(h);
     return st;

@@ -8,7 +8,7 @@
  *                                  the first GEMM's row (gate and up halves), not read from x
  *   hfp4_moe_combine_kernel        a CTA per token and 1024 columns, a thread 8 of them: the weighted
  *                                  sum of the token's rows
- * All three should be small next to the GEMMs they sit between, at decode (a few microseconds, most
+ * All four should be small next to the GEMMs they sit between, at decode (a few microseconds, most
  * of it launch) and at prefill (bytes at the copy rate: wide loads and stores, several loads in
  * flight a thread); what they save is the dozens of framework kernels (sort, scatter,
  * quantization, gather, index_add) that did the same in torch.

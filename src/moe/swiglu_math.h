@@ -6,8 +6,8 @@
  *
  * Why an exp of our own: the C library's expf and CUDA's differ in the last bit for some inputs,
  * and a last bit of exp can move a BF16 rounding of silu. This one (Cody-Waite reduction by ln 2,
- * a degree-7 polynomial, a power-of-two scaling) is within 3 ulp of exp over FP32 (CUDA's expf: 2;
- * tests/test_moe.c), and has no library call.
+ * a degree-7 polynomial, a power-of-two scaling) is within 1 ulp of exp over FP32's normal results
+ * (CUDA's expf: 2; tests/test_moe.c checks 3 on a coarse sweep), and has no library call.
  *
  * Rounding: as torch computes transformers' FP8Experts._apply_gate on BF16 tensors, each step's
  * FP32 result is rounded to BF16 (clamp, silu, the product), so this matches torch's glue except
@@ -21,13 +21,34 @@
 #include <string.h>
 
 #ifdef __CUDACC__
+#include <cuda_bf16.h>
 #define HFP4_HD __host__ __device__
 #else
 #define HFP4_HD
 #endif
 
-/* x rounded to the nearest BF16, ties to even, kept as a float; NaN stays NaN */
+/* A product and a sum each rounded on its own: nvcc contracts a * b + c into one FMA by default,
+ * also across inlined functions, where the C side (built with -ffp-contract=off, Makefile) rounds
+ * twice; the _rn intrinsics are never contracted. */
+#ifdef __CUDA_ARCH__
+#define HFP4_MUL(a, b) __fmul_rn((a), (b))
+#define HFP4_ADD(a, b) __fadd_rn((a), (b))
+#else
+#define HFP4_MUL(a, b) ((a) * (b))
+#define HFP4_ADD(a, b) ((a) + (b))
+#endif
+
+/* e^x overflows to inf above this, and is 0 below its negative counterpart (hfp4__expf) */
+#define HFP4_EXP_MAX (88.7228394f)
+#define HFP4_EXP_MIN (-103.972084f)
+
+/* x rounded to the nearest BF16, ties to even, kept as a float; NaN stays NaN (on the device the
+ * conversion instruction: the same rounding, one instruction where the integer form takes six;
+ * only a NaN's payload can differ, which hfp4.h allows) */
 static HFP4_HD inline float hfp4__round_bf16(float x) {
+#ifdef __CUDA_ARCH__
+    return __bfloat162float(__float2bfloat16_rn(x));
+#else
     uint32_t b;
     memcpy(&b, &x, sizeof b);
     if ((b & 0x7FFFFFFFu) > 0x7F800000u) return x;
@@ -35,6 +56,7 @@ static HFP4_HD inline float hfp4__round_bf16(float x) {
     b &= 0xFFFF0000u;
     memcpy(&x, &b, sizeof x);
     return x;
+#endif
 }
 
 /* p x 2^k for |k| <= 151 with one rounding, as ldexpf (two exact power-of-two factors, each a normal
@@ -45,15 +67,15 @@ static HFP4_HD inline float hfp4__scale2(float p, int k) {
     float f1, f2;
     memcpy(&f1, &b1, sizeof f1);
     memcpy(&f2, &b2, sizeof f2);
-    return p * f1 * f2;
+    return HFP4_MUL(HFP4_MUL(p, f1), f2);
 }
 
 /* e^x in FP32 */
 static HFP4_HD inline float hfp4__expf(float x) {
     if (!(x == x)) return x;
-    if (x > 88.7228394f) return INFINITY;
-    if (x < -103.972084f) return 0.0f;
-    const float k = rintf(x * 1.44269504f);    /* |k| <= 150 */
+    if (x > HFP4_EXP_MAX) return INFINITY;
+    if (x < HFP4_EXP_MIN) return 0.0f;
+    const float k = rintf(HFP4_MUL(x, 1.44269504f)); /* |k| <= 150 */
     float r = fmaf(k, -0.693359375f, x);       /* x - k ln 2, ln 2 in two parts (the first exact in k) */
     r = fmaf(k, 2.12194440e-4f, r);            /* |r| <= ~0.347 */
     float p = 1.98412698e-4f;                  /* 1/7!, then Horner down to 1 */
@@ -68,14 +90,19 @@ static HFP4_HD inline float hfp4__expf(float x) {
 }
 
 /* One element of silu(min(g, limit)) x clamp(u, -limit, limit), g and u BF16 values, each step
- * rounded to BF16 (the clamps keep NaN, as torch.clamp; limit = INFINITY: no clamp) */
+ * rounded to BF16 (the clamps keep NaN, as torch.clamp; limit = INFINITY: no clamp). The clamps
+ * compare with the limit rounded to BF16 first: for a BF16 value v, min(v, round(L)) =
+ * round(min(v, L)) (rounding is monotonic and leaves v alone), so no rounding is left after them. */
 static HFP4_HD inline float hfp4__swiglu_bf16(float g, float u, float limit) {
-    g = hfp4__round_bf16(g > limit ? limit : g);
-    u = hfp4__round_bf16(u > limit ? limit : (u < -limit ? -limit : u));
+    const float lim = hfp4__round_bf16(limit);
+    g = g > lim ? lim : g;
+    u = u > lim ? lim : (u < -lim ? -lim : u);
     /* (g / (1 + e^-g) where e^-g overflows to inf is -0, where it is 0, g: the same values, without
      * the division's and exp's special-operand paths, which random or huge inputs would hit) */
-    const float s = g < -88.7228394f ? -0.0f : g > 103.972084f ? g : hfp4__round_bf16(g / (1.0f + hfp4__expf(-g)));
-    return hfp4__round_bf16(s * u);
+    const float s = g < -HFP4_EXP_MAX  ? -0.0f
+                    : g > -HFP4_EXP_MIN ? g
+                                        : hfp4__round_bf16(g / HFP4_ADD(1.0f, hfp4__expf(-g)));
+    return hfp4__round_bf16(HFP4_MUL(s, u));
 }
 
 #endif /* HFP4_SWIGLU_MATH_H */

@@ -185,6 +185,55 @@ static void moe_case(int64_t tokens, int32_t top_k, int32_t E, int64_t k, int32_
     free(a_g), free(sf_c), free(sf_g), free(y), free(w), free(o_c), free(o_g), free(ob_c), free(ob_g);
 }
 
+/* Every BF16 gate value through both forms of the fused SwiGLU: one routed row of 65536 groups of
+ * 32 columns, group i's first gate column the value i, the rest 0 (silu(0) x up = 0), up 1.5, so
+ * each group's scale is |h_i| / 448 and shows h_i's bits; at limits 7 (BF16), 7.3 (rounded to BF16
+ * first) and none. A NaN h only has to stay NaN. */
+TEST(gpu_moe_swiglu_every_bf16_gate) {
+    if (!moe_have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    const int64_t groups = 65536, n = groups * 32, ldy = 2 * n;
+    uint16_t *y = (uint16_t *)malloc(sizeof(uint16_t) * ldy);
+    for (int64_t c = 0; c < n; c++) {
+        y[c] = c % 32 == 0 ? (uint16_t)(c / 32) : 0;
+        y[n + c] = hfp4_bf16_encode(1.5f);
+    }
+    const int32_t pos = 0;
+    uint8_t *a_c = (uint8_t *)malloc((size_t)n), *a_g = (uint8_t *)malloc((size_t)n);
+    float *s_c = (float *)malloc(sizeof(float) * groups), *s_g = (float *)malloc(sizeof(float) * groups);
+    uint16_t *d_y;
+    int32_t *d_pos;
+    uint8_t *d_a;
+    float *d_s;
+    cudaMalloc(&d_y, sizeof(uint16_t) * ldy);
+    cudaMalloc(&d_pos, sizeof(int32_t));
+    cudaMalloc(&d_a, (size_t)n);
+    cudaMalloc(&d_s, sizeof(float) * groups);
+    cudaMemcpy(d_y, y, sizeof(uint16_t) * ldy, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_pos, &pos, sizeof(int32_t), cudaMemcpyHostToDevice);
+    const float limits[3] = {7.0f, 7.3f, INFINITY};
+    for (int li = 0; li < 3; li++) {
+        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y, ldy, n, limits[li], &pos, 1, 32, a_c, n, s_c, 1), HFP4_OK);
+        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows_gpu(d_y, ldy, n, limits[li], d_pos, 1, 32, d_a, n, d_s, 1, NULL),
+                     HFP4_OK);
+        CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        cudaMemcpy(a_g, d_a, (size_t)n, cudaMemcpyDeviceToHost);
+        cudaMemcpy(s_g, d_s, sizeof(float) * groups, cudaMemcpyDeviceToHost);
+        int64_t bad = 0, first = -1;
+        for (int64_t i = 0; i < groups; i++) {
+            const int nan_c = s_c[i] != s_c[i], nan_g = s_g[i] != s_g[i];
+            const int same = nan_c || nan_g ? nan_c && nan_g
+                                            : memcmp(&s_c[i], &s_g[i], sizeof(float)) == 0 &&
+                                                  memcmp(a_c + 32 * i, a_g + 32 * i, 32) == 0;
+            if (!same && bad++ == 0) first = i;
+        }
+        CHECK_MSG(bad == 0, "limit %g: %lld gate values differ, the first 0x%04llx (scale %a vs %a)",
+                  (double)limits[li], (long long)bad, (long long)first, first >= 0 ? (double)s_c[first] : 0.0,
+                  first >= 0 ? (double)s_g[first] : 0.0);
+    }
+    cudaFree(d_y), cudaFree(d_pos), cudaFree(d_a), cudaFree(d_s);
+    free(y), free(a_c), free(a_g), free(s_c), free(s_g);
+}
+
 TEST(gpu_moe_glue_matches_the_cpu_forms) {
     if (!moe_have_sm90()) SKIP("no SM90 (Hopper) GPU");
     moe_case(1, 6, 256, 4096, 128, 512, 1, 0);                /* decode T = 1 */
