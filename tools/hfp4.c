@@ -1,8 +1,8 @@
 /*
  * hfp4.c - the hfp4 command: demo, bench, verify, info, inspect, repack.
  *
- *   hfp4 demo            DeepSeek-V4-Flash-shaped FP4 expert GEMMs, checked against the CPU
- *                        reference; timed where a Hopper GPU is present
+ *   hfp4 demo            a small DeepSeek-V4-shaped FP4 experts layer on the CPU reference, checked;
+ *                        where a Hopper GPU is present, V4-Flash's expert GEMMs checked and timed
  *   hfp4 bench [--json]  speed table with baselines timed in the same run (Hopper GPU)
  *   hfp4 verify          the GPU checks of the demo without timing
  *   hfp4 info            library version and the GPU (if any)
