@@ -591,8 +591,74 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None,
     _launch(p, A.device)
 
 
+def _transposed(name, pair, dims=(-2, -1)):
+    """(X, SF) with both transposed over dims: DeepGEMM's other layouts pass the operand that way, and
+    its NT form then sees the views (SM90 accepts them where they are K-major, as DeepGEMM's does)"""
+    X, SF = _pair(name, pair)
+    return X.transpose(*dims), SF.transpose(*dims)
+
+
+# DeepGEMM's other layouts of the same GEMM: B given as [K, N] (nn), A as [K, M] (tn: B too; tt: A
+# only), each with its scales transposed the same way. They call the NT form with the transposed
+# views, as DeepGEMM does; on SM90 both operands must then be K-major (DeepGEMM's SM90 kernels
+# assert the same), so these serve callers whose [K, N] / [K, M] tensors are transposed views of
+# K-major ones. Unsupported otherwise, naming the operand.
+def fp8_fp4_gemm_nn(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="nk",
+                    disable_ue8m0_cast=False):
+    """fp8_fp4_gemm_nt with B passed as [K, N] (and its scales transposed alike)"""
+    return fp8_fp4_gemm_nt(a, _transposed("b", b), d, c, recipe, recipe_a, recipe_b, compiled_dims,
+                           disable_ue8m0_cast)
+
+
+def fp8_fp4_gemm_tn(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="mn",
+                    disable_ue8m0_cast=False):
+    """fp8_fp4_gemm_nt with A passed as [K, M] and B as [K, N] (scales transposed alike)"""
+    return fp8_fp4_gemm_nt(_transposed("a", a), _transposed("b", b), d, c, recipe, recipe_a, recipe_b,
+                           compiled_dims, disable_ue8m0_cast)
+
+
+def fp8_fp4_gemm_tt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="mn",
+                    disable_ue8m0_cast=False):
+    """fp8_fp4_gemm_nt with A passed as [K, M] (its scales transposed alike)"""
+    return fp8_fp4_gemm_nt(_transposed("a", a), b, d, c, recipe, recipe_a, recipe_b, compiled_dims,
+                           disable_ue8m0_cast)
+
+
+def m_grouped_fp8_fp4_gemm_nn_contiguous(a, b, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None,
+                                         compiled_dims="nk", disable_ue8m0_cast=False, use_psum_layout=False,
+                                         ensure_zero_padding=True, expected_m=None):
+    """m_grouped_fp8_fp4_gemm_nt_contiguous with B passed as [G, K, N] (its scales transposed alike)"""
+    return m_grouped_fp8_fp4_gemm_nt_contiguous(a, _transposed("b", b, (1, 2)), d, grouped_layout, recipe, recipe_a,
+                                                recipe_b, compiled_dims, disable_ue8m0_cast, use_psum_layout,
+                                                ensure_zero_padding, expected_m=expected_m)
+
+
+_pdl = [False]
+
+
+def set_pdl(enable):
+    """DeepGEMM's switch for launching with programmatic dependent launch (default off there).
+    Accepted for compatibility: hfp4's kernels always allow it, and wait for the kernels before
+    them before reading anything, so it is safe either way."""
+    _pdl[0] = bool(enable)
+
+
+def get_pdl():
+    """The value last given to set_pdl (no effect on hfp4's launches)"""
+    return _pdl[0]
+
+
+def set_ignore_compile_dims(ignore):
+    """DeepGEMM's switch that stops compiled_dims from fixing dimensions at JIT time. hfp4 compiles
+    nothing at run time: accepted, no effect."""
+
+
 # DeepGEMM's legacy names are the same functions.
 fp8_gemm_nt = fp8_fp4_gemm_nt
+fp8_gemm_nn = fp8_fp4_gemm_nn
+fp8_gemm_tn = fp8_fp4_gemm_tn
+fp8_gemm_tt = fp8_fp4_gemm_tt
+m_grouped_fp8_gemm_nn_contiguous = m_grouped_fp8_fp4_gemm_nn_contiguous
 m_grouped_fp8_gemm_nt_contiguous = m_grouped_fp8_fp4_gemm_nt_contiguous
 m_grouped_fp8_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
 fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked

@@ -379,3 +379,34 @@ def test_errors(emu):
     with pytest.raises(ValueError, match="scale_dtype"):
         dg.repack_weights((B, SB), scale_dtype="bf16")
     assert dg.weight_cache_info()["entries"] == 0
+
+
+def test_transposed_layouts(emu):
+    # DeepGEMM's nn / tn / tt forms and m_grouped nn: the operands passed transposed, with their
+    # scales; on SM90 the views they reach the NT form as must be K-major (here: transposed views)
+    m, n, k = 24, 64, 256
+    a, sfa = _acts(21, (m, k))
+    b, sfb = _weights(22, 2, n, k)
+    ref = _deq_a(a, sfa, 128) @ _deq_b(b[0], sfb[0]).T
+    for name, aa, bb in (("nn", (a, sfa), (b[0].T, sfb[0].T)), ("tn", (a.T, sfa.T), (b[0].T, sfb[0].T)),
+                         ("tt", (a.T, sfa.T), (b[0], sfb[0]))):
+        d = fc(torch.full((m, n), float("nan"), dtype=torch.bfloat16))
+        getattr(dg, "fp8_fp4_gemm_" + name)((fc(aa[0]), fc(aa[1])), (fc(bb[0]), fc(bb[1])), d)
+        _check(d, ref)
+        assert getattr(dg, "fp8_gemm_" + name) is getattr(dg, "fp8_fp4_gemm_" + name)
+    ids = torch.tensor([0] * 20 + [-1] * 108 + [1] * 7 + [-1] * 121, dtype=torch.int32)
+    ag, sfag = _acts(23, (ids.numel(), k))
+    d = fc(torch.full((ids.numel(), n), float("nan"), dtype=torch.bfloat16))
+    dg.m_grouped_fp8_fp4_gemm_nn_contiguous((fc(ag), fc(sfag)), (fc(b.transpose(1, 2)), fc(sfb.transpose(1, 2))),
+                                            d, fc(ids))
+    for e in range(2):
+        _check(d, _deq_a(ag, sfag, 128) @ _deq_b(b[e], sfb[e]).T, rows=(ids == e).numpy())
+    # an MN-major FP4 B ([K/2, N] laid out as such) is an SM100 form: refused, naming b
+    with pytest.raises(NotImplementedError, match="b must be K-major"):
+        dg.fp8_fp4_gemm_nn((fc(a), fc(sfa)), (fc(b[0].T.contiguous()), fc(sfb[0].T.contiguous())),
+                           fc(torch.empty(m, n, dtype=torch.bfloat16)))
+    # DeepGEMM's run-time switches: accepted, no effect on hfp4's launches
+    dg.set_pdl(True)
+    assert dg.get_pdl() is True
+    dg.set_pdl(False)
+    dg.set_ignore_compile_dims(True)
