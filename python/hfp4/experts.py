@@ -25,15 +25,17 @@ three differences, made for speed:
   without a second launch.
 Everything stays on the device (no host synchronization), so a decode step can be captured in a
 CUDA graph. The glue between the GEMMs is the library's: hfp4_moe_route, hfp4_moe_quantize_rows and
-hfp4_moe_combine, and for the clamped SwiGLU of transformers' FP8Experts / DeepSeek-V4 (or a module
-declaring ``hfp4_swiglu_limit``) hfp4_moe_swiglu_quantize_rows, which applies the activation to D's
-rows and quantizes them in one pass (up to 4096 experts; HFP4_EXPERTS_FUSED_GATE=0 runs the module's
+hfp4_moe_combine, and, where the module's _apply_gate is the clamped SwiGLU over [gate; up] (transformers'
+FP8Experts / DeepSeek-V4 experts; checked on a probe row, _gate_is_clamped_swiglu),
+hfp4_moe_swiglu_quantize_rows, which applies the activation to D's rows and quantizes them in one
+pass (up to 4096 experts; HFP4_EXPERTS_FUSED_GATE=0 runs the module's
 own _apply_gate instead). HFP4_EXPERTS_GLUE=0, or more experts,
 selects torch's (a sort, scatters, two quantizations, gathers, a sum: ~40 small kernels, ~100-200 us
 more a decode step on the H200; bench/RESULTS.md v25). Requests hfp4 cannot serve raise ``NotImplementedError``
 (transformers' callers fall back), bad arguments ``ValueError``, both naming the argument.
 """
 import os
+import weakref
 
 from . import _lib as L
 from . import deep_gemm as dg
@@ -137,29 +139,56 @@ def _glue_enabled():
     return os.environ.get("HFP4_EXPERTS_GLUE", "1") != "0"
 
 
-def _transformers_swiglu_gates():
-    """transformers' _apply_gate functions that compute silu(min(gate, limit)) * clamp(up, +-limit)
-    (from self.limit) when swiglu_alpha is None and act_fn is SiLU: FP8Experts' and DeepSeek-V4's"""
-    gates = []
+# module -> {(limit, what its _apply_gate reads): whether it is the SwiGLU below}; per module (weakly
+# held), as two modules of one class may clamp differently
+_gate_probes = weakref.WeakKeyDictionary()
+
+
+def _gate_is_clamped_swiglu(module, limit):
+    """Whether module._apply_gate computes silu(min(gate, limit)) * clamp(up, -limit, limit) over
+    gate|up stacked as [gate; up] (chunk(2)), checked on a probe row on the CPU, bit for bit against
+    those torch operations in BF16, once per module and limit (again if an attribute transformers'
+    gates read changes: act_fn, limit, swiglu_limit, swiglu_alpha). transformers' FP8Experts and
+    DeepSeek-V4's experts compute it; newer transformers store gate|up row-interleaved
+    ([g0, u0, g1, u1, ...]) and split 0::2 / 1::2, gpt-oss's gate has swiglu_alpha: those differ on
+    the probe, so they keep their own _apply_gate."""
+    torch = _torch()
+    act = getattr(module, "act_fn", None)
+    key = (limit, id(act), repr(getattr(module, "limit", None)), repr(getattr(module, "swiglu_limit", None)),
+           repr(getattr(module, "swiglu_alpha", None)))
     try:
-        from transformers.integrations.finegrained_fp8 import FP8Experts
-        gates.append(FP8Experts._apply_gate)
-    except ImportError:
-        pass
-    try:
-        from transformers.models.deepseek_v4.modeling_deepseek_v4 import DeepseekV4Experts
-        gates.append(DeepseekV4Experts._apply_gate)
-    except ImportError:
-        pass
-    return gates
+        seen = _gate_probes.setdefault(module, {})
+    except TypeError:  # (not weakly referable: probed every call)
+        seen = {}
+    if key not in seen:
+        L_ = 10.0 if limit == float("inf") else limit
+        g = torch.tensor([-2.0, -0.3, -0.05, 0.0, 0.07, 0.4, 0.99, 1.5, -1.1, 0.2, 0.6, -0.8, 1.2, 0.01, -0.6, 0.9])
+        u = torch.tensor([1.3, -1.2, 0.2, -0.1, 0.03, 0.8, -0.75, 1.1, 0.5, -1.7, 0.45, 0.9, -0.35, 2.5, -0.2, 0.15])
+        g, u = (g * L_).to(torch.bfloat16), (u * L_).to(torch.bfloat16)
+        if limit == float("inf"):
+            want = torch.nn.functional.silu(g) * u
+        else:
+            want = torch.nn.functional.silu(g.clamp(max=limit)) * u.clamp(min=-limit, max=limit)
+        try:
+            with torch.no_grad():
+                got = module._apply_gate(torch.cat([g, u]).unsqueeze(0))
+            same = tuple(got.shape) == (1, g.numel()) and torch.equal(got[0].to(torch.bfloat16), want)
+        except Exception:  # (a gate that cannot run on a CPU probe is simply not fused)
+            same = False
+        seen[key] = same
+    return seen[key]
 
 
 def _fused_swiglu_limit(module):
     """The clamp limit (inf: none) when the module's activation is the clamped SwiGLU that
-    hfp4_moe_swiglu_quantize_rows computes, else None (the module's own _apply_gate runs). Modules
-    of other classes whose _apply_gate is that SwiGLU can say so with an ``hfp4_swiglu_limit``
-    attribute (a float > 0, inf for none). HFP4_EXPERTS_FUSED_GATE=0 turns the fusion off."""
+    hfp4_moe_swiglu_quantize_rows computes, else None (the module's own _apply_gate runs). The limit
+    is the module's ``limit`` (transformers' FP8Experts and DeepSeek-V4 experts: the config's
+    swiglu_limit; none: inf) or a declared ``hfp4_swiglu_limit`` (a number > 0, inf for none); either
+    way _apply_gate must compute that SwiGLU on a probe row (_gate_is_clamped_swiglu). A declared
+    limit the gate does not match is an error. HFP4_EXPERTS_FUSED_GATE=0 turns the fusion off."""
     if os.environ.get("HFP4_EXPERTS_FUSED_GATE", "1") == "0" or not getattr(module, "has_gate", True):
+        return None
+    if not callable(getattr(module, "_apply_gate", None)):
         return None
     declared = getattr(module, "hfp4_swiglu_limit", None)
     if declared is not None:
@@ -170,19 +199,19 @@ def _fused_swiglu_limit(module):
         if not limit > 0:
             raise L.invalid_argument("hfp4 experts: hfp4_swiglu_limit = %r must be a number > 0 (inf for no "
                                      "clamp)" % (declared,))
+        if not _gate_is_clamped_swiglu(module, limit):
+            raise L.invalid_argument("hfp4 experts: hfp4_swiglu_limit = %r is declared, but the module's "
+                                     "_apply_gate does not compute silu(min(gate, %r)) * clamp(up, +-%r) over "
+                                     "[gate; up]" % (declared, limit, limit))
         return limit
-    gate = getattr(type(module), "_apply_gate", None)
-    if gate is None or all(gate is not g for g in _transformers_swiglu_gates()):
-        return None
-    if getattr(module, "swiglu_alpha", None) is not None:
-        return None
-    torch = _torch()
-    act = getattr(module, "act_fn", None)
-    if not (isinstance(act, torch.nn.SiLU) or type(act).__name__ == "SiLUActivation" or
-            act is torch.nn.functional.silu):
-        return None
     limit = getattr(module, "limit", None)
-    return float("inf") if limit is None else float(limit)
+    try:
+        limit = float("inf") if limit is None else float(limit)
+    except (TypeError, ValueError):
+        return None
+    if not limit > 0 or not _gate_is_clamped_swiglu(module, limit):
+        return None
+    return limit
 
 
 def _quantize_into_layout(lib, stream, x, row_div, pos, a, sfa, gran_k):

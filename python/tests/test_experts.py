@@ -61,11 +61,10 @@ def _reference(mod, x, idx, wts, gran_k):
 
 def _use_glue(monkeypatch, mod, glue):
     """glue "torch": HFP4_EXPERTS_GLUE=0; "library": the hfp4_moe_* calls with the module's own
-    _apply_gate; "fused": the same with the activation fused into the quantization (the module
-    declares its clamped SwiGLU)"""
+    _apply_gate (HFP4_EXPERTS_FUSED_GATE=0); "fused": the same with the activation fused into the
+    quantization (the probe finds this module's clamped SwiGLU)"""
     monkeypatch.setenv("HFP4_EXPERTS_GLUE", "0" if glue == "torch" else "1")
-    if glue == "fused":
-        mod.hfp4_swiglu_limit = mod.limit
+    monkeypatch.setenv("HFP4_EXPERTS_FUSED_GATE", "1" if glue == "fused" else "0")
     assert X._fused_swiglu_limit(mod) == (mod.limit if glue == "fused" else None)
 
 
@@ -232,22 +231,47 @@ def test_fused_gate_detection(monkeypatch):
     mod.swiglu_alpha = None
     mod.act_fn = torch.nn.GELU()
     assert X._fused_swiglu_limit(mod) is None
-    other = _Experts(2, 128, 64, 3)  # its own _apply_gate: not fused unless it says so
-    assert X._fused_swiglu_limit(other) is None
-    other.hfp4_swiglu_limit = 7.0
-    assert X._fused_swiglu_limit(other) == 7.0
+
+
+class _InterleavedExperts(_Experts):
+    """newer transformers: gate|up rows interleaved, split 0::2 / 1::2"""
+
+    def _apply_gate(self, gate_up):
+        gate, up = gate_up[..., 0::2], gate_up[..., 1::2]
+        return self.act_fn(gate.clamp(max=self.limit)) * up.clamp(min=-self.limit, max=self.limit)
+
+
+def test_gate_probe():
+    # the fusion follows what _apply_gate computes on a probe row, whatever the class: the clamped
+    # SwiGLU over [gate; up] with the module's limit is fused; other limits, interleaved gate|up,
+    # another activation are not
+    mod = _Experts(2, 128, 64, 3)
+    assert X._fused_swiglu_limit(mod) == 10.0
+    mod.limit = None  # (this _apply_gate then cannot clamp: not fused)
+    assert X._fused_swiglu_limit(mod) is None
+    mod = _Experts(2, 128, 64, 3, limit=7.0)
+    assert X._fused_swiglu_limit(mod) == 7.0
+    mod.act_fn = torch.nn.functional.gelu
+    assert X._fused_swiglu_limit(mod) is None
+    assert X._fused_swiglu_limit(_InterleavedExperts(2, 128, 64, 3)) is None
+    mod = _Experts(2, 128, 64, 3)
+    mod.has_gate = False
+    assert X._fused_swiglu_limit(mod) is None
 
 
 def test_declared_swiglu_limit():
-    # a module that declares its clamped SwiGLU: a number > 0 or inf; anything else is refused by name
+    # a declared limit: a number > 0 or inf that the gate matches; anything else is refused by name
     mod = _Experts(2, 128, 64, 3)
-    assert X._fused_swiglu_limit(mod) is None
-    mod.hfp4_swiglu_limit = float("inf")
-    assert X._fused_swiglu_limit(mod) == float("inf")
-    for bad in (0.0, -1.0, float("nan"), "ten"):
+    mod.hfp4_swiglu_limit = 10.0
+    assert X._fused_swiglu_limit(mod) == 10.0
+    for bad in (0.0, -1.0, float("nan"), "ten", 7.0, float("inf")):  # (7, inf: not what this gate clamps at)
         mod.hfp4_swiglu_limit = bad
         with pytest.raises(ValueError, match="hfp4_swiglu_limit"):
             X._fused_swiglu_limit(mod)
+    inter = _InterleavedExperts(2, 128, 64, 3)
+    inter.hfp4_swiglu_limit = 10.0
+    with pytest.raises(ValueError, match="does not compute"):
+        X._fused_swiglu_limit(inter)
 
 
 @pytest.mark.gpu
