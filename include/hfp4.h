@@ -409,9 +409,15 @@ HFP4_API hfp4_status hfp4_moe_quantize_rows_gpu(const void *x, hfp4_dtype x_dtyp
                                                 int64_t routed_rows, int32_t gran_k, uint8_t *a, int64_t lda,
                                                 float *sf, int64_t layout_rows, hfp4_stream stream);
 
+/* Where the first GEMM's rows hold gate and up (hfp4_moe_swiglu_quantize_rows) */
+typedef enum hfp4_gate_up {
+    HFP4_GATE_UP_STACKED = 0,     /* gate in columns [0, n), up in [n, 2n): transformers' chunk(2)      */
+    HFP4_GATE_UP_INTERLEAVED = 1, /* gate in column 2c, up in 2c + 1: newer transformers' 0::2 / 1::2    */
+} hfp4_gate_up;
+
 /* The activation between the two GEMMs fused with the second one's quantization: for each routed
- * row i with p = row_pos[i] >= 0, row p of y (BF16, the first GEMM's D on the layout: gate in
- * columns [0, n), up in [n, 2n), ldy >= 2n elements apart) becomes
+ * row i with p = row_pos[i] >= 0, row p of y (BF16, the first GEMM's D on the layout: 2n columns
+ * of gate and up as gate_up says, ldy >= 2n elements apart) becomes
  *     h = silu(min(gate, limit)) x clamp(up, -limit, limit)
  * (the clamped SwiGLU of DeepSeek-V4 and of transformers' FP8Experts._apply_gate without
  * swiglu_alpha; each step rounded to BF16, as torch computes it on BF16 tensors; limit > 0, or
@@ -419,11 +425,11 @@ HFP4_API hfp4_status hfp4_moe_quantize_rows_gpu(const void *x, hfp4_dtype x_dtyp
  * hfp4_moe_quantize_rows quantizes a BF16 row (FP32 scales per gran_k, 32 or 128). It replaces a
  * gather of the routed rows, the activation's elementwise steps and the quantization. Nothing else
  * of a and sf is written. */
-HFP4_API hfp4_status hfp4_moe_swiglu_quantize_rows(const void *y, int64_t ldy, int64_t n, float limit,
-                                                   const int32_t *row_pos, int64_t routed_rows, int32_t gran_k,
+HFP4_API hfp4_status hfp4_moe_swiglu_quantize_rows(const void *y, int64_t ldy, int64_t n, hfp4_gate_up gate_up,
+                                                   float limit, const int32_t *row_pos, int64_t routed_rows, int32_t gran_k,
                                                    uint8_t *a, int64_t lda, float *sf, int64_t layout_rows);
-HFP4_API hfp4_status hfp4_moe_swiglu_quantize_rows_gpu(const void *y, int64_t ldy, int64_t n, float limit,
-                                                       const int32_t *row_pos, int64_t routed_rows, int32_t gran_k,
+HFP4_API hfp4_status hfp4_moe_swiglu_quantize_rows_gpu(const void *y, int64_t ldy, int64_t n,
+                                                       hfp4_gate_up gate_up, float limit, const int32_t *row_pos, int64_t routed_rows, int32_t gran_k,
                                                        uint8_t *a, int64_t lda, float *sf, int64_t layout_rows,
                                                        hfp4_stream stream);
 

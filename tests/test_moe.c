@@ -194,29 +194,45 @@ TEST(moe_swiglu_quantize_rows_match_the_activation_then_quantize_rows) {
         float *s1 = (float *)malloc(sizeof(float) * rows * sfc), *s2 = (float *)malloc(sizeof(float) * rows * sfc);
         memset(a1, 0x5A, (size_t)(rows * lda)), memset(a2, 0x5A, (size_t)(rows * lda));
         memset(s1, 0x5A, sizeof(float) * rows * sfc), memset(s2, 0x5A, sizeof(float) * rows * sfc);
-        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y, ldy, n, limit, pos, S, gran, a1, lda, s1, rows), HFP4_OK);
+        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y, ldy, n, HFP4_GATE_UP_STACKED, limit, pos, S, gran, a1, lda, s1, rows), HFP4_OK);
         CHECK_STATUS(hfp4_moe_quantize_rows(h, HFP4_DTYPE_BF16, S, n, n, 1, pos, S, gran, a2, lda, s2, rows), HFP4_OK);
         CHECK(memcmp(a1, a2, (size_t)(rows * lda)) == 0);
         CHECK(memcmp(s1, s2, sizeof(float) * rows * sfc) == 0);
+        /* the same rows with gate and up interleaved (gate 2c, up 2c + 1): the same bits */
+        uint16_t *yi = (uint16_t *)malloc(sizeof(uint16_t) * rows * ldy);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < n; c++) {
+                yi[r * ldy + 2 * c] = y[r * ldy + c];
+                yi[r * ldy + 2 * c + 1] = y[r * ldy + n + c];
+            }
+        memset(a2, 0x5A, (size_t)(rows * lda)), memset(s2, 0x5A, sizeof(float) * rows * sfc);
+        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(yi, ldy, n, HFP4_GATE_UP_INTERLEAVED, limit, pos, S, gran, a2, lda,
+                                                   s2, rows),
+                     HFP4_OK);
+        CHECK(memcmp(a1, a2, (size_t)(rows * lda)) == 0);
+        CHECK(memcmp(s1, s2, sizeof(float) * rows * sfc) == 0);
+        free(yi);
         free(a1), free(a2), free(s1), free(s2);
     }
     /* no limit: INFINITY */
     uint8_t a[4 * 300];
     float sf[4 * 3];
-    CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y, ldy, n, INFINITY, pos, 1, 128, a, n, sf, 4), HFP4_OK);
+    CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y, ldy, n, HFP4_GATE_UP_STACKED, INFINITY, pos, 1, 128, a, n, sf, 4), HFP4_OK);
     /* rejections, each naming its argument */
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, 0.0f, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, HFP4_GATE_UP_STACKED, 0.0f, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
                  "limit = 0");
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, NAN, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, HFP4_GATE_UP_STACKED, NAN, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
                  "limit = nan");
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, n, n, limit, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, n, n, HFP4_GATE_UP_STACKED, limit, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
                  "ldy = 300");
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, limit, pos, 1, 64, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, HFP4_GATE_UP_STACKED, limit, pos, 1, 64, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
                  "gran_k = 64");
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, limit, pos, 1, 128, a, n, sf, 2), HFP4_ERR_INVALID_ARGUMENT,
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, HFP4_GATE_UP_STACKED, limit, pos, 1, 128, a, n, sf, 2), HFP4_ERR_INVALID_ARGUMENT,
                  "row_pos[0] = 3");
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(NULL, ldy, n, limit, pos, 1, 128, a, n, sf, 4),
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(NULL, ldy, n, HFP4_GATE_UP_STACKED, limit, pos, 1, 128, a, n, sf, 4),
                  HFP4_ERR_INVALID_ARGUMENT, "y = (nil)");
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, (hfp4_gate_up)2, limit, pos, 1, 128, a, n, sf, 4),
+                 HFP4_ERR_INVALID_ARGUMENT, "gate_up = 2");
     free(y), free(h);
 }
 
@@ -235,6 +251,6 @@ TEST(moe_gpu_forms_without_a_gpu) {
                  HFP4_ERR_INVALID_ARGUMENT, "x_dtype");
     CHECK_REJECT(hfp4_moe_combine_gpu(ids, 4, 4, 4, pos, sf, HFP4_DTYPE_FP32, 0, 1, sf, HFP4_DTYPE_FP32, 4, NULL),
                  HFP4_ERR_INVALID_ARGUMENT, "tokens = 0");
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows_gpu(ids, 8, 4, -1.0f, pos, 1, 128, a, 4, sf, 1, NULL),
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows_gpu(ids, 8, 4, HFP4_GATE_UP_STACKED, -1.0f, pos, 1, 128, a, 4, sf, 1, NULL),
                  HFP4_ERR_INVALID_ARGUMENT, "limit = -1");
 }

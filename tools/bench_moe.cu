@@ -39,7 +39,7 @@ static int launch_quantize(void *arg, cudaStream_t s) {
 /* the first GEMM's D as y: gate | up of I = H / 2 columns each (V4-Flash: I = 2048, 2I = H) */
 static int launch_swiglu(void *arg, cudaStream_t s) {
     const moe_bufs *b = (const moe_bufs *)arg;
-    return hfp4_moe_swiglu_quantize_rows_gpu(b->y, b->H, b->H / 2, 10.0f, b->pos, b->S, 128, b->a, b->H / 2, b->sf,
+    return hfp4_moe_swiglu_quantize_rows_gpu(b->y, b->H, b->H / 2, HFP4_GATE_UP_STACKED, 10.0f, b->pos, b->S, 128, b->a, b->H / 2, b->sf,
                                              b->rows, (hfp4_stream)s) == HFP4_OK
                ? 0
                : -1;

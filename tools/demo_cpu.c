@@ -145,7 +145,7 @@ int hfp4_cmd_demo_cpu(int argc, char **argv) {
     if (st == HFP4_OK) st = hfp4_moe_route(ids, 0, S, E, ALIGN, pos, layout, M);
     if (st == HFP4_OK) st = hfp4_moe_quantize_rows(x, HFP4_DTYPE_FP32, TOKENS, H, H, TOPK, pos, S, 128, a1, H, sa1, M);
     if (st == HFP4_OK) st = grouped_gemm(layout, M, 2 * I, H, E, a1, sa1, q1, s1, d1);
-    if (st == HFP4_OK) st = hfp4_moe_swiglu_quantize_rows(d1, 2 * I, I, LIMIT, pos, S, 128, a2, I, sa2, M);
+    if (st == HFP4_OK) st = hfp4_moe_swiglu_quantize_rows(d1, 2 * I, I, HFP4_GATE_UP_STACKED, LIMIT, pos, S, 128, a2, I, sa2, M);
     if (st == HFP4_OK) st = grouped_gemm(layout, M, H, I, E, a2, sa2, q2, s2, d2);
     if (st == HFP4_OK)
         st = hfp4_moe_combine(d2, H, M, H, pos, weights, HFP4_DTYPE_FP32, TOKENS, TOPK, out, HFP4_DTYPE_FP32, H);

@@ -70,6 +70,9 @@ GROUPING_MASKED = 3
 # hfp4_d_padding
 D_PADDING_ZERO = 0
 D_PADDING_ANY = 1
+# hfp4_gate_up (hfp4_moe_swiglu_quantize_rows)
+GATE_UP_STACKED = 0
+GATE_UP_INTERLEAVED = 1
 
 DEFAULT_M_ALIGNMENT = 128
 SM90_WEIGHTS_VERSION = 3
@@ -480,14 +483,14 @@ FUNCTIONS = [
     ("hfp4_moe_quantize_rows_gpu", _st,
      [c_void_p, c_int, c_int64, c_int64, c_int64, c_int32, c_void_p, c_int64, c_int32, c_void_p, c_int64, c_void_p,
       c_int64, _stream]),
-    # hfp4_status hfp4_moe_swiglu_quantize_rows(const void *y, int64_t ldy, int64_t n, float limit,
-    #     const int32_t *row_pos, int64_t routed_rows, int32_t gran_k, uint8_t *a, int64_t lda, float *sf,
-    #     int64_t layout_rows);
+    # hfp4_status hfp4_moe_swiglu_quantize_rows(const void *y, int64_t ldy, int64_t n, hfp4_gate_up gate_up,
+    #     float limit, const int32_t *row_pos, int64_t routed_rows, int32_t gran_k, uint8_t *a, int64_t lda,
+    #     float *sf, int64_t layout_rows);
     ("hfp4_moe_swiglu_quantize_rows", _st,
-     [c_void_p, c_int64, c_int64, c_float, c_void_p, c_int64, c_int32, c_void_p, c_int64, c_void_p, c_int64]),
+     [c_void_p, c_int64, c_int64, c_int, c_float, c_void_p, c_int64, c_int32, c_void_p, c_int64, c_void_p, c_int64]),
     # hfp4_status hfp4_moe_swiglu_quantize_rows_gpu(... the same ..., hfp4_stream stream);
     ("hfp4_moe_swiglu_quantize_rows_gpu", _st,
-     [c_void_p, c_int64, c_int64, c_float, c_void_p, c_int64, c_int32, c_void_p, c_int64, c_void_p, c_int64,
+     [c_void_p, c_int64, c_int64, c_int, c_float, c_void_p, c_int64, c_int32, c_void_p, c_int64, c_void_p, c_int64,
       _stream]),
     # hfp4_status hfp4_moe_combine(const void *y, int64_t ldy, int64_t layout_rows, int64_t n,
     #     const int32_t *row_pos, const void *weights, hfp4_dtype weights_dtype, int64_t tokens, int32_t top_k,

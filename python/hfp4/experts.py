@@ -25,8 +25,9 @@ three differences, made for speed:
   without a second launch.
 Everything stays on the device (no host synchronization), so a decode step can be captured in a
 CUDA graph. The glue between the GEMMs is the library's: hfp4_moe_route, hfp4_moe_quantize_rows and
-hfp4_moe_combine, and, where the module's _apply_gate is the clamped SwiGLU over [gate; up] (transformers'
-FP8Experts / DeepSeek-V4 experts; checked on a probe row, _gate_is_clamped_swiglu),
+hfp4_moe_combine, and, where the module's _apply_gate is the clamped SwiGLU over gate|up stacked (transformers'
+FP8Experts / DeepSeek-V4 experts) or row-interleaved (newer transformers; checked on a probe row,
+_clamped_swiglu_layout),
 hfp4_moe_swiglu_quantize_rows, which applies the activation to D's rows and quantizes them in one
 pass (up to 4096 experts; HFP4_EXPERTS_FUSED_GATE=0 runs the module's
 own _apply_gate instead). HFP4_EXPERTS_GLUE=0, or more experts,
@@ -139,19 +140,19 @@ def _glue_enabled():
     return os.environ.get("HFP4_EXPERTS_GLUE", "1") != "0"
 
 
-# module -> {(limit, what its _apply_gate reads): whether it is the SwiGLU below}; per module (weakly
-# held), as two modules of one class may clamp differently
+# module -> {(limit, what its _apply_gate reads): the gate|up layout its _apply_gate is the SwiGLU of, or
+# None}; per module (weakly held), as two modules of one class may clamp differently
 _gate_probes = weakref.WeakKeyDictionary()
 
 
-def _gate_is_clamped_swiglu(module, limit):
-    """Whether module._apply_gate computes silu(min(gate, limit)) * clamp(up, -limit, limit) over
-    gate|up stacked as [gate; up] (chunk(2)), checked on a probe row on the CPU, bit for bit against
-    those torch operations in BF16, once per module and limit (again if an attribute transformers'
-    gates read changes: act_fn, limit, swiglu_limit, swiglu_alpha). transformers' FP8Experts and
-    DeepSeek-V4's experts compute it; newer transformers store gate|up row-interleaved
-    ([g0, u0, g1, u1, ...]) and split 0::2 / 1::2, gpt-oss's gate has swiglu_alpha: those differ on
-    the probe, so they keep their own _apply_gate."""
+def _clamped_swiglu_layout(module, limit):
+    """L.GATE_UP_STACKED or L.GATE_UP_INTERLEAVED when module._apply_gate computes
+    silu(min(gate, limit)) * clamp(up, -limit, limit) with gate|up stacked as [gate; up] (chunk(2):
+    transformers' FP8Experts and DeepSeek-V4's experts) or row-interleaved [g0, u0, g1, u1, ...]
+    (0::2 / 1::2: newer transformers), else None (gpt-oss's swiglu_alpha gate, another activation or
+    limit). Checked on a probe row on the CPU, bit for bit against those torch operations in BF16,
+    once per module and limit (again if an attribute transformers' gates read changes: act_fn,
+    limit, swiglu_limit, swiglu_alpha)."""
     torch = _torch()
     act = getattr(module, "act_fn", None)
     key = (limit, id(act), repr(getattr(module, "limit", None)), repr(getattr(module, "swiglu_limit", None)),
@@ -169,22 +170,27 @@ def _gate_is_clamped_swiglu(module, limit):
             want = torch.nn.functional.silu(g) * u
         else:
             want = torch.nn.functional.silu(g.clamp(max=limit)) * u.clamp(min=-limit, max=limit)
-        try:
-            with torch.no_grad():
-                got = module._apply_gate(torch.cat([g, u]).unsqueeze(0))
-            same = tuple(got.shape) == (1, g.numel()) and torch.equal(got[0].to(torch.bfloat16), want)
-        except Exception:  # (a gate that cannot run on a CPU probe is simply not fused)
-            same = False
-        seen[key] = same
+        found = None
+        for layout, row in ((L.GATE_UP_STACKED, torch.cat([g, u])), (L.GATE_UP_INTERLEAVED, torch.stack([g, u], 1).reshape(-1))):
+            try:
+                with torch.no_grad():
+                    got = module._apply_gate(row.unsqueeze(0))
+                same = tuple(got.shape) == (1, g.numel()) and torch.equal(got[0].to(torch.bfloat16), want)
+            except Exception:  # (a gate that cannot run on a CPU probe is simply not fused)
+                same = False
+            if same:
+                found = layout
+                break
+        seen[key] = found
     return seen[key]
 
 
-def _fused_swiglu_limit(module):
-    """The clamp limit (inf: none) when the module's activation is the clamped SwiGLU that
+def _fused_gate(module):
+    """(limit, gate|up layout) when the module's activation is the clamped SwiGLU that
     hfp4_moe_swiglu_quantize_rows computes, else None (the module's own _apply_gate runs). The limit
     is the module's ``limit`` (transformers' FP8Experts and DeepSeek-V4 experts: the config's
     swiglu_limit; none: inf) or a declared ``hfp4_swiglu_limit`` (a number > 0, inf for none); either
-    way _apply_gate must compute that SwiGLU on a probe row (_gate_is_clamped_swiglu). A declared
+    way _apply_gate must compute that SwiGLU on a probe row (_clamped_swiglu_layout). A declared
     limit the gate does not match is an error. HFP4_EXPERTS_FUSED_GATE=0 turns the fusion off."""
     if os.environ.get("HFP4_EXPERTS_FUSED_GATE", "1") == "0" or not getattr(module, "has_gate", True):
         return None
@@ -199,19 +205,25 @@ def _fused_swiglu_limit(module):
         if not limit > 0:
             raise L.invalid_argument("hfp4 experts: hfp4_swiglu_limit = %r must be a number > 0 (inf for no "
                                      "clamp)" % (declared,))
-        if not _gate_is_clamped_swiglu(module, limit):
+        layout = _clamped_swiglu_layout(module, limit)
+        if layout is None:
             raise L.invalid_argument("hfp4 experts: hfp4_swiglu_limit = %r is declared, but the module's "
-                                     "_apply_gate does not compute silu(min(gate, %r)) * clamp(up, +-%r) over "
-                                     "[gate; up]" % (declared, limit, limit))
-        return limit
+                                     "_apply_gate does not compute silu(min(gate, %r)) * clamp(up, +-%r)"
+                                     % (declared, limit, limit))
+        return limit, layout
     limit = getattr(module, "limit", None)
     try:
         limit = float("inf") if limit is None else float(limit)
     except (TypeError, ValueError):
         return None
-    if not limit > 0 or not _gate_is_clamped_swiglu(module, limit):
-        return None
-    return limit
+    layout = _clamped_swiglu_layout(module, limit) if limit > 0 else None
+    return None if layout is None else (limit, layout)
+
+
+def _fused_swiglu_limit(module):
+    """The clamp limit of the fused gate (_fused_gate), or None"""
+    fused = _fused_gate(module)
+    return None if fused is None else fused[0]
 
 
 def _quantize_into_layout(lib, stream, x, row_div, pos, a, sfa, gran_k):
@@ -256,11 +268,12 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
         expected_m = _rows_per_expert(S, E)
         _quantize_into_layout(lib, stream, hidden_states, k, pos, a1, sfa1, gran_k)
         d = _gemm_into_layout(a1, sfa1, up, up_scale, layout, gran_k, expected_m)
-        limit = _fused_swiglu_limit(self) if has_gate else None
-        if limit is not None and limit > 0 and d.shape[1] == 2 * I:
+        fused = _fused_gate(self) if has_gate else None
+        if fused is not None and d.shape[1] == 2 * I:
             # the activation and the quantization in one pass over D's routed rows
-            L.check(lib.hfp4_moe_swiglu_quantize_rows_gpu(d.data_ptr(), d.shape[1], I, limit, pos.data_ptr(), S,
-                                                          gran_k, a2.data_ptr(), I, sfa2.data_ptr(), m_pad, stream))
+            limit, gate_up = fused
+            L.check(lib.hfp4_moe_swiglu_quantize_rows_gpu(d.data_ptr(), d.shape[1], I, gate_up, limit, pos.data_ptr(),
+                                                          S, gran_k, a2.data_ptr(), I, sfa2.data_ptr(), m_pad, stream))
         else:
             # (unrouted rows, pos -1, read row 0, whatever it holds: their quantization and sum skip them)
             h = d[pos.clamp(min=0).long()]

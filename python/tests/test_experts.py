@@ -68,14 +68,15 @@ def _use_glue(monkeypatch, mod, glue):
     assert X._fused_swiglu_limit(mod) == (mod.limit if glue == "fused" else None)
 
 
-@pytest.mark.parametrize("glue", ["torch", "library", "fused"])
+@pytest.mark.parametrize("glue", ["torch", "library", "fused", "fused-interleaved"])
 @pytest.mark.parametrize("gran_k", [128, 32])
 @pytest.mark.parametrize("tokens,k", [(1, 2), (9, 3)])
 def test_matches_token_by_token(emu, monkeypatch, glue, gran_k, tokens, k):
-    # (the library's glue here through its CPU forms)
+    # (the library's glue here through its CPU forms; "fused-interleaved": a module whose gate|up
+    # rows are interleaved, as newer transformers store them)
     E, H, I = 4, 256, 128
-    mod = _Experts(E, H, I, 40 + tokens)
-    _use_glue(monkeypatch, mod, glue)
+    mod = (_InterleavedExperts if glue.endswith("interleaved") else _Experts)(E, H, I, 40 + tokens)
+    _use_glue(monkeypatch, mod, glue.split("-")[0])
     g = torch.Generator().manual_seed(7 + tokens)
     x = torch.randn(tokens, H, generator=g).to(torch.bfloat16)
     idx = torch.randint(0, E, (tokens, k), generator=g)
@@ -137,7 +138,7 @@ def test_register():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("glue", ["torch", "library", "fused"])
+@pytest.mark.parametrize("glue", ["torch", "library", "fused", "fused-interleaved"])
 @pytest.mark.parametrize("tokens,k", [(1, 6), (8, 6), (200, 2)])
 def test_gpu_matches_token_by_token(monkeypatch, glue, tokens, k):
     # the library's kernels (8-token tile at decode, the 128-token tile at 200 x 2 rows over 8
@@ -145,9 +146,10 @@ def test_gpu_matches_token_by_token(monkeypatch, glue, tokens, k):
     if not dg.is_available():
         pytest.skip("no GPU hfp4's SM90 kernels run on")
     E, H, I = 8, 512, 256
-    cpu = _Experts(E, H, I, 60 + tokens, wrap=lambda t: t)
-    mod = _Experts(E, H, I, 60 + tokens, wrap=lambda t: t.cuda())
-    _use_glue(monkeypatch, mod, glue)
+    cls = _InterleavedExperts if glue.endswith("interleaved") else _Experts
+    cpu = cls(E, H, I, 60 + tokens, wrap=lambda t: t)
+    mod = cls(E, H, I, 60 + tokens, wrap=lambda t: t.cuda())
+    _use_glue(monkeypatch, mod, glue.split("-")[0])
     g = torch.Generator().manual_seed(70 + tokens)
     x = torch.randn(tokens, H, generator=g).to(torch.bfloat16)
     idx = torch.stack([torch.randperm(E + 1, generator=g)[:k] for _ in range(tokens)])  # E: a sentinel
@@ -243,7 +245,7 @@ class _InterleavedExperts(_Experts):
 
 def test_gate_probe():
     # the fusion follows what _apply_gate computes on a probe row, whatever the class: the clamped
-    # SwiGLU over [gate; up] with the module's limit is fused; other limits, interleaved gate|up,
+    # SwiGLU with the module's limit, gate|up stacked or interleaved, is fused; other limits or
     # another activation are not
     mod = _Experts(2, 128, 64, 3)
     assert X._fused_swiglu_limit(mod) == 10.0
@@ -253,7 +255,8 @@ def test_gate_probe():
     assert X._fused_swiglu_limit(mod) == 7.0
     mod.act_fn = torch.nn.functional.gelu
     assert X._fused_swiglu_limit(mod) is None
-    assert X._fused_swiglu_limit(_InterleavedExperts(2, 128, 64, 3)) is None
+    assert X._fused_gate(_InterleavedExperts(2, 128, 64, 3)) == (10.0, hfp4._lib.GATE_UP_INTERLEAVED)
+    assert X._fused_gate(_Experts(2, 128, 64, 3)) == (10.0, hfp4._lib.GATE_UP_STACKED)
     mod = _Experts(2, 128, 64, 3)
     mod.has_gate = False
     assert X._fused_swiglu_limit(mod) is None
@@ -270,6 +273,8 @@ def test_declared_swiglu_limit():
             X._fused_swiglu_limit(mod)
     inter = _InterleavedExperts(2, 128, 64, 3)
     inter.hfp4_swiglu_limit = 10.0
+    assert X._fused_gate(inter) == (10.0, hfp4._lib.GATE_UP_INTERLEAVED)
+    inter.hfp4_swiglu_limit = 5.0
     with pytest.raises(ValueError, match="does not compute"):
         X._fused_swiglu_limit(inter)
 

@@ -185,12 +185,15 @@ hfp4_status hfp4_moe_quantize_rows_gpu(const void *x, hfp4_dtype x_dtype, int64_
                                           lda, sf, layout_rows, stream);
 }
 
-static hfp4_status check_swiglu(const char *fn, const void *y, int64_t ldy, int64_t n, float limit,
+static hfp4_status check_swiglu(const char *fn, const void *y, int64_t ldy, int64_t n, hfp4_gate_up gate_up,
+                                float limit,
                                 const int32_t *row_pos, int64_t routed_rows, int32_t gran_k, const uint8_t *a,
                                 int64_t lda, const float *sf, int64_t layout_rows) {
     HFP4_CHECK_ARG(y != NULL && row_pos != NULL && a != NULL && sf != NULL,
                    "%s: y = %p, row_pos = %p, a = %p, sf = %p: none may be NULL", fn, y, (const void *)row_pos,
                    (const void *)a, (const void *)sf);
+    HFP4_CHECK_ARG(gate_up == HFP4_GATE_UP_STACKED || gate_up == HFP4_GATE_UP_INTERLEAVED,
+                   "%s: gate_up = %d must be HFP4_GATE_UP_STACKED (0) or HFP4_GATE_UP_INTERLEAVED (1)", fn, (int)gate_up);
     HFP4_CHECK_ARG(limit > 0.0f, "%s: limit = %g must be > 0 (INFINITY for no clamp)", fn, (double)limit);
     HFP4_CHECK_ARG(gran_k == 32 || gran_k == 128, "%s: gran_k = %d must be 32 or 128", fn, (int)gran_k);
     HFP4_CHECK_ARG(n >= 1 && n <= ((int64_t)1 << 40) && ldy >= 2 * n && lda >= n,
@@ -207,11 +210,11 @@ static hfp4_status check_swiglu(const char *fn, const void *y, int64_t ldy, int6
     return HFP4_OK;
 }
 
-hfp4_status hfp4_moe_swiglu_quantize_rows(const void *y, int64_t ldy, int64_t n, float limit, const int32_t *row_pos,
-                                          int64_t routed_rows, int32_t gran_k, uint8_t *a, int64_t lda, float *sf,
-                                          int64_t layout_rows) {
+hfp4_status hfp4_moe_swiglu_quantize_rows(const void *y, int64_t ldy, int64_t n, hfp4_gate_up gate_up, float limit,
+                                          const int32_t *row_pos, int64_t routed_rows, int32_t gran_k, uint8_t *a,
+                                          int64_t lda, float *sf, int64_t layout_rows) {
     const char *fn = "hfp4_moe_swiglu_quantize_rows";
-    HFP4_TRY(check_swiglu(fn, y, ldy, n, limit, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows));
+    HFP4_TRY(check_swiglu(fn, y, ldy, n, gate_up, limit, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows));
     HFP4_TRY(check_row_pos(fn, row_pos, routed_rows, layout_rows));
     uint16_t *h = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)n);
     if (h == NULL) return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "%s: out of memory for a row of %lld", fn, (long long)n);
@@ -221,21 +224,23 @@ hfp4_status hfp4_moe_swiglu_quantize_rows(const void *y, int64_t ldy, int64_t n,
         const int32_t p = row_pos[i];
         if (p < 0) continue;
         const uint16_t *row = yb + (int64_t)p * ldy;
+        const int64_t step = gate_up == HFP4_GATE_UP_INTERLEAVED ? 2 : 1, up = gate_up == HFP4_GATE_UP_INTERLEAVED ? 1 : n;
         for (int64_t c = 0; c < n; c++)
-            h[c] = hfp4_bf16_encode(hfp4__swiglu_bf16(hfp4_bf16_decode(row[c]), hfp4_bf16_decode(row[n + c]), limit));
+            h[c] = hfp4_bf16_encode(
+                hfp4__swiglu_bf16(hfp4_bf16_decode(row[step * c]), hfp4_bf16_decode(row[step * c + up]), limit));
         st = quantize_one_row(h, HFP4_DTYPE_BF16, n, gran_k, a, lda, sf, p); /* (as hfp4_moe_quantize_rows) */
     }
     free(h);
     return st;
 }
 
-hfp4_status hfp4_moe_swiglu_quantize_rows_gpu(const void *y, int64_t ldy, int64_t n, float limit,
+hfp4_status hfp4_moe_swiglu_quantize_rows_gpu(const void *y, int64_t ldy, int64_t n, hfp4_gate_up gate_up, float limit,
                                               const int32_t *row_pos, int64_t routed_rows, int32_t gran_k, uint8_t *a,
                                               int64_t lda, float *sf, int64_t layout_rows, hfp4_stream stream) {
     const char *fn = "hfp4_moe_swiglu_quantize_rows_gpu";
-    HFP4_TRY(check_swiglu(fn, y, ldy, n, limit, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows));
-    return hfp4__moe_swiglu_quantize_rows_launch(fn, y, ldy, n, limit, row_pos, routed_rows, gran_k, a, lda, sf,
-                                                 layout_rows, stream);
+    HFP4_TRY(check_swiglu(fn, y, ldy, n, gate_up, limit, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows));
+    return hfp4__moe_swiglu_quantize_rows_launch(fn, y, ldy, n, gate_up, limit, row_pos, routed_rows, gran_k, a, lda,
+                                                 sf, layout_rows, stream);
 }
 
 static float load_weight(const void *w, hfp4_dtype dtype, int64_t i) {

@@ -5,7 +5,7 @@
  *   hfp4_moe_quantize_rows_kernel  a CTA per (token's row, 1024 columns), read once for the token's
  *                                  top_k routed rows: amax, scale, FP8 codes stored to each of them
  *   hfp4_moe_swiglu_quantize_rows_kernel  the same per routed row, its values the clamped SwiGLU of
- *                                  the first GEMM's row (gate and up halves), not read from x
+ *                                  the first GEMM's row (gate and up stacked or interleaved)
  *   hfp4_moe_combine_kernel        a CTA per token and 1024 columns, a thread 8 of them: the weighted
  *                                  sum of the token's rows
  * All four should be small next to the GEMMs they sit between, at decode (a few microseconds, most
@@ -222,14 +222,40 @@ __global__ void __launch_bounds__(kQuantThreads)
     quantize_rows(x, x_fp32, 0, k, ldx, row_div, share, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
 }
 
+/* Columns c .. c + 7 of gate and up from a row of the first GEMM's D (past n: zeros); stacked:
+ * gate [0, n), up [n, 2n); interleaved: gate 2c, up 2c + 1. vec: n a multiple of 8, the row
+ * 16-byte aligned: one 16-byte load of each (stacked) or two of the pairs (interleaved) */
+__device__ __forceinline__ void load_gate_up8(const __nv_bfloat16 *__restrict__ row, int64_t n, int64_t c,
+                                              const int vec, int interleaved, float g[8], float u[8]) {
+    if (!interleaved) {
+        load_x8(row, 0, vec, 0, c, n, g);
+        load_x8(row + n, 0, vec, 0, c, n, u);
+        return;
+    }
+    if (vec) {
+        float v[16];
+        load_x8(row, 0, 1, 0, 2 * c, 2 * n, v);
+        load_x8(row, 0, 1, 0, 2 * c + 8, 2 * n, v + 8);
+#pragma unroll
+        for (int j = 0; j < 8; j++) g[j] = v[2 * j], u[j] = v[2 * j + 1];
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        g[j] = c + j < n ? __bfloat162float(row[2 * (c + j)]) : 0.0f;
+        u[j] = c + j < n ? __bfloat162float(row[2 * (c + j) + 1]) : 0.0f;
+    }
+}
+
 /* A CTA per (routed row, 1024 of the n columns), both grid-stride: the row's place p in the layout,
- * its gate and up halves of y's row p (8 columns a lane), h = the clamped SwiGLU (swiglu_math.h,
+ * its gate and up values in y's row p (8 columns a lane), h = the clamped SwiGLU (swiglu_math.h,
  * the CPU form's operations), quantized as quantize_rows quantizes (quantize8) into row p. vec: y,
  * a and their strides allow 16-byte loads and 8-byte stores, n a multiple of 8. */
 __device__ __forceinline__ void swiglu_quantize_rows(const __nv_bfloat16 *__restrict__ y, int64_t ldy, int64_t n,
-                                                     float limit, const int vec, const int32_t *__restrict__ row_pos,
-                                                     int64_t routed_rows, int32_t gran_k, uint8_t *__restrict__ a,
-                                                     int64_t lda, float *__restrict__ sf, int64_t layout_rows) {
+                                                     int interleaved, float limit, const int vec,
+                                                     const int32_t *__restrict__ row_pos, int64_t routed_rows,
+                                                     int32_t gran_k, uint8_t *__restrict__ a, int64_t lda,
+                                                     float *__restrict__ sf, int64_t layout_rows) {
     const int shift = gran_k == 128 ? 7 : 5, span = gran_k == 128 ? 16 : 4;
     const int64_t sf_cols = (n + gran_k - 1) >> shift;
     const int64_t col_blocks = (n + 8 * kQuantThreads - 1) / (8 * kQuantThreads);
@@ -237,12 +263,11 @@ __device__ __forceinline__ void swiglu_quantize_rows(const __nv_bfloat16 *__rest
     for (int64_t i = blockIdx.x; i < routed_rows; i += gridDim.x) {
         const int32_t p = row_pos[i];
         if (p < 0 || p >= layout_rows) continue; /* (the same for the whole CTA) */
-        const __nv_bfloat16 *gate = y + (int64_t)p * ldy, *up = gate + n;
+        const __nv_bfloat16 *row = y + (int64_t)p * ldy;
         for (int64_t cb = blockIdx.y; cb < col_blocks; cb += gridDim.y) {
             const int64_t c = cb * 8 * kQuantThreads + 8 * (int64_t)threadIdx.x;
             float g[8], u[8], h[8];
-            load_x8(gate, 0, vec, 0, c, n, g);
-            load_x8(up, 0, vec, 0, c, n, u);
+            load_gate_up8(row, n, c, vec, interleaved, g, u);
 #pragma unroll
             for (int j = 0; j < 8; j++) h[j] = c + j < n ? hfp4__swiglu_bf16(g[j], u[j], limit) : 0.0f;
             uint32_t codes[2];
@@ -253,19 +278,19 @@ __device__ __forceinline__ void swiglu_quantize_rows(const __nv_bfloat16 *__rest
 }
 
 __global__ void __launch_bounds__(kQuantThreads)
-    hfp4_moe_swiglu_quantize_rows_kernel(const __nv_bfloat16 *__restrict__ y, int64_t ldy, int64_t n, float limit,
-                                         const int32_t *__restrict__ row_pos, int64_t routed_rows, int32_t gran_k,
-                                         uint8_t *__restrict__ a, int64_t lda, float *__restrict__ sf,
+    hfp4_moe_swiglu_quantize_rows_kernel(const __nv_bfloat16 *__restrict__ y, int64_t ldy, int64_t n, int interleaved,
+                                         float limit, const int32_t *__restrict__ row_pos, int64_t routed_rows,
+                                         int32_t gran_k, uint8_t *__restrict__ a, int64_t lda, float *__restrict__ sf,
                                          int64_t layout_rows) {
-    swiglu_quantize_rows(y, ldy, n, limit, 1, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
+    swiglu_quantize_rows(y, ldy, n, interleaved, limit, 1, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
 }
 
 __global__ void __launch_bounds__(kQuantThreads)
-    hfp4_moe_swiglu_quantize_rows_any_kernel(const __nv_bfloat16 *__restrict__ y, int64_t ldy, int64_t n, float limit,
-                                             const int32_t *__restrict__ row_pos, int64_t routed_rows, int32_t gran_k,
-                                             uint8_t *__restrict__ a, int64_t lda, float *__restrict__ sf,
-                                             int64_t layout_rows) {
-    swiglu_quantize_rows(y, ldy, n, limit, 0, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
+    hfp4_moe_swiglu_quantize_rows_any_kernel(const __nv_bfloat16 *__restrict__ y, int64_t ldy, int64_t n,
+                                             int interleaved, float limit, const int32_t *__restrict__ row_pos,
+                                             int64_t routed_rows, int32_t gran_k, uint8_t *__restrict__ a, int64_t lda,
+                                             float *__restrict__ sf, int64_t layout_rows) {
+    swiglu_quantize_rows(y, ldy, n, interleaved, limit, 0, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
 }
 
 constexpr int kCombineThreads = 128; /* a thread 8 columns: 1024 columns a CTA */
@@ -378,9 +403,10 @@ extern "C" hfp4_status hfp4__moe_quantize_rows_launch(const char *fn, const void
 }
 
 extern "C" hfp4_status hfp4__moe_swiglu_quantize_rows_launch(const char *fn, const void *y, int64_t ldy, int64_t n,
-                                                             float limit, const int32_t *row_pos, int64_t routed_rows,
-                                                             int32_t gran_k, uint8_t *a, int64_t lda, float *sf,
-                                                             int64_t layout_rows, hfp4_stream stream) {
+                                                             hfp4_gate_up gate_up, float limit, const int32_t *row_pos,
+                                                             int64_t routed_rows, int32_t gran_k, uint8_t *a,
+                                                             int64_t lda, float *sf, int64_t layout_rows,
+                                                             hfp4_stream stream) {
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
     const int64_t col_blocks = (n + 8 * kQuantThreads - 1) / (8 * kQuantThreads);
@@ -389,7 +415,8 @@ extern "C" hfp4_status hfp4__moe_swiglu_quantize_rows_launch(const char *fn, con
     const int vec = n % 8 == 0 && ldy % 8 == 0 && (uintptr_t)y % 16 == 0 && lda % 8 == 0 && (uintptr_t)a % 8 == 0;
     (vec ? hfp4_moe_swiglu_quantize_rows_kernel : hfp4_moe_swiglu_quantize_rows_any_kernel)<<<
         grid, kQuantThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
-        (const __nv_bfloat16 *)y, ldy, n, limit, row_pos, routed_rows, gran_k, a, lda, sf, layout_rows);
+        (const __nv_bfloat16 *)y, ldy, n, (int)(gate_up == HFP4_GATE_UP_INTERLEAVED), limit, row_pos, routed_rows,
+        gran_k, a, lda, sf, layout_rows);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;
 }

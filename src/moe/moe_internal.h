@@ -22,7 +22,8 @@ hfp4_status hfp4__moe_quantize_rows_launch(const char *fn, const void *x, hfp4_d
                                            int64_t ldx, int32_t row_div, int64_t x_rows, const int32_t *row_pos,
                                            int64_t routed_rows, int32_t gran_k, uint8_t *a, int64_t lda, float *sf,
                                            int64_t layout_rows, hfp4_stream stream);
-hfp4_status hfp4__moe_swiglu_quantize_rows_launch(const char *fn, const void *y, int64_t ldy, int64_t n, float limit,
+hfp4_status hfp4__moe_swiglu_quantize_rows_launch(const char *fn, const void *y, int64_t ldy, int64_t n,
+                                                  hfp4_gate_up gate_up, float limit,
                                                   const int32_t *row_pos, int64_t routed_rows, int32_t gran_k,
                                                   uint8_t *a, int64_t lda, float *sf, int64_t layout_rows,
                                                   hfp4_stream stream);

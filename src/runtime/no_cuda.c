@@ -58,11 +58,12 @@ hfp4_status hfp4__moe_quantize_rows_launch(const char *fn, const void *x, hfp4_d
     return hfp4__fail(HFP4_ERR_NO_DEVICE, "%s: this hfp4 was built without CUDA", fn);
 }
 
-hfp4_status hfp4__moe_swiglu_quantize_rows_launch(const char *fn, const void *y, int64_t ldy, int64_t n, float limit,
+hfp4_status hfp4__moe_swiglu_quantize_rows_launch(const char *fn, const void *y, int64_t ldy, int64_t n,
+                                                  hfp4_gate_up gate_up, float limit,
                                                   const int32_t *row_pos, int64_t routed_rows, int32_t gran_k,
                                                   uint8_t *a, int64_t lda, float *sf, int64_t layout_rows,
                                                   hfp4_stream stream) {
-    (void)y, (void)ldy, (void)n, (void)limit, (void)row_pos, (void)routed_rows, (void)gran_k, (void)a, (void)lda;
+    (void)y, (void)ldy, (void)n, (void)gate_up, (void)limit, (void)row_pos, (void)routed_rows, (void)gran_k, (void)a, (void)lda;
     (void)sf, (void)layout_rows, (void)stream;
     return hfp4__fail(HFP4_ERR_NO_DEVICE, "%s: this hfp4 was built without CUDA", fn);
 }

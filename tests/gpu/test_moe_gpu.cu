@@ -115,22 +115,26 @@ static void moe_case(int64_t tokens, int32_t top_k, int32_t E, int64_t k, int32_
     CHECK(memcmp(a_c, a_g, a_bytes) == 0);
     CHECK(memcmp(sf_c, sf_g, sf_bytes) == 0);
     /* the fused SwiGLU + quantization on the first GEMM's stand-in: y1 [rows, 2k (+6 wide)] BF16,
-     * values past the limit (7; MOE_WIDE: none, INFINITY), into the same a and sf */
-    {
+     * values past the limit (7; MOE_WIDE: none, INFINITY), gate|up stacked and interleaved, into the
+     * same a and sf */
+    for (int layout = 0; layout < 2; layout++) {
+        const hfp4_gate_up gu = layout ? HFP4_GATE_UP_INTERLEAVED : HFP4_GATE_UP_STACKED;
         const int64_t ldy1 = 2 * k + (wide ? 6 : 0);
         const float limit = wide ? INFINITY : 7.0f;
         uint16_t *y1 = (uint16_t *)malloc(sizeof(uint16_t) * rows * ldy1);
         for (int64_t i = 0; i < rows * ldy1; i++) y1[i] = hfp4_bf16_encode((float)(hfp4_rng_normal(&rng) * 4.0));
         memset(a_c, 0x5A, a_bytes);
         memset(sf_c, 0x5A, sf_bytes);
-        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y1, ldy1, k, limit, pos_g, S, gran, a_c, lda, sf_c, rows), HFP4_OK);
+        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y1, ldy1, k, gu, limit, pos_g, S, gran, a_c, lda, sf_c, rows),
+                     HFP4_OK);
         uint16_t *d_y1;
         cudaMalloc(&d_y1, sizeof(uint16_t) * rows * ldy1);
         cudaMemcpy(d_y1, y1, sizeof(uint16_t) * rows * ldy1, cudaMemcpyHostToDevice);
         cudaMemset(d_a, 0x5A, a_bytes);
         cudaMemset(d_sf, 0x5A, sf_bytes);
-        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows_gpu(d_y1, ldy1, k, limit, d_pos, S, gran, d_a, lda, d_sf, rows, NULL),
-                     HFP4_OK);
+        CHECK_STATUS(
+            hfp4_moe_swiglu_quantize_rows_gpu(d_y1, ldy1, k, gu, limit, d_pos, S, gran, d_a, lda, d_sf, rows, NULL),
+            HFP4_OK);
         CHECK(cudaDeviceSynchronize() == cudaSuccess);
         cudaMemcpy(a_g, d_a, a_bytes, cudaMemcpyDeviceToHost);
         cudaMemcpy(sf_g, d_sf, sf_bytes, cudaMemcpyDeviceToHost);
@@ -188,7 +192,7 @@ static void moe_case(int64_t tokens, int32_t top_k, int32_t E, int64_t k, int32_
 /* Every BF16 gate value through both forms of the fused SwiGLU: one routed row of 65536 groups of
  * 32 columns, group i's first gate column the value i, the rest 0 (silu(0) x up = 0), up 1.5, so
  * each group's scale is |h_i| / 448 and shows h_i's bits; at limits 7 (BF16), 7.3 (rounded to BF16
- * first) and none. A NaN h only has to stay NaN. */
+ * first) and none, and at 7 with gate|up interleaved. A NaN h only has to stay NaN. */
 TEST(gpu_moe_swiglu_every_bf16_gate) {
     if (!moe_have_sm90()) SKIP("no SM90 (Hopper) GPU");
     const int64_t groups = 65536, n = groups * 32, ldy = 2 * n;
@@ -211,9 +215,19 @@ TEST(gpu_moe_swiglu_every_bf16_gate) {
     cudaMemcpy(d_y, y, sizeof(uint16_t) * ldy, cudaMemcpyHostToDevice);
     cudaMemcpy(d_pos, &pos, sizeof(int32_t), cudaMemcpyHostToDevice);
     const float limits[3] = {7.0f, 7.3f, INFINITY};
-    for (int li = 0; li < 3; li++) {
-        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y, ldy, n, limits[li], &pos, 1, 32, a_c, n, s_c, 1), HFP4_OK);
-        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows_gpu(d_y, ldy, n, limits[li], d_pos, 1, 32, d_a, n, d_s, 1, NULL),
+    for (int li = 0; li < 4; li++) {
+        /* (li 3: limit 7 with gate|up interleaved: y rearranged so, the same values) */
+        const hfp4_gate_up gu = li == 3 ? HFP4_GATE_UP_INTERLEAVED : HFP4_GATE_UP_STACKED;
+        const float limit = limits[li % 3];
+        if (li == 3) {
+            uint16_t *yi = (uint16_t *)malloc(sizeof(uint16_t) * ldy);
+            for (int64_t c = 0; c < n; c++) yi[2 * c] = y[c], yi[2 * c + 1] = y[n + c];
+            memcpy(y, yi, sizeof(uint16_t) * ldy);
+            free(yi);
+            cudaMemcpy(d_y, y, sizeof(uint16_t) * ldy, cudaMemcpyHostToDevice);
+        }
+        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y, ldy, n, gu, limit, &pos, 1, 32, a_c, n, s_c, 1), HFP4_OK);
+        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows_gpu(d_y, ldy, n, gu, limit, d_pos, 1, 32, d_a, n, d_s, 1, NULL),
                      HFP4_OK);
         CHECK(cudaDeviceSynchronize() == cudaSuccess);
         cudaMemcpy(a_g, d_a, (size_t)n, cudaMemcpyDeviceToHost);
@@ -226,8 +240,8 @@ TEST(gpu_moe_swiglu_every_bf16_gate) {
                                                   memcmp(a_c + 32 * i, a_g + 32 * i, 32) == 0;
             if (!same && bad++ == 0) first = i;
         }
-        CHECK_MSG(bad == 0, "limit %g: %lld gate values differ, the first 0x%04llx (scale %a vs %a)",
-                  (double)limits[li], (long long)bad, (long long)first, first >= 0 ? (double)s_c[first] : 0.0,
+        CHECK_MSG(bad == 0, "limit %g, gate_up %d: %lld gate values differ, the first 0x%04llx (scale %a vs %a)",
+                  (double)limit, (int)gu, (long long)bad, (long long)first, first >= 0 ? (double)s_c[first] : 0.0,
                   first >= 0 ? (double)s_g[first] : 0.0);
     }
     cudaFree(d_y), cudaFree(d_pos), cudaFree(d_a), cudaFree(d_s);
