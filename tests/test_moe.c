@@ -169,6 +169,7 @@ TEST(moe_swiglu_quantize_rows_match_the_activation_then_quantize_rows) {
      * reference) */
     const int64_t n = 300, ldy = 2 * n + 5, rows = 12, lda = n + 4, S = 5;
     const float limit = 7.0f;
+    const hfp4_gate_up ST = HFP4_GATE_UP_STACKED;
     const int32_t pos[5] = {3, -1, 0, 11, 6};
     hfp4_rng rng = hfp4_rng_make(91);
     uint16_t *y = (uint16_t *)malloc(sizeof(uint16_t) * rows * ldy), *h = (uint16_t *)malloc(sizeof(uint16_t) * S * n);
@@ -194,7 +195,9 @@ TEST(moe_swiglu_quantize_rows_match_the_activation_then_quantize_rows) {
         float *s1 = (float *)malloc(sizeof(float) * rows * sfc), *s2 = (float *)malloc(sizeof(float) * rows * sfc);
         memset(a1, 0x5A, (size_t)(rows * lda)), memset(a2, 0x5A, (size_t)(rows * lda));
         memset(s1, 0x5A, sizeof(float) * rows * sfc), memset(s2, 0x5A, sizeof(float) * rows * sfc);
-        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y, ldy, n, HFP4_GATE_UP_STACKED, limit, pos, S, gran, a1, lda, s1, rows), HFP4_OK);
+        CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y, ldy, n, ST, limit, pos, S, gran, a1, lda, s1,
+                                                   rows),
+                     HFP4_OK);
         CHECK_STATUS(hfp4_moe_quantize_rows(h, HFP4_DTYPE_BF16, S, n, n, 1, pos, S, gran, a2, lda, s2, rows), HFP4_OK);
         CHECK(memcmp(a1, a2, (size_t)(rows * lda)) == 0);
         CHECK(memcmp(s1, s2, sizeof(float) * rows * sfc) == 0);
@@ -217,19 +220,19 @@ TEST(moe_swiglu_quantize_rows_match_the_activation_then_quantize_rows) {
     /* no limit: INFINITY */
     uint8_t a[4 * 300];
     float sf[4 * 3];
-    CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y, ldy, n, HFP4_GATE_UP_STACKED, INFINITY, pos, 1, 128, a, n, sf, 4), HFP4_OK);
+    CHECK_STATUS(hfp4_moe_swiglu_quantize_rows(y, ldy, n, ST, INFINITY, pos, 1, 128, a, n, sf, 4), HFP4_OK);
     /* rejections, each naming its argument */
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, HFP4_GATE_UP_STACKED, 0.0f, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, ST, 0.0f, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
                  "limit = 0");
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, HFP4_GATE_UP_STACKED, NAN, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, ST, NAN, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
                  "limit = nan");
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, n, n, HFP4_GATE_UP_STACKED, limit, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, n, n, ST, limit, pos, 1, 128, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
                  "ldy = 300");
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, HFP4_GATE_UP_STACKED, limit, pos, 1, 64, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, ST, limit, pos, 1, 64, a, n, sf, 4), HFP4_ERR_INVALID_ARGUMENT,
                  "gran_k = 64");
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, HFP4_GATE_UP_STACKED, limit, pos, 1, 128, a, n, sf, 2), HFP4_ERR_INVALID_ARGUMENT,
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, ST, limit, pos, 1, 128, a, n, sf, 2), HFP4_ERR_INVALID_ARGUMENT,
                  "row_pos[0] = 3");
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(NULL, ldy, n, HFP4_GATE_UP_STACKED, limit, pos, 1, 128, a, n, sf, 4),
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(NULL, ldy, n, ST, limit, pos, 1, 128, a, n, sf, 4),
                  HFP4_ERR_INVALID_ARGUMENT, "y = (nil)");
     CHECK_REJECT(hfp4_moe_swiglu_quantize_rows(y, ldy, n, (hfp4_gate_up)2, limit, pos, 1, 128, a, n, sf, 4),
                  HFP4_ERR_INVALID_ARGUMENT, "gate_up = 2");
@@ -251,6 +254,7 @@ TEST(moe_gpu_forms_without_a_gpu) {
                  HFP4_ERR_INVALID_ARGUMENT, "x_dtype");
     CHECK_REJECT(hfp4_moe_combine_gpu(ids, 4, 4, 4, pos, sf, HFP4_DTYPE_FP32, 0, 1, sf, HFP4_DTYPE_FP32, 4, NULL),
                  HFP4_ERR_INVALID_ARGUMENT, "tokens = 0");
-    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows_gpu(ids, 8, 4, HFP4_GATE_UP_STACKED, -1.0f, pos, 1, 128, a, 4, sf, 1, NULL),
+    CHECK_REJECT(hfp4_moe_swiglu_quantize_rows_gpu(ids, 8, 4, HFP4_GATE_UP_STACKED, -1.0f, pos, 1, 128, a, 4, sf, 1,
+                                                   NULL),
                  HFP4_ERR_INVALID_ARGUMENT, "limit = -1");
 }

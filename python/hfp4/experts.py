@@ -171,7 +171,8 @@ def _clamped_swiglu_layout(module, limit):
         else:
             want = torch.nn.functional.silu(g.clamp(max=limit)) * u.clamp(min=-limit, max=limit)
         found = None
-        for layout, row in ((L.GATE_UP_STACKED, torch.cat([g, u])), (L.GATE_UP_INTERLEAVED, torch.stack([g, u], 1).reshape(-1))):
+        rows = ((L.GATE_UP_STACKED, torch.cat([g, u])), (L.GATE_UP_INTERLEAVED, torch.stack([g, u], 1).reshape(-1)))
+        for layout, row in rows:
             try:
                 with torch.no_grad():
                     got = module._apply_gate(row.unsqueeze(0))

@@ -193,7 +193,8 @@ static hfp4_status check_swiglu(const char *fn, const void *y, int64_t ldy, int6
                    "%s: y = %p, row_pos = %p, a = %p, sf = %p: none may be NULL", fn, y, (const void *)row_pos,
                    (const void *)a, (const void *)sf);
     HFP4_CHECK_ARG(gate_up == HFP4_GATE_UP_STACKED || gate_up == HFP4_GATE_UP_INTERLEAVED,
-                   "%s: gate_up = %d must be HFP4_GATE_UP_STACKED (0) or HFP4_GATE_UP_INTERLEAVED (1)", fn, (int)gate_up);
+                   "%s: gate_up = %d must be HFP4_GATE_UP_STACKED (0) or HFP4_GATE_UP_INTERLEAVED (1)", fn,
+                   (int)gate_up);
     HFP4_CHECK_ARG(limit > 0.0f, "%s: limit = %g must be > 0 (INFINITY for no clamp)", fn, (double)limit);
     HFP4_CHECK_ARG(gran_k == 32 || gran_k == 128, "%s: gran_k = %d must be 32 or 128", fn, (int)gran_k);
     HFP4_CHECK_ARG(n >= 1 && n <= ((int64_t)1 << 40) && ldy >= 2 * n && lda >= n,
@@ -224,7 +225,8 @@ hfp4_status hfp4_moe_swiglu_quantize_rows(const void *y, int64_t ldy, int64_t n,
         const int32_t p = row_pos[i];
         if (p < 0) continue;
         const uint16_t *row = yb + (int64_t)p * ldy;
-        const int64_t step = gate_up == HFP4_GATE_UP_INTERLEAVED ? 2 : 1, up = gate_up == HFP4_GATE_UP_INTERLEAVED ? 1 : n;
+        const int inter = gate_up == HFP4_GATE_UP_INTERLEAVED;
+        const int64_t step = inter ? 2 : 1, up = inter ? 1 : n; /* (gate c at step c, up at step c + up) */
         for (int64_t c = 0; c < n; c++)
             h[c] = hfp4_bf16_encode(
                 hfp4__swiglu_bf16(hfp4_bf16_decode(row[step * c]), hfp4_bf16_decode(row[step * c + up]), limit));

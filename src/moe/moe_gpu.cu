@@ -117,7 +117,8 @@ __device__ __forceinline__ void load_x8(const void *__restrict__ x, int x_fp32, 
             const uint4 w = *(const uint4 *)((const __nv_bfloat16 *)x + row + c);
             const uint32_t u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-            for (int j = 0; j < 4; j++) v[2 * j] = __uint_as_float(u[j] << 16), v[2 * j + 1] = __uint_as_float(u[j] & 0xFFFF0000u);
+            for (int j = 0; j < 4; j++)
+                v[2 * j] = __uint_as_float(u[j] << 16), v[2 * j + 1] = __uint_as_float(u[j] & 0xFFFF0000u);
         }
         return;
     }
@@ -304,7 +305,8 @@ __device__ __forceinline__ void load_y8(const __nv_bfloat16 *__restrict__ yrow, 
         const uint4 w = *(const uint4 *)(yrow + c);
         const uint32_t u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-        for (int e = 0; e < 4; e++) v[2 * e] = __uint_as_float(u[e] << 16), v[2 * e + 1] = __uint_as_float(u[e] & 0xFFFF0000u);
+        for (int e = 0; e < 4; e++)
+            v[2 * e] = __uint_as_float(u[e] << 16), v[2 * e + 1] = __uint_as_float(u[e] & 0xFFFF0000u);
         return;
     }
 #pragma unroll
