@@ -297,22 +297,6 @@ __global__ void __launch_bounds__(kQuantThreads)
 constexpr int kCombineThreads = 128; /* a thread 8 columns: 1024 columns a CTA */
 constexpr int kCombineBatch = 4;     /* rows of a token loaded before the first FMA */
 
-/* 8 BF16 of y from column c as floats; vec: one 16-byte load (c a multiple of 8, n too, rows
- * 16-byte aligned) */
-__device__ __forceinline__ void load_y8(const __nv_bfloat16 *__restrict__ yrow, int vec, int64_t c, int64_t n,
-                                        float v[8]) {
-    if (vec) {
-        const uint4 w = *(const uint4 *)(yrow + c);
-        const uint32_t u[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            v[2 * e] = __uint_as_float(u[e] << 16), v[2 * e + 1] = __uint_as_float(u[e] & 0xFFFF0000u);
-        return;
-    }
-#pragma unroll
-    for (int e = 0; e < 8; e++) v[e] = c + e < n ? __bfloat162float(yrow[c + e]) : 0.0f;
-}
-
 /* A CTA per (token, 1024 columns), a thread 8 of them: FMAs over the token's rows in order of j, as
  * the CPU form; kCombineBatch rows' loads in flight before their FMAs. vec (the launcher's): 16-byte
  * loads of y and 16-byte stores of out. */
@@ -335,7 +319,7 @@ __global__ void __launch_bounds__(kCombineThreads)
             live[u] = p >= 0 && p < layout_rows;
             if (!live[u]) continue;
             w[u] = w_fp32 ? ((const float *)weights)[r] : __bfloat162float(((const __nv_bfloat16 *)weights)[r]);
-            load_y8(y + (int64_t)p * ldy, vec, c0, n, v[u]);
+            load_x8(y + (int64_t)p * ldy, 0, vec, 0, c0, n, v[u]); /* (BF16; vec: as load_x8 needs) */
         }
 #pragma unroll
         for (int u = 0; u < kCombineBatch; u++) {
