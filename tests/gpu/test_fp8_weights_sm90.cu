@@ -219,11 +219,17 @@ TEST(gpu_fp8_weights_dense) {
         /* one row, one weight block: the smallest */
         {1, 128, 128, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 0, 0, 5, 0},
     };
-    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char label[64];
-        snprintf(label, sizeof label, "fp8 weights, case %u", i);
-        fw_run(&cases[i], label);
+    /* both token tiles: 128 rows (the default) and the opt-in 192 (HFP4_SM90_FP8_WEIGHTS_TILE) */
+    static const char *const tiles[] = {"128", "192"};
+    for (unsigned t = 0; t < 2; t++) {
+        setenv("HFP4_SM90_FP8_WEIGHTS_TILE", tiles[t], 1);
+        for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            char label[64];
+            snprintf(label, sizeof label, "fp8 weights, tile %s, case %u", tiles[t], i);
+            fw_run(&cases[i], label);
+        }
     }
+    unsetenv("HFP4_SM90_FP8_WEIGHTS_TILE");
 }
 
 TEST(gpu_fp8_weights_rejections) {

@@ -25,18 +25,35 @@
 
 #include <cuda_bf16.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-#define FW_TILE 128   /* tokens, weight rows and K of a tile / block */
-#define FW_STAGES 6
+#define FW_TILE 128   /* weight rows (N) and K of a tile / block; the token rows are the tile's BM */
 #define FW_GROUP_M 16 /* token tiles per raster group */
-#define FW_TILE_BYTES (FW_TILE * FW_TILE)
-#define FW_THREADS 384
-#define FW_SCALE_BYTES (FW_TILE * 4) /* a stage's 128 FP32 promotion factors */
-#define FW_SCALE_WARPS 3 /* producer warps writing them, in turn */
-#define FW_SMEM (1024 + FW_STAGES * (2 * FW_TILE_BYTES + FW_SCALE_BYTES) + 2 * FW_STAGES * 8)
-#define FW_PRODUCER_REGS 40
-#define FW_CONSUMER_REGS 232
+#define FW_B_BYTES (FW_TILE * FW_TILE)
+#define FW_SCALE_WARPS 3 /* producer warps writing the promotion factors, in turn */
+
+/* The tile's shape: BM token rows, one consumer warpgroup per 64 of them (wgmma m64n128k32 each),
+ * one producer warpgroup; stages as shared memory allows; the setmaxnreg split within the
+ * registers the CTA is launched with (more would make setmaxnreg.inc wait forever).
+ * BM = 192 (opt-in, HFP4_SM90_FP8_WEIGHTS_TILE=192; not yet measured): three consumer warpgroups
+ * of fin + acc (128 registers) in 152 registers each, so the SM has 12 consumer warps where BM = 128
+ * has 8, each weight tile's B reads serve 192 token rows, and the L2 reads per FLOP drop by 17 %. */
+template <int BM>
+struct fw_cfg {
+    static_assert(BM == 128 || BM == 192, "token tiles of 128 or 192 rows");
+    static constexpr int WGS = BM / 64;
+    static constexpr int THREADS = (WGS + 1) * 128;
+    static constexpr int A_BYTES = BM * FW_TILE;
+    static constexpr int STAGE_BYTES = A_BYTES + FW_B_BYTES + BM * 4; /* A, B, the BM promotion factors */
+    static constexpr int STAGES = BM == 128 ? 6 : 5;
+    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
+    static constexpr int LAUNCH_REGS = (65536 / THREADS) & ~7; /* 168 or 128 */
+    static constexpr int PRODUCER_REGS = BM == 128 ? 40 : 56; /* (192: six scale loads a lane in flight) */
+    static constexpr int CONSUMER_REGS = BM == 128 ? 232 : 152;
+    static_assert(PRODUCER_REGS + WGS * CONSUMER_REGS <= (WGS + 1) * LAUNCH_REGS, "setmaxnreg.inc would wait forever");
+    static_assert(SMEM <= 232448, "shared memory");
+};
 
 typedef struct sm90_fp8w_params {
     int64_t m, n, k;
@@ -96,31 +113,34 @@ static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64
     }
 }
 
-__global__ void __launch_bounds__(FW_THREADS, 1)
+template <int BM>
+__global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
     hfp4_sm90_fp8_weights_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
                                  const __grid_constant__ sm90_fp8w_params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef fw_cfg<BM> cfg;
+    constexpr int STAGES = cfg::STAGES;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
-    uint8_t *a_tiles = smem, *b_tiles = smem + FW_STAGES * FW_TILE_BYTES;
-    float *factors = (float *)(b_tiles + FW_STAGES * FW_TILE_BYTES);
-    uint64_t *full = (uint64_t *)(factors + FW_STAGES * FW_TILE), *empty = full + FW_STAGES;
+    uint8_t *a_tiles = smem, *b_tiles = smem + STAGES * cfg::A_BYTES;
+    float *factors = (float *)(b_tiles + STAGES * FW_B_BYTES);
+    uint64_t *full = (uint64_t *)(factors + STAGES * BM), *empty = full + STAGES;
     if (threadIdx.x == 0) {
-        for (int s = 0; s < FW_STAGES; s++) {
+        for (int s = 0; s < STAGES; s++) {
             mbar_init(&full[s], 1 + 32); /* the TMA thread's expect_tx arrival, the scale warp's lanes */
-            mbar_init(&empty[s], 256); /* every consumer thread */
+            mbar_init(&empty[s], cfg::WGS * 128); /* every consumer thread */
         }
         mbar_fence_init();
     }
     __syncthreads();
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    const int64_t tiles_m = (p.m + FW_TILE - 1) / FW_TILE, tiles_n = (p.n + FW_TILE - 1) / FW_TILE;
+    const int64_t tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + FW_TILE - 1) / FW_TILE;
     const int64_t tiles = tiles_m * tiles_n, kblocks = p.k / FW_TILE;
-    if (wg == 2) { /* the producer warpgroup: one thread issues every stage's two copies, warps 1-3 its factors */
-        warpgroup_reg_dealloc<FW_PRODUCER_REGS>();
+    if (wg == cfg::WGS) { /* the producer warpgroup: one thread issues every stage's two copies, warps 1-3 its factors */
+        warpgroup_reg_dealloc<cfg::PRODUCER_REGS>();
         if (tid / 32 >= 1 && tid / 32 <= FW_SCALE_WARPS) {
-            /* warps 1 .. FW_SCALE_WARPS take turns at the stages' factors: a stage's loads (four rows
-             * a lane, issued together) take an L2 round trip, longer than a block's wgmmas */
+            /* warps 1 .. FW_SCALE_WARPS take turns at the stages' factors: a stage's loads (BM / 32
+             * rows a lane, issued together) take an L2 round trip, longer than a block's wgmmas */
             const int lane = tid % 32, sw = tid / 32 - 1;
             const int a_bytes = p.a_scale_dtype == HFP4_DTYPE_UE8M0 ? 1 : 4;
             const int a_packed = p.a_scale_dtype == HFP4_DTYPE_UE8M0_PACKED;
@@ -130,25 +150,25 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
                 fw_tile(t, tiles_m, tiles_n, mt, nt);
                 for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                     if ((int)(it % FW_SCALE_WARPS) != sw) continue;
-                    const int s = (int)(it % FW_STAGES);
-                    if (it >= FW_STAGES) mbar_wait_sleeping(&empty[s], ((it / FW_STAGES) - 1) & 1);
+                    const int s = (int)(it % STAGES);
+                    if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
                     const float bs = fw_b_scale(p, nt, kb);
                     const int64_t kofs = (a_packed ? kb >> 2 : kb) * p.a_scale_stride_k;
-                    uint32_t raw[FW_TILE / 32];
+                    uint32_t raw[BM / 32];
 #pragma unroll
-                    for (int i = 0; i < FW_TILE / 32; i++) { /* (all four loads in flight at once) */
-                        const int64_t row = mt * FW_TILE + 32 * i + lane;
+                    for (int i = 0; i < BM / 32; i++) { /* (all the loads in flight at once) */
+                        const int64_t row = mt * BM + 32 * i + lane;
                         const char *at = (const char *)p.a_scales + (row * p.a_scale_stride_mn + kofs) * a_bytes;
                         raw[i] = row >= p.m ? 0u : a_bytes == 1 ? (uint32_t)__ldg((const uint8_t *)at)
                                                               : __ldg((const uint32_t *)at);
                     }
 #pragma unroll
-                    for (int i = 0; i < FW_TILE / 32; i++) {
-                        const int64_t row = mt * FW_TILE + 32 * i + lane;
+                    for (int i = 0; i < BM / 32; i++) {
+                        const int64_t row = mt * BM + 32 * i + lane;
                         const float a = row >= p.m                               ? 0.0f
                                         : p.a_scale_dtype == HFP4_DTYPE_FP32 ? __uint_as_float(raw[i])
                                         : ue8m0_to_float(a_packed ? (raw[i] >> (8 * (kb & 3))) & 255u : raw[i]);
-                        factors[s * FW_TILE + 32 * i + lane] = a * bs;
+                        factors[s * BM + 32 * i + lane] = a * bs;
                     }
                     mbar_arrive(&full[s]); /* (release: the factors are visible to whoever sees the phase) */
                 }
@@ -162,39 +182,39 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
                 int64_t mt, nt;
                 fw_tile(t, tiles_m, tiles_n, mt, nt);
                 for (int64_t kb = 0; kb < kblocks; kb++, it++) {
-                    const int s = (int)(it % FW_STAGES);
-                    if (it >= FW_STAGES) mbar_wait_sleeping(&empty[s], ((it / FW_STAGES) - 1) & 1);
-                    mbar_arrive_expect_tx(&full[s], 2 * FW_TILE_BYTES); /* whole boxes, zeros included */
-                    tma_load_3d(a_tiles + s * FW_TILE_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
-                                (int32_t)(mt * FW_TILE), 0);
-                    tma_load_3d(b_tiles + s * FW_TILE_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
+                    const int s = (int)(it % STAGES);
+                    if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
+                    mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES); /* whole boxes, zeros included */
+                    tma_load_3d(a_tiles + s * cfg::A_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
+                                (int32_t)(mt * BM), 0);
+                    tma_load_3d(b_tiles + s * FW_B_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
                                 (int32_t)(nt * FW_TILE), 0);
                 }
             }
         }
         return;
     }
-    warpgroup_reg_alloc<FW_CONSUMER_REGS>();
+    warpgroup_reg_alloc<cfg::CONSUMER_REGS>();
     const int lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
     const int r0 = 64 * wg + warp * 16 + g; /* the thread's token rows r0 and r0 + 8 of the tile */
     uint32_t it = 0;
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         int64_t mt, nt;
         fw_tile(t, tiles_m, tiles_n, mt, nt);
-        const int64_t row0 = mt * FW_TILE + r0;
+        const int64_t row0 = mt * BM + r0;
         float fin[64], acc[64];
 #pragma unroll
         for (int i = 0; i < 64; i++) fin[i] = 0.0f;
         for (int64_t kb = 0; kb < kblocks; kb++, it++) {
-            const int s = (int)(it % FW_STAGES);
-            mbar_wait(&full[s], (it / FW_STAGES) & 1);
-            const sm90_desc da = desc_advance_rows(smem_desc_k128_swizzle128(a_tiles + s * FW_TILE_BYTES), 64 * wg);
-            const sm90_desc db = smem_desc_k128_swizzle128(b_tiles + s * FW_TILE_BYTES);
+            const int s = (int)(it % STAGES);
+            mbar_wait(&full[s], (it / STAGES) & 1);
+            const sm90_desc da = desc_advance_rows(smem_desc_k128_swizzle128(a_tiles + s * cfg::A_BYTES), 64 * wg);
+            const sm90_desc db = smem_desc_k128_swizzle128(b_tiles + s * FW_B_BYTES);
             wgmma_fence();
             wgmma_fp8_ss_chunk_n128(acc, da, db);
             wgmma_commit();
             /* the rows' factors, under the wgmmas */
-            const float f0 = factors[s * FW_TILE + r0], f1 = factors[s * FW_TILE + r0 + 8];
+            const float f0 = factors[s * BM + r0], f1 = factors[s * BM + r0 + 8];
             wgmma_wait<0>();
 #pragma unroll
             for (int r = 0; r < 64; r++) reg_fence(acc[r]);
@@ -217,6 +237,31 @@ __global__ void __launch_bounds__(FW_THREADS, 1)
 #else
     __trap(); /* built for another architecture: never launched there (the host checks the device) */
 #endif
+}
+
+/* The launch of the BM-row tile's kernel */
+template <int BM>
+static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const hfp4_current_device *dev,
+                             const sm90_fp8w_params *k, cudaStream_t stream) {
+    typedef fw_cfg<BM> cfg;
+    HFP4_REQUIRE(cfg::SMEM <= dev->max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
+                 "device has %d", fn, cfg::SMEM, dev->max_smem_optin);
+    CUtensorMap a_map, b_map;
+    const uint32_t a_box[3] = {FW_TILE, BM, 1}, b_box[3] = {FW_TILE, FW_TILE, 1};
+    const int64_t a_dims[3] = {p->k, p->m, 1}, a_strides[2] = {p->a.ld, p->a.ld * p->m};
+    const int64_t b_dims[3] = {p->k, p->n, 1}, b_strides[2] = {p->b.ld, p->b.ld * p->n};
+    HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &a_map, p->a.data, a_dims, a_strides, a_box));
+    HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &b_map, p->b.data, b_dims, b_strides, b_box));
+    auto kernel = hfp4_sm90_fp8_weights_kernel<BM>;
+    HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::SMEM));
+    static int built_regs = 0; /* (per instantiation) */
+    HFP4_TRY(hfp4__require_kernel_regs(fn, "fp8-weights kernel", (const void *)kernel, &built_regs, cfg::WGS + 1,
+                                       cfg::PRODUCER_REGS + cfg::WGS * cfg::CONSUMER_REGS));
+    const int64_t tiles = ((p->m + BM - 1) / BM) * ((p->n + FW_TILE - 1) / FW_TILE);
+    const int grid = (int)(tiles < dev->num_sms ? tiles : dev->num_sms);
+    kernel<<<grid, cfg::THREADS, cfg::SMEM, stream>>>(a_map, b_map, *k);
+    HFP4_CUDA_TRY(fn, cudaGetLastError());
+    return HFP4_OK;
 }
 
 hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem *p, cudaStream_t stream, int launch) {
@@ -260,16 +305,14 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
                  fn, p->a.scales.data, p->b.scales.data, p->d.data, p->d.c, esz);
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
-    HFP4_REQUIRE(FW_SMEM <= dev.max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
-                 "device has %d", fn, FW_SMEM, dev.max_smem_optin);
+    /* the token tile: 128 rows, or 192 where HFP4_SM90_FP8_WEIGHTS_TILE=192 asks (opt-in until
+     * measured: fw_cfg) */
+    const char *tile_env = getenv("HFP4_SM90_FP8_WEIGHTS_TILE");
+    const int bm = tile_env && !strcmp(tile_env, "192") ? 192 : 128;
+    HFP4_REQUIRE((bm == 128 ? fw_cfg<128>::SMEM : fw_cfg<192>::SMEM) <= dev.max_smem_optin,
+                 "%s: fp8 weights: the kernel needs %d bytes of shared memory, the device has %d", fn,
+                 bm == 128 ? fw_cfg<128>::SMEM : fw_cfg<192>::SMEM, dev.max_smem_optin);
     if (!launch) return HFP4_OK;
-
-    CUtensorMap a_map, b_map;
-    const uint32_t box[3] = {FW_TILE, FW_TILE, 1};
-    const int64_t a_dims[3] = {p->k, p->m, 1}, a_strides[2] = {p->a.ld, p->a.ld * p->m};
-    const int64_t b_dims[3] = {p->k, p->n, 1}, b_strides[2] = {p->b.ld, p->b.ld * p->n};
-    HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &a_map, p->a.data, a_dims, a_strides, box));
-    HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &b_map, p->b.data, b_dims, b_strides, box));
 
     sm90_fp8w_params k;
     memset(&k, 0, sizeof k);
@@ -290,16 +333,5 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     k.d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;
     k.d_pairs = p->d.ld % 2 == 0 && (uintptr_t)p->d.data % (2 * esz) == 0 &&
                 (p->d.c == NULL || (uintptr_t)p->d.c % (2 * esz) == 0);
-
-    const void *kernel = (const void *)hfp4_sm90_fp8_weights_kernel;
-    HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(hfp4_sm90_fp8_weights_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           FW_SMEM));
-    static int built_regs = 0;
-    HFP4_TRY(hfp4__require_kernel_regs(fn, "fp8-weights kernel", kernel, &built_regs, 3,
-                                       FW_PRODUCER_REGS + 2 * FW_CONSUMER_REGS));
-    const int64_t tiles = ((p->m + FW_TILE - 1) / FW_TILE) * ((p->n + FW_TILE - 1) / FW_TILE);
-    const int grid = (int)(tiles < dev.num_sms ? tiles : dev.num_sms);
-    hfp4_sm90_fp8_weights_kernel<<<grid, FW_THREADS, FW_SMEM, stream>>>(a_map, b_map, k);
-    HFP4_CUDA_TRY(fn, cudaGetLastError());
-    return HFP4_OK;
+    return bm == 192 ? fw_launch<192>(fn, p, &dev, &k, stream) : fw_launch<128>(fn, p, &dev, &k, stream);
 }
