@@ -176,6 +176,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                         carried = pipelined_item<BT, W_FP32, MINB, false, true, G32>(
                             sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
                             eb1, s, phase, &carry, carried);
+                        HFP4_DIAG_CARRIED(carried); /* (make DIAG=1 only: whether the next item's words came early) */
                         HFP4_DIAG_PHASE(HFP4_DIAG_PH_LOOP);
                         to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
                         if (threadIdx.x == 0) { /* (make DIAG=1 only: the stamps of the item loop below) */

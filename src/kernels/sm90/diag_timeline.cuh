@@ -59,6 +59,25 @@ static __device__ __forceinline__ void diag_phase(int k) {
 }
 #define HFP4_DIAG_PHASE(k) do { if (threadIdx.x == 0) diag_phase(k); } while (0)
 
+/* Item-boundary counters (v26): [0] items whose first chunk the consumers' carry loaded early (the
+ * next stage had landed under the last wgmmas), [1] items it did not; [2] the producer's cycles from
+ * the end of an item's chunk loop to the next item's first copies (the warp that issues them: its
+ * walk, resolve, stage wait and header reads), summed, and [3] how many; [4] of those cycles, the
+ * ones after its stage was free (header reads issued, the copies issued), and [5] how many. */
+__device__ unsigned long long hfp4_diag_boundary[6];
+#define HFP4_DIAG_CARRIED(c) do { if (threadIdx.x == 0) atomicAdd(&hfp4_diag_boundary[(c) ? 0 : 1], 1ull); } while (0)
+#define HFP4_DIAG_ITEM_END_CLOCK() clock64()
+#define HFP4_DIAG_FIRST_COPIES(t0, tfree)                                                           \
+    do {                                                                                            \
+        const long long now_ = clock64();                                                           \
+        if ((t0) != 0) {                                                                            \
+            atomicAdd(&hfp4_diag_boundary[2], (unsigned long long)(now_ - (long long)(t0)));       \
+            atomicAdd(&hfp4_diag_boundary[3], 1ull);                                                \
+        }                                                                                           \
+        atomicAdd(&hfp4_diag_boundary[4], (unsigned long long)(now_ - (long long)(tfree)));        \
+        atomicAdd(&hfp4_diag_boundary[5], 1ull);                                                    \
+    } while (0)
+
 /* [cta][point] global-timer ns; [cta][HFP4_DIAG_POINTS]: items (low 32 bits) and %smid (high) */
 __device__ unsigned long long hfp4_diag_ts[HFP4_DIAG_MAX_CTAS][HFP4_DIAG_POINTS + 1];
 
@@ -91,6 +110,9 @@ static __device__ __forceinline__ void diag_count(int reset) {
 #define HFP4_DIAG_FIRST_ITEM() (BT < 128 && diag_items() == 0)
 #else
 #define HFP4_DIAG_PHASE(k) do { } while (0)
+#define HFP4_DIAG_CARRIED(c) do { (void)(c); } while (0)
+#define HFP4_DIAG_ITEM_END_CLOCK() 0ll
+#define HFP4_DIAG_FIRST_COPIES(t0, tfree) do { (void)(t0); (void)(tfree); } while (0)
 #define HFP4_DIAG(point) do { } while (0)
 #define HFP4_DIAG_NOW() 0ull
 #define HFP4_DIAG_AT(point, t) do { (void)(t); } while (0)

@@ -94,6 +94,19 @@ extern "C" int hfp4__diag_phases_print(FILE *out) {
                 (double)(got[HFP4_DIAG_PH_WALK_END][0] - got[HFP4_DIAG_PH_WALK_START][0]) /
                     (double)got[HFP4_DIAG_PH_WALK_END][1],
                 got[HFP4_DIAG_PH_WALK_END][1]);
+    unsigned long long bd[6], zero[6] = {0, 0, 0, 0, 0, 0};
+    if (cudaMemcpyFromSymbol(bd, hfp4_diag_boundary, sizeof bd) != cudaSuccess ||
+        cudaMemcpyToSymbol(hfp4_diag_boundary, zero, sizeof zero) != cudaSuccess)
+        return -3;
+    if (bd[0] + bd[1] > 0)
+        fprintf(out, "  item starts with the first chunk carried: %llu of %llu (the next stage had landed)\n", bd[0],
+                bd[0] + bd[1]);
+    if (bd[3] > 0)
+        fprintf(out, "  producer, an item's chunk loop done -> the next item's first copies: %.0f cycles (%llu items)\n",
+                (double)bd[2] / (double)bd[3], bd[3]);
+    if (bd[5] > 0)
+        fprintf(out, "  producer, of those: the first stage free -> its copies: %.0f cycles (%llu items)\n",
+                (double)bd[4] / (double)bd[5], bd[5]);
     return 0;
 }
 #else

@@ -133,6 +133,8 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     /* (dynamic_walk.cuh: the walk's later items from the launch's counter) */
     const sm90_dyn dyn = {sm.dyn_ring, cfg::BALANCE && dyn_wanted(p, headers, split, balanced_items(p, sm.live_prefix), nck),
                           p.dyn_slot, pwarp, lane};
+    long long diag_item_end = 0; /* (make DIAG=1 only: when the previous item's chunk loop ended) */
+    (void)diag_item_end;
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
     sm90_tile tile;
     if (!resolve_tile<BT>(p, item, lay, tile)) continue;
@@ -153,6 +155,8 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     if (lane == 0 && pwarp == 0 && iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_ITEM);
     if (headers && pwarp == (int)(iter % 4)) {
         const int s = wait_free_stage<STAGES>(empty, iter);
+        const long long diag_free = HFP4_DIAG_ITEM_END_CLOCK(); /* (make DIAG=1 only) */
+        (void)diag_free;
         wait_landing_window<BT, STAGES>(full, empty, iter, land_window);
         /* (reads first: see above; not in the K-split kernel, whose producer spills with it) */
         const bool reads_first = HFP4_SM90_LAND_WINDOW > 0 && BT <= 64 && !SPLIT && land_window;
@@ -163,6 +167,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                                                 w_stages, ws_stages, tile_weights(p, tile),
                                                 tile_weight_scales<W_FP32>(p, tile, chunks), &full[s]);
             if (iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_LOADS);
+            if (BT < 128) HFP4_DIAG_FIRST_COPIES(diag_item_end, diag_free);
         }
         uint32_t hflags = HFP4_SM90_HDR_ZERO, hmask[MASKS] = {};
         if (tile.compute) {
@@ -297,6 +302,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         }
     }
     iter += nck;
+    if (BT < 128) diag_item_end = HFP4_DIAG_ITEM_END_CLOCK();
     }
     /* the end mark, in the stage of the chunk that would come next; the consumers never release it */
     if (headers && pwarp == (int)(iter % 4)) {
