@@ -10,6 +10,8 @@
 # ALT=dir takes the builds from another folder (to carry a subset under the 64 MiB limit).
 # REPEAT=N: N interleaved rounds of the benches (see below). At the end: ab_summary.txt (every
 # build's mean and range per row over the rounds) and ab_logs.tgz (all logs in one file).
+# Pass --routing-seed in ARGS when calls are to be compared with each other: without it a token
+# count's routing depends on which other counts the same run draws first (RESULTS v26).
 # MAIN_TESTS=1: main's own GPU suite first. MICROS="fp8_ss_gemm ...": after the rounds, those
 # micro-benchmarks from main's folder (bench/micro; pack them with MICROS= in pack_switch_builds.sh),
 # each next to `hfp4 bench $MICRO_BENCH_ARGS` of main (default --only dense) for its baselines.
