@@ -218,8 +218,15 @@ TEST(gpu_fp8_weights_dense) {
         {517, 640, 1152, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 6, 1},
         /* one row, one weight block: the smallest */
         {1, 128, 128, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 0, 0, 5, 0},
+        /* the same loop with the 192-row tile: 180 tiles of 192 x 128 (18 token tiles, two raster
+         * groups), 5 K-blocks a tile against its 5 stages; m not a multiple of 192 */
+        {3400, 1280, 640, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 7, 0},
     };
-    /* both token tiles: 128 rows (the default) and the opt-in 192 (HFP4_SM90_FP8_WEIGHTS_TILE) */
+    /* both token tiles: 128 rows (the default) and the opt-in 192 (HFP4_SM90_FP8_WEIGHTS_TILE); the
+     * caller's setting is restored after */
+    const char *had = getenv("HFP4_SM90_FP8_WEIGHTS_TILE");
+    char saved[16] = "";
+    if (had) snprintf(saved, sizeof saved, "%s", had);
     static const char *const tiles[] = {"128", "192"};
     for (unsigned t = 0; t < 2; t++) {
         setenv("HFP4_SM90_FP8_WEIGHTS_TILE", tiles[t], 1);
@@ -229,7 +236,8 @@ TEST(gpu_fp8_weights_dense) {
             fw_run(&cases[i], label);
         }
     }
-    unsetenv("HFP4_SM90_FP8_WEIGHTS_TILE");
+    if (had) setenv("HFP4_SM90_FP8_WEIGHTS_TILE", saved, 1);
+    else unsetenv("HFP4_SM90_FP8_WEIGHTS_TILE");
 }
 
 TEST(gpu_fp8_weights_rejections) {

@@ -3,14 +3,15 @@
  * under 1x128 activation scales and B FP8 e4m3 [N, K] under 128 x 128 block scales, dense.
  *
  * DeepGEMM's FP8 structure, as measured first in bench/micro/fp8_ss_gemm.cu: a persistent kernel over
- * 128 x 128 tiles of D rastered in groups of 16 token tiles (a wave's A and B slices stay in L2);
- * one producer thread loads 128 x 128-byte tiles of A (tokens) and B (weight rows) with TMA (128-byte
- * swizzle, zeros past m, n) into 6 stages, and three more producer warps take turns writing each
- * stage's 128 promotion factors next to them (the token's activation scale times the block's weight scale, one
- * value for the tile's 128 weight rows); two consumer warpgroups each run 4 wgmma m64n128k32 with
- * both operands in shared memory a 128-K block (tokens 64 wg .. 64 wg + 63 of the tile) and promote
- * the block's sums into FP32 with one FFMA per accumulator. D (BF16 or FP32, + C) is stored from
- * the registers.
+ * BM x 128 tiles of D (BM token rows: 128, or 192 opt-in, fw_cfg) rastered in groups of 16 token
+ * tiles (a wave's A and B slices stay in L2); one producer thread loads BM x 128-byte tiles of A
+ * (tokens) and 128 x 128-byte tiles of B (weight rows) with TMA (128-byte swizzle, zeros past m, n)
+ * into 6 (5) stages, and three more producer warps take turns writing each stage's BM promotion
+ * factors next to them (the token's activation scale times the block's weight scale, one value for
+ * the tile's 128 weight rows); BM / 64 consumer warpgroups each run 4 wgmma m64n128k32 with both
+ * operands in shared memory a 128-K block (tokens 64 wg .. 64 wg + 63 of the tile) and promote the
+ * block's sums into FP32 with one FFMA per accumulator. D (BF16 or FP32, + C) is stored from the
+ * registers.
  * Why the scales go through shared memory: read by the consumers from global memory a block ahead,
  * their L2 latency outlasted the block's wgmmas, and the kernel ran at 739 TFLOP/s at 8192^3 against
  * the micro's 1078 with its scales staged (RESULTS v24).
@@ -306,7 +307,7 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
     /* the token tile: 128 rows, or 192 where HFP4_SM90_FP8_WEIGHTS_TILE=192 asks (opt-in until
-     * measured: fw_cfg) */
+     * measured: fw_cfg; a comparison switch: any other value means 128) */
     const char *tile_env = getenv("HFP4_SM90_FP8_WEIGHTS_TILE");
     const int bm = tile_env && !strcmp(tile_env, "192") ? 192 : 128;
     HFP4_REQUIRE((bm == 128 ? fw_cfg<128>::SMEM : fw_cfg<192>::SMEM) <= dev.max_smem_optin,
