@@ -66,7 +66,7 @@ static __device__ __forceinline__ void diag_phase(int k) {
  * ones after its stage was free (header reads issued, the copies issued), and [5] how many. */
 __device__ unsigned long long hfp4_diag_boundary[6];
 #define HFP4_DIAG_CARRIED(c) do { if (threadIdx.x == 0) atomicAdd(&hfp4_diag_boundary[(c) ? 0 : 1], 1ull); } while (0)
-#define HFP4_DIAG_ITEM_END_CLOCK() clock64()
+#define HFP4_DIAG_CLOCK() clock64()
 #define HFP4_DIAG_FIRST_COPIES(t0, tfree)                                                           \
     do {                                                                                            \
         const long long now_ = clock64();                                                           \
@@ -111,7 +111,7 @@ static __device__ __forceinline__ void diag_count(int reset) {
 #else
 #define HFP4_DIAG_PHASE(k) do { } while (0)
 #define HFP4_DIAG_CARRIED(c) do { (void)(c); } while (0)
-#define HFP4_DIAG_ITEM_END_CLOCK() 0ll
+#define HFP4_DIAG_CLOCK() 0ll
 #define HFP4_DIAG_FIRST_COPIES(t0, tfree) do { (void)(t0); (void)(tfree); } while (0)
 #define HFP4_DIAG(point) do { } while (0)
 #define HFP4_DIAG_NOW() 0ull

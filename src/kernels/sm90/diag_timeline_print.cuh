@@ -70,10 +70,13 @@ extern "C" int hfp4__diag_phases_print(FILE *out) {
     static const char *names[HFP4_DIAG_PHASES] = {"walk -> item", "resolved", "modes read", "first chunk converted",
                                                   "chunk loop done", "sums in absolute units", "epilogue done",
                                                   "walk start", "walk end"};
-    unsigned long long ph[HFP4_DIAG_PHASES][2], got[HFP4_DIAG_PHASES][2];
+    unsigned long long ph[HFP4_DIAG_PHASES][2], got[HFP4_DIAG_PHASES][2], bd[6], zero[6] = {0, 0, 0, 0, 0, 0};
     memset(ph, 0, sizeof ph);
+    /* (read and reset together, the boundary counters too: a call with out NULL starts a case afresh) */
     if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(got, hfp4_diag_phase, sizeof got) != cudaSuccess ||
-        cudaMemcpyToSymbol(hfp4_diag_phase, ph, sizeof ph) != cudaSuccess)
+        cudaMemcpyToSymbol(hfp4_diag_phase, ph, sizeof ph) != cudaSuccess ||
+        cudaMemcpyFromSymbol(bd, hfp4_diag_boundary, sizeof bd) != cudaSuccess ||
+        cudaMemcpyToSymbol(hfp4_diag_boundary, zero, sizeof zero) != cudaSuccess)
         return -3;
     if (!out) return 0;
     const unsigned long long items = got[HFP4_DIAG_PH_ITEM][1];
@@ -94,10 +97,6 @@ extern "C" int hfp4__diag_phases_print(FILE *out) {
                 (double)(got[HFP4_DIAG_PH_WALK_END][0] - got[HFP4_DIAG_PH_WALK_START][0]) /
                     (double)got[HFP4_DIAG_PH_WALK_END][1],
                 got[HFP4_DIAG_PH_WALK_END][1]);
-    unsigned long long bd[6], zero[6] = {0, 0, 0, 0, 0, 0};
-    if (cudaMemcpyFromSymbol(bd, hfp4_diag_boundary, sizeof bd) != cudaSuccess ||
-        cudaMemcpyToSymbol(hfp4_diag_boundary, zero, sizeof zero) != cudaSuccess)
-        return -3;
     if (bd[0] + bd[1] > 0)
         fprintf(out, "  item starts with the first chunk carried: %llu of %llu (the next stage had landed)\n", bd[0],
                 bd[0] + bd[1]);

@@ -240,13 +240,11 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
 #endif
 }
 
-/* The launch of the BM-row tile's kernel */
+/* The launch of the BM-row tile's kernel (the caller checked its shared memory against the device) */
 template <int BM>
 static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const hfp4_current_device *dev,
                              const sm90_fp8w_params *k, cudaStream_t stream) {
     typedef fw_cfg<BM> cfg;
-    HFP4_REQUIRE(cfg::SMEM <= dev->max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
-                 "device has %d", fn, cfg::SMEM, dev->max_smem_optin);
     CUtensorMap a_map, b_map;
     const uint32_t a_box[3] = {FW_TILE, BM, 1}, b_box[3] = {FW_TILE, FW_TILE, 1};
     const int64_t a_dims[3] = {p->k, p->m, 1}, a_strides[2] = {p->a.ld, p->a.ld * p->m};
@@ -310,9 +308,9 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
      * measured: fw_cfg; a comparison switch: any other value means 128) */
     const char *tile_env = getenv("HFP4_SM90_FP8_WEIGHTS_TILE");
     const int bm = tile_env && !strcmp(tile_env, "192") ? 192 : 128;
-    HFP4_REQUIRE((bm == 128 ? fw_cfg<128>::SMEM : fw_cfg<192>::SMEM) <= dev.max_smem_optin,
-                 "%s: fp8 weights: the kernel needs %d bytes of shared memory, the device has %d", fn,
-                 bm == 128 ? fw_cfg<128>::SMEM : fw_cfg<192>::SMEM, dev.max_smem_optin);
+    const int smem = bm == 192 ? fw_cfg<192>::SMEM : fw_cfg<128>::SMEM;
+    HFP4_REQUIRE(smem <= dev.max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
+                 "device has %d", fn, smem, dev.max_smem_optin);
     if (!launch) return HFP4_OK;
 
     sm90_fp8w_params k;

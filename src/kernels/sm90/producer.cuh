@@ -155,7 +155,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     if (lane == 0 && pwarp == 0 && iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_ITEM);
     if (headers && pwarp == (int)(iter % 4)) {
         const int s = wait_free_stage<STAGES>(empty, iter);
-        const long long diag_free = HFP4_DIAG_ITEM_END_CLOCK(); /* (make DIAG=1 only) */
+        const long long diag_free = HFP4_DIAG_CLOCK(); /* (make DIAG=1 only) */
         (void)diag_free;
         wait_landing_window<BT, STAGES>(full, empty, iter, land_window);
         /* (reads first: see above; not in the K-split kernel, whose producer spills with it) */
@@ -302,7 +302,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         }
     }
     iter += nck;
-    if (BT < 128) diag_item_end = HFP4_DIAG_ITEM_END_CLOCK();
+    if (BT < 128) diag_item_end = HFP4_DIAG_CLOCK();
     }
     /* the end mark, in the stage of the chunk that would come next; the consumers never release it */
     if (headers && pwarp == (int)(iter % 4)) {
