@@ -222,14 +222,15 @@ TEST(gpu_fp8_weights_dense) {
          * groups), 5 K-blocks a tile against its 5 stages; m not a multiple of 192 */
         {3400, 1280, 640, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 7, 0},
     };
-    /* both token tiles: 128 rows (the default) and the opt-in 192 (HFP4_SM90_FP8_WEIGHTS_TILE); the
-     * caller's setting is restored after */
+    /* both token tiles forced (HFP4_SM90_FP8_WEIGHTS_TILE: 128, 192), then the launcher's choice
+     * (192 for the cases with many token tiles); the caller's setting is restored after */
     const char *had = getenv("HFP4_SM90_FP8_WEIGHTS_TILE");
     char saved[16] = "";
     if (had) snprintf(saved, sizeof saved, "%s", had);
-    static const char *const tiles[] = {"128", "192"};
-    for (unsigned t = 0; t < 2; t++) {
-        setenv("HFP4_SM90_FP8_WEIGHTS_TILE", tiles[t], 1);
+    static const char *const tiles[] = {"128", "192", "auto"}; /* (auto: the launcher's choice) */
+    for (unsigned t = 0; t < 3; t++) {
+        if (t < 2) setenv("HFP4_SM90_FP8_WEIGHTS_TILE", tiles[t], 1);
+        else unsetenv("HFP4_SM90_FP8_WEIGHTS_TILE");
         for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             char label[64];
             snprintf(label, sizeof label, "fp8 weights, tile %s, case %u", tiles[t], i);

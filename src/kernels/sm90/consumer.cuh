@@ -177,6 +177,8 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                             sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
                             eb1, s, phase, &carry, carried);
                         HFP4_DIAG_CARRIED(carried); /* (make DIAG=1 only: whether the next item's words came early) */
+                        const long long diag_loop_end = HFP4_DIAG_CLOCK(); /* (make DIAG=1 only) */
+                        (void)diag_loop_end;
                         HFP4_DIAG_PHASE(HFP4_DIAG_PH_LOOP);
                         to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
                         if (threadIdx.x == 0) { /* (make DIAG=1 only: the stamps of the item loop below) */
@@ -195,7 +197,10 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                         HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
                         /* the next stage holds the next item's header (or the end mark): the whole
                          * warpgroup waits for it and decides from it whether the run goes on */
+                        const long long diag_w0 = HFP4_DIAG_CLOCK(); /* (make DIAG=1 only) */
+                        (void)diag_w0;
                         mbar_wait(&full[s], phase);
+                        HFP4_DIAG_FIRST_READY(s, diag_loop_end, diag_w0);
                         const sm90_item_header *h = item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s);
                         const uint32_t nflags = h->flags;
                         if ((nflags & (HFP4_SM90_HDR_END | HFP4_SM90_HDR_ZERO)) != 0 ||

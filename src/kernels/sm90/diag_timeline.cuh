@@ -18,8 +18,11 @@
 
 enum {
     HFP4_DIAG_ENTRY,       /* thread 0 at the kernel's entry                                      */
+    HFP4_DIAG_PDL,         /* thread 0 past the wait for the grids before (programmatic launch)   */
+    HFP4_DIAG_PREFIX,      /* warp 1 lane 0: the balanced walk's prefix built (masked_m read)     */
     HFP4_DIAG_SETUP,       /* thread 0 after the set-up barrier (mbarriers, balanced-walk prefix)  */
     HFP4_DIAG_PROD_START,  /* the producer's first warp past its setmaxnreg, before its walk      */
+    HFP4_DIAG_PROD_WALKED, /* the producer's first item walked (its first warp), not yet resolved */
     HFP4_DIAG_PROD_ITEM,   /* the producer's first item walked and resolved (its first warp)     */
     HFP4_DIAG_PROD_LOADS,  /* the first item's first stage loads issued (before its header reads) */
     HFP4_DIAG_PROD_COPY,   /* the first header posted and the first stage announced (expect_tx)  */
@@ -64,7 +67,49 @@ static __device__ __forceinline__ void diag_phase(int k) {
  * the end of an item's chunk loop to the next item's first copies (the warp that issues them: its
  * walk, resolve, stage wait and header reads), summed, and [3] how many; [4] of those cycles, the
  * ones after its stage was free (header reads issued, the copies issued), and [5] how many. */
-__device__ unsigned long long hfp4_diag_boundary[6];
+__device__ unsigned long long hfp4_diag_boundary[14];
+/* (v27) [6] the producer's cycles from a stage free to its copies issued, chunks after an item's
+ * first, and [7] how many; for an item's first chunk (the carry loop's items), consumer thread 0:
+ * [8] the producer's issue of its copies minus the consumers' end of the previous item's chunk loop
+ * (signed: < 0, issued before), [10] the issue to the consumers' wait for it done, [12] that
+ * wait's own cycles, and [9], [11], [13] how many. The issue clocks go through a shared slot per
+ * stage (diag_issue_slots: a global one, volatile; the same SM clock on both sides). */
+__device__ long long hfp4_diag_issue[1024][16];
+/* (global, not shared: 128 bytes of static shared memory left room for one CTA an SM, not two) */
+static __device__ __forceinline__ volatile long long *diag_issue_slots(void) {
+    return hfp4_diag_issue[blockIdx.x & 1023];
+}
+/* (the later chunks' cycles summed in the producer lane's registers, sum and n, and added once at
+ * its end, HFP4_DIAG_ISSUED_FLUSH: two atomics a chunk on one address from every CTA doubled the
+ * items' time) */
+#define HFP4_DIAG_ISSUED(s, tfree, counted, sum, n)                                                 \
+    do {                                                                                            \
+        const long long now_ = clock64();                                                           \
+        diag_issue_slots()[(s)] = now_;                                                             \
+        if (counted) {                                                                              \
+            (sum) += (unsigned long long)(now_ - (long long)(tfree));                               \
+            (n) += 1ull;                                                                            \
+        }                                                                                           \
+    } while (0)
+#define HFP4_DIAG_ISSUED_FLUSH(sum, n)                                                              \
+    do {                                                                                            \
+        if ((n) > 0) {                                                                              \
+            atomicAdd(&hfp4_diag_boundary[6], (sum));                                               \
+            atomicAdd(&hfp4_diag_boundary[7], (n));                                                 \
+        }                                                                                           \
+    } while (0)
+#define HFP4_DIAG_FIRST_READY(s, t_loop_end, t_wait0)                                               \
+    do {                                                                                            \
+        if (threadIdx.x == 0) {                                                                     \
+            const long long now_ = clock64(), ti_ = diag_issue_slots()[(s)];                        \
+            atomicAdd(&hfp4_diag_boundary[8], (unsigned long long)(ti_ - (long long)(t_loop_end))); \
+            atomicAdd(&hfp4_diag_boundary[9], 1ull);                                                \
+            atomicAdd(&hfp4_diag_boundary[10], (unsigned long long)(now_ - ti_));                   \
+            atomicAdd(&hfp4_diag_boundary[11], 1ull);                                               \
+            atomicAdd(&hfp4_diag_boundary[12], (unsigned long long)(now_ - (long long)(t_wait0)));  \
+            atomicAdd(&hfp4_diag_boundary[13], 1ull);                                               \
+        }                                                                                           \
+    } while (0)
 #define HFP4_DIAG_CARRIED(c) do { if (threadIdx.x == 0) atomicAdd(&hfp4_diag_boundary[(c) ? 0 : 1], 1ull); } while (0)
 #define HFP4_DIAG_CLOCK() clock64()
 #define HFP4_DIAG_FIRST_COPIES(t0, tfree)                                                           \
@@ -113,6 +158,9 @@ static __device__ __forceinline__ void diag_count(int reset) {
 #define HFP4_DIAG_CARRIED(c) do { (void)(c); } while (0)
 #define HFP4_DIAG_CLOCK() 0ll
 #define HFP4_DIAG_FIRST_COPIES(t0, tfree) do { (void)(t0); (void)(tfree); } while (0)
+#define HFP4_DIAG_ISSUED(s, tfree, counted, sum, n) do { (void)(s); (void)(tfree); (void)(counted); } while (0)
+#define HFP4_DIAG_ISSUED_FLUSH(sum, n) do { (void)(sum); (void)(n); } while (0)
+#define HFP4_DIAG_FIRST_READY(s, t_loop_end, t_wait0) do { (void)(s); (void)(t_loop_end); (void)(t_wait0); } while (0)
 #define HFP4_DIAG(point) do { } while (0)
 #define HFP4_DIAG_NOW() 0ull
 #define HFP4_DIAG_AT(point, t) do { (void)(t); } while (0)

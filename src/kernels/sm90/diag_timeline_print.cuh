@@ -24,7 +24,8 @@ static int diag_cmp_u64(const void *a, const void *b) {
 
 extern "C" int hfp4__diag_timeline_print(FILE *out) {
     static unsigned long long ts[HFP4_DIAG_MAX_CTAS][HFP4_DIAG_POINTS + 1];
-    static const char *names[HFP4_DIAG_POINTS] = {"entry", "set-up barrier", "producer's start", "producer's first item",
+    static const char *names[HFP4_DIAG_POINTS] = {"entry", "grids before done", "prefix built", "set-up barrier",
+                                                  "producer's start", "first item walked", "producer's first item",
                                                   "first stage's loads", "first header posted",
                                                   "first item resolved", "first chunk arrived",
                                                   "last item's sums", "exit"};
@@ -70,7 +71,7 @@ extern "C" int hfp4__diag_phases_print(FILE *out) {
     static const char *names[HFP4_DIAG_PHASES] = {"walk -> item", "resolved", "modes read", "first chunk converted",
                                                   "chunk loop done", "sums in absolute units", "epilogue done",
                                                   "walk start", "walk end"};
-    unsigned long long ph[HFP4_DIAG_PHASES][2], got[HFP4_DIAG_PHASES][2], bd[6], zero[6] = {0, 0, 0, 0, 0, 0};
+    unsigned long long ph[HFP4_DIAG_PHASES][2], got[HFP4_DIAG_PHASES][2], bd[14], zero[14] = {0};
     memset(ph, 0, sizeof ph);
     /* (read and reset together, the boundary counters too: a call with out NULL starts a case afresh) */
     if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(got, hfp4_diag_phase, sizeof got) != cudaSuccess ||
@@ -106,6 +107,15 @@ extern "C" int hfp4__diag_phases_print(FILE *out) {
     if (bd[5] > 0)
         fprintf(out, "  producer, of those: the first stage free -> its copies: %.0f cycles (%llu items)\n",
                 (double)bd[4] / (double)bd[5], bd[5]);
+    if (bd[7] > 0)
+        fprintf(out, "  producer, later chunks: a stage free -> its copies: %.0f cycles (%llu chunks)\n",
+                (double)bd[6] / (double)bd[7], bd[7]);
+    if (bd[9] > 0)
+        fprintf(out, "  an item's first copies issued, from the consumers' previous chunk loop done: %.0f cycles (%llu)\n",
+                (double)(long long)bd[8] / (double)bd[9], bd[9]);
+    if (bd[11] > 0)
+        fprintf(out, "  an item's first copies issued -> the consumers' wait for them done: %.0f cycles; that wait %.0f\n",
+                (double)(long long)bd[10] / (double)bd[11], (double)(long long)bd[12] / (double)bd[13]);
     return 0;
 }
 #else

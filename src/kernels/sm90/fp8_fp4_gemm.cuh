@@ -116,6 +116,7 @@ __global__ void __launch_bounds__(384, MINB)
     grid_dependency_wait();
     if (threadIdx.x == 0) {
         HFP4_DIAG_AT(HFP4_DIAG_ENTRY, diag_entry);
+        HFP4_DIAG(HFP4_DIAG_PDL);
         HFP4_DIAG_COUNT(1);
     }
     if constexpr (cfg::BALANCE) {
@@ -130,6 +131,7 @@ __global__ void __launch_bounds__(384, MINB)
             if (threadIdx.x / 32 == 1) build_mask_prefix(p, sm.live_prefix, lane);
         } else if (p.balanced == 1 && threadIdx.x / 32 == 1) {
             build_live_prefix<BT>(p, sm.live_prefix, lane);
+            if (lane == 0) HFP4_DIAG(HFP4_DIAG_PREFIX);
         }
     }
     if constexpr (BT == 128) {

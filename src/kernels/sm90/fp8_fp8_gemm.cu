@@ -3,7 +3,7 @@
  * under 1x128 activation scales and B FP8 e4m3 [N, K] under 128 x 128 block scales, dense.
  *
  * DeepGEMM's FP8 structure, as measured first in bench/micro/fp8_ss_gemm.cu: a persistent kernel over
- * BM x 128 tiles of D (BM token rows: 128, or 192 opt-in, fw_cfg) rastered in groups of 16 token
+ * BM x 128 tiles of D (BM token rows: 128, or 192 for large M, fw_pick_tile) rastered in groups of 16 token
  * tiles (a wave's A and B slices stay in L2); one producer thread loads BM x 128-byte tiles of A
  * (tokens) and 128 x 128-byte tiles of B (weight rows) with TMA (128-byte swizzle, zeros past m, n)
  * into 6 (5) stages, and three more producer warps take turns writing each stage's BM promotion
@@ -37,7 +37,7 @@
 /* The tile's shape: BM token rows, one consumer warpgroup per 64 of them (wgmma m64n128k32 each),
  * one producer warpgroup; stages as shared memory allows; the setmaxnreg split within the
  * registers the CTA is launched with (more would make setmaxnreg.inc wait forever).
- * BM = 192 (opt-in, HFP4_SM90_FP8_WEIGHTS_TILE=192; not yet measured): three consumer warpgroups
+ * BM = 192 (fw_pick_tile's choice for large M; +4-6 % at 8192^3, RESULTS v27): three consumer warpgroups
  * of fin + acc (128 registers) in 152 registers each, so the SM has 12 consumer warps where BM = 128
  * has 8, each weight tile's B reads serve 192 token rows, and the L2 reads per FLOP drop by 17 %. */
 template <int BM>
@@ -263,6 +263,19 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
     return HFP4_OK;
 }
 
+/* The token tile for m x n: the one with the shorter estimated time, waves of tiles (the grid is
+ * persistent, one tile per SM at a time) times a tile's time, the 192-row tile counted 5 % faster
+ * per row (H200 8192^3: 900-921 against 869-873 TFLOP/s, 3 rounds in one call, bench/RESULTS.md
+ * v27). So large M takes 192 unless its last wave is much emptier than 128's (e.g. m = 256 gives
+ * 2 token tiles of 192 rows for 256 useful ones). */
+static int fw_pick_tile(int64_t m, int64_t n, int sms) {
+    const int64_t tiles_n = (n + FW_TILE - 1) / FW_TILE;
+    const int64_t waves128 = ((m + 127) / 128 * tiles_n + sms - 1) / sms;
+    const int64_t waves192 = ((m + 191) / 192 * tiles_n + sms - 1) / sms;
+    /* waves x rows a tile / speed: 128 w128 against 192 w192 / 1.05, in integers (x 20) */
+    return waves192 * 192 * 20 < waves128 * 128 * 21 ? 192 : 128;
+}
+
 hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem *p, cudaStream_t stream, int launch) {
     HFP4_TRY(hfp4_check_problem(p, 1));
     static int switch_cache = -1;
@@ -304,10 +317,12 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
                  fn, p->a.scales.data, p->b.scales.data, p->d.data, p->d.c, esz);
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
-    /* the token tile: 128 rows, or 192 where HFP4_SM90_FP8_WEIGHTS_TILE=192 asks (opt-in until
-     * measured: fw_cfg; a comparison switch: any other value means 128) */
+    /* the token tile (fw_pick_tile); HFP4_SM90_FP8_WEIGHTS_TILE=128 or 192 forces one (a comparison
+     * switch: any other value means the choice) */
     const char *tile_env = getenv("HFP4_SM90_FP8_WEIGHTS_TILE");
-    const int bm = tile_env && !strcmp(tile_env, "192") ? 192 : 128;
+    const int bm = tile_env && !strcmp(tile_env, "192")   ? 192
+                   : tile_env && !strcmp(tile_env, "128") ? 128
+                                                          : fw_pick_tile(p->m, p->n, dev.num_sms);
     const int smem = bm == 192 ? fw_cfg<192>::SMEM : fw_cfg<128>::SMEM;
     HFP4_REQUIRE(smem <= dev.max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
                  "device has %d", fn, smem, dev.max_smem_optin);

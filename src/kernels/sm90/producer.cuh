@@ -135,8 +135,12 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                           p.dyn_slot, pwarp, lane};
     long long diag_item_end = 0; /* (make DIAG=1 only: when the previous item's chunk loop ended) */
     (void)diag_item_end;
+    unsigned long long diag_sum = 0, diag_n = 0; /* (make DIAG=1 only: HFP4_DIAG_ISSUED) */
+    (void)diag_sum;
+    (void)diag_n;
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
     sm90_tile tile;
+    if (lane == 0 && pwarp == 0 && iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_WALKED);
     if (!resolve_tile<BT>(p, item, lay, tile)) continue;
     narrow_tile<BT>(p, tile, narrow, lane);
     /* The warp that owns the item's first chunk (global chunk index iter) posts the header into
@@ -168,6 +172,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                                                 tile_weight_scales<W_FP32>(p, tile, chunks), &full[s]);
             if (iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_LOADS);
             if (BT < 128) HFP4_DIAG_FIRST_COPIES(diag_item_end, diag_free);
+            if (BT < 128) HFP4_DIAG_ISSUED(s, diag_free, false, diag_sum, diag_n);
         }
         uint32_t hflags = HFP4_SM90_HDR_ZERO, hmask[MASKS] = {};
         if (tile.compute) {
@@ -206,6 +211,8 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
              * (ncu, w13 T = 16384: 360 of the producer's 909 instructions per chunk), issue
              * slots the consumers on the same scheduler need */
             mbar_wait_sleeping(&empty[s], phase ^ 1);
+            const long long diag_t = HFP4_DIAG_CLOCK(); /* (make DIAG=1 only) */
+            (void)diag_t;
             /* NOTE: when the tile's scales of each k-group are one aligned block (MN-major scales,
              * DeepGEMM's layout; every row of the tile computed; stored in token order, which
              * the 128-token tile uses), they go as one bulk copy per k-group: per-lane
@@ -229,6 +236,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                 issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages,
                                                      w_src, ws_src, bar, early && kc == 0);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
+            if (BT < 128 && lane == 0 && !(early && kc == 0)) HFP4_DIAG_ISSUED(s, diag_t, true, diag_sum, diag_n);
             if constexpr (BT == 128) {
                 /* the 128-token tile: a lane's rows are m0 + lane + 32u (u < 4) in every
                  * k-group j: its addresses step by constants from one base (the general index
@@ -269,6 +277,8 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
              * the stage, convert and store; a few values per lane at a time keep the producer
              * within its register budget */
             constexpr int BATCH = PER_LANE < cfg::SCALE_BATCH ? PER_LANE : cfg::SCALE_BATCH;
+            long long diag_t = 0; /* (make DIAG=1 only) */
+            (void)diag_t;
 #pragma unroll
             for (int b0 = 0; b0 < PER_LANE; b0 += BATCH) {
                 if (b0 > 0 && b0 >= rounds) break;
@@ -286,6 +296,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                 }
                 if (b0 == 0) {
                     mbar_wait_sleeping(&empty[s], phase ^ 1);
+                    diag_t = HFP4_DIAG_CLOCK();
                     wait_landing_window<BT, STAGES>(full, empty, iter + kc, land_window);
                 }
 #pragma unroll
@@ -298,6 +309,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                 issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages,
                                                      w_src, ws_src, bar, early && kc == 0);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
+            if (BT < 128 && lane == 0 && !(early && kc == 0)) HFP4_DIAG_ISSUED(s, diag_t, true, diag_sum, diag_n);
             mbar_arrive(bar);
         }
     }
@@ -310,5 +322,6 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         if (lane == 0) item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s)->flags = HFP4_SM90_HDR_END;
         finish_header_stage(&full[s], lane);
     }
+    if (BT < 128 && lane == 0) HFP4_DIAG_ISSUED_FLUSH(diag_sum, diag_n);
     dyn_finish(dyn);
 }
