@@ -108,7 +108,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     /* NOTE: the four producer warps take chunks round-robin. Each chunk costs the producer one
      * global-load round trip for the activation scales before its stage can be published; one
      * warp alone made that latency the pace of the whole CTA (~1300 cycles per chunk). */
-    const int pwarp = threadIdx.x / 32 - 8;
+    const int pwarp = warp_uniform(threadIdx.x / 32 - 8); /* (uniform: the copies' stage indices, elect_one_sync) */
     if (pwarp == 0 && lane == 0) {
         tma_prefetch_descriptor(a_map);
         HFP4_DIAG(HFP4_DIAG_PROD_START);
@@ -143,6 +143,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     if (lane == 0 && pwarp == 0 && iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_WALKED);
     if (!resolve_tile<BT>(p, item, lay, tile)) continue;
     narrow_tile<BT>(p, tile, narrow, lane);
+    uniform_tile(tile);
     /* The warp that owns the item's first chunk (global chunk index iter) posts the header into
      * that chunk's stage before the chunk loop (which then finds the stage free). The stage's loads
      * go out as soon as the stage is free (early: the loop then only announces their bytes), and
@@ -166,7 +167,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         const bool reads_first = HFP4_SM90_LAND_WINDOW > 0 && BT <= 64 && !SPLIT && land_window;
         sm90_header_reads<BT> reads;
         if (reads_first && tile.compute) read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
-        if (early && lane == 0) {
+        if (early && elect_one_sync()) {
             issue_stage_loads<BT, W_FP32, MINB>(p, a_map, a_narrow_map, stage_a_rows<BT>(tile), tile, kb, s, a_tiles,
                                                 w_stages, ws_stages, tile_weights(p, tile),
                                                 tile_weight_scales<W_FP32>(p, tile, chunks), &full[s]);
@@ -224,7 +225,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                                    ((uintptr_t)sa_src & 15) == 0 && (!gran32 || (p.a_scale_stride_k & 3) == 0);
             wait_landing_window<BT, STAGES>(full, empty, iter + kc, land_window);
             if (one_block) {
-                if (lane == 0) {
+                if (elect_one_sync()) {
                     issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages,
                                                          ws_stages, w_src, ws_src, bar, early && kc == 0, nj * BT * 4);
                     for (int j = 0; j < nj; j++) bulk_load(sa + j * BT, sa_src + j * p.a_scale_stride_k, BT * 4, bar);
@@ -232,7 +233,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                 mbar_arrive(bar);
                 continue;
             }
-            if (lane == 0)
+            if (elect_one_sync())
                 issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages,
                                                      w_src, ws_src, bar, early && kc == 0);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
@@ -305,7 +306,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                     if (idx < BT * nj) sa[(idx / BT) * BT + a_scale_slot_of_lane<BT>(idx % BT, lane_slot)] = v[t];
                 }
             }
-            if (lane == 0)
+            if (elect_one_sync())
                 issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages,
                                                      w_src, ws_src, bar, early && kc == 0);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);

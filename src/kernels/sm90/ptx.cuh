@@ -166,11 +166,27 @@ static __device__ __forceinline__ void bulk_load_hint(void *dst, const void *src
 }
 
 /* An L2 policy that evicts these lines first: streamed weights must not push activations out. */
+/* (not volatile: a constant, so ptxas may make it once rather than before every copy) */
 static __device__ __forceinline__ uint64_t l2_policy_evict_first(void) {
     uint64_t policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
     return policy;
 }
+
+/* One lane of the whole, converged warp (elect.sync), for issuing copies.
+ * NOTE: why not `lane == 0`: under elect.sync ptxas keeps warp-uniform operands (kernel
+ * parameters, warp_uniform values, loop counters made of them) on the uniform datapath and issues a
+ * bulk copy or TMA from uniform registers; under `if (lane == 0)` it wraps each copy in an ELECT /
+ * R2UR / BRA.U.ANY loop (~10 instructions a copy, seen in a test kernel's SASS). */
+static __device__ __forceinline__ bool elect_one_sync(void) {
+    uint32_t pred;
+    asm volatile("{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\nselp.u32 %0, 1, 0, p;\n}" : "=r"(pred));
+    return pred != 0;
+}
+
+/* x, the same in every lane of the converged warp, as ptxas can see it: a REDUX result lives in a
+ * uniform register (see elect_one_sync) */
+static __device__ __forceinline__ int32_t warp_uniform(int32_t x) { return __reduce_max_sync(0xFFFFFFFFu, x); }
 
 static __device__ __forceinline__ void tma_prefetch_descriptor(const void *tensor_map) {
     asm volatile("prefetch.tensormap [%0];" ::"l"(tensor_map) : "memory");

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "fp8_fp4_gemm_params.h"
+#include "ptx.cuh"
 #include "tile_config.cuh"
 
 /* x / tiles_n and x / tiles_m (0 <= x < 2^30) as a multiply-high, an add and a shift with the
@@ -38,6 +39,19 @@ struct sm90_tile {
     int32_t expert, a_group;
     int32_t compute; /* 0: all rows are padding, no tensor-core work */
 };
+
+/* The tile's fields as warp-uniform values (warp_uniform, ptx.cuh): every lane resolved the same
+ * item, and the producer's copies then take their addresses on the uniform datapath
+ * (elect_one_sync) */
+static __device__ __forceinline__ void uniform_tile(sm90_tile &t) {
+    t.n_tile = warp_uniform(t.n_tile);
+    t.m0 = warp_uniform(t.m0);
+    t.valid_end = warp_uniform(t.valid_end);
+    t.zero_end = warp_uniform(t.zero_end);
+    t.expert = warp_uniform(t.expert);
+    t.a_group = warp_uniform(t.a_group);
+    t.compute = warp_uniform(t.compute);
+}
 
 /* The one device-memory value an item's resolution depends on: masked_m[g] (masked) or the expert
  * id of the tile's first row (contiguous); psum and dense need none here. */
