@@ -188,6 +188,16 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         continue;
     }
     const uint8_t *w_src = tile_weights(p, tile), *ws_src = tile_weight_scales<W_FP32>(p, tile, chunks);
+    /* The 8-token tile's FP32 activation scales: one value a lane a chunk (8 x 1 or 8 x 4 k-groups),
+     * so the lane's source row, k-group offset and slot are the item's, and a chunk only adds its K
+     * step. NOTE: why: the general loop below recomputed the 64-bit index per chunk (~35
+     * instructions on the producer's path, on schedulers the consumers keep busy); see
+     * bench/RESULTS.md v27 for what the producer's instructions cost decode. */
+    const int one_i = lane % BT, one_j = lane / BT;
+    const bool one_lane = lane < BT * nj && tile.m0 + one_i < tile.valid_end;
+    const float *one_src = (const float *)p.a_scales;
+    if (BT == 8 && one_lane) one_src += a_scale_index(p, tile.a_group, tile.m0 + one_i, one_j);
+    const int one_slot = one_j * BT + a_scale_slot_of_lane<BT>(one_i, lane_slot);
     /* Producer warp w publishes the chunks whose *global* index (iter + kc) is w mod 4, so
      * each warp steps by exactly 4 chunks, across work items too. With STAGES >= 4 the chunk
      * two rounds back on the stage it waits for is then always released, which is what makes
@@ -257,6 +267,13 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                         cp_async_4_zfill(sa + j * BT + a_scale_slot_of_lane<BT>(lane + 32 * u, lane_slot), in ? src_j + u * step_u : (const float *)p.a_scales, in);
                     }
                 }
+            } else if constexpr (BT == 8) { /* (one round: rounds == 1, see one_src above) */
+                const int64_t kstep = gran32 ? ka * 4 : ka, koff = kstep * p.a_scale_stride_k; /* (uniform) */
+                const bool in = one_lane && kstep + one_j < p.a_k_groups;
+                /* NOTE: only the lanes that hold a value write: with 1x128 scales k-groups 1..3's
+                 * slots hold the item header (item_header.cuh), which a zero fill from lanes 8..31
+                 * overwrote (decode 20 % slower and a hung test, call 10) */
+                if (lane < BT * nj) cp_async_4_zfill(sa + one_slot, one_src + (in ? koff : 0), in);
             } else {
 #pragma unroll 2
                 for (int t = 0; t < rounds; t++) {
