@@ -95,7 +95,7 @@ static int usage_error(const char *arg) {
             "hfp4 bench: bad option '%s'\n"
             "usage: hfp4 bench [--json] [--quick] [--iters N] [--replays N] [--tokens T1,T2,...] [--gran 32|128]\n"
             "                  [--sf-layout k|mn] [--a-scales fp32|ue8m0] [--w-scales narrow|drift] [--seconds-budget S]\n"
-            "                  [--routing-seed S] [--contiguous-hint rows|none|R] [--l2-flush read|write]\n"
+            "                  [--routing-seed S] [--contiguous-hint rows|none|R] [--l2-flush read|write|none]\n"
             "                  [--only SECTION[,SECTION...]] [--dense-shape M,N,K]...\n"
             "  sections: w13 w2 dense sf gran launch graph gemv tp pro moe (default: all), and tp-pro\n"
             "            (V4-Pro's TP8 shards, only when named)\n"
@@ -117,7 +117,8 @@ static int usage_error(const char *arg) {
             "                      included) or R, a fixed value (1..65536: the tile it picks, at every size)\n"
             "  --l2-flush F        how L2 is emptied before a timed launch: read (default: a 256 MB read leaves\n"
             "                      clean lines, as other kernels' reads do) or write (a 256 MB memset leaves\n"
-            "                      ~50 MB of dirty lines the launch then writes back)\n"
+            "                      ~50 MB of dirty lines the launch then writes back) or none (diagnosis only:\n"
+            "                      L2 keeps what the launch before left, so the figures read cached weights)\n"
             "  --dense-shape M,N,K the dense section times this shape instead of 8192^3 (repeatable, up to 8)\n",
             arg);
     return 2;
@@ -183,7 +184,14 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
             else if (!strcmp(h, "none")) bench_contiguous_hint = 0;
             else if (int_option("--contiguous-hint", h, 1, 65536, &bench_contiguous_hint) != 0) return 2;
         } else if (!strcmp(argv[i], "--l2-flush") && i + 1 < argc) {
-            if (two_way_option("--l2-flush", argv[++i], "read", "write", &c.l2_flush_write) != 0) return 2;
+            const char *f = argv[++i];
+            if (!strcmp(f, "read")) c.l2_flush = HFP4_BENCH_FLUSH_READ;
+            else if (!strcmp(f, "write")) c.l2_flush = HFP4_BENCH_FLUSH_WRITE;
+            else if (!strcmp(f, "none")) c.l2_flush = HFP4_BENCH_FLUSH_NONE;
+            else {
+                fprintf(stderr, "hfp4 bench: --l2-flush %s: must be read, write or none\n", f);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--w-scales") && i + 1 < argc) {
             if (two_way_option("--w-scales", argv[++i], "narrow", "drift", &bench_w_scales_drift) != 0) return 2;
         } else if (!strcmp(argv[i], "--routing-seed") && i + 1 < argc) {
@@ -252,6 +260,11 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
                 "%-10s %-10s %-8s %6s %7s %6s %6s %4s %9s %8s %7s | %-22s %9s %8s %7s  %6s\n",
                 info.name, info.num_sms, c.copy_gbps, "op", "layout", "shape", "", "rows", "n", "k", "hit", "us", "TFLOP/s",
                 "TB/s", "baseline", "us", "TFLOP/s", "TB/s", "speedup");
+    if (c.l2_flush == HFP4_BENCH_FLUSH_NONE) {
+        if (c.json) printf("{\"op\": \"note\", \"l2_flush\": \"none\"}\n");
+        else printf("# --l2-flush none: L2 is not emptied between timed launches (diagnosis only: the figures read "
+                    "cached weights)\n");
+    }
     fflush(stdout);
 
     /* token lists: --tokens replaces every one of them */

@@ -32,6 +32,11 @@ static inline int bench_cuda_ok(cudaError_t e, const char *call, const char *fil
 #define BENCH_MAX_GRAPH_KERNELS 8
 
 /* One run: its options and the reference points measured once. */
+/* --l2-flush: READ a 256 MB buffer (leaves clean lines, as another kernel's reads do; default), WRITE
+ * it (a memset: leaves ~50 MB of dirty lines the launch then writes back), or NONE (diagnosis only:
+ * L2 keeps what the launch before left, so the figures read cached weights; the header says so) */
+enum { HFP4_BENCH_FLUSH_READ = 0, HFP4_BENCH_FLUSH_WRITE = 1, HFP4_BENCH_FLUSH_NONE = 2 };
+
 typedef struct bench_ctx {
     int json;
     int iters;          /* stream-launched cases: median of this many launches              */
@@ -43,8 +48,7 @@ typedef struct bench_ctx {
     int skipped, failed;
     int num_sms, max_smem_optin;
     int64_t l2_bytes;
-    int l2_flush_write; /* 1: L2 is emptied by a 256 MB memset (left holding dirty lines); 0: by reading
-                         * a 256 MB buffer (left holding clean lines, as after another kernel's reads) */
+    int l2_flush; /* how L2 is emptied before a timed launch (--l2-flush): HFP4_BENCH_FLUSH_* */
     cudaStream_t stream; /* non-blocking stream the graphs are captured on and replayed in    */
     /* launch floors, measured on first use (< 0: not yet; index = kernels per graph) */
     double launch_stream_us;
@@ -199,7 +203,7 @@ int bench_capture(bench_ctx *c, bench_launch_fn fn, void *const *args, int count
                   size_t *kernels);
 /* Median microseconds per replay over c->replays replays. nexec >= 2: replay execs[0], execs[1], ...
  * in turn (each reads other buffers than the one before, which must be large enough to evict it);
- * flush: L2 emptied before each replay (c->l2_flush_write: how), outside the timed interval. */
+ * flush: L2 emptied before each replay (c->l2_flush: how), outside the timed interval. */
 int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexec, int flush, double *us);
 /* Launch floors; measured and printed as "launch_floor" rows once per run. -1 on failure. */
 double bench_launch_floor_stream(bench_ctx *c);

@@ -120,7 +120,10 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
         row.floor_us = bench_floor_us(c, gk->bytes);
         row.launch_us = bench_launch_floor_graph(c, gk->kernels);
         row.stream_us = gk->stream_us;
-        row.flush = alternate ? "alternate_weights" : c->l2_flush_write ? "memset" : "read";
+        row.flush = alternate                                  ? "alternate_weights"
+                    : c->l2_flush == HFP4_BENCH_FLUSH_WRITE ? "memset"
+                    : c->l2_flush == HFP4_BENCH_FLUSH_NONE  ? "none"
+                                                            : "read";
         if (g == HFP4_GROUPING_CONTIGUOUS && d_padding == HFP4_D_PADDING_ZERO) row.tbps_with_padding = (gk->bytes + gk->pad_bytes) / us * 1e-6;
         bench_print_row(c, &row);
     }

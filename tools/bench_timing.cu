@@ -83,9 +83,11 @@ __global__ void bench_read_kernel(const uint4 *__restrict__ src, size_t n, unsig
  * and its reads share HBM with up to 50 MB of writes it did not make; in a model the expert GEMMs
  * follow kernels that read weights and caches and write a few KB, so L2 holds clean lines. The
  * read flush leaves L2 holding the flush buffer's clean lines (its dirty lines from the memset at
- * start-up are written back by the first flush). --l2-flush write keeps the memset. */
+ * start-up are written back by the first flush). --l2-flush write keeps the memset; none skips the
+ * flush (diagnosis: what a launch's start costs with its code and layout data cached). */
 static int l2_flush(const bench_ctx *c, cudaStream_t s) {
-    if (c->l2_flush_write) return BENCH_CUDA(cudaMemsetAsync(flush_buf, (int)(bench_rng() & 0xFF), FLUSH_BYTES, s));
+    if (c->l2_flush == HFP4_BENCH_FLUSH_NONE) return 1;
+    if (c->l2_flush == HFP4_BENCH_FLUSH_WRITE) return BENCH_CUDA(cudaMemsetAsync(flush_buf, (int)(bench_rng() & 0xFF), FLUSH_BYTES, s));
     bench_read_kernel<<<c->num_sms * 4, 512, 0, s>>>((const uint4 *)flush_buf, FLUSH_BYTES / 16, NULL);
     return BENCH_CUDA(cudaGetLastError());
 }
