@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(384, MINB)
          * 256 consumer threads) rather than one lane after __syncwarp: same cost in practice, and
          * the ordering is then per thread, which compute-sanitizer's racecheck can follow. */
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(&sm.full[s], 33); /* 32 producer lanes + lane 0's expect_tx arrival */
+            mbar_init(&sm.full[s], 33); /* 32 producer lanes + the elected lane's expect_tx arrival */
             mbar_init(&sm.empty[s], 256);
         }
         if constexpr (SPLIT) split_init_barriers(sm.split_bars);

@@ -60,10 +60,11 @@ static __device__ __forceinline__ void issue_stage_loads(const hfp4_sm90_gemm_pa
     }
 }
 
-/* Lane 0 of the producer warp that owns chunk kc of `tile`: announces the stage's TMA bytes (one
- * arrival) and issues the stage's loads (issue_stage_loads), unless loads_issued: an item's first
- * chunk whose loads went out before its header (producer.cuh). extra_tx: bytes of further bulk
- * copies the caller issues on the same barrier (the activation scales, when they are one block).
+/* One elected lane (elect_one_sync) of the producer warp that owns chunk kc of `tile`: announces
+ * the stage's TMA bytes (one arrival) and issues the stage's loads (issue_stage_loads), unless
+ * loads_issued: an item's first chunk whose loads went out before its header (producer.cuh).
+ * extra_tx: bytes of further bulk copies the caller issues on the same barrier (the activation
+ * scales, when they are one block).
  * NOTE: copies that complete before the expect_tx arrival are fine: the barrier's tx-count may go
  * below zero, and the phase cannot complete before this lane's arrival. */
 template <int BT, bool W_FP32, int MINB>
