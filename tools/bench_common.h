@@ -231,6 +231,12 @@ typedef struct bench_moe_model {
     int64_t n13, k13, n2, k2;
 } bench_moe_model;
 void bench_layer_graphs(bench_ctx *c, const bench_moe_model *m, const int64_t *tokens, int ntok);
+/* The stream floor of a masked graph row (bench_stream_floor.cu): a graph of nb kernels (b[s * nb +
+ * i]: weight set s, GEMM i) that read masked_m and only the hit experts' weights and scales, timed
+ * as the row was; printed next to the GEMM's time (gemm_us) and bytes. 0, or -1 (printed). */
+int bench_stream_floor(bench_ctx *c, const char *name, const char *layout, int64_t tokens, const int32_t *masked_m,
+                       int32_t groups, const hfp4_matrix *const *b, int nb, int nsets, double weight_bytes,
+                       double gemm_bytes, double gemm_us);
 
 /* ---- bench_dense.cu ---- */
 void bench_dense(bench_ctx *c, int64_t m, int64_t n, int64_t k);

@@ -58,6 +58,7 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
     hfp4_gemm_problem p13[2], p2[2];
     bench_gemm_launch l13[2], l2[2];
     graph_kind kind[3];
+    double kind_us[3] = {0, 0, 0}; /* the graph rows' times */
     char lab13[128], lab2[128];
     int rc = -1;
     memset(&x13, 0, sizeof x13);
@@ -126,6 +127,18 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
                                                             : "read";
         if (g == HFP4_GROUPING_CONTIGUOUS && d_padding == HFP4_D_PADDING_ZERO) row.tbps_with_padding = (gk->bytes + gk->pad_bytes) / us * 1e-6;
         bench_print_row(c, &row);
+        kind_us[i] = us;
+    }
+    if (g == HFP4_GROUPING_MASKED) { /* what reading the hit experts alone takes, launched the same way */
+        const hfp4_matrix *b13[2] = {&w13[0].b, &w13[nsets - 1].b}, *b2[2] = {&w2[0].b, &w2[nsets - 1].b};
+        const hfp4_matrix *bl[4] = {&w13[0].b, &w2[0].b, &w13[nsets - 1].b, &w2[nsets - 1].b};
+        const hfp4_matrix *const *bs[3] = {b13, b2, bl};
+        for (int i = 0; i < 3; i++)
+            if (bench_stream_floor(c, kind[i].name, layout, r->tokens, (const int32_t *)x13.layout, m->experts, bs[i],
+                                   i == 2 ? 2 : 1, nsets, kind[i].weight_bytes, kind[i].bytes, kind_us[i]) != 0) {
+                fprintf(stderr, "bench: %s %s T=%lld: stream floor failed\n", kind[i].name, layout, (long long)r->tokens);
+                goto done;
+            }
     }
     rc = 0;
 done:

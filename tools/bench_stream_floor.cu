@@ -1,0 +1,136 @@
+/*
+ * bench_stream_floor.cu - the floor of a masked decode launch under the bench's own measurement:
+ * one kernel that reads masked_m, then reads exactly the weight and weight-scale bytes of the
+ * experts it names once each, and does nothing else (no activations, no arithmetic beyond an xor,
+ * no stores), captured and replayed as the GEMM rows' graphs are (the same programmatic dependent
+ * launch, the same L2 flush or weight-set alternation, the same event pair).
+ *
+ * Why: at T = 1 the GEMM moves 25-75 MB in a few microseconds, and the row's time is mostly what is
+ * not bytes: the graph launch, the masked_m read every launch depends on, DRAM latency, the ramp.
+ * floor_us (bytes / copy rate) leaves those out; this kernel keeps them and drops only the GEMM's
+ * own work. So the gap between a GEMM row and this floor is the kernel's to close; the gap between
+ * this floor and floor_us no GEMM kernel launched this way can close.
+ */
+#include "bench_common.h"
+
+#define FLOOR_THREADS 512
+#define FLOOR_MAX_GROUPS 512
+#define FLOOR_UNROLL 8
+
+/* Reads masked_m (after the grid-dependency wait, as the GEMM does), lists the hit groups in order
+ * (the same list in every CTA), then reads each hit group's w_vec weight and ws_vec scale vectors
+ * with all of a thread's loads of a round in flight. */
+__global__ void __launch_bounds__(FLOOR_THREADS) bench_stream_hit_experts(const int32_t *masked_m, int32_t groups,
+                                                                          const uint4 *w, uint32_t w_vec,
+                                                                          const uint4 *ws, uint32_t ws_vec,
+                                                                          unsigned *sink) {
+    __shared__ int32_t hit[FLOOR_MAX_GROUPS];
+    __shared__ int32_t warp_count[FLOOR_THREADS / 32];
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    const int t = (int)threadIdx.x, lane = t % 32, warp = t / 32;
+    const bool is_hit = t < groups && masked_m[t] > 0;
+    const unsigned bits = __ballot_sync(0xFFFFFFFFu, is_hit);
+    if (lane == 0) warp_count[warp] = __popc(bits);
+    __syncthreads();
+    int before = 0, nhit = 0;
+    for (int i = 0; i < FLOOR_THREADS / 32; i++) {
+        before += i < warp ? warp_count[i] : 0;
+        nhit += warp_count[i];
+    }
+    if (is_hit) hit[before + __popc(bits & ((1u << lane) - 1u))] = t;
+    __syncthreads();
+    const uint32_t per = w_vec + ws_vec, total = (uint32_t)nhit * per;
+    const uint32_t stride = gridDim.x * FLOOR_THREADS;
+    unsigned acc = 0;
+    for (uint32_t i0 = blockIdx.x * FLOOR_THREADS + t; i0 < total; i0 += FLOOR_UNROLL * stride) {
+        uint4 v[FLOOR_UNROLL];
+#pragma unroll
+        for (int u = 0; u < FLOOR_UNROLL; u++) {
+            const uint32_t j = i0 + u * stride;
+            v[u] = make_uint4(0, 0, 0, 0);
+            if (j < total) {
+                const uint32_t e = j / per, r = j - e * per;
+                const uint4 *src = r < w_vec ? w + (size_t)hit[e] * w_vec + r : ws + (size_t)hit[e] * ws_vec + (r - w_vec);
+                v[u] = __ldcs(src); /* streaming: read once */
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < FLOOR_UNROLL; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    if (acc == 0x9E3779B9u) *sink = acc; /* (practically never: keeps the loads) */
+}
+
+typedef struct floor_launch {
+    const bench_ctx *c;
+    const int32_t *masked_m;
+    int32_t groups;
+    const hfp4_matrix *b;
+    unsigned *sink;
+} floor_launch;
+
+static int launch_floor(void *arg, cudaStream_t s) {
+    const floor_launch *f = (const floor_launch *)arg;
+    const int64_t n = f->b->rows, k = f->b->cols;
+    /* the repacked container (sm90_layout.h): an expert's weights n x k / 2 bytes, its scales one
+     * 4-byte word per row and 128-K chunk (the bench's shapes have n and k multiples of 128) */
+    const uint32_t w_vec = (uint32_t)(n * k / 2 / 16), ws_vec = (uint32_t)(n * (k / 128) * 4 / 16);
+    cudaLaunchConfig_t config = {};
+    cudaLaunchAttribute attr[1];
+    config.gridDim = dim3((unsigned)(2 * f->c->num_sms));
+    config.blockDim = dim3(FLOOR_THREADS);
+    config.stream = s;
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    return BENCH_CUDA(cudaLaunchKernelEx(&config, bench_stream_hit_experts, f->masked_m, f->groups,
+                                         (const uint4 *)f->b->data, w_vec, (const uint4 *)f->b->scales.data, ws_vec,
+                                         f->sink))
+               ? 0
+               : -1;
+}
+
+int bench_stream_floor(bench_ctx *c, const char *name, const char *layout, int64_t tokens, const int32_t *masked_m,
+                       int32_t groups, const hfp4_matrix *const *b, int nb, int nsets, double weight_bytes,
+                       double gemm_bytes, double gemm_us) {
+    if (groups > FLOOR_MAX_GROUPS || groups > FLOOR_THREADS || nb < 1 || nb > 2) return 0; /* (not measured) */
+    unsigned *sink = NULL;
+    cudaGraphExec_t exec[2] = {NULL, NULL};
+    floor_launch fl[2][2];
+    int rc = -1;
+    if (!BENCH_CUDA(cudaMalloc(&sink, sizeof(unsigned)))) return -1;
+    for (int s = 0; s < nsets; s++) {
+        void *args[2];
+        for (int i = 0; i < nb; i++) {
+            fl[s][i].c = c;
+            fl[s][i].masked_m = masked_m;
+            fl[s][i].groups = groups;
+            fl[s][i].b = b[s * nb + i];
+            fl[s][i].sink = sink;
+            args[i] = &fl[s][i];
+        }
+        if (bench_capture(c, launch_floor, args, nb, &exec[s], NULL) != 0) goto done;
+    }
+    {
+        const int alternate = nsets == 2 && weight_bytes >= 2.0 * (double)c->l2_bytes;
+        double us = 0;
+        if (bench_time_graphs(c, exec, alternate ? 2 : 1, !alternate, &us) != 0) goto done;
+        const double tbps = gemm_bytes / us * 1e-6;
+        if (c->json)
+            printf("{\"op\": \"stream_floor\", \"layout\": \"%s\", \"name\": \"%s\", \"tokens\": %lld, \"kernels\": %d, "
+                   "\"us\": %.2f, \"tbps\": %.3f, \"gemm_us\": %.2f, \"floor_us\": %.2f}\n",
+                   layout, name, (long long)tokens, nb, us, tbps, gemm_us, bench_floor_us(c, gemm_bytes));
+        else
+            printf("%-12s %-8s %s T=%lld: reading the hit experts' weights and scales only: %6.2f us = %.2f TB/s of "
+                   "the GEMM's bytes (GEMM %.2f us, bytes / copy rate %.2f us)\n",
+                   "stream_floor", layout, name, (long long)tokens, us, tbps, gemm_us, bench_floor_us(c, gemm_bytes));
+        fflush(stdout);
+    }
+    rc = 0;
+done:
+    for (int s = 0; s < 2; s++)
+        if (exec[s]) (void)BENCH_CUDA(cudaGraphExecDestroy(exec[s]));
+    (void)BENCH_CUDA(cudaFree(sink));
+    return rc;
+}
