@@ -17,6 +17,8 @@
  * otherwise (T = 1 reads only a few experts) L2 is emptied before each replay, outside the timed
  * interval, by reading a 256 MB buffer ("read") or, with --l2-flush write, by a memset ("memset").
  * Activations and outputs are shared by both copies.
+ * After the masked layout's three rows, a "stream_floor" line each (bench_stream_floor.cu): the same
+ * graph with kernels that only read the hit experts' weights and scales, the floor of these rows.
  */
 #include <stdlib.h>
 #include <string.h>
