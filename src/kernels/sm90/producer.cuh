@@ -79,6 +79,34 @@ static __device__ __forceinline__ void wait_landing_window(uint64_t *full, uint6
     }
 }
 
+#ifndef HFP4_SM90_FIRST_PREFETCH
+#define HFP4_SM90_FIRST_PREFETCH 1 /* (0 builds without it, for A/Bs) */
+#endif
+/* HFP4_SM90_FIRST_PREFETCH: at the 8-token tile, when the producer warp that owns an item's first
+ * chunk has walked the item (every item after a CTA's first), it asks L2 for that chunk's weights,
+ * weight scales and activation tile (bulk and tensor prefetches: no barrier, no wait) before it
+ * waits for the chunk's stage, whose copies then find the bytes in L2 or on their way.
+ * NOTE: why (DIAG counters, V4-Flash w2 masked T = 8, bench/RESULTS.md v28): an item's first copies
+ * went out ~7 600 cycles before the consumers ended the previous item and landed ~4 700 cycles
+ * after (load-to-use ~12 300 cycles in the memory system's queue), the consumers waiting ~950
+ * cycles an item for them, while the walk comes ~2 000-4 000 cycles before the stage is free.
+ * H200, masked graph, 3 interleaved rounds in each of two calls: w2 T = 8 3.545 -> 3.680 and
+ * 3.537 -> 3.675 TB/s, w13 T = 8 3.984 -> 3.875 and 3.943 -> 3.877, T = 32 and 64 level
+ * (-1.7...+1 %), T = 128 +3...+11 %, contiguous (D's padding left alone) w13 T = 8 +4...+5 %, w2
+ * level, T = 1 level. */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void prefetch_first_chunk(const hfp4_sm90_gemm_params &p, const CUtensorMap *a_map,
+                                                            const sm90_tile &tile, int64_t kc, const uint8_t *w_src,
+                                                            const uint8_t *ws_src) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    tma_prefetch_l2_3d(a_map, (int32_t)(kc * 128), tile.m0, tile.a_group);
+#pragma unroll
+    for (int wg = 0; wg < 2; wg++) {
+        bulk_prefetch_l2(w_src + wg * p.w_pairs * HFP4_SM90_PAIR_BYTES + kc * cfg::W_WG_BYTES, cfg::W_WG_BYTES);
+        bulk_prefetch_l2(ws_src + (wg * p.w_chunks + kc) * cfg::WS_WG_BYTES, cfg::WS_WG_BYTES);
+    }
+}
+
 /* The arrivals that publish a stage which carries only a header (an all-padding tile's, or the end
  * mark): the 33 a chunk makes, 32 lanes and lane 0 once more in place of the expect_tx arrival */
 static __device__ __forceinline__ void finish_header_stage(uint64_t *full, int lane) {
@@ -157,6 +185,10 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
      * its header goes in a stage of its own, with the 33 arrivals a chunk makes and no bytes
      * (finish_header_stage). */
     const bool early = headers && pwarp == (int)(iter % 4) && tile.compute;
+    /* the item's first chunk asked of L2 as soon as the item is walked (HFP4_SM90_FIRST_PREFETCH) */
+    if (HFP4_SM90_FIRST_PREFETCH && BT == 8 && early && iter > 0 && nck > 0 && elect_one_sync())
+        prefetch_first_chunk<BT, W_FP32, MINB>(p, a_map, tile, kb, tile_weights(p, tile),
+                                               tile_weight_scales<W_FP32>(p, tile, chunks));
     if (lane == 0 && pwarp == 0 && iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_ITEM);
     if (headers && pwarp == (int)(iter % 4)) {
         const int s = wait_free_stage<STAGES>(empty, iter);

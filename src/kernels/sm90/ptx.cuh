@@ -155,6 +155,18 @@ static __device__ __forceinline__ void bulk_load(void *dst, const void *src, uin
                  : "memory");
 }
 
+/* Asks L2 for `bytes` (a multiple of 16) from src, with nothing to wait on: the bulk copy that
+ * later reads them finds them there or on their way. */
+static __device__ __forceinline__ void bulk_prefetch_l2(const void *src, uint32_t bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+}
+/* The same for a box of a tensor map at coordinates (c0, c1, c2) */
+static __device__ __forceinline__ void tma_prefetch_l2_3d(const void *tensor_map, int32_t c0, int32_t c1, int32_t c2) {
+    asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global [%0, {%1, %2, %3}];" ::"l"(tensor_map), "r"(c0), "r"(c1),
+                 "r"(c2)
+                 : "memory");
+}
+
 /* The same with an L2 eviction policy (createpolicy), for data read exactly once. */
 static __device__ __forceinline__ void bulk_load_hint(void *dst, const void *src, uint32_t bytes, uint64_t *bar,
                                                       uint64_t policy) {
