@@ -94,7 +94,13 @@ static int launch_floor(void *arg, cudaStream_t s) {
 int bench_stream_floor(bench_ctx *c, const char *name, const char *layout, int64_t tokens, const int32_t *masked_m,
                        int32_t groups, const hfp4_matrix *const *b, int nb, int nsets, double weight_bytes,
                        double gemm_bytes, double gemm_us) {
-    if (groups > FLOOR_MAX_GROUPS || groups > FLOOR_THREADS || nb < 1 || nb > 2) return 0; /* (not measured) */
+    if (nb < 1 || nb > 2) return -1;
+    if (groups > FLOOR_MAX_GROUPS || groups > FLOOR_THREADS) { /* (one thread a group lists the hit ones) */
+        if (!c->json)
+            printf("%-12s %-8s %s T=%lld: not measured (%d groups; the floor kernel lists at most %d)\n", "stream_floor",
+                   layout, name, (long long)tokens, (int)groups, FLOOR_MAX_GROUPS);
+        return 0;
+    }
     unsigned *sink = NULL;
     cudaGraphExec_t exec[2] = {NULL, NULL};
     floor_launch fl[2][2];
