@@ -315,3 +315,130 @@ static __device__ __forceinline__ bool pipelined_item(const sm90_smem sm, int64_
     return pipelined_step<BT, W_FP32, MINB, ROW_SCALED, false, CARRY, G32, NW>(ad, fa, fb, ea, ebn, fin, s, phase, &sm,
                                                                            warpgroup, carry);
 }
+
+/* ---- (not yet measured, HFP4_SM90_DEEP2, off) two chunks a trip, each with its own registers ----
+ * pipelined_item's look-ahead means to convert chunk kc + 1 while chunk kc's wgmmas run, but ptxas
+ * writes the new fragments into the registers those wgmmas read, so it waits for them first and
+ * the conversion follows the tensor cores after all (SASS of the two-CTA 8-token kernel: the wait
+ * after the loads and ~4 PRMTs; the same at 216 registers). deep_item gives each chunk of a trip an
+ * accumulator and a fragment set of its own (A, B): A's wgmmas, B converted beside them, B's
+ * wgmmas, A retired (wait_group 1), the next A converted beside B's wgmmas, B retired
+ * (wait_group 0). Nothing is in flight across the loop's back edge: with accumulators in flight
+ * from one trip into the next (or from a prologue into the loop), NVVM's out-of-SSA copies of them
+ * sat between wgmma issue and wait in the PTX and ptxas serialized every wgmma (C7514 / C7515;
+ * the forms tried are in bench/RESULTS.md v28). SASS of this form (two-CTA 8-token kernel, 290
+ * instructions a two-chunk trip against 275): QGMMA x4, B's whole conversion, QGMMA x4,
+ * DEPBAR.LE gsb0 1, A's FFMAs, the next A's conversion, DEPBAR.LE gsb0 0, B's FFMAs; no ptxas
+ * advisory, no spill. One-base CARRY items (run_consumers), UE8M0 weight scales, 1x128 scales. */
+#ifndef HFP4_SM90_DEEP2
+#define HFP4_SM90_DEEP2 0
+#endif
+
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void deep_issue(const sm90_lookahead_addrs &ad, uint32_t (&frag)[4][4], float *acc,
+                                                  int stage) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    sm90_desc desc;
+    desc.lo = __reduce_max_sync(0xFFFFFFFFu, ad.desc_lo + stage * (cfg::A_TILE_BYTES >> 4));
+    desc.hi = SM90_DESC_HI_K128_SWIZZLE128;
+    wgmma_fp8_rs_chunk<BT>(acc, frag, desc);
+}
+
+/* the oldest chunk in flight (stage sr): wait until at most WAIT groups are pending, promote, release */
+template <int BT, bool W_FP32, int MINB, int WAIT>
+static __device__ __forceinline__ void deep_retire(const sm90_lookahead_addrs &ad, uint32_t (&frag)[4][4], float *acc,
+                                                   float *fin, int &sr) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    wgmma_wait<WAIT>();
+    wgmma_chunk_waited<BT>(acc, frag);
+    const float *sa = (const float *)smem_ptr(ad.as + sr * cfg::AS_STAGE_BYTES);
+    promote<BT, false, BT>(fin, acc, 1.0f, 1.0f, sa, 0);
+    mbar_arrive_sa(ad.full + (cfg::STAGES + sr) * 8);
+    sr = sr + 1 == cfg::STAGES ? 0 : sr + 1;
+}
+
+/* the next chunk: its stage awaited, loaded, converted into frag, its wgmmas issued; (s, phase) stepped */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void deep_next(const sm90_lookahead_addrs &ad, uint32_t (&frag)[4][4], float *acc,
+                                                 int &s, uint32_t &phase) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    mbar_wait_sa(ad.full + s * 8, phase);
+    load_convert_folded<BT, W_FP32, MINB>(ad, s, frag);
+    deep_issue<BT, W_FP32, MINB>(ad, frag, acc, s);
+    if (++s == cfg::STAGES) {
+        s = 0;
+        phase ^= 1;
+    }
+}
+
+/* pipelined_item's one-base CARRY form, two chunks a trip (above): same arguments and results */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ bool deep_item(const sm90_smem sm, int64_t chunks, int wg_off, int warpgroup, int r0,
+                                                 int t4, float *fin, float &rb0, float &rb1, uint32_t &eb0,
+                                                 uint32_t &eb1, int &s, uint32_t &phase, sm90_carried_chunk *carry,
+                                                 bool carried) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
+    uint32_t fa[4][4], fb[4][4];
+    float acc_a[BT / 2], acc_b[BT / 2];
+    const sm90_lookahead_addrs ad = lookahead_addrs<BT, W_FP32, MINB>(sm, wg_off, warpgroup, r0, t4);
+    {
+        uint32_t ea[2];
+        if (carried) {
+            convert_folded_chunk(fa, carry->q0, carry->q1, carry->e0, carry->e1);
+            ea[0] = (carry->e0 >> 16) & 255;
+            ea[1] = (carry->e1 >> 16) & 255;
+        } else {
+            mbar_wait_sa(ad.full + s * 8, phase);
+            load_convert_folded<BT, W_FP32, MINB>(ad, s, fa, ea);
+        }
+        __syncwarp(); /* (per-thread paths above; the wgmmas below are .sync.aligned) */
+        eb0 = ea[0];
+        eb1 = ea[1];
+        rb0 = row_scale_from_emax(ea[0]);
+        rb1 = row_scale_from_emax(ea[1]);
+    }
+    HFP4_DIAG_PHASE(HFP4_DIAG_PH_FIRST);
+    int sr = s; /* the stage of the oldest chunk in flight */
+    const int32_t n = (int32_t)chunks;
+    /* two chunks a trip and nothing in flight across the loop's back edge (no accumulator is
+     * loop-carried while a wgmma writes it): A's wgmmas, B converted beside them, B's wgmmas, A
+     * retired (wait_group 1), the next A converted beside B's wgmmas, B retired (wait_group 0) */
+    int32_t kc = 0;
+    for (; kc + 1 < n; kc += 2) {
+        deep_issue<BT, W_FP32, MINB>(ad, fa, acc_a, s);
+        if (++s == cfg::STAGES) {
+            s = 0;
+            phase ^= 1;
+        }
+        deep_next<BT, W_FP32, MINB>(ad, fb, acc_b, s, phase);
+        deep_retire<BT, W_FP32, MINB, 1>(ad, fa, acc_a, fin, sr);
+        if (kc + 2 < n) {
+            mbar_wait_sa(ad.full + s * 8, phase);
+            load_convert_folded<BT, W_FP32, MINB>(ad, s, fa);
+        }
+        deep_retire<BT, W_FP32, MINB, 0>(ad, fb, acc_b, fin, sr);
+    }
+    if (kc < n) { /* an odd count's last chunk, converted in fa */
+        deep_issue<BT, W_FP32, MINB>(ad, fa, acc_a, s);
+        if (++s == cfg::STAGES) {
+            s = 0;
+            phase ^= 1;
+        }
+        deep_retire<BT, W_FP32, MINB, 0>(ad, fa, acc_a, fin, sr);
+    }
+    /* the next item's first chunk words, if its stage has landed (pipelined_step's CARRY) */
+    bool loaded = false;
+    if (mbar_test_wait_sa(ad.full + s * 8, phase)) {
+        const uint32_t flags = item_header_slot<BT, W_FP32, MINB, false>(sm.a_scale_s, s)->flags;
+        if ((flags & (HFP4_SM90_HDR_END | HFP4_SM90_HDR_ZERO)) == 0 && (flags & HFP4_SM90_HDR_ONE_BASE(warpgroup)) != 0) {
+            const uint32_t w_st = ad.w + s * cfg::W_STAGE_BYTES;
+            carry->q0 = *(const uint4 *)smem_ptr(w_st);
+            carry->q1 = *(const uint4 *)smem_ptr(w_st + HFP4_SM90_PAIR_BYTES);
+            const uint32_t ws_st = ad.ws + s * cfg::WS_STAGE_BYTES;
+            carry->e0 = *(const uint32_t *)smem_ptr(ws_st);
+            carry->e1 = *(const uint32_t *)smem_ptr(ws_st + 32);
+            loaded = true;
+        }
+    }
+    return loaded;
+}
