@@ -426,7 +426,9 @@ static __device__ __forceinline__ bool deep_item(const sm90_smem sm, int64_t chu
         }
         deep_retire<BT, W_FP32, MINB, 0>(ad, fa, acc_a, fin, sr);
     }
-    /* the next item's first chunk words, if its stage has landed (pipelined_step's CARRY) */
+    /* the next item's first chunk words, if its stage has landed: pipelined_step's CARRY block,
+     * repeated (as a shared helper it reordered the default kernels' SASS, which moves decode by
+     * several % on its own: RESULTS v26) */
     bool loaded = false;
     if (mbar_test_wait_sa(ad.full + s * 8, phase)) {
         const uint32_t flags = item_header_slot<BT, W_FP32, MINB, false>(sm.a_scale_s, s)->flags;
