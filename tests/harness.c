@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -57,6 +58,12 @@ double hfp4_rng_normal(hfp4_rng *r) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+static double wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int by_file_then_order(const void *a, const void *b) {
     const char *fa = *(const char *const *)a, *fb = *(const char *const *)b;
     return strcmp(fa, fb);
@@ -99,6 +106,7 @@ int main(int argc, char **argv) {
         }
         current_failed = current_skipped = current_fail_lines = 0;
         hfp4_clear_error();
+        const double t0 = wall_seconds();
         if (use_fork) {
             /* NOTE: one process per test, because a CUDA fault poisons the context for every later
              * test of the same process; the parent never touches CUDA. */
@@ -128,15 +136,17 @@ int main(int argc, char **argv) {
             tests[i].fn();
         }
         fflush(stdout);
+        /* (each test's wall time: the GPU suite's whole run has to fit a device call) */
+        const double secs = wall_seconds() - t0;
         if (current_failed) {
             failed++;
-            printf("FAIL %s\n", tests[i].name);
+            printf("FAIL %s (%.1f s)\n", tests[i].name, secs);
         } else if (current_skipped) {
             skipped++;
-            printf("skip %s\n", tests[i].name);
+            printf("skip %s (%.1f s)\n", tests[i].name, secs);
         } else {
             passed++;
-            printf("ok   %s\n", tests[i].name);
+            printf("ok   %s (%.1f s)\n", tests[i].name, secs);
         }
     }
     if (!list) printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
