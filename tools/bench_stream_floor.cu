@@ -12,9 +12,10 @@
  * this floor and floor_us no GEMM kernel launched this way can close.
  */
 #include "bench_common.h"
+#include "sm90/ptx.cuh" /* grid_launch_dependents, grid_dependency_wait */
 
 #define FLOOR_THREADS 512
-#define FLOOR_MAX_GROUPS 512
+#define FLOOR_MAX_GROUPS FLOOR_THREADS /* one thread a group lists the hit ones */
 #define FLOOR_UNROLL 8
 
 /* Reads masked_m (after the grid-dependency wait, as the GEMM does), lists the hit groups in order
@@ -26,8 +27,8 @@ __global__ void __launch_bounds__(FLOOR_THREADS) bench_stream_hit_experts(const 
                                                                           unsigned *sink) {
     __shared__ int32_t hit[FLOOR_MAX_GROUPS];
     __shared__ int32_t warp_count[FLOOR_THREADS / 32];
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    grid_launch_dependents();
+    grid_dependency_wait();
     const int t = (int)threadIdx.x, lane = t % 32, warp = t / 32;
     const bool is_hit = t < groups && masked_m[t] > 0;
     const unsigned bits = __ballot_sync(0xFFFFFFFFu, is_hit);
@@ -95,7 +96,7 @@ int bench_stream_floor(bench_ctx *c, const char *name, const char *layout, int64
                        int32_t groups, const hfp4_matrix *const *b, int nb, int nsets, double weight_bytes,
                        double gemm_bytes, double gemm_us) {
     if (nb < 1 || nb > 2) return -1;
-    if (groups > FLOOR_MAX_GROUPS || groups > FLOOR_THREADS) { /* (one thread a group lists the hit ones) */
+    if (groups > FLOOR_MAX_GROUPS) {
         if (!c->json)
             printf("%-12s %-8s %s T=%lld: not measured (%d groups; the floor kernel lists at most %d)\n", "stream_floor",
                    layout, name, (long long)tokens, (int)groups, FLOOR_MAX_GROUPS);

@@ -102,8 +102,8 @@ static __device__ __forceinline__ void prefetch_first_chunk(const hfp4_sm90_gemm
     tma_prefetch_l2_3d(a_map, (int32_t)(kc * 128), tile.m0, tile.a_group);
 #pragma unroll
     for (int wg = 0; wg < 2; wg++) {
-        bulk_prefetch_l2(w_src + wg * p.w_pairs * HFP4_SM90_PAIR_BYTES + kc * cfg::W_WG_BYTES, cfg::W_WG_BYTES);
-        bulk_prefetch_l2(ws_src + (wg * p.w_chunks + kc) * cfg::WS_WG_BYTES, cfg::WS_WG_BYTES);
+        bulk_prefetch_l2(chunk_weights<BT, W_FP32, MINB>(p, w_src, wg, kc), cfg::W_WG_BYTES);
+        bulk_prefetch_l2(chunk_weight_scales<BT, W_FP32, MINB>(p, ws_src, wg, kc), cfg::WS_WG_BYTES);
     }
 }
 

@@ -24,6 +24,18 @@ static __device__ __forceinline__ const uint8_t *tile_weight_scales(const hfp4_s
            ((int64_t)tile.expert * p.w_scale_group_elems + (int64_t)tile.n_tile * 2 * chunks * 64) * (W_FP32 ? 16 : 4);
 }
 
+/* Warpgroup wg's weights and weight scales of chunk kc in a tile's (tile_weights, tile_weight_scales) */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ const uint8_t *chunk_weights(const hfp4_sm90_gemm_params &p, const uint8_t *w_src,
+                                                               int wg, int64_t kc) {
+    return w_src + wg * p.w_pairs * HFP4_SM90_PAIR_BYTES + kc * sm90_tile_config<BT, W_FP32, MINB>::W_WG_BYTES;
+}
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ const uint8_t *chunk_weight_scales(const hfp4_sm90_gemm_params &p,
+                                                                     const uint8_t *ws_src, int wg, int64_t kc) {
+    return ws_src + (wg * p.w_chunks + kc) * sm90_tile_config<BT, W_FP32, MINB>::WS_WG_BYTES;
+}
+
 /* The activation tile (TMA) and both warpgroups' weights and weight scales (bulk copies, evict-first
  * when each weight tile is read once) of chunk kc of `tile` into stage s, completing on bar.
  * a_rows = 8 < BT (a narrow item, narrow_items.cuh: stage_a_rows): only the tile's first 8 activation
@@ -47,8 +59,8 @@ static __device__ __forceinline__ void issue_stage_loads(const hfp4_sm90_gemm_pa
     uint8_t *w_dst = w_stages + s * cfg::W_STAGE_BYTES, *ws_dst = ws_stages + s * cfg::WS_STAGE_BYTES;
 #pragma unroll
     for (int wg = 0; wg < 2; wg++) {
-        const uint8_t *w_chunk = w_src + wg * p.w_pairs * HFP4_SM90_PAIR_BYTES + kc * cfg::W_WG_BYTES;
-        const uint8_t *ws_chunk = ws_src + (wg * p.w_chunks + kc) * cfg::WS_WG_BYTES;
+        const uint8_t *w_chunk = chunk_weights<BT, W_FP32, MINB>(p, w_src, wg, kc);
+        const uint8_t *ws_chunk = chunk_weight_scales<BT, W_FP32, MINB>(p, ws_src, wg, kc);
         if (p.w_evict_first) {
             const uint64_t policy = l2_policy_evict_first();
             bulk_load_hint(w_dst + wg * cfg::W_WG_BYTES, w_chunk, cfg::W_WG_BYTES, bar, policy);
