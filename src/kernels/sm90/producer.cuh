@@ -30,13 +30,13 @@ static __device__ __forceinline__ int wait_free_stage(uint64_t *empty_bars, int6
     return s;
 }
 
-/* masked decode launches: the first round of stages D chunks at a time, and the header's reads
- * before the copies (below); 0 turns both off */
+/* decode launches: the first round of stages D chunks at a time (masked and contiguous layouts),
+ * and the header's reads before the copies (masked) (below); 0 turns both off */
 #ifndef HFP4_SM90_LAND_WINDOW
 #define HFP4_SM90_LAND_WINDOW 4
 #endif
-/* HFP4_SM90_LAND_WINDOW = D > 0: in the decode tiles of a masked launch, chunk g of the first round
- * of stages (g < STAGES) goes out only once chunk g - D has landed.
+/* HFP4_SM90_LAND_WINDOW = D > 0: in the decode tiles of a masked or contiguous launch, chunk g of the
+ * first round of stages (g < STAGES) goes out only once chunk g - D has landed.
  * NOTE: with every stage free at the start, each CTA asked for all of them at once (~28 MB over the
  * GPU at V4-Flash w2 T = 8), and a stage is complete only when the last of its copies lands, so a
  * CTA's first stage landed near the end of that burst: first loads p50 3.4 us after entry, first
@@ -44,7 +44,9 @@ static __device__ __forceinline__ int wait_free_stage(uint64_t *empty_bars, int6
  * of their warps' samples). With 4 in flight: first chunk p50 8.0, last exit 62.7 -> 60.1 us.
  * H200, masked graph (bench/RESULTS.md v22), with the header reads first (run_producer), 3
  * routings x 4 rounds: w2 T = 8 +1...+2 %, T = 1 +1...+2 %, w13 T = 8 and T = 32 level. The
- * contiguous layout lost with the window (w2 T = 8 -1...-3 % in 3 calls), so both stay off there.
+ * contiguous layout lost with the window then (w2 T = 8 -1...-3 % in 3 calls); since the first-chunk
+ * prefetch (HFP4_SM90_FIRST_PREFETCH) it gains there too (HFP4_SM90_LAND_CONTIG below), and the
+ * header's reads stay after the copies there (first made no difference, bench/RESULTS.md v29).
  * The exact wait below (v23, H200): 40/40 GPU tests, the TP8 shards' masked T = 32 rows that hung
  * the first cut run through, masked graph w2 T = 8 3.30 -> 3.43 TB/s (+4 %, routing seed 1, 2 rounds).
  * NOTE: the wait must not be a plain parity wait on stage x = (g - D) % STAGES's full barrier: its
@@ -78,6 +80,14 @@ static __device__ __forceinline__ void wait_landing_window(uint64_t *full, uint6
         }
     }
 }
+
+#ifndef HFP4_SM90_LAND_CONTIG
+#define HFP4_SM90_LAND_CONTIG 1 /* (0 builds without it, for A/Bs) */
+#endif
+/* HFP4_SM90_LAND_CONTIG: the landing window (above) in the contiguous layout's decode launches too.
+ * NOTE: H200, graph replays, 3 interleaved rounds in each of two calls (bench/RESULTS.md v29), D's
+ * padding left alone: w2 T = 8 3.588 -> 3.646 and 3.608 -> 3.670 TB/s, T = 1 +6 / +7 %, w13 T = 1
+ * +3 / +5 %, T = 32 level, w13 T = 8 -4 / -2 % (4.10 -> 4.01); the layer at T = 1 +5 %. */
 
 #ifndef HFP4_SM90_FIRST_PREFETCH
 #define HFP4_SM90_FIRST_PREFETCH 1 /* (0 builds without it, for A/Bs) */
@@ -157,7 +167,8 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     const int32_t walker = split ? (int32_t)blockIdx.x / 2 : (int32_t)blockIdx.x;
     const int32_t walkers = split ? (int32_t)gridDim.x / 2 : (int32_t)gridDim.x;
     const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
-    const bool land_window = p.grouping == HFP4_K_MASKED; /* (wait_landing_window) */
+    /* (wait_landing_window; HFP4_SM90_LAND_CONTIG) */
+    const bool land_window = p.grouping == HFP4_K_MASKED || (HFP4_SM90_LAND_CONTIG && p.grouping == HFP4_K_CONTIGUOUS);
     /* (dynamic_walk.cuh: the walk's later items from the launch's counter) */
     const sm90_dyn dyn = {sm.dyn_ring, cfg::BALANCE && dyn_wanted(p, headers, split, balanced_items(p, sm.live_prefix), nck),
                           p.dyn_slot, pwarp, lane};
@@ -196,7 +207,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         (void)diag_free;
         wait_landing_window<BT, STAGES>(full, empty, iter, land_window);
         /* (reads first: see above; not in the K-split kernel, whose producer spills with it) */
-        const bool reads_first = HFP4_SM90_LAND_WINDOW > 0 && BT <= 64 && !SPLIT && land_window;
+        const bool reads_first = HFP4_SM90_LAND_WINDOW > 0 && BT <= 64 && !SPLIT && p.grouping == HFP4_K_MASKED;
         sm90_header_reads<BT> reads;
         if (reads_first && tile.compute) read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
         if (early && elect_one_sync()) {
