@@ -316,7 +316,7 @@ static __device__ __forceinline__ bool pipelined_item(const sm90_smem sm, int64_
                                                                            warpgroup, carry);
 }
 
-/* ---- (not yet measured, HFP4_SM90_DEEP2, off) two chunks a trip, each with its own registers ----
+/* ---- (measured slower, HFP4_SM90_DEEP2, off) two chunks a trip, each with its own registers ----
  * pipelined_item's look-ahead means to convert chunk kc + 1 while chunk kc's wgmmas run, but ptxas
  * writes the new fragments into the registers those wgmmas read, so it waits for them first and
  * the conversion follows the tensor cores after all (SASS of the two-CTA 8-token kernel: the wait
@@ -329,7 +329,10 @@ static __device__ __forceinline__ bool pipelined_item(const sm90_smem sm, int64_
  * the forms tried are in bench/RESULTS.md v28). SASS of this form (two-CTA 8-token kernel, 290
  * instructions a two-chunk trip against 275): QGMMA x4, B's whole conversion, QGMMA x4,
  * DEPBAR.LE gsb0 1, A's FFMAs, the next A's conversion, DEPBAR.LE gsb0 0, B's FFMAs; no ptxas
- * advisory, no spill. One-base CARRY items (run_consumers), UE8M0 weight scales, 1x128 scales. */
+ * advisory, no spill. One-base CARRY items (run_consumers), UE8M0 weight scales, 1x128 scales.
+ * NOTE: measured (H200, graph, 3 interleaved rounds, bench/RESULTS.md v29): slower everywhere but
+ * masked w13 T = 8 (+2.6 %): w2 T = 8 -9 %, T = 1 -3...-5 %, T = 32 -2...-6 %; its tests pass. Kept
+ * behind the switch as the form ptxas does not serialize, should a later loop need it. */
 #ifndef HFP4_SM90_DEEP2
 #define HFP4_SM90_DEEP2 0
 #endif
