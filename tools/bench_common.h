@@ -203,8 +203,12 @@ int bench_capture(bench_ctx *c, bench_launch_fn fn, void *const *args, int count
                   size_t *kernels);
 /* Median microseconds per replay over c->replays replays. nexec >= 2: replay execs[0], execs[1], ...
  * in turn (each reads other buffers than the one before, which must be large enough to evict it);
- * flush: L2 emptied before each replay (c->l2_flush: how), outside the timed interval. */
-int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexec, int flush, double *us);
+ * flush: L2 emptied before each replay (c->l2_flush: how), outside the timed interval; warm (or
+ * NULL): a graph replayed untimed after the flush, before each timed replay (bench_graph.cu's warm
+ * start: the same GEMMs over the other weight set, so that only the timed replay's weights are
+ * cold). */
+int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexec, int flush, cudaGraphExec_t warm,
+                      double *us);
 /* Launch floors; measured and printed as "launch_floor" rows once per run. -1 on failure. */
 double bench_launch_floor_stream(bench_ctx *c);
 double bench_launch_floor_graph(bench_ctx *c, size_t kernels);
@@ -233,10 +237,11 @@ typedef struct bench_moe_model {
 void bench_layer_graphs(bench_ctx *c, const bench_moe_model *m, const int64_t *tokens, int ntok);
 /* The stream floor of a masked graph row (bench_stream_floor.cu): a graph of nb kernels (b[s * nb +
  * i]: weight set s, GEMM i) that read masked_m and only the hit experts' weights and scales, timed
- * as the row was; printed next to the GEMM's time (gemm_us) and bytes. 0, or -1 (printed). */
+ * as the row was; printed next to the GEMM's time (gemm_us) and bytes; with gemm_warm_us > 0 (the
+ * row's warm start, bench_graph.cu) also timed so. 0, or -1 (printed). */
 int bench_stream_floor(bench_ctx *c, const char *name, const char *layout, int64_t tokens, const int32_t *masked_m,
                        int32_t groups, const hfp4_matrix *const *b, int nb, int nsets, double weight_bytes,
-                       double gemm_bytes, double gemm_us);
+                       double gemm_bytes, double gemm_us, double gemm_warm_us);
 
 /* ---- bench_dense.cu ---- */
 void bench_dense(bench_ctx *c, int64_t m, int64_t n, int64_t k);

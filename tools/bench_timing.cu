@@ -261,7 +261,8 @@ done:
     return rc;
 }
 
-int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexec, int flush, double *us) {
+int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexec, int flush, cudaGraphExec_t warm,
+                      double *us) {
     enum { BATCH = 32 };
     /* 2 ms covers queueing a batch (memset + 2 events + graph launch, ~10 us each on the host) */
     const uint64_t spin_ns = 2000000;
@@ -273,6 +274,7 @@ int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexe
         if (!BENCH_CUDA(cudaEventCreate(&ev[nev]))) goto done;
     for (int e = 0; e < nexec; e++) /* warm-up: the first launch of an exec also uploads it */
         if (!BENCH_CUDA(cudaGraphLaunch(execs[e], c->stream))) goto done;
+    if (warm && !BENCH_CUDA(cudaGraphLaunch(warm, c->stream))) goto done;
     if (!BENCH_CUDA(cudaStreamSynchronize(c->stream))) goto done;
     while (done_n < c->replays) {
         const int b = c->replays - done_n < BATCH ? c->replays - done_n : BATCH;
@@ -280,6 +282,7 @@ int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexe
         if (!BENCH_CUDA(cudaGetLastError())) goto done;
         for (int j = 0; j < b; j++) {
             if (flush && !l2_flush(c, c->stream)) goto done;
+            if (warm && !BENCH_CUDA(cudaGraphLaunch(warm, c->stream))) goto done; /* (untimed) */
             if (!BENCH_CUDA(cudaEventRecord(ev[2 * j], c->stream)) ||
                 !BENCH_CUDA(cudaGraphLaunch(execs[next++ % nexec], c->stream)) ||
                 !BENCH_CUDA(cudaEventRecord(ev[2 * j + 1], c->stream)))
@@ -346,7 +349,7 @@ double bench_launch_floor_graph(bench_ctx *c, size_t kernels) {
     cudaGraphExec_t exec = NULL;
     double us = 0;
     int ok = bench_capture(c, launch_empty, args, (int)kernels, &exec, NULL) == 0 &&
-             bench_time_graphs(c, &exec, 1, 0, &us) == 0;
+             bench_time_graphs(c, &exec, 1, 0, NULL, &us) == 0;
     if (exec) (void)BENCH_CUDA(cudaGraphExecDestroy(exec));
     if (!ok) {
         fprintf(stderr, "bench: launch floor (graph of %d kernels) failed\n", (int)kernels);
