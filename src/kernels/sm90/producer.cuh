@@ -120,10 +120,11 @@ static __device__ __forceinline__ void prefetch_first_chunk(const hfp4_sm90_gemm
 #ifndef HFP4_SM90_PROLOGUE_PREFETCH
 #define HFP4_SM90_PROLOGUE_PREFETCH 0 /* (P > 0: see prefetch_first_item; not yet measured) */
 #endif
-/* HFP4_SM90_PROLOGUE_PREFETCH = P > 0: in a masked launch of the 8-token tile, a consumer warp asks L2
- * for the first P chunks of the CTA's first item (its rank is blockIdx.x in the static and the
- * dynamic walk alike: weights, weight scales and activation tile) right after the set-up barrier,
- * from the live-item prefix (work_items.cuh build_live_prefix), while the producer starts its walk.
+/* HFP4_SM90_PROLOGUE_PREFETCH = P > 0: in a balanced launch of the 8-token tile (masked, or contiguous
+ * with expert ids), a consumer warp asks L2 for the first P chunks of the CTA's first item (its rank
+ * is blockIdx.x in the static and the dynamic walk alike: weights, weight scales and activation
+ * tile) right after the set-up barrier, from the walk's prefix (work_items.cuh), while the producer
+ * starts its walk.
  * All 32 lanes call it (rank_owner_from), after the barrier that completes the prefix.
  * NOTE: why (DIAG timeline, V4-Flash w13 masked T = 1, bench/RESULTS.md v29): the prefix is built
  * ~2.0 us after entry, but the producer's first copies go out only at ~3.9 (set-up barrier, the
@@ -133,16 +134,22 @@ static __device__ __forceinline__ void prefetch_first_chunk(const hfp4_sm90_gemm
 template <int BT, bool W_FP32, int MINB>
 static __device__ __forceinline__ void prefetch_first_item(const hfp4_sm90_gemm_params &p, const CUtensorMap *a_map,
                                                            const int32_t *prefix, int64_t chunks) {
-    const int32_t r = (int32_t)blockIdx.x; /* the first rank of the walk (FOR_EACH_ITEM, dyn_take) */
-    if (r >= prefix[p.num_groups]) return;  /* (the same in every lane) */
-    const int32_t g = rank_owner_from(prefix, p.num_groups, r, 0);
-    const int32_t within = r - prefix[g], m = div_tiles_n(p, within);
-    sm90_tile tile; /* (as resolve_tile makes it; the rows do not matter to the addresses) */
-    tile.n_tile = within - m * (int32_t)p.tiles_n;
-    tile.m0 = m * BT;
-    tile.valid_end = tile.zero_end = tile.m0 + BT;
-    tile.expert = tile.a_group = g;
-    tile.compute = 1;
+    sm90_tile tile;
+    if (p.balanced == 1) { /* (from the prefix alone: the walk would reload masked_m, which only the rows need) */
+        const int32_t r = (int32_t)blockIdx.x; /* the first rank of the walk (FOR_EACH_ITEM, dyn_take) */
+        if (r >= prefix[p.num_groups]) return;  /* (the same in every lane) */
+        const int32_t g = rank_owner_from(prefix, p.num_groups, r, 0);
+        const int32_t within = r - prefix[g], m = div_tiles_n(p, within);
+        tile.n_tile = within - m * (int32_t)p.tiles_n; /* (as resolve_tile makes it; not the rows) */
+        tile.m0 = m * BT;
+        tile.valid_end = tile.zero_end = tile.m0 + BT;
+        tile.expert = tile.a_group = g;
+        tile.compute = 1;
+    } else { /* the contiguous layout's computing tiles: the walk's first step (an expert id load) */
+        sm90_walk w = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0, 0};
+        if (!walk_next_by<BT>(p, prefix, w, (int32_t)gridDim.x)) return;
+        if (!resolve_tile<BT>(p, w.item, w.lay, tile) || !tile.compute) return;
+    }
     if (elect_one_sync()) {
         const uint8_t *w_src = tile_weights(p, tile), *ws_src = tile_weight_scales<W_FP32>(p, tile, chunks);
         for (int64_t kc = 0; kc < HFP4_SM90_PROLOGUE_PREFETCH && kc < chunks; kc++)
