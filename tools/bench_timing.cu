@@ -264,7 +264,8 @@ done:
 int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexec, int flush, cudaGraphExec_t warm,
                       double *us) {
     enum { BATCH = 32 };
-    /* 2 ms covers queueing a batch (memset + 2 events + graph launch, ~10 us each on the host) */
+    /* 2 ms covers queueing a batch (flush + warm replay + 2 events + graph launch, ~10 us each on the
+     * host: ~1.6 ms for 32; the replays behind the spin then take longer on the GPU than to queue) */
     const uint64_t spin_ns = 2000000;
     cudaEvent_t ev[2 * BATCH];
     int nev = 0, rc = -1, done_n = 0, next = 0;
