@@ -146,9 +146,18 @@ static __device__ __forceinline__ void prefetch_first_item(const hfp4_sm90_gemm_
         tile.expert = tile.a_group = g;
         tile.compute = 1;
     } else { /* the contiguous layout's computing tiles: the walk's first step (an expert id load) */
-        sm90_walk w = {(int32_t)blockIdx.x, 0, 0, 0u, 0, 0, 0};
-        if (!walk_next_by<BT>(p, prefix, w, (int32_t)gridDim.x)) return;
-        if (!resolve_tile<BT>(p, w.item, w.lay, tile) || !tile.compute) return;
+        const int32_t r = (int32_t)blockIdx.x, W = ((int32_t)p.tiles_m + 31) / 32;
+        if (r >= prefix[2 * W] * (int32_t)p.tiles_n) return;
+        int32_t hint = 0, t;
+        const int32_t item = computing_item(p, prefix, r, hint, t);
+        const int32_t id = p.layout[(int64_t)t * BT]; /* (a computing tile's first row: a known expert) */
+        if (id < 0 || id >= p.num_groups) return;
+        tile.n_tile = item - t * (int32_t)p.tiles_n; /* (as resolve_tile makes it; not the rows) */
+        tile.m0 = t * BT;
+        tile.valid_end = tile.zero_end = tile.m0 + BT;
+        tile.expert = id;
+        tile.a_group = 0;
+        tile.compute = 1;
     }
     if (elect_one_sync()) {
         const uint8_t *w_src = tile_weights(p, tile), *ws_src = tile_weight_scales<W_FP32>(p, tile, chunks);

@@ -246,6 +246,19 @@ static __device__ __forceinline__ int32_t rank_owner_from(const int32_t *prefix,
     }
 }
 
+/* The contiguous layout's computing item of rank r (< the mask prefix's total x tiles_n; p.balanced
+ * 2): its item index, and t, its token tile; hint: the word that held the previous rank (updated).
+ * All 32 lanes call it (rank_owner_from). */
+static __device__ __forceinline__ int32_t computing_item(const hfp4_sm90_gemm_params &p, const int32_t *prefix, int32_t r,
+                                                         int32_t &hint, int32_t &t) {
+    const int32_t W = ((int32_t)p.tiles_m + 31) / 32, tiles_n = (int32_t)p.tiles_n;
+    const int32_t q = div_tiles_n(p, r), n = r - q * tiles_n; /* q: the tile's rank */
+    const int32_t wi = rank_owner_from(prefix + W, W, q, hint);
+    hint = wi;
+    t = 32 * wi + nth_set_bit((uint32_t)prefix[wi], q - prefix[W + wi]);
+    return t * tiles_n + n;
+}
+
 /* A CTA's walk over its work items. Either every G-th item (G = gridDim.x), in batches of 32: each
  * lane of the warp probes one item's layout value (one load round trip per 32 items instead of one
  * per item) and decides whether the item is live (work_item_live); the warp then takes the live
@@ -281,13 +294,10 @@ static __device__ __forceinline__ bool walk_next_by(const hfp4_sm90_gemm_params 
         return true;
     }
     if (BT <= 64 && p.balanced == 2) { /* computing items only: padding tiles, zero_padding_tiles */
-        const int32_t W = ((int32_t)p.tiles_m + 31) / 32, tiles_n = (int32_t)p.tiles_n;
-        if (w.next >= prefix[2 * W] * tiles_n) return false;
-        const int32_t q = div_tiles_n(p, w.next), n = w.next - q * tiles_n; /* q: the tile's rank */
-        const int32_t wi = rank_owner_from(prefix + W, W, q, w.batch);
-        w.batch = wi;
-        const int32_t t = 32 * wi + nth_set_bit((uint32_t)prefix[wi], q - prefix[W + wi]);
-        w.item = t * tiles_n + n;
+        const int32_t W = ((int32_t)p.tiles_m + 31) / 32;
+        if (w.next >= prefix[2 * W] * (int32_t)p.tiles_n) return false;
+        int32_t t;
+        w.item = computing_item(p, prefix, w.next, w.batch, t);
         w.lay = p.layout[(int64_t)t * BT];
         w.next += G;
         return true;
