@@ -209,6 +209,12 @@ int bench_capture(bench_ctx *c, bench_launch_fn fn, void *const *args, int count
  * cold). */
 int bench_time_graphs(const bench_ctx *c, const cudaGraphExec_t *execs, int nexec, int flush, cudaGraphExec_t warm,
                       double *us);
+/* Whether graph replays over nsets weight sets alternate between two of them (each replay's weights,
+ * weight_bytes, at least twice L2, so the other set's replay evicts them), or are separated by the
+ * L2 flush instead; the GEMM rows and their read-only floors decide alike (bench_graph.cu). */
+static inline int bench_alternate_sets(const bench_ctx *c, int nsets, double weight_bytes) {
+    return nsets == 2 && weight_bytes >= 2.0 * (double)c->l2_bytes;
+}
 /* Launch floors; measured and printed as "launch_floor" rows once per run. -1 on failure. */
 double bench_launch_floor_stream(bench_ctx *c);
 double bench_launch_floor_graph(bench_ctx *c, size_t kernels);

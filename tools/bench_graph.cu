@@ -128,7 +128,7 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
     }
     for (int i = 0; i < 3; i++) {
         const graph_kind *gk = &kind[i];
-        const int alternate = nsets == 2 && gk->weight_bytes >= 2.0 * (double)c->l2_bytes;
+        const int alternate = bench_alternate_sets(c, nsets, gk->weight_bytes);
         double us = 0;
         char watched[192];
         snprintf(watched, sizeof watched, "%.60s %.40s T=%lld, graph replays", gk->name, layout, (long long)r->tokens);

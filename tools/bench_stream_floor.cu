@@ -120,7 +120,7 @@ int bench_stream_floor(bench_ctx *c, const char *name, const char *layout, int64
         if (bench_capture(c, launch_floor, args, nb, &exec[s], NULL) != 0) goto done;
     }
     {
-        const int alternate = nsets == 2 && weight_bytes >= 2.0 * (double)c->l2_bytes;
+        const int alternate = bench_alternate_sets(c, nsets, weight_bytes);
         double us = 0;
         if (bench_time_graphs(c, exec, alternate ? 2 : 1, !alternate, NULL, &us) != 0) goto done;
         const double tbps = gemm_bytes / us * 1e-6;

@@ -173,14 +173,9 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                     bool carried = false;
                     int64_t wt = wtile;
                     for (;;) {
-                        if constexpr (HFP4_SM90_DEEP2 && !G32) /* (consumer_pipelined.cuh: deep_item) */
-                            carried = deep_item<BT, W_FP32, MINB>(sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16,
-                                                                  warpgroup, r0, t4, fin.v, rb0, rb1, eb0, eb1, s,
-                                                                  phase, &carry, carried);
-                        else
-                            carried = pipelined_item<BT, W_FP32, MINB, false, true, G32>(
-                                sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1,
-                                eb0, eb1, s, phase, &carry, carried);
+                        carried = pipelined_item<BT, W_FP32, MINB, false, true, G32>(
+                            sm, nck, warpgroup * cfg::W_WG_BYTES + tid * 16, warpgroup, r0, t4, fin.v, rb0, rb1, eb0,
+                            eb1, s, phase, &carry, carried);
                         HFP4_DIAG_CARRIED(carried); /* (make DIAG=1 only: whether the next item's words came early) */
                         const long long diag_loop_end = HFP4_DIAG_CLOCK(); /* (make DIAG=1 only) */
                         (void)diag_loop_end;

@@ -140,11 +140,9 @@ static __device__ __forceinline__ void prefetch_first_item(const hfp4_sm90_gemm_
         if (r >= prefix[p.num_groups]) return;  /* (the same in every lane) */
         const int32_t g = rank_owner_from(prefix, p.num_groups, r, 0);
         const int32_t within = r - prefix[g], m = div_tiles_n(p, within);
-        tile.n_tile = within - m * (int32_t)p.tiles_n; /* (as resolve_tile makes it; not the rows) */
+        tile.n_tile = within - m * (int32_t)p.tiles_n;
         tile.m0 = m * BT;
-        tile.valid_end = tile.zero_end = tile.m0 + BT;
         tile.expert = tile.a_group = g;
-        tile.compute = 1;
     } else { /* the contiguous layout's computing tiles: the walk's first step (an expert id load) */
         const int32_t r = (int32_t)blockIdx.x, W = ((int32_t)p.tiles_m + 31) / 32;
         if (r >= prefix[2 * W] * (int32_t)p.tiles_n) return;
@@ -152,13 +150,14 @@ static __device__ __forceinline__ void prefetch_first_item(const hfp4_sm90_gemm_
         const int32_t item = computing_item(p, prefix, r, hint, t);
         const int32_t id = p.layout[(int64_t)t * BT]; /* (a computing tile's first row: a known expert) */
         if (id < 0 || id >= p.num_groups) return;
-        tile.n_tile = item - t * (int32_t)p.tiles_n; /* (as resolve_tile makes it; not the rows) */
+        tile.n_tile = item - t * (int32_t)p.tiles_n;
         tile.m0 = t * BT;
-        tile.valid_end = tile.zero_end = tile.m0 + BT;
         tile.expert = id;
         tile.a_group = 0;
-        tile.compute = 1;
     }
+    /* (as resolve_tile makes the tile, but for its rows, which no address here depends on) */
+    tile.valid_end = tile.zero_end = tile.m0 + BT;
+    tile.compute = 1;
     if (elect_one_sync()) {
         const uint8_t *w_src = tile_weights(p, tile), *ws_src = tile_weight_scales<W_FP32>(p, tile, chunks);
         for (int64_t kc = 0; kc < HFP4_SM90_PROLOGUE_PREFETCH && kc < chunks; kc++)
