@@ -132,6 +132,10 @@ $(BUILD)/bf16_ceiling: bench/micro/bf16_ceiling.cu bench/micro/micro_timing.cuh 
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
+$(BUILD)/first_copy_latency: bench/micro/first_copy_latency.cu $(wildcard src/kernels/sm90/*.cuh)
+	@mkdir -p $(BUILD)
+	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
+
 bench: $(BUILD)/hfp4
 	$(BUILD)/hfp4 bench $(BENCH_ARGS)
 
