@@ -18,6 +18,12 @@
  *               and the expect_tx arrival (33 arrivals)
  *   mode chain: the same, but (as for the kernel's first chunk) the scales' cp.async and the arrivals
  *               wait for a global read issued after the bulk copies (the item header's round trip)
+ *   mode kernel: the decode kernel's first round: four producer warps take chunks round-robin, chunk
+ *               c >= 4 goes out once chunk c - 4 has landed (the landing window), chunk 0's header
+ *               read goes out before its copies and its scales after the read returns; a fifth warp
+ *               stamps the landings
+ *   mode kernel+pdl: the same launched with programmatic stream serialization right behind the L2
+ *               flush, waiting on the grid before it (griddepcontrol) as the GEMM does
  * and for three states of the memory system before the launch:
  *   cold:  L2 emptied by reading 256 MB, and 6 experts not touched for many launches (other experts
  *          of the set were read in between: their pages' translations are likely gone)
@@ -44,11 +50,12 @@
 #define ITEMS_PER_EXPERT 32
 #define HIT 6
 #define BUSY_CTAS (HIT * ITEMS_PER_EXPERT) /* 192 */
-#define MAX_C 8
-#define SMEM_BYTES (100 << 10) /* two CTAs an SM, as the decode kernel */
+#define MAX_C 11 /* (the stage modes; the lsu mode holds at most LSU_C chunks in registers) */
+#define LSU_C 8
+#define SMEM_BYTES (108 << 10) /* two CTAs an SM, as the decode kernel */
 #define FLUSH_BYTES (256u << 20)
 
-enum { MODE_TMA = 0, MODE_LSU = 1, MODE_LDGSTS = 2, MODE_STAGE = 3, MODE_CHAIN = 4, MODES = 5 };
+enum { MODE_TMA = 0, MODE_LSU = 1, MODE_LDGSTS = 2, MODE_STAGE = 3, MODE_CHAIN = 4, MODE_KERNEL = 5, MODE_KERNEL_PDL = 6, MODES = 7 };
 #define WS_EXPERT_BYTES (512u << 10) /* UE8M0 weight scales: 4096 rows x 128 groups */
 #define WS_CHUNK_BYTES 256           /* a 64-row half's scales of one chunk */
 #define A_ROWS 8                     /* the 8-token tile's activation rows (T = 1: one real) */
@@ -82,7 +89,7 @@ struct fc_extra {
     const uint32_t *hdr;  /* a word per expert (the header's read) */
 };
 
-__global__ void __launch_bounds__(128) first_copy_kernel(const __grid_constant__ CUtensorMap a_map, const uint8_t *w,
+__global__ void __launch_bounds__(160) first_copy_kernel(const __grid_constant__ CUtensorMap a_map, const uint8_t *w,
                                                          const int *hit, int mode, int chunks,
                                                          unsigned long long *stamps, unsigned *sink, fc_extra x) {
     extern __shared__ uint8_t smem_raw[];
@@ -90,6 +97,10 @@ __global__ void __launch_bounds__(128) first_copy_kernel(const __grid_constant__
     __shared__ uint64_t bars[MAX_C];
     const unsigned long long entry = now_ns();
     unsigned long long *st = stamps + (size_t)blockIdx.x * T_COUNT;
+    if (mode == MODE_KERNEL_PDL) {
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+    }
     if (threadIdx.x == 0) st[T_ENTRY] = entry;
     if (blockIdx.x >= BUSY_CTAS) return;
     const int expert = hit[blockIdx.x / ITEMS_PER_EXPERT], it = (int)(blockIdx.x % ITEMS_PER_EXPERT);
@@ -101,13 +112,50 @@ __global__ void __launch_bounds__(128) first_copy_kernel(const __grid_constant__
     }
     __syncthreads();
     unsigned long long issue = now_ns(), first = 0, last = 0;
-    if (mode >= MODE_STAGE) {
+    const bool idle = mode < MODE_KERNEL && threadIdx.x >= 128; /* (the first modes use 128 threads) */
+    if (idle) {
+    } else if (mode >= MODE_KERNEL) {
+        const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+        const uint8_t *ws = x.ws + (size_t)expert * WS_EXPERT_BYTES + (size_t)it * 2 * (K_ELEMS / 128) * WS_CHUNK_BYTES;
+        uint8_t *a_dst = smem, *w_dst = smem + MAX_C * A_BOX_BYTES, *ws_dst = w_dst + MAX_C * 8192;
+        float *sa = (float *)(ws_dst + MAX_C * 2 * WS_CHUNK_BYTES);
+        if (warp < 4) {
+            uint64_t policy;
+            asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+            for (int c = warp; c < chunks; c += 4) {
+                if (c >= 4) mbar_wait(&bars[c - 4], 0); /* the landing window */
+                unsigned hdr = 0;
+                if (c == 0 && lane == 0) hdr = __ldg(x.hdr + expert); /* the header's read, before the copies */
+                if (lane == 0) {
+                    if (c != 0) mbar_arrive_expect_tx(&bars[c], A_BOX_BYTES + 8192 + 2 * WS_CHUNK_BYTES);
+                    tma_load_3d(a_dst + c * A_BOX_BYTES, &a_map, &bars[c], c * 128, 0, expert);
+                    for (int h = 0; h < 2; h++) {
+                        bulk_load_hint(w_dst + c * 8192 + h * 4096, item + h * HALF_BYTES + c * 4096, 4096, &bars[c], policy);
+                        bulk_load_hint(ws_dst + (c * 2 + h) * WS_CHUNK_BYTES,
+                                       ws + (size_t)(h * (K_ELEMS / 128) + c) * WS_CHUNK_BYTES, WS_CHUNK_BYTES, &bars[c], policy);
+                    }
+                }
+                const unsigned dep = __shfl_sync(0xFFFFFFFFu, hdr, 0) & 0x80000000u; /* (chunk 0: the read returned) */
+                if (c == 0 && lane == 0) mbar_arrive_expect_tx(&bars[c], A_BOX_BYTES + 8192 + 2 * WS_CHUNK_BYTES);
+                if (lane < A_ROWS)
+                    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(sa + c * A_ROWS + lane)),
+                                 "l"(x.a_scale + ((size_t)expert * A_ROWS + lane) * (K_ELEMS / 128) + c + dep), "r"(lane == 0 ? 4 : 0)
+                                 : "memory");
+                ldgsts_arrive(&bars[c]);
+            }
+        } else if (lane == 0) {
+            mbar_wait(&bars[0], 0);
+            first = now_ns();
+            mbar_wait(&bars[chunks - 1], 0);
+            last = now_ns();
+        }
+    } else if (mode >= MODE_STAGE) {
         if (threadIdx.x < 32) {
             const uint8_t *ws = x.ws + (size_t)expert * WS_EXPERT_BYTES + (size_t)it * 2 * (K_ELEMS / 128) * WS_CHUNK_BYTES;
             uint64_t policy;
             asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
             const int lane = (int)threadIdx.x;
-            uint8_t *a_dst = smem, *w_dst = smem + 8 * A_BOX_BYTES, *ws_dst = w_dst + MAX_C * 8192;
+            uint8_t *a_dst = smem, *w_dst = smem + MAX_C * A_BOX_BYTES, *ws_dst = w_dst + MAX_C * 8192;
             if (lane == 0)
                 for (int c = 0; c < chunks; c++) {
                     tma_load_3d(a_dst + c * A_BOX_BYTES, &a_map, &bars[c], c * 128, 0, expert);
@@ -162,9 +210,9 @@ __global__ void __launch_bounds__(128) first_copy_kernel(const __grid_constant__
         mbar_wait(&bars[chunks - 1], 0);
         last = now_ns();
     } else {
-        uint4 v[MAX_C][4];
+        uint4 v[LSU_C][4];
 #pragma unroll
-        for (int c = 0; c < MAX_C; c++)
+        for (int c = 0; c < LSU_C; c++)
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const uint32_t off = ((uint32_t)j * 128 + threadIdx.x) * 16;
@@ -174,7 +222,7 @@ __global__ void __launch_bounds__(128) first_copy_kernel(const __grid_constant__
         unsigned acc = v[0][0].x ^ v[0][1].y ^ v[0][2].z ^ v[0][3].w;
         first = now_ns_after(acc); /* (chunk 0's values used: its landing) */
 #pragma unroll
-        for (int c = 1; c < MAX_C; c++)
+        for (int c = 1; c < LSU_C; c++)
 #pragma unroll
             for (int j = 0; j < 4; j++) acc ^= v[c][j].x ^ v[c][j].y ^ v[c][j].z ^ v[c][j].w;
         last = now_ns_after(acc);
@@ -184,7 +232,7 @@ __global__ void __launch_bounds__(128) first_copy_kernel(const __grid_constant__
     __shared__ unsigned long long lmax[2];
     if (threadIdx.x == 0) lmax[0] = lmax[1] = 0;
     __syncthreads();
-    if ((mode != MODE_TMA && mode < MODE_STAGE) || threadIdx.x == 0) {
+    if ((mode != MODE_TMA && mode < MODE_STAGE && !idle) || threadIdx.x == (mode >= MODE_KERNEL ? 128 : 0)) {
         atomicMax(&lmax[0], first);
         atomicMax(&lmax[1], last);
     }
@@ -231,7 +279,7 @@ typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, vo
                                const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
                                CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-int main(void) {
+int main(int argc, char **argv) {
     int sms = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms == 0) {
         fprintf(stderr, "first_copy_latency: no CUDA device\n");
@@ -285,14 +333,16 @@ int main(void) {
     CK(cudaFuncSetAttribute(first_copy_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
     unsigned long long *stamps = (unsigned long long *)malloc((size_t)grid * T_COUNT * sizeof(unsigned long long));
     unsigned long long col[3][BUSY_CTAS];
-    const char *mode_name[MODES] = {"tma", "lsu", "ldgsts", "stage", "chain"}, *state_name[3] = {"cold", "tlb", "hot"};
-    const int chunk_counts[3] = {1, 4, 8};
+    const char *mode_name[MODES] = {"tma", "lsu", "ldgsts", "stage", "chain", "kernel", "k+pdl"},
+               *state_name[3] = {"cold", "tlb", "hot"};
+    const int chunk_counts[3] = {1, 4, 8}, kernel_chunk_counts[3] = {4, 8, 11};
+    const int first_mode = argc > 1 ? atoi(argv[1]) : 0; /* (modes from this one on) */
     printf("# first_copy_latency: %d CTAs (%d with a 256 KB item of one of %d experts), us; per CTA: issue after the\n"
            "# first entry, first chunk landed after its issue, last chunk landed after the issue (p50 / max over CTAs),\n"
            "# kernel time by events; 4 trials each (other experts each trial), p50 of the trials' p50s\n",
            grid, BUSY_CTAS, HIT);
     int trial_seed = 1;
-    for (int mode = 0; mode < MODES; mode++)
+    for (int mode = first_mode; mode < MODES; mode++)
         for (int ci = 0; ci < 3; ci++)
             for (int state = 0; state < 3; state++) {
                 double r[5][4];
@@ -313,13 +363,28 @@ int main(void) {
                         read_kernel<<<grid, 512>>>((const uint4 *)(w + (size_t)((hit[0] + 128) % 200) * EXPERT_BYTES),
                                                    (size_t)48 * EXPERT_BYTES / 16, sink);
                     if (state != 0) /* read the chosen experts' items once (translations warm, bytes in L2) */
-                        first_copy_kernel<<<grid, 128, SMEM_BYTES>>>(a_map, w, hit_d, MODE_LSU, MAX_C, stamps_d, sink, x);
+                        first_copy_kernel<<<grid, 160, SMEM_BYTES>>>(a_map, w, hit_d, MODE_LSU, LSU_C, stamps_d, sink, x);
                     if (state != 2) read_kernel<<<grid, 512>>>((const uint4 *)flush, FLUSH_BYTES / 16, sink);
                     cudaEvent_t e0, e1;
                     CK(cudaEventCreate(&e0));
                     CK(cudaEventCreate(&e1));
                     CK(cudaEventRecord(e0));
-                    first_copy_kernel<<<grid, 128, SMEM_BYTES>>>(a_map, w, hit_d, mode, chunk_counts[ci], stamps_d, sink, x);
+                    const int C = mode >= MODE_KERNEL ? kernel_chunk_counts[ci] : chunk_counts[ci];
+                    if (mode == MODE_KERNEL_PDL) { /* (right behind the flush, as the GEMM's graph) */
+                        cudaLaunchConfig_t cfg = {};
+                        cudaLaunchAttribute attr;
+                        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+                        attr.val.programmaticStreamSerializationAllowed = 1;
+                        cfg.gridDim = dim3(grid);
+                        cfg.blockDim = dim3(160);
+                        cfg.dynamicSmemBytes = SMEM_BYTES;
+                        cfg.attrs = &attr;
+                        cfg.numAttrs = 1;
+                        CK(cudaLaunchKernelEx(&cfg, first_copy_kernel, a_map, (const uint8_t *)w, (const int *)hit_d, mode, C,
+                                              stamps_d, sink, x));
+                    } else {
+                        first_copy_kernel<<<grid, 160, SMEM_BYTES>>>(a_map, w, hit_d, mode, C, stamps_d, sink, x);
+                    }
                     CK(cudaEventRecord(e1));
                     CK(cudaEventSynchronize(e1));
                     CK(cudaGetLastError());
@@ -356,8 +421,8 @@ int main(void) {
                             }
                     med[k] = (x[1] + x[2]) / 2;
                 }
-                printf("%-7s C=%d %-5s issue %5.2f  first landed +%5.2f (max +%5.2f)  last landed +%5.2f  kernel %6.2f\n",
-                       mode_name[mode], chunk_counts[ci], state_name[state], med[0], med[1], med[2], med[3], med[4]);
+                printf("%-7s C=%-2d %-5s issue %5.2f  first landed +%5.2f (max +%5.2f)  last landed +%5.2f  kernel %6.2f\n",
+                       mode_name[mode], mode >= MODE_KERNEL ? kernel_chunk_counts[ci] : chunk_counts[ci], state_name[state], med[0], med[1], med[2], med[3], med[4]);
             }
     free(stamps);
     return 0;

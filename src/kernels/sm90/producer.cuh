@@ -117,21 +117,6 @@ static __device__ __forceinline__ void prefetch_first_chunk(const hfp4_sm90_gemm
     }
 }
 
-#ifndef HFP4_SM90_SCALES_FIRST
-#define HFP4_SM90_SCALES_FIRST 0 /* (1: an item's first chunk; 2: every chunk; see below) */
-#endif
-/* HFP4_SM90_SCALES_FIRST: at the 8-token tile with FP32 activation scales, a stage's activation-scale
- * copies (and the 32 lanes' arrivals that wait for them) go out before the stage's bulk copies: at 1
- * only an item's first chunk, whose scales otherwise wait for the header's global reads to return,
- * at 2 every chunk.
- * NOTE: why (bench/micro/first_copy_latency.cu, H200, V4-Flash w13 T = 1's first copies: 192 CTAs,
- * cold L2): a 4-byte load issued after a burst of bulk copies waits for the burst. A stage of four
- * bulk copies and a TMA box lands ~1.1 us after its issue; with its scales' cp.async issued after the
- * CTA's other first-round copies it lands when they all have (+1.9 us for 4 chunks, +2.9 for 8), and
- * when the scales also wait for a global read first, later still. In the kernel the first chunk's
- * scales went out only when the header's reads returned (first header posted p50 4.8 us after entry,
- * DIAG timeline) and the first chunk completed at 8.1, its bulk copies issued at 3.7. */
-
 #ifndef HFP4_SM90_PROLOGUE_PREFETCH
 #define HFP4_SM90_PROLOGUE_PREFETCH 0 /* (P > 0: see prefetch_first_item; not yet measured) */
 #endif
@@ -273,19 +258,6 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         const bool reads_first = HFP4_SM90_LAND_WINDOW > 0 && BT <= 64 && !SPLIT && p.grouping == HFP4_K_MASKED;
         sm90_header_reads<BT> reads;
         if (reads_first && tile.compute) read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
-        if (HFP4_SM90_SCALES_FIRST > 0 && BT == 8 && early && p.a_scale_dtype == 1 /* FP32 */ && nck > 0) {
-            /* the first chunk's activation scales and the 32 lanes' arrivals, before its bulk copies
-             * (HFP4_SM90_SCALES_FIRST; the chunk loop then only announces the stage's bytes, after
-             * the header is posted, so the stage cannot complete before the header is there) */
-            const int one_i = lane % BT, one_j = lane / BT;
-            const int64_t kstep = gran32 ? kb * 4 : kb;
-            const bool in = lane < BT * nj && tile.m0 + one_i < tile.valid_end && kstep + one_j < p.a_k_groups;
-            const float *src = (const float *)p.a_scales;
-            if (in) src += a_scale_index(p, tile.a_group, tile.m0 + one_i, kstep + one_j);
-            if (lane < BT * nj)
-                cp_async_4_zfill(a_scale_s + s * 4 * BT + one_j * BT + a_scale_slot_of_lane<BT>(one_i, lane_slot), src, in);
-            cp_async_mbar_arrive_noinc(&full[s]);
-        }
         if (early && elect_one_sync()) {
             issue_stage_loads<BT, W_FP32, MINB>(p, a_map, a_narrow_map, stage_a_rows<BT>(tile), tile, kb, s, a_tiles,
                                                 w_stages, ws_stages, tile_weights(p, tile),
@@ -300,9 +272,6 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
             finish_item_header<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads, hflags, hmask);
         }
         if (lane == 0) post_item_header<MASKS>(item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s), tile, hflags, hmask);
-        /* (HFP4_SM90_SCALES_FIRST: the 32 lanes arrived before the header was written, so the elected
-         * lane's expect_tx arrival is what publishes lane 0's header: ordered after it here) */
-        if (HFP4_SM90_SCALES_FIRST > 0 && BT == 8) __syncwarp();
         if (!tile.compute) finish_header_stage(&full[s], lane);
     }
     if (!tile.compute) {
@@ -363,27 +332,6 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                     for (int j = 0; j < nj; j++) bulk_load(sa + j * BT, sa_src + j * p.a_scale_stride_k, BT * 4, bar);
                 }
                 mbar_arrive(bar);
-                continue;
-            }
-            if constexpr (BT == 8 && HFP4_SM90_SCALES_FIRST > 0) { /* (HFP4_SM90_SCALES_FIRST) */
-                const bool scales_done = early && kc == 0; /* (with the item's early loads) */
-                if (HFP4_SM90_SCALES_FIRST >= 2 && !scales_done) {
-                    const int64_t kstep = gran32 ? ka * 4 : ka, koff = kstep * p.a_scale_stride_k; /* (uniform) */
-                    const bool in = one_lane && kstep + one_j < p.a_k_groups;
-                    if (lane < BT * nj) cp_async_4_zfill(sa + one_slot, one_src + (in ? koff : 0), in);
-                    cp_async_mbar_arrive_noinc(bar);
-                }
-                if (elect_one_sync())
-                    issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages,
-                                                         ws_stages, w_src, ws_src, bar, scales_done);
-                if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
-                if (lane == 0 && !scales_done) HFP4_DIAG_ISSUED(s, diag_t, true, diag_sum, diag_n);
-                if (HFP4_SM90_SCALES_FIRST < 2 && !scales_done) {
-                    const int64_t kstep = gran32 ? ka * 4 : ka, koff = kstep * p.a_scale_stride_k; /* (uniform) */
-                    const bool in = one_lane && kstep + one_j < p.a_k_groups;
-                    if (lane < BT * nj) cp_async_4_zfill(sa + one_slot, one_src + (in ? koff : 0), in);
-                    cp_async_mbar_arrive_noinc(bar);
-                }
                 continue;
             }
             if (elect_one_sync())
