@@ -65,6 +65,9 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     float *a_scale_s = sm.a_scale_s, *out_s = sm.out_s;
     uint64_t *full = sm.full, *empty = sm.empty;
     warpgroup_reg_alloc<cfg::CONSUMER_REGS>();
+    if (threadIdx.x == 0) HFP4_DIAG(HFP4_DIAG_CONS_START);
+    unsigned diag_n = 0; /* (make DIAG=1 only: consumer thread 0's items so far, HFP4_DIAG_COUNT) */
+    (void)diag_n;
     const int warp_in_wg = tid / 32, g8 = lane / 4, t4 = lane % 4;
     /* chunks consumed so far, as (stage, phase) = (n % STAGES, (n / STAGES) & 1): the producer counts
      * the same chunks; stepping them here avoids a 64-bit modulo per chunk */
@@ -93,6 +96,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     uint32_t hflags = 0;
     if (headers) {
         mbar_wait(&full[s], phase); /* the item's first stage: its chunk loop waits on it anyway */
+        if (threadIdx.x == 0 && HFP4_DIAG_FIRST_ITEM(diag_n)) HFP4_DIAG(HFP4_DIAG_CONS_STAGE0);
         const sm90_item_header *h = item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s);
         hflags = read_item_header(h, tile);
         if constexpr (BT == 8) mask8 = h->real_mask[0]; /* (store_tile_direct8) */
@@ -156,7 +160,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
             if (!headers) one_base = chunks_one_base(modes, nck, lane);
         }
         HFP4_DIAG_PHASE(HFP4_DIAG_PH_MODES);
-        if (threadIdx.x == 0 && HFP4_DIAG_FIRST_ITEM()) { /* (make DIAG=1 only) */
+        if (threadIdx.x == 0 && HFP4_DIAG_FIRST_ITEM(diag_n)) { /* (make DIAG=1 only) */
             HFP4_DIAG(HFP4_DIAG_CONS_ITEM);
             mbar_wait(&full[s], phase); /* the item's first stage: the loop below waits on it anyway */
             HFP4_DIAG(HFP4_DIAG_CONS_CHUNK0);
@@ -183,7 +187,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
                         to_absolute_units<BT>(fin.v, rb0, rb1, eb0, eb1);
                         if (threadIdx.x == 0) { /* (make DIAG=1 only: the stamps of the item loop below) */
                             HFP4_DIAG(HFP4_DIAG_LAST_ITEM);
-                            HFP4_DIAG_COUNT(0);
+                            HFP4_DIAG_COUNT(++diag_n);
                         }
                         HFP4_DIAG_PHASE(HFP4_DIAG_PH_SUMS);
                         if (direct8_store_ok<BT>(p, wt))
@@ -351,7 +355,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     }
     if (threadIdx.x == 0) {
         HFP4_DIAG(HFP4_DIAG_LAST_ITEM);
-        HFP4_DIAG_COUNT(0);
+        HFP4_DIAG_COUNT(++diag_n);
     }
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_SUMS);
     if (split) {

@@ -7,9 +7,15 @@
  * set in the environment.
  *
  * Built only with `make DIAG=1` (-DHFP4_DIAG_TIMELINE): otherwise every macro below is empty and
- * the kernels' code is unchanged. A DIAG build is for measuring, never for shipping: the stores and
- * the consumers' extra wait on their first stage change the timing a little, and at the 128-token
- * tile the points are left out (its registers are all in use).
+ * the kernels' code is unchanged. A DIAG build is for measuring, never for shipping: the stores,
+ * the consumers' extra wait on their first stage and the producer's watch of it change the timing a
+ * little, and at the 128-token tile the points are left out (its registers are all in use).
+ * NOTE: the hooks must never wait on memory: stores and fire-and-forget reductions only, spread
+ * over copies. Until v30 the item count was a read-modify-write of a global word and the phases
+ * atomics on two words shared by every CTA; at a launch's start those round trips sat between the
+ * consumers' first stage and their next stamps and made "first chunk arrived" ~2-3 us late (w13
+ * T = 1: 8.2 us, truly ~5.7), and they added ~1-2 k cycles to every item's phases (bench/RESULTS.md
+ * v30: the figures of v9-v29 that rest on those points are to be read with that in mind).
  * NOTE: why it exists: this timeline found decode's ~7 us start-up and the first/second CTA
  * imbalance on an SM (bench/RESULTS.md v9), where ncu's whole-kernel averages could not.
  */
@@ -22,10 +28,13 @@ enum {
     HFP4_DIAG_PREFIX,      /* warp 1 lane 0: the balanced walk's prefix built (masked_m read)     */
     HFP4_DIAG_SETUP,       /* thread 0 after the set-up barrier (mbarriers, balanced-walk prefix)  */
     HFP4_DIAG_PROD_START,  /* the producer's first warp past its setmaxnreg, before its walk      */
+    HFP4_DIAG_CONS_START,  /* consumer thread 0 past its setmaxnreg, before its first stage wait  */
     HFP4_DIAG_PROD_WALKED, /* the producer's first item walked (its first warp), not yet resolved */
     HFP4_DIAG_PROD_ITEM,   /* the producer's first item walked and resolved (its first warp)     */
     HFP4_DIAG_PROD_LOADS,  /* the first item's first stage loads issued (before its header reads) */
     HFP4_DIAG_PROD_COPY,   /* the first header posted and the first stage announced (expect_tx)  */
+    HFP4_DIAG_PROD_STAGE0, /* the first stage complete, as its producer warp sees it (it waits)   */
+    HFP4_DIAG_CONS_STAGE0, /* consumer thread 0: its wait for the first stage (its header) done   */
     HFP4_DIAG_CONS_ITEM,   /* consumer thread 0: first item resolved (or its header read)        */
     HFP4_DIAG_CONS_CHUNK0, /* consumer thread 0: the first stage's data arrived                  */
     HFP4_DIAG_LAST_ITEM,   /* consumer thread 0: its last item's sums done (before the epilogue) */
@@ -53,12 +62,22 @@ enum {
 };
 
 #ifdef HFP4_DIAG_TIMELINE
-/* [phase][0]: sum of clock64 at the hook, [phase][1]: how many times it was reached */
-__device__ unsigned long long hfp4_diag_phase[HFP4_DIAG_PHASES][2];
+/* [copy][phase][0]: sum of clock64 at the hook, [copy][phase][1]: how many times it was reached; CTA c
+ * adds into copy c % HFP4_DIAG_COPIES (the printer sums them) with fire-and-forget reductions.
+ * NOTE: with one copy and atomicAdd (ATOMG, which holds its source registers until the atomic is
+ * done), every CTA's thread 0 queued on the same two addresses at each hook: at a launch's start
+ * that put ~2-4 us between the consumers' first stage landing and their first item's stamps
+ * (RESULTS v30), and every phase of every item paid for it. */
+#define HFP4_DIAG_COPIES 64
+__device__ unsigned long long hfp4_diag_phase[HFP4_DIAG_COPIES][HFP4_DIAG_PHASES][2];
+static __device__ __forceinline__ void diag_red_add(unsigned long long *a, unsigned long long v) {
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(a), "l"(v) : "memory");
+}
 static __device__ __forceinline__ void diag_phase(int k) {
     const unsigned long long t = clock64();
-    atomicAdd(&hfp4_diag_phase[k][0], t);
-    atomicAdd(&hfp4_diag_phase[k][1], 1ull);
+    unsigned long long *slot = hfp4_diag_phase[blockIdx.x % HFP4_DIAG_COPIES][k];
+    diag_red_add(slot, t);
+    diag_red_add(slot + 1, 1ull);
 }
 #define HFP4_DIAG_PHASE(k) do { if (threadIdx.x == 0) diag_phase(k); } while (0)
 
@@ -94,33 +113,33 @@ static __device__ __forceinline__ volatile long long *diag_issue_slots(void) {
 #define HFP4_DIAG_ISSUED_FLUSH(sum, n)                                                              \
     do {                                                                                            \
         if ((n) > 0) {                                                                              \
-            atomicAdd(&hfp4_diag_boundary[6], (sum));                                               \
-            atomicAdd(&hfp4_diag_boundary[7], (n));                                                 \
+            diag_red_add(&hfp4_diag_boundary[6], (sum));                                               \
+            diag_red_add(&hfp4_diag_boundary[7], (n));                                                 \
         }                                                                                           \
     } while (0)
 #define HFP4_DIAG_FIRST_READY(s, t_loop_end, t_wait0)                                               \
     do {                                                                                            \
         if (threadIdx.x == 0) {                                                                     \
             const long long now_ = clock64(), ti_ = diag_issue_slots()[(s)];                        \
-            atomicAdd(&hfp4_diag_boundary[8], (unsigned long long)(ti_ - (long long)(t_loop_end))); \
-            atomicAdd(&hfp4_diag_boundary[9], 1ull);                                                \
-            atomicAdd(&hfp4_diag_boundary[10], (unsigned long long)(now_ - ti_));                   \
-            atomicAdd(&hfp4_diag_boundary[11], 1ull);                                               \
-            atomicAdd(&hfp4_diag_boundary[12], (unsigned long long)(now_ - (long long)(t_wait0)));  \
-            atomicAdd(&hfp4_diag_boundary[13], 1ull);                                               \
+            diag_red_add(&hfp4_diag_boundary[8], (unsigned long long)(ti_ - (long long)(t_loop_end))); \
+            diag_red_add(&hfp4_diag_boundary[9], 1ull);                                                \
+            diag_red_add(&hfp4_diag_boundary[10], (unsigned long long)(now_ - ti_));                   \
+            diag_red_add(&hfp4_diag_boundary[11], 1ull);                                               \
+            diag_red_add(&hfp4_diag_boundary[12], (unsigned long long)(now_ - (long long)(t_wait0)));  \
+            diag_red_add(&hfp4_diag_boundary[13], 1ull);                                               \
         }                                                                                           \
     } while (0)
-#define HFP4_DIAG_CARRIED(c) do { if (threadIdx.x == 0) atomicAdd(&hfp4_diag_boundary[(c) ? 0 : 1], 1ull); } while (0)
+#define HFP4_DIAG_CARRIED(c) do { if (threadIdx.x == 0) diag_red_add(&hfp4_diag_boundary[(c) ? 0 : 1], 1ull); } while (0)
 #define HFP4_DIAG_CLOCK() clock64()
 #define HFP4_DIAG_FIRST_COPIES(t0, tfree)                                                           \
     do {                                                                                            \
         const long long now_ = clock64();                                                           \
         if ((t0) != 0) {                                                                            \
-            atomicAdd(&hfp4_diag_boundary[2], (unsigned long long)(now_ - (long long)(t0)));       \
-            atomicAdd(&hfp4_diag_boundary[3], 1ull);                                                \
+            diag_red_add(&hfp4_diag_boundary[2], (unsigned long long)(now_ - (long long)(t0)));       \
+            diag_red_add(&hfp4_diag_boundary[3], 1ull);                                                \
         }                                                                                           \
-        atomicAdd(&hfp4_diag_boundary[4], (unsigned long long)(now_ - (long long)(tfree)));        \
-        atomicAdd(&hfp4_diag_boundary[5], 1ull);                                                    \
+        diag_red_add(&hfp4_diag_boundary[4], (unsigned long long)(now_ - (long long)(tfree)));        \
+        diag_red_add(&hfp4_diag_boundary[5], 1ull);                                                    \
     } while (0)
 
 /* [cta][point] global-timer ns; [cta][HFP4_DIAG_POINTS]: items (low 32 bits) and %smid (high) */
@@ -135,15 +154,15 @@ static __device__ __forceinline__ void diag_stamp_at(int point, unsigned long lo
     if (blockIdx.x < HFP4_DIAG_MAX_CTAS) hfp4_diag_ts[blockIdx.x][point] = t;
 }
 static __device__ __forceinline__ void diag_stamp(int point) { diag_stamp_at(point, diag_now()); }
-static __device__ __forceinline__ unsigned long long diag_items(void) {
-    return blockIdx.x < HFP4_DIAG_MAX_CTAS ? hfp4_diag_ts[blockIdx.x][HFP4_DIAG_POINTS] & 0xFFFFFFFFull : 1;
-}
-static __device__ __forceinline__ void diag_count(int reset) {
+/* The CTA's item count so far (n, which consumer thread 0 keeps in a register) and its SM: a plain
+ * store. NOTE: it was a read-modify-write of the global slot (and the first-item test a read of it):
+ * a global round trip on consumer thread 0's path at every item, which made the timeline's "first
+ * item resolved" ~2 us late at a launch's start and added to every item's phases (RESULTS v30). */
+static __device__ __forceinline__ void diag_count_set(unsigned n) {
     if (blockIdx.x >= HFP4_DIAG_MAX_CTAS) return;
-    unsigned long long &w = hfp4_diag_ts[blockIdx.x][HFP4_DIAG_POINTS];
     unsigned smid;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    w = ((reset ? 0 : (w & 0xFFFFFFFFull) + 1)) | ((unsigned long long)smid << 32);
+    hfp4_diag_ts[blockIdx.x][HFP4_DIAG_POINTS] = (unsigned long long)n | ((unsigned long long)smid << 32);
 }
 /* (BT: the tile's token count, in scope where these are used) */
 #define HFP4_DIAG(point) do { if (BT < 128) diag_stamp(point); } while (0)
@@ -151,8 +170,8 @@ static __device__ __forceinline__ void diag_count(int reset) {
  * slots may still belong to a running launch (programmatic dependent launch) */
 #define HFP4_DIAG_NOW() diag_now()
 #define HFP4_DIAG_AT(point, t) do { if (BT < 128) diag_stamp_at(point, t); } while (0)
-#define HFP4_DIAG_COUNT(reset) do { if (BT < 128) diag_count(reset); } while (0)
-#define HFP4_DIAG_FIRST_ITEM() (BT < 128 && diag_items() == 0)
+#define HFP4_DIAG_COUNT(n) do { if (BT < 128) diag_count_set(n); } while (0)
+#define HFP4_DIAG_FIRST_ITEM(n) (BT < 128 && (n) == 0)
 #else
 #define HFP4_DIAG_PHASE(k) do { } while (0)
 #define HFP4_DIAG_CARRIED(c) do { (void)(c); } while (0)
@@ -164,6 +183,6 @@ static __device__ __forceinline__ void diag_count(int reset) {
 #define HFP4_DIAG(point) do { } while (0)
 #define HFP4_DIAG_NOW() 0ull
 #define HFP4_DIAG_AT(point, t) do { (void)(t); } while (0)
-#define HFP4_DIAG_COUNT(reset) do { } while (0)
-#define HFP4_DIAG_FIRST_ITEM() false
+#define HFP4_DIAG_COUNT(n) do { (void)(n); } while (0)
+#define HFP4_DIAG_FIRST_ITEM(n) ((void)(n), false)
 #endif

@@ -25,9 +25,10 @@ static int diag_cmp_u64(const void *a, const void *b) {
 extern "C" int hfp4__diag_timeline_print(FILE *out) {
     static unsigned long long ts[HFP4_DIAG_MAX_CTAS][HFP4_DIAG_POINTS + 1];
     static const char *names[HFP4_DIAG_POINTS] = {"entry", "grids before done", "prefix built", "set-up barrier",
-                                                  "producer's start", "first item walked", "producer's first item",
-                                                  "first stage's loads", "first header posted",
-                                                  "first item resolved", "first chunk arrived",
+                                                  "producer's start", "consumers' start", "first item walked",
+                                                  "producer's first item", "first stage's loads",
+                                                  "first header posted", "first stage (producer)",
+                                                  "first stage (consumer)", "first item resolved", "first chunk arrived",
                                                   "last item's sums", "exit"};
     const int grid = __atomic_load_n(&diag_last_grid, __ATOMIC_RELAXED);
     const int ctas = grid < HFP4_DIAG_MAX_CTAS ? grid : HFP4_DIAG_MAX_CTAS;
@@ -71,14 +72,21 @@ extern "C" int hfp4__diag_phases_print(FILE *out) {
     static const char *names[HFP4_DIAG_PHASES] = {"walk -> item", "resolved", "modes read", "first chunk converted",
                                                   "chunk loop done", "sums in absolute units", "epilogue done",
                                                   "walk start", "walk end"};
-    unsigned long long ph[HFP4_DIAG_PHASES][2], got[HFP4_DIAG_PHASES][2], bd[14], zero[14] = {0};
+    static unsigned long long ph[HFP4_DIAG_COPIES][HFP4_DIAG_PHASES][2], copies[HFP4_DIAG_COPIES][HFP4_DIAG_PHASES][2];
+    unsigned long long got[HFP4_DIAG_PHASES][2], bd[14], zero[14] = {0};
     memset(ph, 0, sizeof ph);
     /* (read and reset together, the boundary counters too: a call with out NULL starts a case afresh) */
-    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(got, hfp4_diag_phase, sizeof got) != cudaSuccess ||
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(copies, hfp4_diag_phase, sizeof copies) != cudaSuccess ||
         cudaMemcpyToSymbol(hfp4_diag_phase, ph, sizeof ph) != cudaSuccess ||
         cudaMemcpyFromSymbol(bd, hfp4_diag_boundary, sizeof bd) != cudaSuccess ||
         cudaMemcpyToSymbol(hfp4_diag_boundary, zero, sizeof zero) != cudaSuccess)
         return -3;
+    memset(got, 0, sizeof got);
+    for (int c = 0; c < HFP4_DIAG_COPIES; c++) /* (the CTAs' copies, diag_phase) */
+        for (int k = 0; k < HFP4_DIAG_PHASES; k++) {
+            got[k][0] += copies[c][k][0];
+            got[k][1] += copies[c][k][1];
+        }
     if (!out) return 0;
     const unsigned long long items = got[HFP4_DIAG_PH_ITEM][1];
     if (items == 0) return -2;

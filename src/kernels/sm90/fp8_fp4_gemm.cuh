@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(384, MINB)
     if (threadIdx.x == 0) {
         HFP4_DIAG_AT(HFP4_DIAG_ENTRY, diag_entry);
         HFP4_DIAG(HFP4_DIAG_PDL);
-        HFP4_DIAG_COUNT(1);
+        HFP4_DIAG_COUNT(0u);
     }
     if constexpr (cfg::BALANCE) {
         if (p.balanced == 2) { /* the contiguous layout's computing tiles: all threads, then one warp */

@@ -381,6 +381,13 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                 }
             }
             cp_async_mbar_arrive_noinc(bar);
+#ifdef HFP4_DIAG_TIMELINE
+            if (BT < 128 && iter + kc == 0) { /* (DIAG only: this warp watches the first stage complete,
+                                               * which delays its next chunks a little) */
+                mbar_wait(bar, phase);
+                if (lane == 0) HFP4_DIAG(HFP4_DIAG_PROD_STAGE0);
+            }
+#endif
         } else {
             /* UE8M0 forms need converting: load first (independent of the stage), then wait for
              * the stage, convert and store; a few values per lane at a time keep the producer
