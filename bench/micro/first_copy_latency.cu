@@ -1,11 +1,12 @@
 /*
  * first_copy_latency.cu - how long does a decode launch's first chunk take to land, and why?
  *
- * The 8-token decode kernel's timeline (bench/RESULTS.md v28-v30, DIAG) has its first stage's copies
- * go out ~3.7 us after entry and land ~8.0: ~4 us for 8 KB, whether or not L2 was asked for the same
- * bytes 1.7 us earlier (HFP4_SM90_PROLOGUE_PREFETCH), with or without the L2 flush before the launch,
- * and with the pages touched before the grid-dependency wait. The read-only floor kernel (16-byte
- * loads by every thread) streams the same bytes with no such wait. This micro launches V4-Flash
+ * Written when the 8-token decode kernel's DIAG timeline had its first stage's copies go out ~3.7 us
+ * after entry and land ~8.0, whether or not L2 was asked for the same bytes 1.7 us earlier, with or
+ * without the L2 flush, with the pages touched early. Its answer (bench/RESULTS.md v30): the first
+ * round lands its first chunk ~2 us after its copies, translation and copy order aside; which sent
+ * the search back to the DIAG hooks, whose own global round trips made up the rest (the stage is
+ * complete at ~5.0 us). This micro launches V4-Flash
  * w13 T = 1's shape of first copies (192 of 264 CTAs, two an SM, each taking one 256 KB item of one of
  * 6 experts in a 2 GB weight set: two 4 KB blocks a chunk, 128 KB apart) and stamps, per CTA, the
  * issue and the landing of its first chunk and of its last, for
@@ -33,7 +34,9 @@
  * CTA's entry), first chunk landed after its issue, last chunk landed after the first issue.
  *
  * Build (here):  make BUILD=build-dev build-dev/first_copy_latency
- * Run (device):  build-dev/first_copy_latency      (a few seconds)
+ * Run (device):  build-dev/first_copy_latency [first mode]   (a second; modes from `first mode` on:
+ *                 0 tma, 1 lsu, 2 ldgsts, 3 stage, 4 chain, 5 kernel, 6 kernel+pdl)
+ * Results: bench/results/h200-first-copy-latency-v30.txt, read in bench/RESULTS.md v30.
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
