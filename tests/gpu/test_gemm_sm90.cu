@@ -369,6 +369,32 @@ TEST(gpu_deepseek_v4_flash_decode_shapes) {
     check_case(&c, "v4-flash w2 masked");
 }
 
+/* Launches with more live items than SMs but fewer than the decode tile's CTAs (V4-Flash T = 1: 192
+ * items, 264 CTAs on an H200): what the helper split (helper_split.cuh, builds with
+ * HFP4_SM90_HELPERS=1) splits, owners keeping the first half of K and helpers adding the second; in
+ * normal builds the same shapes on the plain kernel. 16 groups, so the grid is not capped at the
+ * items; live items on a 132-SM GPU: 192 (D = 60 helpers), 140 (D = 8), 198 (D = 66: every CTA
+ * busy), 224 (too many: no helpers), and K = 1152 (9 chunks: halves of 4 and 5); masked with one row
+ * in a few groups, and contiguous 8-row segments with ids and padding rows after them. */
+TEST(gpu_decode_helper_split) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    static const int32_t six[16] = {0, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1};
+    static const int32_t seven[16] = {1, 0, 0, 1, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1, 0};
+    static const int64_t cfg[][3] = {{6, 4096, 4096}, {6, 4096, 2048}, {7, 2560, 1024}, {6, 4224, 1024},
+                                     {7, 4096, 1024}, {6, 4096, 1152}};
+    for (unsigned i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        gemm_case c = base_case(HFP4_GROUPING_MASKED, 1, cfg[i][1], cfg[i][2], 16, 640 + i);
+        c.rows = cfg[i][0] == 6 ? six : seven;
+        check_case(&c, "masked, one row in a few groups (helper split)");
+    }
+    static const int32_t segs[6] = {1, 3, 8, 2, 5, 1};
+    gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 48, 4096, 2048, 6, 650);
+    c.rows = segs;
+    c.alignment = 8;
+    c.extra_rows = 400; /* (padding rows: the grid is not capped at the computing items) */
+    check_case(&c, "contiguous 8-row segments (helper split)");
+}
+
 TEST(gpu_masked_two_chunk_items) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* V4-Flash's TP8 w2 shard at decode: N = 4096, K = 256 (items of two chunks), 256 experts with

@@ -16,6 +16,7 @@
 #include "epilogue.cuh"
 #include "fp4_to_fp8.cuh"
 #include "fp8_fp4_gemm_params.h"
+#include "helper_split.cuh"
 #include "item_header.cuh"
 #include "narrow_items.cuh"
 #include "promote.cuh"
@@ -86,7 +87,18 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     /* the K-split (split_k.cuh; SPLIT kernels come with headers, so the consumers never walk): this
      * CTA's part of each item's chunks, and the reduction's phase and first cluster wait */
     const bool split = SPLIT && split_on;
+#if HFP4_SM90_HELPERS
+    /* (helper_split.cuh, a compile-time experiment; under #if so that normal builds compile exactly
+     * the plain lines) */
+    const sm90_hs hs = helper_role<BT, MINB, SPLIT>(p, sm.live_prefix, headers, chunks, (int32_t)blockIdx.x,
+                                                    split_first_chunk(split, rank, chunks),
+                                                    split_chunk_count(split, rank, chunks));
+    const int64_t kb = hs.kb, nck = hs.nck;
+#define HFP4_HS_PLAIN (hs.kind == HFP4_HS_NONE)
+#else
     const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
+#define HFP4_HS_PLAIN true
+#endif
     uint32_t red_phase = 0;
     bool cluster_waited = false;
 
@@ -172,7 +184,8 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
              * halves): with the carry, H200 V4-Flash masked graph 1x32 w13 T = 8 / 32 3.66 / 3.95
              * TB/s, without 3.71 / 3.99, w2 T = 32 3.57 -> 3.66 (bench/RESULTS.md v15) */
             if constexpr (BT <= HFP4_SM90_CARRY_MAX_BT) {
-                if (one_base && !split && (!G32 || (headers && MINB == 1))) { /* (G32 without headers: voted, no carry) */
+                if (one_base && !split && HFP4_HS_PLAIN &&
+                    (!G32 || (headers && MINB == 1))) { /* (G32 without headers: voted, no carry) */
                     sm90_carried_chunk carry;
                     bool carried = false;
                     int64_t wt = wtile;
@@ -375,9 +388,20 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, warpgroup, tid, lane, true);
         split_release_buffer(sm.split_bars, warpgroup);
         red_phase ^= 1;
+#if HFP4_SM90_HELPERS
+    } else if (hs.kind == HFP4_HS_HELPER) { /* (helper_split.cuh) its sums to the owner, which stores the tile */
+        helper_post<BT>(p, hs, fin.v, warpgroup, tid);
+        HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
+        continue;
+    } else {
+        if (hs.kind == HFP4_HS_OWNER) helper_take<BT>(p, hs, fin.v, warpgroup, tid);
+        store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, warpgroup, tid, lane);
+    }
+#else
     } else {
         store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, warpgroup, tid, lane);
     }
+#endif
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_STORED);
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
     }
@@ -393,3 +417,4 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     }
     if (threadIdx.x == 0) HFP4_DIAG(HFP4_DIAG_EXIT);
 }
+#undef HFP4_HS_PLAIN

@@ -11,6 +11,7 @@
 #include "diag_timeline.cuh"
 #include "dynamic_walk.cuh"
 #include "fp8_fp4_gemm_params.h"
+#include "helper_split.cuh"
 #include "item_header.cuh"
 #include "narrow_items.cuh"
 #include "promote.cuh"
@@ -212,9 +213,21 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     /* the K-split (split_k.cuh): the two CTAs of a cluster walk as one walker and take a part of
      * each item's chunks */
     const bool split = SPLIT && split_on;
+#if HFP4_SM90_HELPERS
+    /* (helper_split.cuh, a compile-time experiment: a helper walks from its owner's rank and streams
+     * the second half of its chunks; under #if so that normal builds compile the lines below alone) */
+    const sm90_hs hs = helper_role<BT, MINB, SPLIT>(p, sm.live_prefix, headers, chunks,
+                                                    split ? (int32_t)blockIdx.x / 2 : (int32_t)blockIdx.x,
+                                                    split_first_chunk(split, rank, chunks),
+                                                    split_chunk_count(split, rank, chunks));
+    const int32_t walker = hs.walker;
+    const int32_t walkers = split ? (int32_t)gridDim.x / 2 : (int32_t)gridDim.x;
+    const int64_t kb = hs.kb, nck = hs.nck;
+#else
     const int32_t walker = split ? (int32_t)blockIdx.x / 2 : (int32_t)blockIdx.x;
     const int32_t walkers = split ? (int32_t)gridDim.x / 2 : (int32_t)gridDim.x;
     const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
+#endif
     /* (wait_landing_window; HFP4_SM90_LAND_CONTIG) */
     const bool land_window = p.grouping == HFP4_K_MASKED || (HFP4_SM90_LAND_CONTIG && p.grouping == HFP4_K_CONTIGUOUS);
     /* (dynamic_walk.cuh: the walk's later items from the launch's counter) */
