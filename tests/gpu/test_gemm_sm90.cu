@@ -375,7 +375,8 @@ TEST(gpu_deepseek_v4_flash_decode_shapes) {
  * normal builds the same shapes on the plain kernel. 16 groups, so the grid is not capped at the
  * items; live items on a 132-SM GPU: 192 (D = 60 helpers), 140 (D = 8), 198 (D = 66: every CTA
  * busy), 224 (too many: no helpers), and K = 1152 (9 chunks: halves of 4 and 5); masked with one row
- * in a few groups, and contiguous 8-row segments with ids and padding rows after them. */
+ * in a few groups (and at 192 items the other chunk paths), and contiguous 8-row segments with ids
+ * and padding rows after them. */
 TEST(gpu_decode_helper_split) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int32_t six[16] = {0, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1};
@@ -386,6 +387,21 @@ TEST(gpu_decode_helper_split) {
         gemm_case c = base_case(HFP4_GROUPING_MASKED, 1, cfg[i][1], cfg[i][2], 16, 640 + i);
         c.rows = cfg[i][0] == 6 ? six : seven;
         check_case(&c, "masked, one row in a few groups (helper split)");
+    }
+    /* the other chunk paths at 192 items: FP32 weight scales (the general loop), a chunk's groups in a
+     * narrow band whose level moves (folded, not one-base), 1x32 UE8M0 activation scales (G32) */
+    for (int v = 0; v < 3; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_MASKED, 1, 4096, 2048, 16, 660 + v);
+        c.rows = six;
+        if (v == 0) c.w_pow2 = 0;
+        if (v == 1) c.w_pow2 = 3;
+        if (v == 2) {
+            c.a_gran = 32;
+            c.a_scale = HFP4_DTYPE_UE8M0_PACKED;
+        }
+        check_case(&c, v == 0 ? "masked, FP32 weight scales (helper split)"
+                       : v == 1 ? "masked, folded chunks of moving levels (helper split)"
+                                : "masked, 1x32 UE8M0 activation scales (helper split)");
     }
     static const int32_t segs[6] = {1, 3, 8, 2, 5, 1};
     gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, 48, 4096, 2048, 6, 650);

@@ -22,11 +22,13 @@
  * the slot's sums (L2 reads) to its own, the warpgroup meets again and thread 0 clears the flag.
  * The sum is FP32 and deterministic (owner's half + helper's half; not bit-identical to an unsplit
  * launch, whose sum runs in one chain). The owner only waits on a helper, never the reverse, and
- * every CTA of the persistent grid is resident, so the wait ends. Workspace: that of the launch's
- * dyn slot modulo HFP4_SM90_HELPER_SLOTS (35 MB of static device memory in such a build).
+ * every CTA of the persistent grid is assumed resident, so the wait ends (bounded all the same: after
+ * ~1 s the owner traps, so a flaw shows as a launch error, never as a hang). Workspace: that of the
+ * launch's dyn slot modulo HFP4_SM90_HELPER_SLOTS (38 MB of static device memory in such a build).
  * NOTE: a build for measuring only: dyn_slots.h keeps launches that may run at once on different
- * slots, but two of them whose slots are equal modulo 64 would share a workspace (the bench runs one
- * launch at a time; a product version needs a workspace per slot handed out with it).
+ * slots, but two of them whose slots are equal modulo 128 would share a workspace (wrong sums, or
+ * the trap); the bench runs one launch at a time. A product version needs a workspace per slot,
+ * handed out with it, and grids that cannot outnumber the free SM slots (green contexts, MPS).
  */
 #pragma once
 #include <stdint.h>
@@ -37,8 +39,8 @@
 #ifndef HFP4_SM90_HELPERS
 #define HFP4_SM90_HELPERS 0
 #endif
-#define HFP4_SM90_HELPER_SLOTS 64 /* workspaces: a launch takes dyn slot % 64 (see the NOTE below) */
-#define HFP4_SM90_HELPER_MAX 136  /* helpers a launch (D = L - gridDim / 2 <= this)             */
+#define HFP4_SM90_HELPER_SLOTS 128 /* workspaces: a launch takes dyn slot % 128 (see the NOTE below) */
+#define HFP4_SM90_HELPER_MAX 72    /* helpers a launch (D <= G / 4 = 66 on an H200, as L + D <= G)  */
 
 #if HFP4_SM90_HELPERS
 /* [slot][helper][warpgroup][thread]: a helper warpgroup's four sums a thread; and its flag */
@@ -118,9 +120,10 @@ static __device__ __forceinline__ void helper_take(const hfp4_sm90_gemm_params &
     unsigned *flag = &hfp4_sm90_helper_flags[p.dyn_slot % HFP4_SM90_HELPER_SLOTS][h.j][wg];
     if (tid == 0) {
         unsigned v, ns = 32;
-        for (;;) {
+        for (uint32_t spins = 0;; spins++) {
             asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
             if (v != 0) break;
+            if (spins == (1u << 22)) __trap(); /* (~1 s: see the NOTE above) */
             __nanosleep(ns);
             if (ns < 256) ns *= 2;
         }
