@@ -146,10 +146,6 @@ __global__ void __launch_bounds__(384, MINB)
     }
     __syncthreads();
     if (threadIdx.x == 0) HFP4_DIAG(HFP4_DIAG_SETUP);
-    /* (producer.cuh: HFP4_SM90_PROLOGUE_PREFETCH, by a consumer warp, which would wait for the first
-     * stage anyway; not in the K-split kernel, whose walk pairs the CTAs) */
-    if constexpr (HFP4_SM90_PROLOGUE_PREFETCH > 0 && BT == 8 && !SPLIT)
-        if (p.balanced != 0 && threadIdx.x / 32 == 1) prefetch_first_item<BT, W_FP32, MINB>(p, &a_map, sm.live_prefix, p.w_chunks);
     /* the K-split (split_k.cuh): this CTA's barriers are initialized (the partner waits for that
      * before its first remote access); whether this launch splits, and this CTA's part */
     bool split_on = false;

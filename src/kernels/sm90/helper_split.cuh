@@ -35,6 +35,7 @@
 
 #include "fp8_fp4_gemm_params.h"
 #include "ptx.cuh"
+#include "work_items.cuh"
 
 #ifndef HFP4_SM90_HELPERS
 #define HFP4_SM90_HELPERS 0
@@ -67,11 +68,8 @@ static __device__ __forceinline__ sm90_hs helper_role(const hfp4_sm90_gemm_param
     sm90_hs h = {HFP4_HS_NONE, walker, 0, kb, nck};
 #if HFP4_SM90_HELPERS
     if constexpr (BT == 8 && MINB == 2 && !SPLIT) {
-        if (!headers || p.dyn_slot < 0 || chunks < 8) return h;
-        int64_t live;
-        if (p.balanced == 1) live = prefix[p.num_groups];
-        else if (p.balanced == 2) live = (int64_t)prefix[2 * (((int32_t)p.tiles_m + 31) / 32)] * p.tiles_n;
-        else return h;
+        if (!headers || p.dyn_slot < 0 || chunks < 8 || p.balanced == 0) return h;
+        const int64_t live = balanced_items(p, prefix); /* (work_items.cuh) */
         const int32_t G = (int32_t)gridDim.x, half = G / 2;
         if (p.tiles_total <= (int64_t)G) return h; /* (a grid capped at the items: CTA half + j need not share an SM) */
         const int64_t D = live - half; /* the items of CTAs that share an SM with a busy one */

@@ -118,54 +118,6 @@ static __device__ __forceinline__ void prefetch_first_chunk(const hfp4_sm90_gemm
     }
 }
 
-#ifndef HFP4_SM90_PROLOGUE_PREFETCH
-#define HFP4_SM90_PROLOGUE_PREFETCH 0 /* (P > 0: see prefetch_first_item; not yet measured) */
-#endif
-/* HFP4_SM90_PROLOGUE_PREFETCH = P > 0: in a balanced launch of the 8-token tile (masked, or contiguous
- * with expert ids), a consumer warp asks L2 for the first P chunks of the CTA's first item (its rank
- * is blockIdx.x in the static and the dynamic walk alike: weights, weight scales and activation
- * tile) right after the set-up barrier, from the walk's prefix (work_items.cuh), while the producer
- * starts its walk.
- * All 32 lanes call it (rank_owner_from), after the barrier that completes the prefix.
- * NOTE: why (DIAG timeline, V4-Flash w13 masked T = 1, bench/RESULTS.md v29): the prefix is built
- * ~2.0 us after entry, but the producer's first copies go out only at ~3.9 (set-up barrier, the
- * producer's register hand-over, its walk with a masked_m reload, the header reads), and the first
- * chunk lands at ~8.0; T = 1 is mostly that start and the SMs that get two of the 192 items. Only
- * hints: the copies that follow read what they always read. */
-template <int BT, bool W_FP32, int MINB>
-static __device__ __forceinline__ void prefetch_first_item(const hfp4_sm90_gemm_params &p, const CUtensorMap *a_map,
-                                                           const int32_t *prefix, int64_t chunks) {
-    sm90_tile tile;
-    if (p.balanced == 1) { /* (from the prefix alone: the walk would reload masked_m, which only the rows need) */
-        const int32_t r = (int32_t)blockIdx.x; /* the first rank of the walk (FOR_EACH_ITEM, dyn_take) */
-        if (r >= prefix[p.num_groups]) return;  /* (the same in every lane) */
-        const int32_t g = rank_owner_from(prefix, p.num_groups, r, 0);
-        const int32_t within = r - prefix[g], m = div_tiles_n(p, within);
-        tile.n_tile = within - m * (int32_t)p.tiles_n;
-        tile.m0 = m * BT;
-        tile.expert = tile.a_group = g;
-    } else { /* the contiguous layout's computing tiles: the walk's first step (an expert id load) */
-        const int32_t r = (int32_t)blockIdx.x, W = ((int32_t)p.tiles_m + 31) / 32;
-        if (r >= prefix[2 * W] * (int32_t)p.tiles_n) return;
-        int32_t hint = 0, t;
-        const int32_t item = computing_item(p, prefix, r, hint, t);
-        const int32_t id = p.layout[(int64_t)t * BT]; /* (a computing tile's first row: a known expert) */
-        if (id < 0 || id >= p.num_groups) return;
-        tile.n_tile = item - t * (int32_t)p.tiles_n;
-        tile.m0 = t * BT;
-        tile.expert = id;
-        tile.a_group = 0;
-    }
-    /* (as resolve_tile makes the tile, but for its rows, which no address here depends on) */
-    tile.valid_end = tile.zero_end = tile.m0 + BT;
-    tile.compute = 1;
-    if (elect_one_sync()) {
-        const uint8_t *w_src = tile_weights(p, tile), *ws_src = tile_weight_scales<W_FP32>(p, tile, chunks);
-        for (int64_t kc = 0; kc < HFP4_SM90_PROLOGUE_PREFETCH && kc < chunks; kc++)
-            prefetch_first_chunk<BT, W_FP32, MINB>(p, a_map, tile, kc, w_src, ws_src);
-    }
-}
-
 /* The arrivals that publish a stage which carries only a header (an all-padding tile's, or the end
  * mark): the 33 a chunk makes, 32 lanes and lane 0 once more in place of the expect_tx arrival */
 static __device__ __forceinline__ void finish_header_stage(uint64_t *full, int lane) {
