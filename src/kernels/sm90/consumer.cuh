@@ -16,7 +16,6 @@
 #include "epilogue.cuh"
 #include "fp4_to_fp8.cuh"
 #include "fp8_fp4_gemm_params.h"
-#include "stream_k.cuh"
 #include "item_header.cuh"
 #include "narrow_items.cuh"
 #include "promote.cuh"
@@ -87,17 +86,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     /* the K-split (split_k.cuh; SPLIT kernels come with headers, so the consumers never walk): this
      * CTA's part of each item's chunks, and the reduction's phase and first cluster wait */
     const bool split = SPLIT && split_on;
-#if HFP4_SM90_STREAMK
-    /* (stream_k.cuh, a compile-time experiment: each item's piece from the rank in its header; under
-     * #if so that normal builds compile exactly the plain lines) */
-    const bool sk_on = stream_k_share<BT, MINB, SPLIT>(p, sm.live_prefix, headers, chunks).on != 0;
-    sm90_sk_piece piece = {HFP4_SK_PLAIN, 0, 0, 0};
-    int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
-#define HFP4_SK_PLAIN_ITEMS (!sk_on)
-#else
     const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
-#define HFP4_SK_PLAIN_ITEMS true
-#endif
     uint32_t red_phase = 0;
     bool cluster_waited = false;
 
@@ -121,14 +110,6 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         } else if (tid < MASKS) {
             posted_masks[tid] = h->real_mask[tid]; /* for the epilogue (posted_masks_slot) */
         }
-#if HFP4_SM90_STREAMK
-        if (sk_on && tile.compute) {
-            piece = stream_k_piece(stream_k_share<BT, MINB, SPLIT>(p, sm.live_prefix, headers, chunks), h->rank,
-                                   chunks);
-            kb = piece.kb;
-            nck = piece.nck;
-        }
-#endif
         HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_END);
         HFP4_DIAG_PHASE(HFP4_DIAG_PH_ITEM);
     } else {
@@ -191,7 +172,7 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
              * halves): with the carry, H200 V4-Flash masked graph 1x32 w13 T = 8 / 32 3.66 / 3.95
              * TB/s, without 3.71 / 3.99, w2 T = 32 3.57 -> 3.66 (bench/RESULTS.md v15) */
             if constexpr (BT <= HFP4_SM90_CARRY_MAX_BT) {
-                if (one_base && !split && HFP4_SK_PLAIN_ITEMS &&
+                if (one_base && !split &&
                     (!G32 || (headers && MINB == 1))) { /* (G32 without headers: voted, no carry) */
                     sm90_carried_chunk carry;
                     bool carried = false;
@@ -395,20 +376,9 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
         store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, warpgroup, tid, lane, true);
         split_release_buffer(sm.split_bars, warpgroup);
         red_phase ^= 1;
-#if HFP4_SM90_STREAMK
-    } else if (piece.kind == HFP4_SK_POST) { /* (stream_k.cuh) its sums to the CTA that stores the tile */
-        stream_k_post<BT>(p, fin.v, warpgroup, tid);
-        HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
-        continue;
-    } else {
-        if (piece.kind == HFP4_SK_WAIT) stream_k_take<BT>(p, piece.last, fin.v, warpgroup, tid);
-        store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, warpgroup, tid, lane);
-    }
-#else
     } else {
         store_tile<BT, W_FP32, MINB>(*pk, d_map, tile, wtile, dgroup, fin, out_s, headers, warpgroup, tid, lane);
     }
-#endif
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_STORED);
     HFP4_DIAG_PHASE(HFP4_DIAG_PH_WALK_START);
     }
@@ -424,4 +394,3 @@ static __device__ __forceinline__ void run_consumers(const hfp4_sm90_gemm_params
     }
     if (threadIdx.x == 0) HFP4_DIAG(HFP4_DIAG_EXIT);
 }
-#undef HFP4_SK_PLAIN_ITEMS

@@ -36,7 +36,7 @@ typedef struct __align__(16) sm90_item_header {
     int32_t n_tile, m0, valid_end, zero_end; /* sm90_tile's fields (compute: no HFP4_SM90_HDR_ZERO) */
     int32_t expert, a_group;
     uint32_t flags;                          /* HFP4_SM90_HDR_*                                  */
-    int32_t rank;                            /* the item's walk rank (stream_k.cuh builds; else 0) */
+    uint32_t unused;
     uint32_t real_mask[4];                   /* token column c is a real row: bit c % 32 of word c / 32 */
 } sm90_item_header;
 
@@ -147,9 +147,9 @@ static __device__ __forceinline__ void finish_item_header(const hfp4_sm90_gemm_p
  * which orders the writes before the consumers' reads) */
 template <int MASKS>
 static __device__ __forceinline__ void post_item_header(sm90_item_header *h, const sm90_tile &t, uint32_t flags,
-                                                        const uint32_t (&real_mask)[MASKS], int32_t rank = 0) {
+                                                        const uint32_t (&real_mask)[MASKS]) {
     *(int4 *)h = make_int4(t.n_tile, t.m0, t.valid_end, t.zero_end);
-    *(int4 *)&h->expert = make_int4(t.expert, t.a_group, (int32_t)flags, rank);
+    *(int4 *)&h->expert = make_int4(t.expert, t.a_group, (int32_t)flags, 0);
     uint32_t m[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
     for (int q = 0; q < MASKS; q++) m[q] = real_mask[q];

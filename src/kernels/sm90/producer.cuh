@@ -11,7 +11,6 @@
 #include "diag_timeline.cuh"
 #include "dynamic_walk.cuh"
 #include "fp8_fp4_gemm_params.h"
-#include "stream_k.cuh"
 #include "item_header.cuh"
 #include "narrow_items.cuh"
 #include "promote.cuh"
@@ -165,19 +164,9 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     /* the K-split (split_k.cuh): the two CTAs of a cluster walk as one walker and take a part of
      * each item's chunks */
     const bool split = SPLIT && split_on;
-#if HFP4_SM90_STREAMK
-    /* (stream_k.cuh, a compile-time experiment: the CTA walks its share's items one after another,
-     * each item's chunks those of its piece; under #if so that normal builds compile the lines below
-     * alone) */
-    const sm90_sk sk = stream_k_share<BT, MINB, SPLIT>(p, sm.live_prefix, headers, chunks);
-    const int32_t walker = sk.on ? sk.r0 : split ? (int32_t)blockIdx.x / 2 : (int32_t)blockIdx.x;
-    const int32_t walkers = sk.on ? 1 : split ? (int32_t)gridDim.x / 2 : (int32_t)gridDim.x;
-    int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
-#else
     const int32_t walker = split ? (int32_t)blockIdx.x / 2 : (int32_t)blockIdx.x;
     const int32_t walkers = split ? (int32_t)gridDim.x / 2 : (int32_t)gridDim.x;
     const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
-#endif
     /* (wait_landing_window; HFP4_SM90_LAND_CONTIG) */
     const bool land_window = p.grouping == HFP4_K_MASKED || (HFP4_SM90_LAND_CONTIG && p.grouping == HFP4_K_CONTIGUOUS);
     /* (dynamic_walk.cuh: the walk's later items from the launch's counter) */
@@ -190,17 +179,6 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     (void)diag_n;
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
     sm90_tile tile;
-#if HFP4_SM90_STREAMK
-    const int32_t sk_rank = item_w.next - walkers; /* (the walk has stepped past this item) */
-    if (sk.on) {
-        if (sk_rank > sk.r1) break;
-        const sm90_sk_piece piece = stream_k_piece(sk, sk_rank, chunks);
-        kb = piece.kb;
-        nck = piece.nck;
-    }
-#else
-    const int32_t sk_rank = 0;
-#endif
     if (lane == 0 && pwarp == 0 && iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_WALKED);
     if (!resolve_tile<BT>(p, item, lay, tile)) continue;
     narrow_tile<BT>(p, tile, narrow, lane);
@@ -245,7 +223,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
             if (!reads_first) read_item_header_data<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads);
             finish_item_header<BT, W_FP32, G32>(p, tile, chunks, gran32, lane, reads, hflags, hmask);
         }
-        if (lane == 0) post_item_header<MASKS>(item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s), tile, hflags, hmask, sk_rank);
+        if (lane == 0) post_item_header<MASKS>(item_header_slot<BT, W_FP32, MINB, G32>(a_scale_s, s), tile, hflags, hmask);
         if (!tile.compute) finish_header_stage(&full[s], lane);
     }
     if (!tile.compute) {
