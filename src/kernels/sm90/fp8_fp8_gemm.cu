@@ -33,6 +33,16 @@
 #define FW_GROUP_M 16 /* token tiles per raster group */
 #define FW_B_BYTES (FW_TILE * FW_TILE)
 #define FW_SCALE_WARPS 3 /* producer warps writing the promotion factors, in turn */
+/* HFP4_FW_BULK_SCALES=1 (built, not yet measured; off in normal builds): with FP32 MN-major activation
+ * scales (DeepGEMM's layout: a K-block's BM scales contiguous) and m % 4 == 0, the copies' thread
+ * brings a stage's BM activation scales as one bulk copy on the stage's barrier, a factor warp's
+ * lane 0 only writes the block's weight scale next to them, and the consumers multiply the two.
+ * NOTE: why: with the factor warps arriving without their loads and stores the kernel ran 8 % faster
+ * (a timing build, H200 8192^3, bench/RESULTS.md v31), and loading the scales before the stage wait
+ * did not recover it: the 32 lanes' loads, stores and arrivals a stage are the cost, not latency. */
+#ifndef HFP4_FW_BULK_SCALES
+#define HFP4_FW_BULK_SCALES 0
+#endif
 
 /* The tile's shape: BM token rows, one consumer warpgroup per 64 of them (wgmma m64n128k32 each),
  * one producer warpgroup; stages as shared memory allows; the setmaxnreg split within the
@@ -48,7 +58,8 @@ struct fw_cfg {
     static constexpr int A_BYTES = BM * FW_TILE;
     static constexpr int STAGE_BYTES = A_BYTES + FW_B_BYTES + BM * 4; /* A, B, the BM promotion factors */
     static constexpr int STAGES = BM == 128 ? 6 : 5;
-    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
+    /* (+ 16 bytes a stage for the block's weight scale with HFP4_FW_BULK_SCALES) */
+    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + (HFP4_FW_BULK_SCALES ? STAGES * 16 : 0);
     static constexpr int LAUNCH_REGS = (65536 / THREADS) & ~7; /* 168 or 128 */
     static constexpr int PRODUCER_REGS = BM == 128 ? 40 : 56; /* (192: six scale loads a lane in flight) */
     static constexpr int CONSUMER_REGS = BM == 128 ? 232 : 152;
@@ -68,6 +79,7 @@ typedef struct sm90_fp8w_params {
     int64_t ldd;          /* elements */
     int32_t d_fp32;       /* D (and C) FP32, else BF16 */
     int32_t d_pairs;      /* two adjacent columns may go as one store (ld even, D 8-byte aligned) */
+    int32_t bulk_scales;  /* HFP4_FW_BULK_SCALES builds: the activation scales come by bulk copies */
 } sm90_fp8w_params;
 
 /* The weight scale of 128-row block nb in K-block kb */
@@ -125,10 +137,17 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
     uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     uint8_t *a_tiles = smem, *b_tiles = smem + STAGES * cfg::A_BYTES;
     float *factors = (float *)(b_tiles + STAGES * FW_B_BYTES);
+#if HFP4_FW_BULK_SCALES
+    float *b_scale_s = factors + STAGES * BM; /* a stage's weight scale, 4 floats a stage (16-byte aligned) */
+    uint64_t *full = (uint64_t *)(b_scale_s + STAGES * 4), *empty = full + STAGES;
+    const int factor_arrivals = p.bulk_scales ? 1 : 32;
+#else
     uint64_t *full = (uint64_t *)(factors + STAGES * BM), *empty = full + STAGES;
+    const int factor_arrivals = 32;
+#endif
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(&full[s], 1 + 32); /* the TMA thread's expect_tx arrival, the scale warp's lanes */
+            mbar_init(&full[s], 1 + factor_arrivals); /* the TMA thread's expect_tx arrival, the scale warp's lanes */
             mbar_init(&empty[s], cfg::WGS * 128); /* every consumer thread */
         }
         mbar_fence_init();
@@ -152,6 +171,17 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
                 for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                     if ((int)(it % FW_SCALE_WARPS) != sw) continue;
                     const int s = (int)(it % STAGES);
+#if HFP4_FW_BULK_SCALES
+                    if (p.bulk_scales) { /* lane 0: the block's weight scale; the copies bring the rest */
+                        if (lane == 0) {
+                            const float bsc = fw_b_scale(p, nt, kb);
+                            if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
+                            b_scale_s[s * 4] = bsc;
+                            mbar_arrive(&full[s]);
+                        }
+                        continue;
+                    }
+#endif
                     /* NOTE: the scales are loaded before the wait for the stage (they do not depend on
                      * it), so their L2 round trip overlaps that wait instead of following it: loaded
                      * after it, the factors held each stage's full barrier back by a round trip, and a
@@ -190,7 +220,18 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
                 for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                     const int s = (int)(it % STAGES);
                     if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
+#if HFP4_FW_BULK_SCALES
+                    if (p.bulk_scales) { /* the tile's rows of K-block kb's activation scales (m % 4 == 0) */
+                        const int64_t rows = min((int64_t)BM, p.m - mt * BM);
+                        mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES + (uint32_t)rows * 4);
+                        bulk_load(factors + s * BM, (const float *)p.a_scales + kb * p.a_scale_stride_k + mt * BM,
+                                  (uint32_t)rows * 4, &full[s]);
+                    } else {
+                        mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES);
+                    }
+#else
                     mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES); /* whole boxes, zeros included */
+#endif
                     tma_load_3d(a_tiles + s * cfg::A_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
                                 (int32_t)(mt * BM), 0);
                     tma_load_3d(b_tiles + s * FW_B_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
@@ -220,7 +261,14 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
             wgmma_fp8_ss_chunk_n128(acc, da, db);
             wgmma_commit();
             /* the rows' factors, under the wgmmas */
+#if HFP4_FW_BULK_SCALES
+            /* (bulk scales: the rows' activation scales times the block's weight scale; rows past m
+             * hold stale values, their sums are never stored) */
+            const float bsc = p.bulk_scales ? b_scale_s[s * 4] : 1.0f;
+            const float f0 = factors[s * BM + r0] * bsc, f1 = factors[s * BM + r0 + 8] * bsc;
+#else
             const float f0 = factors[s * BM + r0], f1 = factors[s * BM + r0 + 8];
+#endif
             wgmma_wait<0>();
 #pragma unroll
             for (int r = 0; r < 64; r++) reg_fence(acc[r]);
@@ -352,5 +400,8 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     k.d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;
     k.d_pairs = p->d.ld % 2 == 0 && (uintptr_t)p->d.data % (2 * esz) == 0 &&
                 (p->d.c == NULL || (uintptr_t)p->d.c % (2 * esz) == 0);
+    /* (HFP4_FW_BULK_SCALES builds: bulk copies need 16-byte aligned sources and lengths) */
+    k.bulk_scales = HFP4_FW_BULK_SCALES && p->a.scales.dtype == HFP4_DTYPE_FP32 && p->a.scales.stride_mn == 1 &&
+                    p->m % 4 == 0 && p->a.scales.stride_k % 4 == 0 && (uintptr_t)p->a.scales.data % 16 == 0;
     return bm == 192 ? fw_launch<192>(fn, p, &dev, &k, stream) : fw_launch<128>(fn, p, &dev, &k, stream);
 }
