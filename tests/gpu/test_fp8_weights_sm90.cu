@@ -219,6 +219,9 @@ TEST(gpu_fp8_weights_dense) {
         /* MN-major FP32 scales with m % 4 == 0 (what HFP4_FW_BULK_SCALES builds copy in bulk): 7 token
          * tiles of 192 rows or 10 of 128, the last of 8 rows, with C (FP32 D) */
         {1160, 640, 1152, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 1, 0, 8, 1},
+        /* the same layout with more tiles than CTAs (228 of 128 rows, 156 of 192): the stage ring
+         * across tiles, a full tile before the last one of 4 rows (a 16-byte bulk copy) */
+        {2308, 1536, 640, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 9, 1},
         /* one row, one weight block: the smallest */
         {1, 128, 128, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 0, 0, 5, 0},
         /* the same loop with the 192-row tile: 180 tiles of 192 x 128 (18 token tiles, two raster

@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
 #endif
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(&full[s], 1 + factor_arrivals); /* the TMA thread's expect_tx arrival, the scale warp's lanes */
+            mbar_init(&full[s], 1 + factor_arrivals); /* the TMA thread's expect_tx arrival, the factor lanes */
             mbar_init(&empty[s], cfg::WGS * 128); /* every consumer thread */
         }
         mbar_fence_init();
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int64_t row = row0 + 8 * h;
-            if (row >= p.m) continue;
+            if (row >= p.m) continue; /* (rows past m: with bulk scales their sums hold stale factors) */
 #pragma unroll
             for (int j = 0; j < 16; j++) {
                 const int64_t col = nt * FW_TILE + 8 * j + 2 * t4;
