@@ -59,7 +59,8 @@ struct fw_cfg {
     static constexpr int STAGE_BYTES = A_BYTES + FW_B_BYTES + BM * 4; /* A, B, the BM promotion factors */
     static constexpr int STAGES = BM == 128 ? 6 : 5;
     /* (+ 16 bytes a stage for the block's weight scale with HFP4_FW_BULK_SCALES) */
-    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + (HFP4_FW_BULK_SCALES ? STAGES * 16 : 0);
+    static constexpr int SMEM =
+        1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + (HFP4_FW_BULK_SCALES ? STAGES * 16 : 0);
     static constexpr int LAUNCH_REGS = (65536 / THREADS) & ~7; /* 168 or 128 */
     static constexpr int PRODUCER_REGS = BM == 128 ? 40 : 56; /* (192: six scale loads a lane in flight) */
     static constexpr int CONSUMER_REGS = BM == 128 ? 232 : 152;
