@@ -43,6 +43,13 @@
 #ifndef HFP4_FW_BULK_SCALES
 #define HFP4_FW_BULK_SCALES 0
 #endif
+/* HFP4_FW_VEC_STORES=1 (built, not yet measured; off in normal builds): D leaves in 16-byte stores,
+ * each quad of threads trading its pairs of columns by shuffles so that a thread holds 8 adjacent
+ * columns of its row (fw_store_quad). NOTE: why: a timing build without the stores ran 3-5 % faster
+ * (H200 8192^3, bench/RESULTS.md v31); a warp's 4-byte pair stores touch 8 half-used sectors. */
+#ifndef HFP4_FW_VEC_STORES
+#define HFP4_FW_VEC_STORES 0
+#endif
 
 /* The tile's shape: BM token rows, one consumer warpgroup per 64 of them (wgmma m64n128k32 each),
  * one producer warpgroup; stages as shared memory allows; the setmaxnreg split within the
@@ -81,6 +88,7 @@ typedef struct sm90_fp8w_params {
     int32_t d_fp32;       /* D (and C) FP32, else BF16 */
     int32_t d_pairs;      /* two adjacent columns may go as one store (ld even, D 8-byte aligned) */
     int32_t bulk_scales;  /* HFP4_FW_BULK_SCALES builds: the activation scales come by bulk copies */
+    int32_t d_vec;        /* HFP4_FW_VEC_STORES builds: D (and C) rows take 16-byte stores (fw_store_quad) */
 } sm90_fp8w_params;
 
 /* The weight scale of 128-row block nb in K-block kb */
@@ -126,6 +134,71 @@ static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64
         }
     }
 }
+
+#if HFP4_FW_VEC_STORES
+/* x[i] for a runtime i < 4 without an indexed (local-memory) array */
+static __device__ __forceinline__ float fw_pick4(const float *x, int i) {
+    return i == 0 ? x[0] : i == 1 ? x[1] : i == 2 ? x[2] : x[3];
+}
+
+/* HFP4_FW_VEC_STORES: the quad's 32 columns of one row (j = 4 q .. 4 q + 3 of the fragment: thread t4
+ * holds columns 8 j + 2 t4, + 1 of each) leave as thread t4's 8 adjacent columns 8 (4 q + t4) ...
+ * + 7, one 16-byte store (BF16; two for FP32), C added first. Four rounds of shuffles within the
+ * quad: in round r thread t receives from s = (t + r) % 4 its pair of column block 4 q + t. All four
+ * threads of the quad must call it (the row is the quad's). */
+static __device__ __forceinline__ void fw_store_quad(const sm90_fp8w_params &p, int64_t row, int64_t tile_col,
+                                                     const float *lo, const float *hi, int t4, int lane) {
+    const unsigned quad = 0xFu << (lane & 28);
+    float ra[4], rb[4];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int give = (t4 - r) & 3, from = (lane & 28) | ((t4 + r) & 3);
+        ra[r] = __shfl_sync(quad, fw_pick4(lo, give), from);
+        rb[r] = __shfl_sync(quad, fw_pick4(hi, give), from);
+    }
+    float v[8]; /* columns col .. col + 7: the pair of s arrived in round (s - t4) % 4 */
+#pragma unroll
+    for (int s = 0; s < 4; s++) {
+        v[2 * s] = fw_pick4(ra, (s - t4) & 3);
+        v[2 * s + 1] = fw_pick4(rb, (s - t4) & 3);
+    }
+    const int64_t col = tile_col + 8 * t4;
+    if (col + 8 > p.n) { /* the matrix's last columns: pairs, as fw_store */
+#pragma unroll
+        for (int s = 0; s < 4; s++)
+            if (col + 2 * s < p.n) fw_store(p, row, col + 2 * s, v[2 * s], v[2 * s + 1]);
+        return;
+    }
+    const int64_t i = row * p.ldd + col;
+    if (p.d_fp32) {
+        if (p.c) {
+            const float4 c0 = *(const float4 *)((const float *)p.c + i);
+            const float4 c1 = *(const float4 *)((const float *)p.c + i + 4);
+            v[0] += c0.x, v[1] += c0.y, v[2] += c0.z, v[3] += c0.w;
+            v[4] += c1.x, v[5] += c1.y, v[6] += c1.z, v[7] += c1.w;
+        }
+        float4 *d = (float4 *)((float *)p.d + i);
+        d[0] = make_float4(v[0], v[1], v[2], v[3]);
+        d[1] = make_float4(v[4], v[5], v[6], v[7]);
+    } else {
+        if (p.c) {
+            const uint4 cw = *(const uint4 *)((const __nv_bfloat16 *)p.c + i);
+            const uint32_t c[4] = {cw.x, cw.y, cw.z, cw.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) { /* (a BF16 is the upper half of its FP32) */
+                v[2 * k] += __uint_as_float(c[k] << 16);
+                v[2 * k + 1] += __uint_as_float(c[k] & 0xFFFF0000u);
+            }
+        }
+        uint32_t w[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            w[k] = (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * k])) |
+                   ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * k + 1])) << 16);
+        *(uint4 *)((__nv_bfloat16 *)p.d + i) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+#endif
 
 template <int BM>
 __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
@@ -282,6 +355,21 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
         for (int h = 0; h < 2; h++) {
             const int64_t row = row0 + 8 * h;
             if (row >= p.m) continue; /* (rows past m: with bulk scales their sums hold stale factors) */
+#if HFP4_FW_VEC_STORES
+            if (p.d_vec) { /* (the quad shares the row, so it skips or stores together) */
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    float lo[4], hi[4];
+#pragma unroll
+                    for (int jj = 0; jj < 4; jj++) {
+                        lo[jj] = fin[4 * (4 * q + jj) + 2 * h];
+                        hi[jj] = fin[4 * (4 * q + jj) + 2 * h + 1];
+                    }
+                    fw_store_quad(p, row, nt * FW_TILE + 32 * q, lo, hi, t4, lane);
+                }
+                continue;
+            }
+#endif
 #pragma unroll
             for (int j = 0; j < 16; j++) {
                 const int64_t col = nt * FW_TILE + 8 * j + 2 * t4;
@@ -404,5 +492,8 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     /* (HFP4_FW_BULK_SCALES builds: bulk copies need 16-byte aligned sources and lengths) */
     k.bulk_scales = HFP4_FW_BULK_SCALES && p->a.scales.dtype == HFP4_DTYPE_FP32 && p->a.scales.stride_mn == 1 &&
                     p->m % 4 == 0 && p->a.scales.stride_k % 4 == 0 && (uintptr_t)p->a.scales.data % 16 == 0;
+    /* (HFP4_FW_VEC_STORES builds: 16-byte stores need every row's 8-column blocks 16-byte aligned) */
+    k.d_vec = HFP4_FW_VEC_STORES && p->d.ld % (16 / esz) == 0 && (uintptr_t)p->d.data % 16 == 0 &&
+              (p->d.c == NULL || (uintptr_t)p->d.c % 16 == 0);
     return bm == 192 ? fw_launch<192>(fn, p, &dev, &k, stream) : fw_launch<128>(fn, p, &dev, &k, stream);
 }
