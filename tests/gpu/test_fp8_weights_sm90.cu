@@ -222,6 +222,12 @@ TEST(gpu_fp8_weights_dense) {
         /* the same layout with more tiles than CTAs (228 of 128 rows, 156 of 192): the stage ring
          * across tiles, a full tile before the last one of 4 rows (a 16-byte bulk copy) */
         {2308, 1536, 640, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 9, 1},
+        /* column tails inside an 8-column block, with C (HFP4_FW_VEC_STORES builds: the 16-byte path's
+         * per-pair fallback writes real columns; the padding after n keeps the poison): BF16 n = 389,
+         * FP32 n = 390; and a BF16 ld that refuses 16-byte rows (n + 2) */
+        {200, 389, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 1, 3, 10, 0},
+        {200, 390, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 1, 2, 11, 0},
+        {200, 512, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 2, 12, 0},
         /* one row, one weight block: the smallest */
         {1, 128, 128, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 0, 0, 5, 0},
         /* the same loop with the 192-row tile: 180 tiles of 192 x 128 (18 token tiles, two raster
