@@ -124,7 +124,7 @@ $(BUILD)/ss_swap: bench/micro/ss_swap.cu bench/micro/micro_timing.cuh $(wildcard
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
-$(BUILD)/fp8_ss_gemm: bench/micro/fp8_ss_gemm.cu bench/micro/micro_timing.cuh $(wildcard src/kernels/sm90/*.cuh)
+$(BUILD)/fp8_ss_gemm: bench/micro/fp8_ss_gemm.cu bench/micro/micro_timing.cuh bench/micro/micro_tensor_map.cuh $(wildcard src/kernels/sm90/*.cuh)
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
@@ -132,7 +132,7 @@ $(BUILD)/bf16_ceiling: bench/micro/bf16_ceiling.cu bench/micro/micro_timing.cuh 
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
-$(BUILD)/first_copy_latency: bench/micro/first_copy_latency.cu $(wildcard src/kernels/sm90/*.cuh)
+$(BUILD)/first_copy_latency: bench/micro/first_copy_latency.cu bench/micro/micro_tensor_map.cuh $(wildcard src/kernels/sm90/*.cuh)
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 

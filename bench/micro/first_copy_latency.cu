@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "micro_tensor_map.cuh"
 #include "sm90/ptx.cuh"
 
 #define EXPERTS 256
@@ -278,9 +279,6 @@ static double vmax(unsigned long long *v, int n) {
         }                                                                                                      \
     } while (0)
 
-typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                               const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 int main(int argc, char **argv) {
     int sms = 0;
@@ -316,16 +314,11 @@ int main(int argc, char **argv) {
     x.hdr = hdr_d;
     CUtensorMap a_map;
     {
-        void *fn = NULL;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess || !fn) {
-            fprintf(stderr, "first_copy_latency: no cuTensorMapEncodeTiled\n");
-            return 1;
-        }
+        const encode_fn enc = micro_tensor_map_encoder("first_copy_latency");
+        if (!enc) return 1;
         const cuuint64_t dims[3] = {K_ELEMS, A_ROWS, EXPERTS}, strides[2] = {K_ELEMS, (cuuint64_t)A_ROWS * K_ELEMS};
         const cuuint32_t box[3] = {128, A_ROWS, 1}, estr[3] = {1, 1, 1};
-        if (((encode_fn)fn)(&a_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, a_d, dims, strides, box, estr,
+        if (enc(&a_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, a_d, dims, strides, box, estr,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
             fprintf(stderr, "first_copy_latency: the activation map was refused\n");

@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "micro_tensor_map.cuh"
 #include "micro_timing.cuh"
 #include "sm90/ptx.cuh"
 #include "sm90/wgmma_fp8_ss.cuh"
@@ -271,9 +272,6 @@ __global__ void ref_kernel(const uint8_t *a, const float *sa, const uint8_t *w4,
 
 /* ---- host ---------------------------------------------------------------------------------------- */
 
-typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                              const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 /* a [rows][k] e4m3 matrix as 128 x 128 boxes with the 128-byte swizzle */
 static int make_map(encode_fn enc, CUtensorMap *map, void *base, int rows, int k) {
@@ -447,14 +445,8 @@ static int run(encode_fn enc, int sms, int m, int n, int k, int row_step) {
 int main(void) {
     const int sms = micro_sm_count("fp8_ss_gemm");
     if (sms == 0) return 1;
-    void *fn = NULL;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess || !fn) {
-        fprintf(stderr, "fp8_ss_gemm: no cuTensorMapEncodeTiled\n");
-        return 1;
-    }
-    const encode_fn enc = (encode_fn)fn;
+    const encode_fn enc = micro_tensor_map_encoder("fp8_ss_gemm");
+    if (!enc) return 1;
     if (cudaFuncSetAttribute(ss_gemm_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM) != cudaSuccess ||
         cudaFuncSetAttribute(ss_gemm_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM) != cudaSuccess) {
         fprintf(stderr, "fp8_ss_gemm: %d bytes of shared memory refused\n", SMEM);
