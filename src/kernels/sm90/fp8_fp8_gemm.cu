@@ -10,8 +10,8 @@
  * factors next to them (the token's activation scale times the block's weight scale, one value for
  * the tile's 128 weight rows); BM / 64 consumer warpgroups each run 4 wgmma m64n128k32 with both
  * operands in shared memory a 128-K block (tokens 64 wg .. 64 wg + 63 of the tile) and promote the
- * block's sums into FP32 with one FFMA per accumulator. D (BF16 or FP32, + C) is stored from the
- * registers.
+ * block's sums into FP32 with one FFMA per accumulator (at BM = 128 under the next block's wgmmas,
+ * HFP4_FW_OVERLAP). D (BF16 or FP32, + C) is stored from the registers.
  * Why the scales go through shared memory: read by the consumers from global memory a block ahead,
  * their L2 latency outlasted the block's wgmmas, and the kernel ran at 739 TFLOP/s at 8192^3 against
  * the micro's 1078 with its scales staged (RESULTS v24).
@@ -33,22 +33,16 @@
 #define FW_GROUP_M 16 /* token tiles per raster group */
 #define FW_B_BYTES (FW_TILE * FW_TILE)
 #define FW_SCALE_WARPS 3 /* producer warps writing the promotion factors, in turn */
-/* HFP4_FW_BULK_SCALES=1 (built, not yet measured; off in normal builds): with FP32 MN-major activation
- * scales (DeepGEMM's layout: a K-block's BM scales contiguous) and m % 4 == 0, the copies' thread
- * brings a stage's BM activation scales as one bulk copy on the stage's barrier, a factor warp's
- * lane 0 only writes the block's weight scale next to them, and the consumers multiply the two.
- * NOTE: why: with the factor warps arriving without their loads and stores the kernel ran 8 % faster
- * (a timing build, H200 8192^3, bench/RESULTS.md v31), and loading the scales before the stage wait
- * did not recover it: the 32 lanes' loads, stores and arrivals a stage are the cost, not latency. */
-#ifndef HFP4_FW_BULK_SCALES
-#define HFP4_FW_BULK_SCALES 0
-#endif
-/* HFP4_FW_VEC_STORES=1 (built, not yet measured; off in normal builds): D leaves in 16-byte stores,
- * each quad of threads trading its pairs of columns by shuffles so that a thread holds 8 adjacent
- * columns of its row (fw_store_quad). NOTE: why: a timing build without the stores ran 3-5 % faster
- * (H200 8192^3, bench/RESULTS.md v31); a warp's 4-byte pair stores touch 8 half-used sectors. */
-#ifndef HFP4_FW_VEC_STORES
-#define HFP4_FW_VEC_STORES 0
+/* HFP4_FW_OVERLAP=1 (default; 0 builds the 128-row tile without it, for A/Bs): the 128-row tile's
+ * consumers promote a block's sums while their next block's wgmmas run (fw_consume_tile_overlapped).
+ * NOTE: why: under ncu (H200 8192^3, bench/RESULTS.md v32) the 128-row form spent 927 cycles a block
+ * where cuBLASLt's kernel of the same shape spends 572, with its tensor pipe 55 % busy against 90 %:
+ * each warpgroup waited for its own wgmmas and then promoted with nothing of its own running. With
+ * the overlap: 883-894 -> 941-948 TFLOP/s (3 interleaved rounds), 1.64 M cycles a launch. A first
+ * form that released a block's stage only after the next block's wgmmas were out (the warpgroup held
+ * two stages) gained 2 %: the producer then ran a stage less ahead, and the consumers waited for it. */
+#ifndef HFP4_FW_OVERLAP
+#define HFP4_FW_OVERLAP 1
 #endif
 
 /* The tile's shape: BM token rows, one consumer warpgroup per 64 of them (wgmma m64n128k32 each),
@@ -65,12 +59,13 @@ struct fw_cfg {
     static constexpr int A_BYTES = BM * FW_TILE;
     static constexpr int STAGE_BYTES = A_BYTES + FW_B_BYTES + BM * 4; /* A, B, the BM promotion factors */
     static constexpr int STAGES = BM == 128 ? 6 : 5;
-    /* (+ 16 bytes a stage for the block's weight scale with HFP4_FW_BULK_SCALES) */
-    static constexpr int SMEM =
-        1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8 + (HFP4_FW_BULK_SCALES ? STAGES * 16 : 0);
+    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
     static constexpr int LAUNCH_REGS = (65536 / THREADS) & ~7; /* 168 or 128 */
     static constexpr int PRODUCER_REGS = BM == 128 ? 40 : 56; /* (192: six scale loads a lane in flight) */
     static constexpr int CONSUMER_REGS = BM == 128 ? 232 : 152;
+    /* the consumers issue block kb + 1's wgmmas before they promote block kb's sums (two sets of
+     * partial sums: 64 more registers, which only the 128-row tile's consumers have) */
+    static constexpr bool OVERLAP = BM == 128 && HFP4_FW_OVERLAP;
     static_assert(PRODUCER_REGS + WGS * CONSUMER_REGS <= (WGS + 1) * LAUNCH_REGS, "setmaxnreg.inc would wait forever");
     static_assert(SMEM <= 232448, "shared memory");
 };
@@ -87,8 +82,6 @@ typedef struct sm90_fp8w_params {
     int64_t ldd;          /* elements */
     int32_t d_fp32;       /* D (and C) FP32, else BF16 */
     int32_t d_pairs;      /* two adjacent columns may go as one store (ld even, D 8-byte aligned) */
-    int32_t bulk_scales;  /* HFP4_FW_BULK_SCALES builds: the activation scales come by bulk copies */
-    int32_t d_vec;        /* HFP4_FW_VEC_STORES builds: D (and C) rows take 16-byte stores (fw_store_quad) */
 } sm90_fp8w_params;
 
 /* The weight scale of 128-row block nb in K-block kb */
@@ -135,70 +128,72 @@ static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64
     }
 }
 
-#if HFP4_FW_VEC_STORES
-/* x[i] for a runtime i < 4 without an indexed (local-memory) array */
-static __device__ __forceinline__ float fw_pick4(const float *x, int i) {
-    return i == 0 ? x[0] : i == 1 ? x[1] : i == 2 ? x[2] : x[3];
+
+/* One block's wgmmas into acc from stage s (a consumer warpgroup's 64 token rows of the tile) */
+template <int BM>
+static __device__ __forceinline__ void fw_issue_block(float *acc, const uint8_t *a_tiles, const uint8_t *b_tiles,
+                                                      int s, int wg) {
+    const sm90_desc da = desc_advance_rows(smem_desc_k128_swizzle128(a_tiles + s * fw_cfg<BM>::A_BYTES), 64 * wg);
+    const sm90_desc db = smem_desc_k128_swizzle128(b_tiles + s * FW_B_BYTES);
+    wgmma_fence();
+    wgmma_fp8_ss_chunk_n128(acc, da, db);
+    wgmma_commit();
 }
 
-/* HFP4_FW_VEC_STORES: the quad's 32 columns of one row (j = 4 q .. 4 q + 3 of the fragment: thread t4
- * holds columns 8 j + 2 t4, + 1 of each) leave as thread t4's 8 adjacent columns 8 (4 q + t4) ...
- * + 7, one 16-byte store (BF16; two for FP32), C added first. Four rounds of shuffles within the
- * quad: in round r thread t receives from s = (t + r) % 4 its pair of column block 4 q + t. All four
- * threads of the quad must call it (the row is the quad's). */
-static __device__ __forceinline__ void fw_store_quad(const sm90_fp8w_params &p, int64_t row, int64_t tile_col,
-                                                     const float *lo, const float *hi, int t4, int lane) {
-    const unsigned quad = 0xFu << (lane & 28);
-    float ra[4], rb[4];
+/* Block kb's end (stage s, its wgmmas the only ones running): the rows' factors into f0, f1, the
+ * wait for the wgmmas, the stage released; its sums stay in acc for a later promotion */
+template <int BM>
+static __device__ __forceinline__ void fw_finish_block(float *acc, const float *factors, uint64_t *empty, int s,
+                                                       int r0, float &f0, float &f1) {
+    f0 = factors[s * BM + r0];
+    f1 = factors[s * BM + r0 + 8];
+    wgmma_wait<0>();
 #pragma unroll
-    for (int r = 0; r < 4; r++) {
-        const int give = (t4 - r) & 3, from = (lane & 28) | ((t4 + r) & 3);
-        ra[r] = __shfl_sync(quad, fw_pick4(lo, give), from);
-        rb[r] = __shfl_sync(quad, fw_pick4(hi, give), from);
-    }
-    float v[8]; /* columns col .. col + 7: the pair of s arrived in round (s - t4) % 4 */
-#pragma unroll
-    for (int s = 0; s < 4; s++) {
-        v[2 * s] = fw_pick4(ra, (s - t4) & 3);
-        v[2 * s + 1] = fw_pick4(rb, (s - t4) & 3);
-    }
-    const int64_t col = tile_col + 8 * t4;
-    if (col + 8 > p.n) { /* the matrix's last columns: pairs, as fw_store */
-#pragma unroll
-        for (int s = 0; s < 4; s++)
-            if (col + 2 * s < p.n) fw_store(p, row, col + 2 * s, v[2 * s], v[2 * s + 1]);
-        return;
-    }
-    const int64_t i = row * p.ldd + col;
-    if (p.d_fp32) {
-        if (p.c) {
-            const float4 c0 = *(const float4 *)((const float *)p.c + i);
-            const float4 c1 = *(const float4 *)((const float *)p.c + i + 4);
-            v[0] += c0.x, v[1] += c0.y, v[2] += c0.z, v[3] += c0.w;
-            v[4] += c1.x, v[5] += c1.y, v[6] += c1.z, v[7] += c1.w;
-        }
-        float4 *d = (float4 *)((float *)p.d + i);
-        d[0] = make_float4(v[0], v[1], v[2], v[3]);
-        d[1] = make_float4(v[4], v[5], v[6], v[7]);
-    } else {
-        if (p.c) {
-            const uint4 cw = *(const uint4 *)((const __nv_bfloat16 *)p.c + i);
-            const uint32_t c[4] = {cw.x, cw.y, cw.z, cw.w};
-#pragma unroll
-            for (int k = 0; k < 4; k++) { /* (a BF16 is the upper half of its FP32) */
-                v[2 * k] += __uint_as_float(c[k] << 16);
-                v[2 * k + 1] += __uint_as_float(c[k] & 0xFFFF0000u);
-            }
-        }
-        uint32_t w[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            w[k] = (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * k])) |
-                   ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * k + 1])) << 16);
-        *(uint4 *)((__nv_bfloat16 *)p.d + i) = make_uint4(w[0], w[1], w[2], w[3]);
-    }
+    for (int r = 0; r < 64; r++) reg_fence(acc[r]);
+    mbar_arrive(&empty[s]);
 }
-#endif
+
+/* A tile's K-blocks with block kb's promotion after block kb + 1's wgmmas are issued, so that it runs
+ * under them; each block's stage is released as soon as its own wgmmas are done. The two blocks'
+ * sums are in two register sets taken in turn (the loop unrolled by two, no branch inside, so each
+ * set stays in fixed registers: with a branch inside, ptxas serialized every wgmma). it: the first
+ * block's index in the CTA's stage sequence. */
+template <int BM>
+static __device__ __forceinline__ void fw_consume_tile_overlapped(float *fin, const uint8_t *a_tiles,
+                                                                     const uint8_t *b_tiles, const float *factors,
+                                                                     uint64_t *full, uint64_t *empty, uint32_t it,
+                                                                     int64_t kblocks, int wg, int r0) {
+    constexpr int STAGES = fw_cfg<BM>::STAGES;
+    float acc0[64], acc1[64], g0, g1, h0, h1; /* g: acc0's block's factors, h: acc1's */
+#define FW_STAGE_OF(i) ((int)((i) % STAGES))
+#define FW_WAIT_FULL(i) mbar_wait(&full[FW_STAGE_OF(i)], ((i) / STAGES) & 1)
+    FW_WAIT_FULL(it);
+    fw_issue_block<BM>(acc0, a_tiles, b_tiles, FW_STAGE_OF(it), wg);
+    fw_finish_block<BM>(acc0, factors, empty, FW_STAGE_OF(it), r0, g0, g1);
+    int64_t kb = 1;
+    it++;
+    for (; kb + 1 < kblocks; kb += 2, it += 2) {
+        FW_WAIT_FULL(it);
+        fw_issue_block<BM>(acc1, a_tiles, b_tiles, FW_STAGE_OF(it), wg);
+        promote_token_rows_n128(fin, acc0, g0, g1);
+        fw_finish_block<BM>(acc1, factors, empty, FW_STAGE_OF(it), r0, h0, h1);
+        FW_WAIT_FULL(it + 1);
+        fw_issue_block<BM>(acc0, a_tiles, b_tiles, FW_STAGE_OF(it + 1), wg);
+        promote_token_rows_n128(fin, acc1, h0, h1);
+        fw_finish_block<BM>(acc0, factors, empty, FW_STAGE_OF(it + 1), r0, g0, g1);
+    }
+    if (kb < kblocks) { /* an even number of blocks: the last one */
+        FW_WAIT_FULL(it);
+        fw_issue_block<BM>(acc1, a_tiles, b_tiles, FW_STAGE_OF(it), wg);
+        promote_token_rows_n128(fin, acc0, g0, g1);
+        fw_finish_block<BM>(acc1, factors, empty, FW_STAGE_OF(it), r0, h0, h1);
+        promote_token_rows_n128(fin, acc1, h0, h1);
+    } else {
+        promote_token_rows_n128(fin, acc0, g0, g1);
+    }
+#undef FW_WAIT_FULL
+#undef FW_STAGE_OF
+}
 
 template <int BM>
 __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
@@ -211,17 +206,10 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
     uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     uint8_t *a_tiles = smem, *b_tiles = smem + STAGES * cfg::A_BYTES;
     float *factors = (float *)(b_tiles + STAGES * FW_B_BYTES);
-#if HFP4_FW_BULK_SCALES
-    float *b_scale_s = factors + STAGES * BM; /* a stage's weight scale, 4 floats a stage (16-byte aligned) */
-    uint64_t *full = (uint64_t *)(b_scale_s + STAGES * 4), *empty = full + STAGES;
-    const int factor_arrivals = p.bulk_scales ? 1 : 32;
-#else
     uint64_t *full = (uint64_t *)(factors + STAGES * BM), *empty = full + STAGES;
-    const int factor_arrivals = 32;
-#endif
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(&full[s], 1 + factor_arrivals); /* the TMA thread's expect_tx arrival, the factor lanes */
+            mbar_init(&full[s], 1 + 32); /* the TMA thread's expect_tx arrival, the factor lanes */
             mbar_init(&empty[s], cfg::WGS * 128); /* every consumer thread */
         }
         mbar_fence_init();
@@ -245,17 +233,6 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
                 for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                     if ((int)(it % FW_SCALE_WARPS) != sw) continue;
                     const int s = (int)(it % STAGES);
-#if HFP4_FW_BULK_SCALES
-                    if (p.bulk_scales) { /* lane 0: the block's weight scale; the copies bring the rest */
-                        if (lane == 0) {
-                            const float bsc = fw_b_scale(p, nt, kb);
-                            if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
-                            b_scale_s[s * 4] = bsc;
-                            mbar_arrive(&full[s]);
-                        }
-                        continue;
-                    }
-#endif
                     /* NOTE: the scales are loaded before the wait for the stage (they do not depend on
                      * it), so their L2 round trip overlaps that wait instead of following it: loaded
                      * after it, the factors held each stage's full barrier back by a round trip, and a
@@ -294,18 +271,7 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
                 for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                     const int s = (int)(it % STAGES);
                     if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
-#if HFP4_FW_BULK_SCALES
-                    if (p.bulk_scales) { /* the tile's rows of K-block kb's activation scales (m % 4 == 0) */
-                        const int64_t rows = min((int64_t)BM, p.m - mt * BM);
-                        mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES + (uint32_t)rows * 4);
-                        bulk_load(factors + s * BM, (const float *)p.a_scales + kb * p.a_scale_stride_k + mt * BM,
-                                  (uint32_t)rows * 4, &full[s]);
-                    } else {
-                        mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES);
-                    }
-#else
                     mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES); /* whole boxes, zeros included */
-#endif
                     tma_load_3d(a_tiles + s * cfg::A_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
                                 (int32_t)(mt * BM), 0);
                     tma_load_3d(b_tiles + s * FW_B_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
@@ -323,53 +289,29 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
         int64_t mt, nt;
         fw_tile(t, tiles_m, tiles_n, mt, nt);
         const int64_t row0 = mt * BM + r0;
-        float fin[64], acc[64];
+        float fin[64];
 #pragma unroll
         for (int i = 0; i < 64; i++) fin[i] = 0.0f;
-        for (int64_t kb = 0; kb < kblocks; kb++, it++) {
-            const int s = (int)(it % STAGES);
-            mbar_wait(&full[s], (it / STAGES) & 1);
-            const sm90_desc da = desc_advance_rows(smem_desc_k128_swizzle128(a_tiles + s * cfg::A_BYTES), 64 * wg);
-            const sm90_desc db = smem_desc_k128_swizzle128(b_tiles + s * FW_B_BYTES);
-            wgmma_fence();
-            wgmma_fp8_ss_chunk_n128(acc, da, db);
-            wgmma_commit();
-            /* the rows' factors, under the wgmmas */
-#if HFP4_FW_BULK_SCALES
-            /* (bulk scales: the rows' activation scales times the block's weight scale; rows past m
-             * hold stale values, their sums are never stored) */
-            const float bsc = p.bulk_scales ? b_scale_s[s * 4] : 1.0f;
-            const float f0 = factors[s * BM + r0] * bsc, f1 = factors[s * BM + r0 + 8] * bsc;
-#else
-            const float f0 = factors[s * BM + r0], f1 = factors[s * BM + r0 + 8];
-#endif
-            wgmma_wait<0>();
-#pragma unroll
-            for (int r = 0; r < 64; r++) reg_fence(acc[r]);
-            mbar_arrive(&empty[s]); /* the stage is read: the wgmmas are done, the factors in registers */
-            promote_token_rows_n128(fin, acc, f0, f1);
+        if constexpr (cfg::OVERLAP) {
+            fw_consume_tile_overlapped<BM>(fin, a_tiles, b_tiles, factors, full, empty, it, kblocks, wg, r0);
+            it += (uint32_t)kblocks;
+        } else { /* (the 192-row tile: its consumers have no registers for a second set) */
+            float acc[64];
+            for (int64_t kb = 0; kb < kblocks; kb++, it++) {
+                const int s = (int)(it % STAGES);
+                mbar_wait(&full[s], (it / STAGES) & 1);
+                fw_issue_block<BM>(acc, a_tiles, b_tiles, s, wg);
+                float f0, f1;
+                fw_finish_block<BM>(acc, factors, empty, s, r0, f0, f1);
+                promote_token_rows_n128(fin, acc, f0, f1);
+            }
         }
         /* D from the registers: rows row0 (registers 4j, 4j + 1) and row0 + 8 (4j + 2, 4j + 3),
          * columns 8 j + 2 t4 and + 1 of the tile */
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int64_t row = row0 + 8 * h;
-            if (row >= p.m) continue; /* (rows past m: with bulk scales their sums hold stale factors) */
-#if HFP4_FW_VEC_STORES
-            if (p.d_vec) { /* (the quad shares the row, so it skips or stores together) */
-#pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    float lo[4], hi[4];
-#pragma unroll
-                    for (int jj = 0; jj < 4; jj++) {
-                        lo[jj] = fin[4 * (4 * q + jj) + 2 * h];
-                        hi[jj] = fin[4 * (4 * q + jj) + 2 * h + 1];
-                    }
-                    fw_store_quad(p, row, nt * FW_TILE + 32 * q, lo, hi, t4, lane);
-                }
-                continue;
-            }
-#endif
+            if (row >= p.m) continue;
 #pragma unroll
             for (int j = 0; j < 16; j++) {
                 const int64_t col = nt * FW_TILE + 8 * j + 2 * t4;
@@ -406,16 +348,17 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
 }
 
 /* The token tile for m x n: the one with the shorter estimated time, waves of tiles (the grid is
- * persistent, one tile per SM at a time) times a tile's time, the 192-row tile counted 5 % faster
- * per row (H200 8192^3: 900-921 against 869-873 TFLOP/s, 3 rounds in one call, bench/RESULTS.md
- * v27). So large M takes 192 unless its last wave is much emptier than 128's (e.g. m = 256 gives
- * 2 token tiles of 192 rows for 256 useful ones). */
+ * persistent, one tile per SM at a time) times a tile's time, the 192-row tile counted 3 % faster
+ * per row (H200 8192^3, MN-major scales, 3 interleaved rounds in one call: 955-984 against the
+ * overlapped 128-row tile's 941-948 TFLOP/s, bench/RESULTS.md v32; 5 % before the overlap, v27). So
+ * large M takes 192 unless its last wave is emptier than 128's (e.g. m = 256 gives 2 token tiles of
+ * 192 rows for 256 useful ones). */
 static int fw_pick_tile(int64_t m, int64_t n, int sms) {
     const int64_t tiles_n = (n + FW_TILE - 1) / FW_TILE;
     const int64_t waves128 = ((m + 127) / 128 * tiles_n + sms - 1) / sms;
     const int64_t waves192 = ((m + 191) / 192 * tiles_n + sms - 1) / sms;
-    /* waves x rows a tile / speed: 128 w128 against 192 w192 / 1.05, in integers (x 20) */
-    return waves192 * 192 * 20 < waves128 * 128 * 21 ? 192 : 128;
+    /* waves x rows a tile / speed: 128 w128 against 192 w192 / 1.03, in integers (x 100) */
+    return waves192 * 192 * 100 < waves128 * 128 * 103 ? 192 : 128;
 }
 
 hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem *p, cudaStream_t stream, int launch) {
@@ -489,11 +432,5 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     k.d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;
     k.d_pairs = p->d.ld % 2 == 0 && (uintptr_t)p->d.data % (2 * esz) == 0 &&
                 (p->d.c == NULL || (uintptr_t)p->d.c % (2 * esz) == 0);
-    /* (HFP4_FW_BULK_SCALES builds: bulk copies need 16-byte aligned sources and lengths) */
-    k.bulk_scales = HFP4_FW_BULK_SCALES && p->a.scales.dtype == HFP4_DTYPE_FP32 && p->a.scales.stride_mn == 1 &&
-                    p->m % 4 == 0 && p->a.scales.stride_k % 4 == 0 && (uintptr_t)p->a.scales.data % 16 == 0;
-    /* (HFP4_FW_VEC_STORES builds: 16-byte stores need every row's 8-column blocks 16-byte aligned) */
-    k.d_vec = HFP4_FW_VEC_STORES && p->d.ld % (16 / esz) == 0 && (uintptr_t)p->d.data % 16 == 0 &&
-              (p->d.c == NULL || (uintptr_t)p->d.c % 16 == 0);
     return bm == 192 ? fw_launch<192>(fn, p, &dev, &k, stream) : fw_launch<128>(fn, p, &dev, &k, stream);
 }
