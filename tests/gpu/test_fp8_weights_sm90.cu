@@ -216,15 +216,14 @@ TEST(gpu_fp8_weights_dense) {
         {2304, 1280, 640, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 4, 0},
         /* MN-major scales (DeepGEMM's TMA-aligned activation layout, m not a multiple of 4) */
         {517, 640, 1152, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 6, 1},
-        /* MN-major FP32 scales with m % 4 == 0 (what HFP4_FW_BULK_SCALES builds copy in bulk): 7 token
-         * tiles of 192 rows or 10 of 128, the last of 8 rows, with C (FP32 D) */
+        /* MN-major FP32 scales with m % 4 == 0: 7 token tiles of 192 rows or 10 of 128, the last of
+         * 8 rows, with C (FP32 D) */
         {1160, 640, 1152, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 1, 0, 8, 1},
         /* the same layout with more tiles than CTAs (228 of 128 rows, 156 of 192): the stage ring
-         * across tiles, a full tile before the last one of 4 rows (a 16-byte bulk copy) */
+         * across tiles, a full tile before the last one of 4 rows */
         {2308, 1536, 640, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 9, 1},
-        /* column tails inside an 8-column block, with C (HFP4_FW_VEC_STORES builds: the 16-byte path's
-         * per-pair fallback writes real columns; the padding after n keeps the poison): BF16 n = 389,
-         * FP32 n = 390; and a BF16 ld that refuses 16-byte rows (n + 2) */
+        /* column tails inside an 8-column block, with C (the padding after n keeps the poison): BF16
+         * n = 389, FP32 n = 390; and a BF16 ld of n + 2 */
         {200, 389, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 1, 3, 10, 0},
         {200, 390, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 1, 2, 11, 0},
         {200, 512, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 2, 12, 0},
@@ -233,6 +232,11 @@ TEST(gpu_fp8_weights_dense) {
         /* the same loop with the 192-row tile: 180 tiles of 192 x 128 (18 token tiles, two raster
          * groups), 5 K-blocks a tile against its 5 stages; m not a multiple of 192 */
         {3400, 1280, 640, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 7, 0},
+        /* the 128-row tile's overlapped loop (two blocks a trip) at its ends: 2 K-blocks a tile (no
+         * trip, then the last two) and 3 (one trip, then the last one), over more tiles than CTAs
+         * (153 and 176 at 128 rows), so that the stage ring and its parity wrap at odd offsets */
+        {2100, 1152, 256, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 13, 1},
+        {2000, 1408, 384, HFP4_DTYPE_UE8M0, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 1, 0, 14, 0},
     };
     /* both token tiles forced (HFP4_SM90_FP8_WEIGHTS_TILE: 128, 192), then the launcher's choice
      * (192 for the cases with many token tiles); the caller's setting is restored after */
