@@ -128,7 +128,6 @@ static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64
     }
 }
 
-
 /* One block's wgmmas into acc from stage s (a consumer warpgroup's 64 token rows of the tile) */
 template <int BM>
 static __device__ __forceinline__ void fw_issue_block(float *acc, const uint8_t *a_tiles, const uint8_t *b_tiles,
@@ -160,9 +159,9 @@ static __device__ __forceinline__ void fw_finish_block(float *acc, const float *
  * block's index in the CTA's stage sequence. */
 template <int BM>
 static __device__ __forceinline__ void fw_consume_tile_overlapped(float *fin, const uint8_t *a_tiles,
-                                                                     const uint8_t *b_tiles, const float *factors,
-                                                                     uint64_t *full, uint64_t *empty, uint32_t it,
-                                                                     int64_t kblocks, int wg, int r0) {
+                                                                  const uint8_t *b_tiles, const float *factors,
+                                                                  uint64_t *full, uint64_t *empty, uint32_t it,
+                                                                  int64_t kblocks, int wg, int r0) {
     constexpr int STAGES = fw_cfg<BM>::STAGES;
     float acc0[64], acc1[64], g0, g1, h0, h1; /* g: acc0's block's factors, h: acc1's */
 #define FW_STAGE_OF(i) ((int)((i) % STAGES))
