@@ -153,6 +153,9 @@ void bench_expert_problem(hfp4_gemm_problem *p, const bench_acts *x, const bench
 /* --sf-layout mn: FP32 activation scales MN-major (DeepGEMM's TMA-aligned layout) where the rows
  * of a group are a multiple of 4, else K-major (the default) */
 extern int bench_a_scales_mn_major;
+/* An activation-scale buffer of m rows x sfk K-groups (a group's, for grouped problems): K-major
+ * strides, or MN-major ([sfk][m]) under --sf-layout mn where m % 4 == 0 */
+void bench_set_a_scale_strides(hfp4_scales *s, int64_t m, int64_t sfk);
 extern int bench_a_scales_ue8m0; /* --a-scales ue8m0: activation scales as UE8M0 bytes (2^-8), else FP32 */
 /* --contiguous-hint: the contiguous cases' expected_m: -1 rows per routed expert (default), 0 none (as
  * DeepGEMM's API calls them), else that value */

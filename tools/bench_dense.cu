@@ -114,12 +114,9 @@ static void dense_fp8_weights_case(bench_ctx *c, int64_t m, int64_t n, int64_t k
     p.a.scales.gran_mn = 1;
     p.b.scales.gran_mn = 128;
     p.a.scales.gran_k = p.b.scales.gran_k = 128;
-    p.a.scales.stride_mn = p.b.scales.stride_mn = kg;
-    p.a.scales.stride_k = p.b.scales.stride_k = 1;
-    if (bench_a_scales_mn_major && m % 4 == 0) { /* --sf-layout mn: DeepGEMM's MN-major scales, [kg][m] */
-        p.a.scales.stride_mn = 1;
-        p.a.scales.stride_k = m;
-    }
+    p.b.scales.stride_mn = kg;
+    p.b.scales.stride_k = 1;
+    bench_set_a_scale_strides(&p.a.scales, m, kg); /* (--sf-layout mn: DeepGEMM's [kg][m]) */
     p.d.dtype = HFP4_DTYPE_BF16;
     p.d.ld = n;
     /* (pointers only checked for alignment here: any 256-aligned value stands in) */

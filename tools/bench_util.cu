@@ -399,6 +399,12 @@ void bench_acts_free(bench_acts *x) {
 }
 
 int bench_a_scales_mn_major = 0;
+
+void bench_set_a_scale_strides(hfp4_scales *s, int64_t m, int64_t sfk) {
+    const int mn = bench_a_scales_mn_major && m % 4 == 0;
+    s->stride_mn = mn ? 1 : sfk;
+    s->stride_k = mn ? m : 1;
+}
 int bench_a_scales_ue8m0 = 0;
 int bench_contiguous_hint = -1;
 
@@ -428,13 +434,8 @@ void bench_fill_problem(hfp4_gemm_problem *p, hfp4_grouping g, int64_t m, int64_
     p->a.scales.dtype = bench_a_scales_ue8m0 ? HFP4_DTYPE_UE8M0 : HFP4_DTYPE_FP32; /* (the same strides: one value each) */
     p->a.scales.gran_mn = 1;
     p->a.scales.gran_k = gran;
-    p->a.scales.stride_mn = sfk;
-    p->a.scales.stride_k = 1;
+    bench_set_a_scale_strides(&p->a.scales, m, sfk); /* (the same buffer either way, per group) */
     p->a.scales.stride_group = g == HFP4_GROUPING_MASKED ? m * sfk : 0;
-    if (bench_a_scales_mn_major && m % 4 == 0) { /* the same buffer read as [sfk][m] per group */
-        p->a.scales.stride_mn = 1;
-        p->a.scales.stride_k = m;
-    }
     p->b = *b;
     p->d.data = d;
     p->d.dtype = HFP4_DTYPE_BF16;
