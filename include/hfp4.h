@@ -350,6 +350,22 @@ HFP4_API hfp4_status hfp4_device_query(int device, hfp4_device_info *info);
  * wrong results; run such copies one after the other, or set HFP4_SM90_DYNAMIC=0. */
 HFP4_API hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream stream);
 
+/* hfp4_gemm_flags: hfp4_gemm with options; flags 0 is hfp4_gemm. Other bits: INVALID_ARGUMENT.
+ * HFP4_GEMM_OVERLAP_PREVIOUS: the call's kernel may read the weights (problem->b and its scales) and
+ * the grouping data (problem->layout), and start loading its first weights, while the kernel
+ * enqueued just before it on the stream is still running (programmatic dependent launch): a decode
+ * GEMM's start-up (~5 us on an H200) and first weights then overlap that kernel's tail. A, its
+ * scales, C and D are touched only after that kernel has completed, as always.
+ * Set it only when neither that kernel nor anything that may still run beside it writes b or
+ * layout: e.g. a MoE layer's second GEMM right after its first on the same routing, or any GEMM
+ * whose b and layout were complete before an hfp4 kernel that runs just before it (hfp4's kernels
+ * let the next kernel start only once everything enqueued before them has completed). Never after
+ * a kernel that writes them and lets its dependents start early (griddepcontrol.launch_dependents,
+ * cudaTriggerProgrammaticLaunchCompletion): the call would read stale data. Paths without an early
+ * start ignore the flag (FP8 weights, the warp path, the opt-in BF16 path, HFP4_SM90_PDL=0). */
+#define HFP4_GEMM_OVERLAP_PREVIOUS 1u
+HFP4_API hfp4_status hfp4_gemm_flags(const hfp4_gemm_problem *problem, uint32_t flags, hfp4_stream stream);
+
 /* hfp4_gemm_supported: what hfp4_gemm would answer for `problem` without launching anything
  * (pointers are not dereferenced). Returns HFP4_OK, or the status hfp4_gemm would return
  * (INVALID_ARGUMENT, UNSUPPORTED, NO_DEVICE) with the same message. */

@@ -188,6 +188,7 @@ typedef int (*bench_launch_fn)(void *arg, cudaStream_t s);
 typedef struct bench_gemm_launch {
     const hfp4_gemm_problem *p;
     const char *label; /* names the case in error messages */
+    uint32_t flags;    /* hfp4_gemm_flags' (0: hfp4_gemm) */
 } bench_gemm_launch;
 int bench_launch_gemm(void *arg, cudaStream_t s); /* arg: bench_gemm_launch */
 /* Median microseconds of c->iters launches on stream s, each preceded by a 256 MB memset that

@@ -6,7 +6,9 @@
  * D's padding rows left unwritten) it prints three rows, layout "masked_graph" / "contiguous_graph" /
  * "contiguous_padany_graph": PREFIX-w13 and PREFIX-w2 (a graph of that GEMM alone) and
  * PREFIX-layer (one graph of w13 then w2; its n and k are w13's, its FLOPs, bytes, floor and
- * baseline are the sums over both GEMMs). Each row also carries "stream_us" (the same GEMM(s)
+ * baseline are the sums over both GEMMs), then PREFIX-layer_overlap (the same with w2 launched
+ * under HFP4_GEMM_OVERLAP_PREVIOUS) and, with two weight sets, PREFIX-layers2 and
+ * PREFIX-layers2_overlap (two layers in one graph, as a decode step chains them: KINDS below). Each row also carries "stream_us" (the same GEMM(s)
  * launched on a stream and timed as the standalone rows are, summed for the layer), "launch_us"
  * (the replay time of a graph of as many empty kernels) and "flush" (how L2 was emptied).
  *
@@ -72,6 +74,12 @@ static void print_warm_start(const bench_ctx *c, const char *layout, const char 
     fflush(stdout);
 }
 
+/* The graph rows of a layout: w13, w2, layer (w13 then w2), layer_overlap (the same with w2 under
+ * HFP4_GEMM_OVERLAP_PREVIOUS: its start-up and first weights under w13's tail), layers2 (two layers,
+ * the second on the other weight set: a decode step's graph holds many) and layers2_overlap (every
+ * GEMM after the first under the flag); the two-layer rows count both layers' bytes and FLOPs. */
+enum { KINDS = 6 };
+
 static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weights *w13, const bench_weights *w2,
                       int nsets, const bench_routing *r, hfp4_grouping g, double base13, double base2,
                       hfp4_d_padding d_padding) {
@@ -80,10 +88,11 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
                                                              : "contiguous_graph";
     bench_acts x13, x2;
     hfp4_gemm_problem p13[2], p2[2];
-    bench_gemm_launch l13[2], l2[2];
-    graph_kind kind[3];
-    double kind_us[3] = {0, 0, 0};      /* the graph rows' times */
-    double kind_warm_us[3] = {0, 0, 0}; /* and their warm starts' (0: not timed) */
+    bench_gemm_launch l13[2], l2[2], o13[2], o2[2]; /* o: with HFP4_GEMM_OVERLAP_PREVIOUS */
+    graph_kind kind[KINDS];
+    double kind_us[KINDS] = {0};      /* the graph rows' times */
+    double kind_warm_us[KINDS] = {0}; /* and their warm starts' (0: not timed) */
+    const int nkinds = nsets == 2 ? KINDS : 4; /* (two layers need both weight sets) */
     char lab13[128], lab2[128];
     int rc = -1;
     memset(&x13, 0, sizeof x13);
@@ -97,6 +106,18 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
     kind[2].fp8_bytes += kind[1].fp8_bytes;
     kind[2].weight_bytes += kind[1].weight_bytes;
     kind[2].pad_bytes += kind[1].pad_bytes;
+    kind[3] = kind[2];
+    snprintf(kind[3].name, sizeof kind[3].name, "%s-layer_overlap", m->prefix);
+    for (int i = 4; i < KINDS; i++) {
+        kind[i] = kind[2];
+        snprintf(kind[i].name, sizeof kind[i].name, "%s-%s", m->prefix, i == 4 ? "layers2" : "layers2_overlap");
+        kind[i].flops *= 2;
+        kind[i].bytes *= 2;
+        kind[i].fp8_bytes *= 2;
+        kind[i].weight_bytes *= 2;
+        kind[i].pad_bytes *= 2;
+        kind[i].base_us *= 2;
+    }
     snprintf(lab13, sizeof lab13, "%s %s T=%lld", kind[0].name, layout, (long long)r->tokens);
     snprintf(lab2, sizeof lab2, "%s %s T=%lld", kind[1].name, layout, (long long)r->tokens);
 
@@ -112,21 +133,31 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
         l13[s].label = lab13;
         l2[s].p = &p2[s];
         l2[s].label = lab2;
+        l13[s].flags = l2[s].flags = 0;
+        o13[s] = l13[s];
+        o2[s] = l2[s];
+        o13[s].flags = o2[s].flags = HFP4_GEMM_OVERLAP_PREVIOUS;
     }
     /* standalone stream launches; they are also the warm-up a capture needs (one-time set-up) */
     if (bench_time_gemm(c, &p13[0], lab13, &kind[0].stream_us) != 0 || bench_time_gemm(c, &p2[0], lab2, &kind[1].stream_us) != 0)
         goto done;
-    kind[2].stream_us = kind[0].stream_us + kind[1].stream_us;
+    kind[2].stream_us = kind[3].stream_us = kind[0].stream_us + kind[1].stream_us;
+    for (int i = 4; i < nkinds; i++) kind[i].stream_us = 2 * kind[2].stream_us;
     for (int s = 0; s < nsets; s++) {
-        void *a13[1] = {&l13[s]}, *a2[1] = {&l2[s]}, *al[2] = {&l13[s], &l2[s]};
+        const int o = nsets - 1 - s; /* the other set: a second layer's weights */
+        void *a13[1] = {&l13[s]}, *a2[1] = {&l2[s]}, *al[2] = {&l13[s], &l2[s]}, *ao[2] = {&l13[s], &o2[s]};
+        void *a4[4] = {&l13[s], &l2[s], &l13[o], &l2[o]}, *a4o[4] = {&l13[s], &o2[s], &o13[o], &o2[o]};
         if (bench_capture(c, bench_launch_gemm, a13, 1, &kind[0].exec[s], &kind[0].kernels) != 0 ||
             bench_capture(c, bench_launch_gemm, a2, 1, &kind[1].exec[s], &kind[1].kernels) != 0 ||
-            bench_capture(c, bench_launch_gemm, al, 2, &kind[2].exec[s], &kind[2].kernels) != 0) {
+            bench_capture(c, bench_launch_gemm, al, 2, &kind[2].exec[s], &kind[2].kernels) != 0 ||
+            bench_capture(c, bench_launch_gemm, ao, 2, &kind[3].exec[s], &kind[3].kernels) != 0 ||
+            (nkinds > 4 && (bench_capture(c, bench_launch_gemm, a4, 4, &kind[4].exec[s], &kind[4].kernels) != 0 ||
+                            bench_capture(c, bench_launch_gemm, a4o, 4, &kind[5].exec[s], &kind[5].kernels) != 0))) {
             fprintf(stderr, "bench: %s: graph capture failed\n", lab13);
             goto done;
         }
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < nkinds; i++) {
         const graph_kind *gk = &kind[i];
         const int alternate = bench_alternate_sets(c, nsets, gk->weight_bytes);
         double us = 0;
@@ -154,7 +185,7 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
         bench_print_row(c, &row);
         kind_us[i] = us;
         /* the warm start (a T whose replays are separated by the flush, and a second weight set) */
-        if (!alternate && nsets == 2 && c->l2_flush != HFP4_BENCH_FLUSH_NONE) {
+        if (i < 3 && !alternate && nsets == 2 && c->l2_flush != HFP4_BENCH_FLUSH_NONE) {
             double wus = 0;
             bench_watch(watched);
             const int wtimed = bench_time_graphs(c, gk->exec, 1, 1, gk->exec[1], &wus);
@@ -181,7 +212,7 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
     }
     rc = 0;
 done:
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < KINDS; i++)
         for (int s = 0; s < 2; s++)
             if (kind[i].exec[s]) (void)BENCH_CUDA(cudaGraphExecDestroy(kind[i].exec[s]));
     bench_acts_free(&x13);

@@ -94,7 +94,7 @@ static int l2_flush(const bench_ctx *c, cudaStream_t s) {
 
 int bench_launch_gemm(void *arg, cudaStream_t s) {
     const bench_gemm_launch *g = (const bench_gemm_launch *)arg;
-    if (hfp4_gemm(g->p, s) == HFP4_OK) return 0;
+    if (hfp4_gemm_flags(g->p, g->flags, s) == HFP4_OK) return 0;
     fprintf(stderr, "bench: %s: %s\n", g->label, hfp4_last_error());
     return -1;
 }
@@ -223,7 +223,7 @@ void bench_watch(const char *case_name) {
 }
 
 int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *label, double *us) {
-    bench_gemm_launch g = {p, label};
+    bench_gemm_launch g = {p, label, 0};
     bench_watch(label);
     if (getenv("HFP4_DIAG_TIMELINE")) (void)hfp4__diag_phases_print(NULL); /* (make DIAG=1) this case only */
     const int rc = bench_time_launches(c, bench_launch_gemm, &g, 0, us);

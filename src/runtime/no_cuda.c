@@ -25,6 +25,13 @@ hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream stream) {
     return hfp4_gemm_supported(problem);
 }
 
+hfp4_status hfp4_gemm_flags(const hfp4_gemm_problem *problem, uint32_t flags, hfp4_stream stream) {
+    (void)stream;
+    HFP4_CHECK_ARG((flags & ~(uint32_t)HFP4_GEMM_OVERLAP_PREVIOUS) == 0,
+                   "hfp4_gemm_flags: flags = 0x%x has bits hfp4.h does not define", (unsigned)flags);
+    return hfp4_gemm_supported(problem);
+}
+
 hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype scale_dtype, void *dst,
                              size_t dst_bytes, hfp4_matrix *out, hfp4_stream stream) {
     (void)stream;

@@ -54,6 +54,10 @@ typedef struct gemm_case {
                              stream, into a poisoned D of its own: both Ds must be equal, bit for bit
                              (the two launches overlap only where the first's CTAs leave SMs free;
                              that they never share a counter is gpu_dyn_slots's check) */
+    uint32_t flags;       /* hfp4_gemm_flags' for every GEMM of the case (0: hfp4_gemm's) */
+    int late_a;           /* A and its scales are written by a kernel launched just before the GEMM that
+                             lets its dependents start at once and writes them only ~50 us later (the
+                             GEMM must wait for it: HFP4_GEMM_OVERLAP_PREVIOUS covers b and layout only) */
     uint64_t seed;
 } gemm_case;
 
@@ -325,6 +329,24 @@ typedef struct gemm_result {
                              more than its rounding, or written where they must not be */
 } gemm_result;
 
+/* The late writer of late_a cases: lets the next kernel in the stream start at once (programmatic
+ * dependent launch), waits ~delay_ns, then copies n bytes from src to dst (and n2 from src2 to dst2). */
+static __global__ void fx_late_writer(uint8_t *dst, const uint8_t *src, size_t n, uint8_t *dst2, const uint8_t *src2,
+                                      size_t n2, unsigned long long delay_ns) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < delay_ns);
+    const size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = i0; i < n; i += step) dst[i] = src[i];
+    for (size_t i = i0; i < n2; i += step) dst2[i] = src2[i];
+}
+
 /* Element `index` of the downloaded D (BF16 or FP32). */
 static double fx_output_at(const gemm_case *c, const void *out, int64_t index) {
     return c->d_dtype == HFP4_DTYPE_FP32 ? (double)((const float *)out)[index]
@@ -506,19 +528,31 @@ static gemm_result fx_run(gemm_host *h) {
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     if (s2) cudaDeviceSynchronize(); /* (the uploads and poisoning above are not ordered with s2) */
+    uint8_t *late_src = NULL; /* late_a: A and its scales as uploaded, copied in by fx_late_writer */
+    if (c->late_a) {
+        cudaMalloc(&late_src, rows * c->k + sf_bytes);
+        cudaMemcpy(late_src, d_a, rows * c->k, cudaMemcpyDeviceToDevice);
+        cudaMemcpy(late_src + rows * c->k, d_sf, sf_bytes, cudaMemcpyDeviceToDevice);
+        cudaMemset(d_a, 0x3C, rows * c->k); /* other values (e4m3 0x3C = 1.5) until the writer's copy */
+        cudaMemset(d_sf, 0x3F, sf_bytes);   /* (0.75 in FP32 words, 2^-64 as UE8M0 bytes) */
+        cudaDeviceSynchronize();
+    }
     cudaEventRecord(e0, 0);
-    res.status = hfp4_gemm(&p, NULL);
+    if (c->late_a)
+        fx_late_writer<<<8, 256>>>(d_a, late_src, (size_t)(rows * c->k), (uint8_t *)d_sf, late_src + rows * c->k,
+                                   sf_bytes, 50000ull);
+    res.status = hfp4_gemm_flags(&p, c->flags, NULL);
     hfp4_status chain_status = HFP4_OK;
     if (c->chain == 1 || c->chain == 2) { /* at once, on the same stream: the launches may overlap */
         hfp4_gemm_problem p2 = p;
         p2.d.data = c->chain == 1 ? d_d2 : d_c;
         p2.d.c = c->chain == 1 ? d_d : NULL;
-        chain_status = hfp4_gemm(&p2, NULL);
+        chain_status = hfp4_gemm_flags(&p2, c->flags, NULL);
     }
     if (c->chain == 3) { /* on a second stream, that runs at once with the first */
         hfp4_gemm_problem p2 = p;
         p2.d.data = d_d2;
-        chain_status = hfp4_gemm(&p2, s2);
+        chain_status = hfp4_gemm_flags(&p2, c->flags, s2);
     }
     cudaEventRecord(e1, 0);
     cudaError_t err = cudaDeviceSynchronize();
@@ -603,6 +637,7 @@ static gemm_result fx_run(gemm_host *h) {
     }
     if (s2) cudaStreamDestroy(s2);
     if (d_d2) cudaFree(d_d2);
+    if (late_src) cudaFree(late_src);
     cudaFree(d_a);
     cudaFree(d_sf);
     cudaFree(d_w_src);

@@ -658,6 +658,90 @@ TEST(gpu_chained_launches) {
     }
 }
 
+/* HFP4_GEMM_OVERLAP_PREVIOUS (hfp4_gemm_flags): the kernel reads the layout and loads its first
+ * weights before the wait for the kernel before it, and A, its scales, C and D only after. Every
+ * case runs behind a kernel that lets it start at once and writes A and its scales ~50 us later
+ * (late_a: read early, they would be other values), then as chains whose second GEMM reads the
+ * first's D as C or writes over the first's C; over the tiles (8, 16, 64, 128), items with fewer
+ * chunks than stages (K = 256), the producer's three activation-scale paths (FP32, UE8M0, 1x32: the G32 kernels), FP32 weight
+ * scales, and the contiguous layout (128-row segments; 8-row ones with padding tiles after). */
+TEST(gpu_overlap_previous) {
+    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    static const int32_t masked_rows[6] = {3, 0, 8, 1, 5, 2};
+    const uint32_t ovl = HFP4_GEMM_OVERLAP_PREVIOUS;
+    for (int late = 1; late >= 0; late--) {
+        for (int chain = 0; chain <= 2; chain++) {
+            if (late && chain) continue; /* (the chains' second GEMM follows an hfp4 GEMM) */
+            char label[96];
+            const char *how = late ? "late A" : chain == 1 ? "chained D -> C" : chain == 2 ? "chained over C" : "";
+            gemm_case c = base_case(HFP4_GROUPING_MASKED, 8, 1024, 2048, 6, 1300 + chain);
+            c.rows = masked_rows;
+            c.expected_m = 4; /* the 8-token tile */
+            c.flags = ovl;
+            c.late_a = late;
+            c.chain = chain;
+            c.with_c = chain == 2;
+            snprintf(label, sizeof label, "overlap: masked 8-token, %s", how);
+            check_case(&c, label);
+            c = base_case(HFP4_GROUPING_MASKED, 2, 4096, 4096, 256, 1310 + chain); /* V4-Flash w13 T = 1-ish */
+            c.flags = ovl;
+            c.late_a = late;
+            c.chain = chain;
+            c.with_c = chain == 2;
+            snprintf(label, sizeof label, "overlap: masked 256 groups, %s", how);
+            check_case(&c, label);
+            c = base_case(HFP4_GROUPING_NONE, 300, 1000, 4096, 1, 1320 + chain); /* the 128-token tile */
+            c.flags = ovl;
+            c.late_a = late;
+            c.chain = chain;
+            c.with_c = chain == 2;
+            snprintf(label, sizeof label, "overlap: dense 128-token, %s", how);
+            check_case(&c, label);
+            c = base_case(HFP4_GROUPING_CONTIGUOUS, 512, 640, 1024, 4, 1330 + chain);
+            c.alignment = 128;
+            c.flags = ovl;
+            c.late_a = late;
+            c.chain = chain;
+            c.with_c = chain == 2;
+            snprintf(label, sizeof label, "overlap: contiguous, %s", how);
+            check_case(&c, label);
+        }
+    }
+    for (int v = 0; v < 8; v++) { /* behind the late writer: the other paths */
+        gemm_case c = base_case(HFP4_GROUPING_MASKED, v < 4 ? 8 : 40, 2048, v == 2 ? 256 : 1408, 24, 1340 + v);
+        c.expected_m = v < 4 ? 4 : 36; /* 8-token tile; then 16 or 64 (v == 7: contiguous below) */
+        c.flags = ovl;
+        c.late_a = 1;
+        const char *what = "";
+        switch (v) {
+        case 0: c.a_scale = HFP4_DTYPE_UE8M0_PACKED; what = "UE8M0 activation scales"; break;
+        case 1: c.a_gran = 32; what = "1x32 scales (G32)"; break;
+        case 2: what = "K = 256 (2 chunks an item)"; break;
+        case 3: c.w_pow2 = 0; what = "FP32 weight scales"; break;
+        case 4: c.a_gran = 32; c.a_scale = HFP4_DTYPE_UE8M0; what = "64-token, 1x32 UE8M0"; break;
+        case 5: c.w_pow2 = 2; what = "64-token, per-32 chunks"; break;
+        case 6: c.expected_m = 12; what = "16-token"; break;
+        case 7:
+            c = base_case(HFP4_GROUPING_CONTIGUOUS, 48, 4096, 2048, 6, 1347);
+            c.alignment = 8;
+            c.extra_rows = 400; /* padding tiles first in some CTAs' walks */
+            c.expected_m = 4;
+            c.flags = ovl;
+            c.late_a = 1;
+            what = "contiguous 8-row segments, padding after";
+            break;
+        }
+        char label[96];
+        snprintf(label, sizeof label, "overlap, late A: %s", what);
+        check_case(&c, label);
+    }
+    /* a flag hfp4.h does not define is an invalid argument, named */
+    hfp4_gemm_problem p;
+    memset(&p, 0, sizeof p);
+    CHECK(hfp4_gemm_flags(&p, 0x80u, NULL) == HFP4_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(hfp4_last_error(), "flags = 0x80") != NULL, "message: %s", hfp4_last_error());
+}
+
 /* The decode tiles' dynamic walk takes items from a counter of the launch's own (dynamic_walk.cuh,
  * dyn_slots.h): a slot per stream, the legacy stream's one slot under both its names, a new slot for
  * every launch captured into a graph, and never a captured launch's slot for a stream's. */

@@ -87,6 +87,7 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
         attr[nattr].val.programmaticStreamSerializationAllowed = 1;
         nattr++;
     }
+    params.early = params.early && pdl; /* (without PDL the kernel starts after the one before it anyway) */
     config.attrs = attr;
     config.numAttrs = nattr;
     HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, maps->a, maps->d, maps->a_narrow, params));
@@ -155,12 +156,20 @@ extern "C" hfp4_status hfp4_gemm_supported(const hfp4_gemm_problem *problem) {
 }
 
 extern "C" hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream stream) {
-    const char *fn = "hfp4_gemm";
+    return hfp4_gemm_flags(problem, 0, stream);
+}
+
+extern "C" hfp4_status hfp4_gemm_flags(const hfp4_gemm_problem *problem, uint32_t flags, hfp4_stream stream) {
+    const char *fn = flags ? "hfp4_gemm_flags" : "hfp4_gemm";
+    HFP4_CHECK_ARG((flags & ~(uint32_t)HFP4_GEMM_OVERLAP_PREVIOUS) == 0, "%s: flags = 0x%x has bits hfp4.h does not define",
+                     fn, (unsigned)flags);
+    /* (FP8 weights and the warp path take no early start: they wait for the kernel before, as always) */
     if (problem && problem->b.dtype == HFP4_DTYPE_FP8_E4M3) /* FP8 weights: their own kernel (fp8_fp8_gemm.h) */
         return hfp4__sm90_fp8_weights_gemm(fn, problem, (cudaStream_t)stream, 1);
     hfp4_sm90_plan plan;
     hfp4_current_device dev;
     HFP4_TRY(plan_and_check(fn, problem, &plan, &dev));
+    plan.params.early = (flags & HFP4_GEMM_OVERLAP_PREVIOUS) != 0;
     cudaStream_t s = (cudaStream_t)stream;
     if (plan.warp_decode) {
         int taken = 0;

@@ -107,13 +107,21 @@ __global__ void __launch_bounds__(384, MINB)
         mbar_fence_init();
     }
     /* NOTE: programmatic dependent launch (fp8_fp4_gemm.cu launches with programmatic stream
-     * serialization): the next kernel in the stream may be scheduled right away, onto the SMs this
-     * grid's CTAs leave, and run up to its own wait; and this grid reads nothing in global memory
-     * (layout data, activations, scales, weights: a preceding kernel may write any of them) before
-     * the grids before it have completed. What overlaps: a launch's fixed cost (~3 us on the H200)
-     * and the set-up above, with the previous kernel's tail. */
-    grid_launch_dependents();
-    grid_dependency_wait();
+     * serialization): this grid may be scheduled while the kernel before it runs, and reads nothing
+     * in global memory (layout data, activations, scales, weights: a preceding kernel may write any
+     * of them) before the grids before it have completed, except under p.early (the caller's
+     * promise that the layout and the weights are not written by them: hfp4.h,
+     * HFP4_GEMM_OVERLAP_PREVIOUS), where the live prefix is built and the producer loads its first
+     * item's first round of weights before that wait (run_producer), and the consumers wait for
+     * it before their first stage. Either way a thread lets the next kernel in only after its own
+     * wait, so that when an hfp4 kernel starts, everything enqueued before the kernel just before it
+     * has completed: the guarantee an early-starting GEMM after an hfp4 GEMM relies on. What
+     * overlaps: a launch's fixed cost (~3 us on the H200) and the set-up above (with p.early also
+     * the start-up chain and the first weights) with the previous kernel's tail. */
+    if (!p.early) {
+        grid_dependency_wait();
+        grid_launch_dependents();
+    }
     if (threadIdx.x == 0) {
         HFP4_DIAG_AT(HFP4_DIAG_ENTRY, diag_entry);
         HFP4_DIAG(HFP4_DIAG_PDL);
@@ -167,6 +175,12 @@ __global__ void __launch_bounds__(384, MINB)
             cluster_wait();
         }
         return;
+    }
+    if (p.early) { /* (see the NOTE at the wait above) */
+#ifndef HFP4_SM90_EARLY_NO_WAIT /* (a measuring build's switch: wrong results where the kernel before writes A or D) */
+        grid_dependency_wait();
+#endif
+        grid_launch_dependents();
     }
     run_consumers<BT, W_FP32, MINB, SPLIT, G32>(p, &p, &d_map, sm, chunks, gran32, warpgroup, tid, lane, split_on, rank);
 #else

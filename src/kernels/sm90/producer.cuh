@@ -117,6 +117,31 @@ static __device__ __forceinline__ void prefetch_first_chunk(const hfp4_sm90_gemm
     }
 }
 
+/* An early start (p.early; the kernel's NOTE at its grid-dependency wait), before that wait: the
+ * weights and weight scales of this warp's chunks (kc = pwarp mod 4) of the CTA's first item's
+ * first round of stages, as the item loop would walk and place them (iter = 0: chunk kc in stage
+ * kc). They complete on the stage's full barrier, whose expect_tx arrival comes after the wait with
+ * the activation tile (issue_stage_copies: a tx-count may go below zero until then). Returns the
+ * chunks of the first item so loaded (the same in every producer warp), 0 when none: the first
+ * item walked computes nothing or does not resolve (the loop then walks on, through the launch's
+ * counter, which must wait). Reads the layout (the walk) and the weights only. */
+template <int BT, bool W_FP32, int MINB, int STAGES>
+static __device__ __forceinline__ int64_t load_first_weights_early(const hfp4_sm90_gemm_params &p, const sm90_smem &sm,
+                                                                   int32_t walker, int32_t walkers, int64_t chunks,
+                                                                   int64_t kb, int64_t nck, int pwarp) {
+    sm90_walk w = {walker, 0, 0, 0u, 0, 0, 0};
+    sm90_tile tile;
+    if (!walk_next_by<BT>(p, sm.live_prefix, w, walkers) || !resolve_tile<BT>(p, w.item, w.lay, tile)) return 0;
+    uniform_tile(tile);
+    if (!tile.compute) return 0;
+    const int64_t n = nck < STAGES ? nck : STAGES;
+    const uint8_t *w_src = tile_weights(p, tile), *ws_src = tile_weight_scales<W_FP32>(p, tile, chunks);
+    for (int64_t kc = pwarp; kc < n; kc += 4)
+        if (elect_one_sync())
+            issue_stage_weights<BT, W_FP32, MINB>(p, kb + kc, (int)kc, sm.w_stages, sm.ws_stages, w_src, ws_src, &sm.full[kc]);
+    return n;
+}
+
 /* The arrivals that publish a stage which carries only a header (an all-padding tile's, or the end
  * mark): the 33 a chunk makes, 32 lanes and lane 0 once more in place of the expect_tx arrival */
 static __device__ __forceinline__ void finish_header_stage(uint64_t *full, int lane) {
@@ -177,6 +202,16 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     unsigned long long diag_sum = 0, diag_n = 0; /* (make DIAG=1 only: HFP4_DIAG_ISSUED) */
     (void)diag_sum;
     (void)diag_n;
+    /* an early start: the first item's first round of weights, then the wait (the kernel's NOTE) */
+    int64_t pre_n = 0; /* chunks of the first item (iter 0) whose weights are in flight already */
+    if (p.early) {
+        static_assert(STAGES >= 4, "each producer warp owns chunk kc = its index of the first round");
+        pre_n = load_first_weights_early<BT, W_FP32, MINB, STAGES>(p, sm, walker, walkers, chunks, kb, nck, pwarp);
+#ifndef HFP4_SM90_EARLY_NO_WAIT /* (fp8_fp4_gemm.cuh) */
+        grid_dependency_wait();
+#endif
+        grid_launch_dependents();
+    }
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
     sm90_tile tile;
     if (lane == 0 && pwarp == 0 && iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_WALKED);
@@ -205,7 +240,10 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         const int s = wait_free_stage<STAGES>(empty, iter);
         const long long diag_free = HFP4_DIAG_CLOCK(); /* (make DIAG=1 only) */
         (void)diag_free;
-        wait_landing_window<BT, STAGES>(full, empty, iter, land_window);
+        /* (no window for chunks whose weights went out early: their small activation copies
+         * alone are left to issue) */
+        const bool pre0 = iter == 0 && pre_n > 0;
+        wait_landing_window<BT, STAGES>(full, empty, iter, land_window && !pre0);
         /* (reads first: see above; not in the K-split kernel, whose producer spills with it) */
         const bool reads_first = HFP4_SM90_LAND_WINDOW > 0 && BT <= 64 && !SPLIT && p.grouping == HFP4_K_MASKED;
         sm90_header_reads<BT> reads;
@@ -213,7 +251,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         if (early && elect_one_sync()) {
             issue_stage_loads<BT, W_FP32, MINB>(p, a_map, a_narrow_map, stage_a_rows<BT>(tile), tile, kb, s, a_tiles,
                                                 w_stages, ws_stages, tile_weights(p, tile),
-                                                tile_weight_scales<W_FP32>(p, tile, chunks), &full[s]);
+                                                tile_weight_scales<W_FP32>(p, tile, chunks), &full[s], pre0);
             if (iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_LOADS);
             if (BT < 128) HFP4_DIAG_FIRST_COPIES(diag_item_end, diag_free);
             if (BT < 128) HFP4_DIAG_ISSUED(s, diag_free, false, diag_sum, diag_n);
@@ -251,6 +289,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
         const int s = (int)((iter + kc) % STAGES);
         const uint32_t phase = (uint32_t)(((iter + kc) / STAGES) & 1);
         uint64_t *bar = &full[s];
+        const bool pre = iter == 0 && kc < pre_n; /* (its weights went out before the grid-dependency wait) */
         float *sa = a_scale_s + s * 4 * BT;
         constexpr int PER_LANE = (BT * 4 + 31) / 32;
         /* only the lanes' rounds that hold scales: BT values per k-group (looping to PER_LANE
@@ -276,11 +315,11 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
             const bool one_block = BT == 128 && p.a_scale_stride_mn == 1 &&
                                    tile.m0 + BT <= tile.valid_end && (gran32 ? ka * 4 + 3 : ka) < p.a_k_groups &&
                                    ((uintptr_t)sa_src & 15) == 0 && (!gran32 || (p.a_scale_stride_k & 3) == 0);
-            wait_landing_window<BT, STAGES>(full, empty, iter + kc, land_window);
+            wait_landing_window<BT, STAGES>(full, empty, iter + kc, land_window && !pre);
             if (one_block) {
                 if (elect_one_sync()) {
                     issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages,
-                                                         ws_stages, w_src, ws_src, bar, early && kc == 0, nj * BT * 4);
+                                                         ws_stages, w_src, ws_src, bar, early && kc == 0, nj * BT * 4, pre);
                     for (int j = 0; j < nj; j++) bulk_load(sa + j * BT, sa_src + j * p.a_scale_stride_k, BT * 4, bar);
                 }
                 mbar_arrive(bar);
@@ -288,7 +327,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
             }
             if (elect_one_sync())
                 issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages,
-                                                     w_src, ws_src, bar, early && kc == 0);
+                                                     w_src, ws_src, bar, early && kc == 0, 0, pre);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
             if (BT < 128 && lane == 0 && !(early && kc == 0)) HFP4_DIAG_ISSUED(s, diag_t, true, diag_sum, diag_n);
             if constexpr (BT == 128) {
@@ -365,7 +404,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
                 if (b0 == 0) {
                     mbar_wait_sleeping(&empty[s], phase ^ 1);
                     diag_t = HFP4_DIAG_CLOCK();
-                    wait_landing_window<BT, STAGES>(full, empty, iter + kc, land_window);
+                    wait_landing_window<BT, STAGES>(full, empty, iter + kc, land_window && !pre);
                 }
 #pragma unroll
                 for (int t = 0; t < BATCH; t++) {
@@ -375,7 +414,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
             }
             if (elect_one_sync())
                 issue_stage_copies<BT, W_FP32, MINB>(p, a_map, a_narrow_map, tile, ka, s, a_tiles, w_stages, ws_stages,
-                                                     w_src, ws_src, bar, early && kc == 0);
+                                                     w_src, ws_src, bar, early && kc == 0, 0, pre);
             if (lane == 0 && iter + kc == 0) HFP4_DIAG(HFP4_DIAG_PROD_COPY);
             if (BT < 128 && lane == 0 && !(early && kc == 0)) HFP4_DIAG_ISSUED(s, diag_t, true, diag_sum, diag_n);
             mbar_arrive(bar);

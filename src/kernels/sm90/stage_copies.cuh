@@ -36,18 +36,15 @@ static __device__ __forceinline__ const uint8_t *chunk_weight_scales(const hfp4_
     return ws_src + (wg * p.w_chunks + kc) * sm90_tile_config<BT, W_FP32, MINB>::WS_WG_BYTES;
 }
 
-/* The activation tile (TMA) and both warpgroups' weights and weight scales (bulk copies, evict-first
- * when each weight tile is read once) of chunk kc of `tile` into stage s, completing on bar.
+/* The activation tile of chunk kc of `tile` into stage s by TMA, completing on bar.
  * a_rows = 8 < BT (a narrow item, narrow_items.cuh: stage_a_rows): only the tile's first 8 activation
  * rows, by the map whose box is 8 rows (a_narrow_map), where the whole tile's box puts them (128B
  * swizzle: 8 rows of 128 bytes are one 1 KB swizzle atom), and the rest of the stage's fixed
  * expect_tx (issue_stage_copies) counted as arrived. */
 template <int BT, bool W_FP32, int MINB>
-static __device__ __forceinline__ void issue_stage_loads(const hfp4_sm90_gemm_params &p, const CUtensorMap *a_map,
-                                                         const CUtensorMap *a_narrow_map, int a_rows,
-                                                         const sm90_tile &tile, int64_t kc, int s, uint8_t *a_tiles,
-                                                         uint8_t *w_stages, uint8_t *ws_stages, const uint8_t *w_src,
-                                                         const uint8_t *ws_src, uint64_t *bar) {
+static __device__ __forceinline__ void issue_stage_activations(const CUtensorMap *a_map, const CUtensorMap *a_narrow_map,
+                                                               int a_rows, const sm90_tile &tile, int64_t kc, int s,
+                                                               uint8_t *a_tiles, uint64_t *bar) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     uint8_t *a_dst = a_tiles + s * cfg::A_TILE_BYTES;
     if (a_rows == BT) {
@@ -56,6 +53,15 @@ static __device__ __forceinline__ void issue_stage_loads(const hfp4_sm90_gemm_pa
         tma_load_3d(a_dst, a_narrow_map, bar, (int32_t)(kc * 128), tile.m0, tile.a_group);
         mbar_complete_tx(bar, (BT - 8) * 128); /* the rows not loaded */
     }
+}
+
+/* Both warpgroups' weights and weight scales of chunk kc (bulk copies, evict-first when each weight
+ * tile is read once) into stage s, completing on bar */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void issue_stage_weights(const hfp4_sm90_gemm_params &p, int64_t kc, int s,
+                                                           uint8_t *w_stages, uint8_t *ws_stages, const uint8_t *w_src,
+                                                           const uint8_t *ws_src, uint64_t *bar) {
+    typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     uint8_t *w_dst = w_stages + s * cfg::W_STAGE_BYTES, *ws_dst = ws_stages + s * cfg::WS_STAGE_BYTES;
 #pragma unroll
     for (int wg = 0; wg < 2; wg++) {
@@ -72,9 +78,22 @@ static __device__ __forceinline__ void issue_stage_loads(const hfp4_sm90_gemm_pa
     }
 }
 
+/* The activation tile and, unless weights_issued (an early start's first round: producer.cuh), both
+ * warpgroups' weights and weight scales of chunk kc of `tile` into stage s, completing on bar */
+template <int BT, bool W_FP32, int MINB>
+static __device__ __forceinline__ void issue_stage_loads(const hfp4_sm90_gemm_params &p, const CUtensorMap *a_map,
+                                                         const CUtensorMap *a_narrow_map, int a_rows,
+                                                         const sm90_tile &tile, int64_t kc, int s, uint8_t *a_tiles,
+                                                         uint8_t *w_stages, uint8_t *ws_stages, const uint8_t *w_src,
+                                                         const uint8_t *ws_src, uint64_t *bar, bool weights_issued = false) {
+    issue_stage_activations<BT, W_FP32, MINB>(a_map, a_narrow_map, a_rows, tile, kc, s, a_tiles, bar);
+    if (!weights_issued) issue_stage_weights<BT, W_FP32, MINB>(p, kc, s, w_stages, ws_stages, w_src, ws_src, bar);
+}
+
 /* One elected lane (elect_one_sync) of the producer warp that owns chunk kc of `tile`: announces
  * the stage's TMA bytes (one arrival) and issues the stage's loads (issue_stage_loads), unless
- * loads_issued: an item's first chunk whose loads went out before its header (producer.cuh).
+ * loads_issued: an item's first chunk whose loads went out before its header (producer.cuh), and
+ * without the weights when weights_issued (an early start's first round, producer.cuh).
  * extra_tx: bytes of further bulk copies the caller issues on the same barrier (the activation
  * scales, when they are one block).
  * NOTE: copies that complete before the expect_tx arrival are fine: the barrier's tx-count may go
@@ -85,10 +104,10 @@ static __device__ __forceinline__ void issue_stage_copies(const hfp4_sm90_gemm_p
                                                           const sm90_tile &tile, int64_t kc, int s, uint8_t *a_tiles,
                                                           uint8_t *w_stages, uint8_t *ws_stages, const uint8_t *w_src,
                                                           const uint8_t *ws_src, uint64_t *bar, bool loads_issued,
-                                                          uint32_t extra_tx = 0) {
+                                                          uint32_t extra_tx = 0, bool weights_issued = false) {
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     mbar_arrive_expect_tx(bar, cfg::A_TILE_BYTES + cfg::W_STAGE_BYTES + cfg::WS_STAGE_BYTES + extra_tx);
     if (!loads_issued)
         issue_stage_loads<BT, W_FP32, MINB>(p, a_map, a_narrow_map, stage_a_rows<BT>(tile), tile, kc, s, a_tiles, w_stages, ws_stages,
-                                            w_src, ws_src, bar);
+                                            w_src, ws_src, bar, weights_issued);
 }

@@ -72,10 +72,11 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
     float4 *red = (float4 *)(((uintptr_t)(prefix + o.groups + 1) + 15) & ~(uintptr_t)15);
     uint64_t *red_bars = (uint64_t *)(red + (o.split - 1) * WD_THREADS);
     /* programmatic dependent launch (as the main kernel: its NOTE at grid_dependency_wait): nothing
-     * in global memory is read before the grids before this one have completed */
+     * in global memory is read before the grids before this one have completed, and the grids
+     * after it are let in only then */
     WD_STAMP(t_entry);
-    grid_launch_dependents();
     grid_dependency_wait();
+    grid_launch_dependents();
     wd_build_prefix(p, o, prefix);
     WD_STAMP(t_prefix);
 #ifdef HFP4_WD_DIAG
