@@ -361,8 +361,10 @@ HFP4_API hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream str
  * whose b and layout were complete before an hfp4 kernel that runs just before it (hfp4's kernels
  * let the next kernel start only once everything enqueued before them has completed). Never after
  * a kernel that writes them and lets its dependents start early (griddepcontrol.launch_dependents,
- * cudaTriggerProgrammaticLaunchCompletion): the call would read stale data. Paths without an early
- * start ignore the flag (FP8 weights, the warp path, the opt-in BF16 path, HFP4_SM90_PDL=0). */
+ * cudaTriggerProgrammaticLaunchCompletion): the call would read stale data. Only decode launches
+ * start early (the 8-token tile at two CTAs an SM, UE8M0 weight scales: what the plan picks for
+ * DeepSeek-V4's experts up to a few hundred tokens); the rest ignore the flag, as does
+ * HFP4_SM90_PDL=0. */
 #define HFP4_GEMM_OVERLAP_PREVIOUS 1u
 HFP4_API hfp4_status hfp4_gemm_flags(const hfp4_gemm_problem *problem, uint32_t flags, hfp4_stream stream);
 

@@ -6,8 +6,8 @@
  * D's padding rows left unwritten) it prints three rows, layout "masked_graph" / "contiguous_graph" /
  * "contiguous_padany_graph": PREFIX-w13 and PREFIX-w2 (a graph of that GEMM alone) and
  * PREFIX-layer (one graph of w13 then w2; its n and k are w13's, its FLOPs, bytes, floor and
- * baseline are the sums over both GEMMs), then PREFIX-layer_overlap (the same with w2 launched
- * under HFP4_GEMM_OVERLAP_PREVIOUS) and, with two weight sets, PREFIX-layers2 and
+ * baseline are the sums over both GEMMs), then PREFIX-layer_overlap (the same with the GEMMs
+ * launched under HFP4_GEMM_OVERLAP_PREVIOUS) and, with two weight sets, PREFIX-layers2 and
  * PREFIX-layers2_overlap (two layers in one graph, as a decode step chains them: KINDS below). Each row also carries "stream_us" (the same GEMM(s)
  * launched on a stream and timed as the standalone rows are, summed for the layer), "launch_us"
  * (the replay time of a graph of as many empty kernels) and "flush" (how L2 was emptied).
@@ -74,10 +74,11 @@ static void print_warm_start(const bench_ctx *c, const char *layout, const char 
     fflush(stdout);
 }
 
-/* The graph rows of a layout: w13, w2, layer (w13 then w2), layer_overlap (the same with w2 under
- * HFP4_GEMM_OVERLAP_PREVIOUS: its start-up and first weights under w13's tail), layers2 (two layers,
- * the second on the other weight set: a decode step's graph holds many) and layers2_overlap (every
- * GEMM after the first under the flag); the two-layer rows count both layers' bytes and FLOPs. */
+/* The graph rows of a layout: w13, w2, layer (w13 then w2), layer_overlap (the same with both under
+ * HFP4_GEMM_OVERLAP_PREVIOUS: w2's start-up and first weights under w13's tail; w13's flag is true of
+ * the flush before it, and puts both on the same kernel, whose code then serves an SM's CTAs of both),
+ * layers2 (two layers, the second on the other weight set: a decode step's graph holds many) and
+ * layers2_overlap (every GEMM under the flag); the two-layer rows count both layers' bytes and FLOPs. */
 enum { KINDS = 6 };
 
 static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weights *w13, const bench_weights *w2,
@@ -145,8 +146,8 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
     for (int i = 4; i < nkinds; i++) kind[i].stream_us = 2 * kind[2].stream_us;
     for (int s = 0; s < nsets; s++) {
         const int o = nsets - 1 - s; /* the other set: a second layer's weights */
-        void *a13[1] = {&l13[s]}, *a2[1] = {&l2[s]}, *al[2] = {&l13[s], &l2[s]}, *ao[2] = {&l13[s], &o2[s]};
-        void *a4[4] = {&l13[s], &l2[s], &l13[o], &l2[o]}, *a4o[4] = {&l13[s], &o2[s], &o13[o], &o2[o]};
+        void *a13[1] = {&l13[s]}, *a2[1] = {&l2[s]}, *al[2] = {&l13[s], &l2[s]}, *ao[2] = {&o13[s], &o2[s]};
+        void *a4[4] = {&l13[s], &l2[s], &l13[o], &l2[o]}, *a4o[4] = {&o13[s], &o2[s], &o13[o], &o2[o]};
         if (bench_capture(c, bench_launch_gemm, a13, 1, &kind[0].exec[s], &kind[0].kernels) != 0 ||
             bench_capture(c, bench_launch_gemm, a2, 1, &kind[1].exec[s], &kind[1].kernels) != 0 ||
             bench_capture(c, bench_launch_gemm, al, 2, &kind[2].exec[s], &kind[2].kernels) != 0 ||

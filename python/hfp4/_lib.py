@@ -70,6 +70,8 @@ GROUPING_MASKED = 3
 # hfp4_d_padding
 D_PADDING_ZERO = 0
 D_PADDING_ANY = 1
+# hfp4_gemm_flags
+GEMM_OVERLAP_PREVIOUS = 1
 # hfp4_gate_up (hfp4_moe_swiglu_quantize_rows)
 GATE_UP_STACKED = 0
 GATE_UP_INTERLEAVED = 1
@@ -460,6 +462,8 @@ FUNCTIONS = [
     ("hfp4_device_query", _st, [c_int, _P(hfp4_device_info)]),
     # hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream stream);
     ("hfp4_gemm", _st, [_P(hfp4_gemm_problem), _stream]),
+    # hfp4_status hfp4_gemm_flags(const hfp4_gemm_problem *problem, uint32_t flags, hfp4_stream stream);
+    ("hfp4_gemm_flags", _st, [_P(hfp4_gemm_problem), c_uint32, _stream]),
     # hfp4_status hfp4_gemm_supported(const hfp4_gemm_problem *problem);
     ("hfp4_gemm_supported", _st, [_P(hfp4_gemm_problem)]),
     # hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype scale_dtype,

@@ -668,6 +668,8 @@ TEST(gpu_chained_launches) {
 TEST(gpu_overlap_previous) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int32_t masked_rows[6] = {3, 0, 8, 1, 5, 2};
+    int32_t many_rows[80]; /* 14 groups of 1-2 rows: 448 items of 32 weight tiles (the grid: 264 CTAs on an H200) */
+    for (int g = 0; g < 80; g++) many_rows[g] = g == 0 ? 2 : g % 6 == 0 ? 1 : 0;
     const uint32_t ovl = HFP4_GEMM_OVERLAP_PREVIOUS;
     for (int late = 1; late >= 0; late--) {
         for (int chain = 0; chain <= 2; chain++) {
@@ -683,12 +685,13 @@ TEST(gpu_overlap_previous) {
             c.with_c = chain == 2;
             snprintf(label, sizeof label, "overlap: masked 8-token, %s", how);
             check_case(&c, label);
-            c = base_case(HFP4_GROUPING_MASKED, 2, 4096, 4096, 256, 1310 + chain); /* V4-Flash w13 T = 1-ish */
+            c = base_case(HFP4_GROUPING_MASKED, 2, 4096, 1024, 80, 1310 + chain); /* more items than CTAs */
+            c.rows = many_rows;
             c.flags = ovl;
             c.late_a = late;
             c.chain = chain;
             c.with_c = chain == 2;
-            snprintf(label, sizeof label, "overlap: masked 256 groups, %s", how);
+            snprintf(label, sizeof label, "overlap: masked, 448 items, %s", how);
             check_case(&c, label);
             c = base_case(HFP4_GROUPING_NONE, 300, 1000, 4096, 1, 1320 + chain); /* the 128-token tile */
             c.flags = ovl;

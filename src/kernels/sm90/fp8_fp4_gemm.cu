@@ -22,11 +22,18 @@ typedef struct sm90_launch_maps {
 /* A switch kept for comparisons: on unless the environment sets `name` to "0", read once */
 static int comparison_switch_on(const char *name, int *cache) { return hfp4__env_switch(name, 1, cache); }
 
-template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false, bool G32 = false>
+/* programmatic dependent launch (the kernel's NOTE at grid_dependency_wait): on by default,
+ * HFP4_SM90_PDL=0 turns it off, for comparison */
+static int pdl_on(void) {
+    static int pdl_switch = -1;
+    return comparison_switch_on("HFP4_SM90_PDL", &pdl_switch);
+}
+
+template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false, bool G32 = false, bool EARLY = false>
 static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
                           const sm90_launch_maps *maps, cudaStream_t stream) {
     typedef sm90_tile_config<BT, W_FP32, MINB, G32> cfg;
-    auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32, MINB, SPLIT, G32>;
+    auto kernel = hfp4_sm90_fp8_fp4_gemm_kernel<BT, W_FP32, MINB, SPLIT, G32, EARLY>;
     HFP4_REQUIRE(cfg::SMEM_BYTES <= dev->max_smem_optin, "%s: tile BT=%d needs %d bytes of shared memory, device has %d",
                  fn, BT, cfg::SMEM_BYTES, dev->max_smem_optin);
     /* NOTE: set on every call: the attribute belongs to the current context (a cache would go
@@ -69,10 +76,7 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     config.blockDim = dim3(384, 1, 1);
     config.dynamicSmemBytes = cfg::SMEM_BYTES;
     config.stream = stream;
-    /* programmatic dependent launch (the kernel's NOTE at grid_dependency_wait): on by default,
-     * HFP4_SM90_PDL=0 turns it off, for comparison */
-    static int pdl_switch = -1;
-    const int pdl = comparison_switch_on("HFP4_SM90_PDL", &pdl_switch);
+    const int pdl = pdl_on();
     cudaLaunchAttribute attr[2];
     int nattr = 0;
     if (SPLIT) {
@@ -87,7 +91,6 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
         attr[nattr].val.programmaticStreamSerializationAllowed = 1;
         nattr++;
     }
-    params.early = params.early && pdl; /* (without PDL the kernel starts after the one before it anyway) */
     config.attrs = attr;
     config.numAttrs = nattr;
     HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, kernel, maps->a, maps->d, maps->a_narrow, params));
@@ -97,13 +100,18 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
 }
 
 /* The tile's kernel: G32 the 1x32-scale copies (consumer_pipelined.cuh), two_ctas the 8-token
- * tile at two CTAs per SM */
+ * tile at two CTAs per SM, early the EARLY kernel (HFP4_GEMM_OVERLAP_PREVIOUS) where there is one:
+ * the two-CTA 8-token tile with UE8M0 weight scales (decode's: what the layers of a decode step run
+ * back to back); elsewhere the flag is ignored (hfp4.h) */
 template <bool W_FP32, bool G32>
 static hfp4_status dispatch_tile(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
-                                 const sm90_launch_maps *maps, cudaStream_t stream, int two_ctas) {
+                                 const sm90_launch_maps *maps, cudaStream_t stream, int two_ctas, int early) {
     static_assert(HFP4_SM90_G32_MAX_BT == 128, "G32 kernels for every tile below");
     switch (plan->block_tokens) {
     case 8:
+        if constexpr (!W_FP32) /* (without PDL there is nothing to overlap) */
+            if (two_ctas && early && plan->params.split != 2 && pdl_on())
+                return launch<8, W_FP32, 2, false, G32, true>(fn, plan, dev, maps, stream);
         /* the K-split kernel (split_k.cuh) where the plan asks for it (HFP4_SM90_SPLIT=1): launched
          * in clusters of two CTAs, which split items only when they are few. NOTE: the cluster
          * launch alone (never splitting) measured +3...+7 % at T = 8 for some routings and -1...-2 %
@@ -122,7 +130,7 @@ static hfp4_status dispatch_tile(const char *fn, const hfp4_sm90_plan *plan, con
 
 template <bool W_FP32>
 static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const hfp4_current_device *dev,
-                               const sm90_launch_maps *maps, cudaStream_t stream) {
+                               const sm90_launch_maps *maps, cudaStream_t stream, int early) {
     /* NOTE: the 8-token decode tile runs two CTAs per SM: its consumers are latency-bound (a chain
      * of ~195 instructions per chunk and warp), so twice the warps per scheduler stream more bytes
      * (H200, V4-Flash w13 masked T = 32: 2.11 -> 2.37 TB/s). HFP4_SM90_DECODE_2CTA=0 selects one
@@ -136,8 +144,8 @@ static hfp4_status dispatch_bt(const char *fn, const hfp4_sm90_plan *plan, const
     static int g32_switch = -1;
     if constexpr (!W_FP32)
         if (plan->params.a_gran_k == 32 && plan->params.split != 2 && comparison_switch_on("HFP4_SM90_G32", &g32_switch))
-            return dispatch_tile<W_FP32, true>(fn, plan, dev, maps, stream, two_ctas);
-    return dispatch_tile<W_FP32, false>(fn, plan, dev, maps, stream, two_ctas);
+            return dispatch_tile<W_FP32, true>(fn, plan, dev, maps, stream, two_ctas, early);
+    return dispatch_tile<W_FP32, false>(fn, plan, dev, maps, stream, two_ctas, early);
 }
 
 static hfp4_status plan_and_check(const char *fn, const hfp4_gemm_problem *problem, hfp4_sm90_plan *plan,
@@ -169,7 +177,7 @@ extern "C" hfp4_status hfp4_gemm_flags(const hfp4_gemm_problem *problem, uint32_
     hfp4_sm90_plan plan;
     hfp4_current_device dev;
     HFP4_TRY(plan_and_check(fn, problem, &plan, &dev));
-    plan.params.early = (flags & HFP4_GEMM_OVERLAP_PREVIOUS) != 0;
+    const int early = (flags & HFP4_GEMM_OVERLAP_PREVIOUS) != 0;
     cudaStream_t s = (cudaStream_t)stream;
     if (plan.warp_decode) {
         int taken = 0;
@@ -216,9 +224,9 @@ extern "C" hfp4_status hfp4_gemm_flags(const hfp4_gemm_problem *problem, uint32_
         hfp4_sm90_plan narrow;
         HFP4_TRY(hfp4__sm90_plan_narrow_blocks(fn, problem, &plan, &narrow));
         const sm90_launch_maps narrow_maps = {maps.a_narrow, maps.a_narrow, maps.a_narrow};
-        HFP4_TRY(narrow.w_fp32 ? dispatch_bt<true>(fn, &narrow, &dev, &narrow_maps, s)
-                               : dispatch_bt<false>(fn, &narrow, &dev, &narrow_maps, s));
+        HFP4_TRY(narrow.w_fp32 ? dispatch_bt<true>(fn, &narrow, &dev, &narrow_maps, s, early)
+                               : dispatch_bt<false>(fn, &narrow, &dev, &narrow_maps, s, early));
     }
-    return plan.w_fp32 ? dispatch_bt<true>(fn, &plan, &dev, &maps, s)
-                       : dispatch_bt<false>(fn, &plan, &dev, &maps, s);
+    return plan.w_fp32 ? dispatch_bt<true>(fn, &plan, &dev, &maps, s, early)
+                       : dispatch_bt<false>(fn, &plan, &dev, &maps, s, early);
 }

@@ -61,8 +61,9 @@
 /* SPLIT: the K-split kernel (split_k.cuh), launched in clusters of two CTAs. G32: the kernel for 1x32
  * activation scales (consumer_pipelined.cuh), a copy of its own so that the
  * 1x128 kernels' code stays as it was (with both paths in one kernel, 1x128 decode lost 2-9 %,
- * H200) */
-template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false, bool G32 = false>
+ * H200). EARLY: the early start (the NOTE at grid_dependency_wait below), a copy of its own for
+ * the same reason (its code in the other kernels cost their launches 1-3 %, bench/RESULTS.md v33) */
+template <int BT, bool W_FP32, int MINB = 1, bool SPLIT = false, bool G32 = false, bool EARLY = false>
 __global__ void __launch_bounds__(384, MINB)
     hfp4_sm90_fp8_fp4_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap d_map,
                                   const __grid_constant__ CUtensorMap a_narrow_map,
@@ -71,6 +72,7 @@ __global__ void __launch_bounds__(384, MINB)
     /* (the 128-token tile's TMA-store epilogue has no add_partial: split_k.cuh serves the 8-token tile) */
     static_assert(!SPLIT || (BT == 8 && MINB == 2), "the K-split is built for the two-CTA 8-token tile only");
     static_assert(!G32 || (!SPLIT && !W_FP32 && BT <= HFP4_SM90_G32_MAX_BT), "G32: UE8M0 weight scales, no K-split");
+    static_assert(!EARLY || !SPLIT, "the early start is built without the K-split");
     typedef sm90_tile_config<BT, W_FP32, MINB, G32> cfg;
     constexpr int STAGES = cfg::STAGES;
     extern __shared__ uint8_t smem_raw[];
@@ -109,16 +111,16 @@ __global__ void __launch_bounds__(384, MINB)
     /* NOTE: programmatic dependent launch (fp8_fp4_gemm.cu launches with programmatic stream
      * serialization): this grid may be scheduled while the kernel before it runs, and reads nothing
      * in global memory (layout data, activations, scales, weights: a preceding kernel may write any
-     * of them) before the grids before it have completed, except under p.early (the caller's
-     * promise that the layout and the weights are not written by them: hfp4.h,
+     * of them) before the grids before it have completed, except in the EARLY kernels (the
+     * caller's promise that the layout and the weights are not written by them: hfp4.h,
      * HFP4_GEMM_OVERLAP_PREVIOUS), where the live prefix is built and the producer loads its first
      * item's first round of weights before that wait (run_producer), and the consumers wait for
      * it before their first stage. Either way a thread lets the next kernel in only after its own
      * wait, so that when an hfp4 kernel starts, everything enqueued before the kernel just before it
      * has completed: the guarantee an early-starting GEMM after an hfp4 GEMM relies on. What
-     * overlaps: a launch's fixed cost (~3 us on the H200) and the set-up above (with p.early also
+     * overlaps: a launch's fixed cost (~3 us on the H200) and the set-up above (with EARLY also
      * the start-up chain and the first weights) with the previous kernel's tail. */
-    if (!p.early) {
+    if constexpr (!EARLY) {
         grid_dependency_wait();
         grid_launch_dependents();
     }
@@ -168,7 +170,7 @@ __global__ void __launch_bounds__(384, MINB)
     const bool gran32 = G32 || p.a_gran_k == 32; /* (the launcher picks G32 kernels for 1x32 scales only) */
 
     if (warpgroup == 2) {
-        run_producer<BT, W_FP32, MINB, SPLIT, G32>(p, &a_map, &a_narrow_map, sm, chunks, gran32, lane, split_on, rank);
+        run_producer<BT, W_FP32, MINB, SPLIT, G32, EARLY>(p, &a_map, &a_narrow_map, sm, chunks, gran32, lane, split_on, rank);
         if constexpr (SPLIT) { /* (split_k.cuh) the start's cluster barrier, then the one at the end */
             cluster_wait();
             cluster_arrive();
@@ -176,10 +178,8 @@ __global__ void __launch_bounds__(384, MINB)
         }
         return;
     }
-    if (p.early) { /* (see the NOTE at the wait above) */
-#ifndef HFP4_SM90_EARLY_NO_WAIT /* (a measuring build's switch: wrong results where the kernel before writes A or D) */
+    if constexpr (EARLY) { /* (see the NOTE at the wait above) */
         grid_dependency_wait();
-#endif
         grid_launch_dependents();
     }
     run_consumers<BT, W_FP32, MINB, SPLIT, G32>(p, &p, &d_map, sm, chunks, gran32, warpgroup, tid, lane, split_on, rank);

@@ -117,10 +117,9 @@ static __device__ __forceinline__ void prefetch_first_chunk(const hfp4_sm90_gemm
     }
 }
 
-/* An early start (p.early; the kernel's NOTE at its grid-dependency wait), before that wait: the
- * weights and weight scales of this warp's chunks (kc = pwarp mod 4) of the CTA's first item's
- * first round of stages, as the item loop would walk and place them (iter = 0: chunk kc in stage
- * kc). They complete on the stage's full barrier, whose expect_tx arrival comes after the wait with
+/* An early start (the EARLY kernels: the NOTE at the kernel's grid-dependency wait), before that wait: the
+ * weights and weight scales of this warp's chunk (kc = pwarp) of the CTA's first item's first
+ * chunks, as the item loop would walk and place them (iter = 0: chunk kc in stage kc). They complete on the stage's full barrier, whose expect_tx arrival comes after the wait with
  * the activation tile (issue_stage_copies: a tx-count may go below zero until then). Returns the
  * chunks of the first item so loaded (the same in every producer warp), 0 when none: the first
  * item walked computes nothing or does not resolve (the loop then walks on, through the launch's
@@ -134,7 +133,15 @@ static __device__ __forceinline__ int64_t load_first_weights_early(const hfp4_sm
     if (!walk_next_by<BT>(p, sm.live_prefix, w, walkers) || !resolve_tile<BT>(p, w.item, w.lay, tile)) return 0;
     uniform_tile(tile);
     if (!tile.compute) return 0;
-    const int64_t n = nck < STAGES ? nck : STAGES;
+    /* NOTE: the landing window's first chunks only (one a producer warp); the rest of the round goes
+     * out after the wait, paced by the window as in every decode launch. H200, V4-Flash, graphs of
+     * two layers with every GEMM under the flag, 2 rounds (bench/RESULTS.md v33): T = 1 masked 2.27
+     * -> 2.36 TB/s, contiguous with D's padding left alone 2.29 -> 2.39, against the whole round
+     * (11 stages) early; T = 8 level (-0.5 %). The whole round asked for ~23 MB at once when the
+     * kernel before was already done, and the first stage landed behind all of it (the window's
+     * reason, wait_landing_window). */
+    constexpr int64_t ROUND = HFP4_SM90_LAND_WINDOW > 0 && HFP4_SM90_LAND_WINDOW < STAGES ? HFP4_SM90_LAND_WINDOW : STAGES;
+    const int64_t n = nck < ROUND ? nck : ROUND;
     const uint8_t *w_src = tile_weights(p, tile), *ws_src = tile_weight_scales<W_FP32>(p, tile, chunks);
     for (int64_t kc = pwarp; kc < n; kc += 4)
         if (elect_one_sync())
@@ -153,7 +160,7 @@ static __device__ __forceinline__ void finish_header_stage(uint64_t *full, int l
  * activation scales and chunk modes by plain loads ----
  * p by value, and chunks, gran32, lane as the kernel computed them: see the NOTE at the kernel
  * (fp8_fp4_gemm.cuh). */
-template <int BT, bool W_FP32, int MINB, bool SPLIT = false, bool G32 = false>
+template <int BT, bool W_FP32, int MINB, bool SPLIT = false, bool G32 = false, bool EARLY = false>
 static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params p, const CUtensorMap *a_map,
                                                     const CUtensorMap *a_narrow_map, const sm90_smem sm, int64_t chunks,
                                                     bool gran32, int lane, bool split_on = false, uint32_t rank = 0) {
@@ -204,12 +211,10 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     (void)diag_n;
     /* an early start: the first item's first round of weights, then the wait (the kernel's NOTE) */
     int64_t pre_n = 0; /* chunks of the first item (iter 0) whose weights are in flight already */
-    if (p.early) {
+    if constexpr (EARLY) {
         static_assert(STAGES >= 4, "each producer warp owns chunk kc = its index of the first round");
         pre_n = load_first_weights_early<BT, W_FP32, MINB, STAGES>(p, sm, walker, walkers, chunks, kb, nck, pwarp);
-#ifndef HFP4_SM90_EARLY_NO_WAIT /* (fp8_fp4_gemm.cuh) */
         grid_dependency_wait();
-#endif
         grid_launch_dependents();
     }
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
