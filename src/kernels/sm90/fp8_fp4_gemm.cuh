@@ -113,9 +113,9 @@ __global__ void __launch_bounds__(384, MINB)
      * in global memory (layout data, activations, scales, weights: a preceding kernel may write any
      * of them) before the grids before it have completed, except in the EARLY kernels (the
      * caller's promise that the layout and the weights are not written by them: hfp4.h,
-     * HFP4_GEMM_OVERLAP_PREVIOUS), where the live prefix is built and the producer loads its first
-     * item's first round of weights before that wait (run_producer), and the consumers wait for
-     * it before their first stage. Either way a thread lets the next kernel in only after its own
+     * HFP4_GEMM_OVERLAP_PREVIOUS), where the live prefix is built and the producer walks to its
+     * first item and sends that item's first 4 chunks of weights before that wait
+     * (load_first_weights_early), and the consumers wait for it before their first stage. Either way a thread lets the next kernel in only after its own
      * wait, so that when an hfp4 kernel starts, everything enqueued before the kernel just before it
      * has completed: the guarantee an early-starting GEMM after an hfp4 GEMM relies on. What
      * overlaps: a launch's fixed cost (~3 us on the H200) and the set-up above (with EARLY also

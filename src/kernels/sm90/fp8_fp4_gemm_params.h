@@ -74,10 +74,6 @@ typedef struct hfp4_sm90_gemm_params {
      * the same in both launches; 0: each launch picks 16 or 8 the same way, work_items.cuh
      * split_row_auto): a 128-row block is narrow when this row of it is padding */
     int32_t narrow, split_row;
-    /* early start (hfp4_gemm_flags' HFP4_GEMM_OVERLAP_PREVIOUS, with programmatic dependent launch):
-     * the layout and the weights are read, and the CTA's first item's first round of weights loaded,
-     * before the wait for the grids before this one; 0: nothing in global memory before that wait */
-    int32_t early;
 } hfp4_sm90_gemm_params;
 
 /* The (mul, shift) that divide any 0 <= x < 2^31 by 1 <= d <= 2^31 as (umulhi(x, mul) + x) >>

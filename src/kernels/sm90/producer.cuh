@@ -117,13 +117,14 @@ static __device__ __forceinline__ void prefetch_first_chunk(const hfp4_sm90_gemm
     }
 }
 
-/* An early start (the EARLY kernels: the NOTE at the kernel's grid-dependency wait), before that wait: the
- * weights and weight scales of this warp's chunk (kc = pwarp) of the CTA's first item's first
- * chunks, as the item loop would walk and place them (iter = 0: chunk kc in stage kc). They complete on the stage's full barrier, whose expect_tx arrival comes after the wait with
- * the activation tile (issue_stage_copies: a tx-count may go below zero until then). Returns the
- * chunks of the first item so loaded (the same in every producer warp), 0 when none: the first
- * item walked computes nothing or does not resolve (the loop then walks on, through the launch's
- * counter, which must wait). Reads the layout (the walk) and the weights only. */
+/* An early start (the EARLY kernels: the NOTE at the kernel's grid-dependency wait), before that
+ * wait: the weights and weight scales of this warp's chunk (kc = pwarp) of the CTA's first item's
+ * first chunks, as the item loop would walk and place them (iter = 0: chunk kc in stage kc). They
+ * complete on the stage's full barrier, whose expect_tx arrival comes after the wait with the
+ * activation tile (issue_stage_copies: a tx-count may go below zero until then). Returns the chunks
+ * of the first item so loaded (the same in every producer warp), 0 when none: the first item walked
+ * computes nothing or does not resolve (the loop then walks on, through the launch's counter, which
+ * must wait). Reads the layout (the walk) and the weights only. */
 template <int BT, bool W_FP32, int MINB, int STAGES>
 static __device__ __forceinline__ int64_t load_first_weights_early(const hfp4_sm90_gemm_params &p, const sm90_smem &sm,
                                                                    int32_t walker, int32_t walkers, int64_t chunks,
@@ -209,10 +210,10 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     unsigned long long diag_sum = 0, diag_n = 0; /* (make DIAG=1 only: HFP4_DIAG_ISSUED) */
     (void)diag_sum;
     (void)diag_n;
-    /* an early start: the first item's first round of weights, then the wait (the kernel's NOTE) */
+    /* an early start: the first item's first chunks of weights, then the wait (the kernel's NOTE) */
     int64_t pre_n = 0; /* chunks of the first item (iter 0) whose weights are in flight already */
     if constexpr (EARLY) {
-        static_assert(STAGES >= 4, "each producer warp owns chunk kc = its index of the first round");
+        static_assert(STAGES >= 4, "producer warp w owns the first item's chunk w (its stage w)");
         pre_n = load_first_weights_early<BT, W_FP32, MINB, STAGES>(p, sm, walker, walkers, chunks, kb, nck, pwarp);
         grid_dependency_wait();
         grid_launch_dependents();
