@@ -671,43 +671,31 @@ TEST(gpu_overlap_previous) {
     int32_t many_rows[80]; /* 14 groups of 1-2 rows: 448 items of 32 weight tiles (the grid: 264 CTAs on an H200) */
     for (int g = 0; g < 80; g++) many_rows[g] = g == 0 ? 2 : g % 6 == 0 ? 1 : 0;
     const uint32_t ovl = HFP4_GEMM_OVERLAP_PREVIOUS;
+    gemm_case shapes[4];
+    shapes[0] = base_case(HFP4_GROUPING_MASKED, 8, 1024, 2048, 6, 1300);
+    shapes[0].rows = masked_rows;
+    shapes[0].expected_m = 4; /* the 8-token tile */
+    shapes[1] = base_case(HFP4_GROUPING_MASKED, 2, 4096, 1024, 80, 1310); /* more items than CTAs */
+    shapes[1].rows = many_rows;
+    shapes[2] = base_case(HFP4_GROUPING_NONE, 300, 1000, 4096, 1, 1320); /* the 128-token tile */
+    shapes[3] = base_case(HFP4_GROUPING_CONTIGUOUS, 512, 640, 1024, 4, 1330);
+    shapes[3].alignment = 128;
+    static const char *const shape_names[4] = {"masked 8-token", "masked, 448 items", "dense 128-token", "contiguous"};
     for (int late = 1; late >= 0; late--) {
         for (int chain = 0; chain <= 2; chain++) {
             if (late && chain) continue; /* (the chains' second GEMM follows an hfp4 GEMM) */
-            char label[96];
             const char *how = late ? "late A" : chain == 1 ? "chained D -> C" : chain == 2 ? "chained over C" : "";
-            gemm_case c = base_case(HFP4_GROUPING_MASKED, 8, 1024, 2048, 6, 1300 + chain);
-            c.rows = masked_rows;
-            c.expected_m = 4; /* the 8-token tile */
-            c.flags = ovl;
-            c.late_a = late;
-            c.chain = chain;
-            c.with_c = chain == 2;
-            snprintf(label, sizeof label, "overlap: masked 8-token, %s", how);
-            check_case(&c, label);
-            c = base_case(HFP4_GROUPING_MASKED, 2, 4096, 1024, 80, 1310 + chain); /* more items than CTAs */
-            c.rows = many_rows;
-            c.flags = ovl;
-            c.late_a = late;
-            c.chain = chain;
-            c.with_c = chain == 2;
-            snprintf(label, sizeof label, "overlap: masked, 448 items, %s", how);
-            check_case(&c, label);
-            c = base_case(HFP4_GROUPING_NONE, 300, 1000, 4096, 1, 1320 + chain); /* the 128-token tile */
-            c.flags = ovl;
-            c.late_a = late;
-            c.chain = chain;
-            c.with_c = chain == 2;
-            snprintf(label, sizeof label, "overlap: dense 128-token, %s", how);
-            check_case(&c, label);
-            c = base_case(HFP4_GROUPING_CONTIGUOUS, 512, 640, 1024, 4, 1330 + chain);
-            c.alignment = 128;
-            c.flags = ovl;
-            c.late_a = late;
-            c.chain = chain;
-            c.with_c = chain == 2;
-            snprintf(label, sizeof label, "overlap: contiguous, %s", how);
-            check_case(&c, label);
+            for (int i = 0; i < 4; i++) {
+                gemm_case c = shapes[i];
+                c.seed += (uint64_t)chain;
+                c.flags = ovl;
+                c.late_a = late;
+                c.chain = chain;
+                c.with_c = chain == 2;
+                char label[96];
+                snprintf(label, sizeof label, "overlap: %s, %s", shape_names[i], how);
+                check_case(&c, label);
+            }
         }
     }
     for (int v = 0; v < 8; v++) { /* behind the late writer: the other paths */
