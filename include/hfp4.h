@@ -358,10 +358,12 @@ HFP4_API hfp4_status hfp4_gemm(const hfp4_gemm_problem *problem, hfp4_stream str
  * scales, C and D are touched only after that kernel has completed, as always.
  * Set it only when neither that kernel nor anything that may still run beside it writes b or
  * layout: e.g. a MoE layer's second GEMM right after its first on the same routing, or any GEMM
- * whose b and layout were complete before an hfp4 kernel that runs just before it (hfp4's kernels
- * let the next kernel start only once everything enqueued before them has completed). Never after
- * a kernel that writes them and lets its dependents start early (griddepcontrol.launch_dependents,
- * cudaTriggerProgrammaticLaunchCompletion): the call would read stale data. Only decode launches
+ * whose b and layout were complete before an hfp4 GEMM that runs just before it (hfp4's GEMM
+ * kernels let the next kernel start only once everything enqueued before them has completed).
+ * Never directly after a kernel that writes them, whether or not it lets its dependents start
+ * early (hfp4_repack_sm90 included: a kernel launched this way may start as soon as the blocks of
+ * the one before have exited, before their writes are visible): the call would read stale data.
+ * Only decode launches
  * start early (the 8-token tile at two CTAs an SM, UE8M0 weight scales: what the plan picks for
  * DeepSeek-V4's experts up to a few hundred tokens); the rest ignore the flag, as does
  * HFP4_SM90_PDL=0. Flag every GEMM of such a chain: on an H200 a decode layer whose w2 alone took
