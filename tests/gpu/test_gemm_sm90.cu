@@ -662,9 +662,10 @@ TEST(gpu_chained_launches) {
  * weights before the wait for the kernel before it, and A, its scales, C and D only after. Every
  * case runs behind a kernel that lets it start at once and writes A and its scales ~50 us later
  * (late_a: read early, they would be other values), then as chains whose second GEMM reads the
- * first's D as C or writes over the first's C; over the tiles (8, 16, 64, 128), items with fewer
- * chunks than stages (K = 256), the producer's three activation-scale paths (FP32, UE8M0, 1x32: the G32 kernels), FP32 weight
- * scales, and the contiguous layout (128-row segments; 8-row ones with padding tiles after). */
+ * first's D as C or writes over the first's C. The EARLY kernels (the two-CTA 8-token tile, 1x128
+ * and 1x32 scales): masked and contiguous, more items than CTAs, items with fewer chunks than
+ * stages (K = 256), FP32 and UE8M0 activation scales; and launches that ignore the flag (16-,
+ * 64- and 128-token tiles, FP32 weight scales), which must still be right. */
 TEST(gpu_overlap_previous) {
     if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int32_t masked_rows[6] = {3, 0, 8, 1, 5, 2};
