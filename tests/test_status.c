@@ -39,3 +39,14 @@ TEST(version_matches_header) {
     snprintf(want, sizeof want, "%d.%d.%d", HFP4_VERSION_MAJOR, HFP4_VERSION_MINOR, HFP4_VERSION_PATCH);
     CHECK(strcmp(hfp4_version_string(), want) == 0);
 }
+
+/* hfp4_gemm_flags: bits hfp4.h does not define are an invalid argument that names them, checked
+ * before anything else (so with or without a GPU, and without reading the problem) */
+TEST(gemm_flags_unknown_bits_are_invalid) {
+    hfp4_gemm_problem p;
+    memset(&p, 0, sizeof p);
+    CHECK_STATUS(hfp4_gemm_flags(&p, 0x80u, NULL), HFP4_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(hfp4_last_error(), "flags = 0x80") != NULL);
+    CHECK_STATUS(hfp4_gemm_flags(NULL, HFP4_GEMM_OVERLAP_PREVIOUS | 0x2u, NULL), HFP4_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(hfp4_last_error(), "flags = 0x3") != NULL);
+}
