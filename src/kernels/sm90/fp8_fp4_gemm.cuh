@@ -121,8 +121,7 @@ __global__ void __launch_bounds__(384, MINB)
      * overlaps: a launch's fixed cost (~3 us on the H200) and the set-up above (with EARLY also
      * the start-up chain and the first weights) with the previous kernel's tail. */
     if constexpr (!EARLY) {
-        grid_dependency_wait();
-        grid_launch_dependents();
+        grid_wait_then_let_next_in();
     }
     if (threadIdx.x == 0) {
         HFP4_DIAG_AT(HFP4_DIAG_ENTRY, diag_entry);
@@ -179,8 +178,7 @@ __global__ void __launch_bounds__(384, MINB)
         return;
     }
     if constexpr (EARLY) { /* (see the NOTE at the wait above) */
-        grid_dependency_wait();
-        grid_launch_dependents();
+        grid_wait_then_let_next_in();
     }
     run_consumers<BT, W_FP32, MINB, SPLIT, G32>(p, &p, &d_map, sm, chunks, gran32, warpgroup, tid, lane, split_on, rank);
 #else

@@ -215,8 +215,7 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     if constexpr (EARLY) {
         static_assert(STAGES >= 4, "producer warp w owns the first item's chunk w (its stage w)");
         pre_n = load_first_weights_early<BT, W_FP32, MINB, STAGES>(p, sm, walker, walkers, chunks, kb, nck, pwarp);
-        grid_dependency_wait();
-        grid_launch_dependents();
+        grid_wait_then_let_next_in();
     }
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
     sm90_tile tile;

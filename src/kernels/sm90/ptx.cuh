@@ -344,6 +344,13 @@ static __device__ __forceinline__ void grid_dependency_wait(void) {
 static __device__ __forceinline__ void grid_launch_dependents(void) {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
+/* The library's kernels' order: wait for the grids before, then let the next one in. So when an
+ * hfp4 GEMM starts, everything enqueued before the kernel just before it has completed: what
+ * HFP4_GEMM_OVERLAP_PREVIOUS's early reads rely on (hfp4.h, fp8_fp4_gemm.cuh's NOTE). */
+static __device__ __forceinline__ void grid_wait_then_let_next_in(void) {
+    grid_dependency_wait();
+    grid_launch_dependents();
+}
 
 /* ---- barriers and misc ---------------------------------------------------------------------- */
 

@@ -75,8 +75,7 @@ __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
      * in global memory is read before the grids before this one have completed, and the grids
      * after it are let in only then */
     WD_STAMP(t_entry);
-    grid_dependency_wait();
-    grid_launch_dependents();
+    grid_wait_then_let_next_in();
     wd_build_prefix(p, o, prefix);
     WD_STAMP(t_prefix);
 #ifdef HFP4_WD_DIAG
