@@ -6,14 +6,13 @@
  * D's padding rows left unwritten) it prints three rows, layout "masked_graph" / "contiguous_graph" /
  * "contiguous_padany_graph": PREFIX-w13 and PREFIX-w2 (a graph of that GEMM alone) and
  * PREFIX-layer (one graph of w13 then w2; its n and k are w13's, its FLOPs, bytes, floor and
- * baseline are the sums over both GEMMs), then PREFIX-layer_overlap (the same with the GEMMs
- * launched under HFP4_GEMM_OVERLAP_PREVIOUS) and, with two weight sets, PREFIX-layers2 and
- * PREFIX-layers2_overlap (two layers in one graph, as a decode step chains them: KINDS below). Each row also carries "stream_us" (the same GEMM(s)
+ * baseline are the sums over both GEMMs), then the rows KINDS below lists (the early start, the
+ * SwiGLU glue between the GEMMs, two layers). Each row also carries "stream_us" (the same GEMM(s)
  * launched on a stream and timed as the standalone rows are, summed for the layer), "launch_us"
  * (the replay time of a graph of as many empty kernels) and "flush" (how L2 was emptied).
  *
- * The two GEMMs do not feed each other (no SwiGLU or re-quantization between them): the layer row
- * is the GEMMs' share of a layer. L2 between replays: two copies of the weights are made when
+ * The two GEMMs do not feed each other (no SwiGLU or re-quantization between them) except in the
+ * layer_glue rows: the layer row is the GEMMs' share of a layer. L2 between replays: two copies of the weights are made when
  * device memory allows, and replays alternate between them ("alternate_weights") when the weights
  * one replay reads are at least twice the L2 size, so a replay finds none of its weights in L2;
  * otherwise (T = 1 reads only a few experts) L2 is emptied before each replay, outside the timed
@@ -74,12 +73,70 @@ static void print_warm_start(const bench_ctx *c, const char *layout, const char 
     fflush(stdout);
 }
 
-/* The graph rows of a layout: w13, w2, layer (w13 then w2), layer_overlap (the same with both under
- * HFP4_GEMM_OVERLAP_PREVIOUS: w2's start-up and first weights under w13's tail; w13's flag is true of
- * the flush before it, and puts both on the same kernel, whose code then serves an SM's CTAs of both),
- * layers2 (two layers, the second on the other weight set: a decode step's graph holds many) and
- * layers2_overlap (every GEMM under the flag); the two-layer rows count both layers' bytes and FLOPs. */
-enum { KINDS = 6 };
+/* The graph rows of a layout (kind index: what its graph launches):
+ *   w13, w2, layer    each GEMM alone, then w13 and w2 in one graph;
+ *   layer_overlap     the same with both under HFP4_GEMM_OVERLAP_PREVIOUS (w2's start-up and first
+ *                     weights under w13's tail; w13's flag is true of the flush before it, and puts
+ *                     both on the same kernel, whose code then serves an SM's CTAs of both);
+ *   layer_glue(_overlap)  w13, the SwiGLU glue (hfp4_moe_swiglu_quantize_rows_gpu: w13's D becomes
+ *                     w2's A, as in a model's layer), w2; plain, or with both GEMMs flagged (the
+ *                     glue is a plain launch, so w2's flag has nothing to overlap: the row shows
+ *                     it; the glue under PDL lost 2-6 %, bench/RESULTS.md v34); only where w13's N
+ *                     is 2 x w2's K and w2's activation scales are FP32 K-major (the glue's output);
+ *   layers2(_overlap) two layers, the second on the other weight set (a decode step's graph holds
+ *                     many), plain or every GEMM flagged; only with two weight sets.
+ * The layer rows count both GEMMs' bytes and FLOPs (not the glue's), the two-layer rows both layers'. */
+enum { K_W13, K_W2, K_LAYER, K_LAYER_OVL, K_GLUE, K_GLUE_OVL, K_LAYERS2, K_LAYERS2_OVL, KINDS };
+static const char *const kind_suffix[KINDS] = {"w13", "w2", "layer", "layer_overlap", "layer_glue",
+                                               "layer_glue_overlap", "layers2", "layers2_overlap"};
+
+/* One launch of a graph: a GEMM (bench_launch_gemm) or the glue */
+typedef struct graph_step {
+    bench_launch_fn fn;
+    void *arg;
+} graph_step;
+static int launch_step(void *arg, cudaStream_t s) {
+    const graph_step *st = (const graph_step *)arg;
+    return st->fn(st->arg, s);
+}
+
+/* The SwiGLU glue between a layer's GEMMs: w13's D (2n columns: gate, up stacked) -> w2's A and scales */
+typedef struct glue_launch {
+    const void *y;
+    int64_t n, routed, layout_rows;
+    const int32_t *pos;
+    int gran;
+    uint8_t *a;
+    float *sf;
+} glue_launch;
+static int launch_glue(void *arg, cudaStream_t s) {
+    const glue_launch *g = (const glue_launch *)arg;
+    if (hfp4_moe_swiglu_quantize_rows_gpu(g->y, 2 * g->n, g->n, HFP4_GATE_UP_STACKED, 10.0f, g->pos, g->routed, g->gran,
+                                          g->a, g->n, g->sf, g->layout_rows, (hfp4_stream)s) == HFP4_OK)
+        return 0;
+    fprintf(stderr, "bench: the SwiGLU glue: %s\n", hfp4_last_error());
+    return -1;
+}
+
+/* Each routed row's place in the layout (bench_acts_alloc's): masked, expert e's rows from e x m;
+ * contiguous, from its 128-aligned segment's start. Device memory of r->rows entries, or NULL. */
+static int32_t *routed_row_places(const bench_routing *r, const bench_acts *x) {
+    int32_t *h = (int32_t *)malloc(sizeof(int32_t) * (size_t)r->rows), *d = NULL;
+    if (!h) return NULL;
+    int64_t i = 0, row = 0;
+    for (int e = 0; e < r->experts; e++) {
+        const int64_t base = x->grouping == HFP4_GROUPING_MASKED ? (int64_t)e * x->m : row;
+        for (int64_t j = 0; j < r->counts[e] && i < r->rows; j++) h[i++] = (int32_t)(base + j);
+        row += (r->counts[e] + 127) / 128 * 128;
+    }
+    if (i == r->rows && BENCH_CUDA(cudaMalloc(&d, sizeof(int32_t) * (size_t)r->rows)) &&
+        !BENCH_CUDA(cudaMemcpy(d, h, sizeof(int32_t) * (size_t)r->rows, cudaMemcpyHostToDevice))) {
+        (void)BENCH_CUDA(cudaFree(d));
+        d = NULL;
+    }
+    free(h);
+    return i == r->rows ? d : NULL;
+}
 
 static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weights *w13, const bench_weights *w2,
                       int nsets, const bench_routing *r, hfp4_grouping g, double base13, double base2,
@@ -90,37 +147,38 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
     bench_acts x13, x2;
     hfp4_gemm_problem p13[2], p2[2];
     bench_gemm_launch l13[2], l2[2], o13[2], o2[2]; /* o: with HFP4_GEMM_OVERLAP_PREVIOUS */
+    glue_launch glue;
+    int32_t *pos = NULL;
     graph_kind kind[KINDS];
     double kind_us[KINDS] = {0};      /* the graph rows' times */
     double kind_warm_us[KINDS] = {0}; /* and their warm starts' (0: not timed) */
-    const int nkinds = nsets == 2 ? KINDS : 4; /* (two layers need both weight sets) */
+    int have[KINDS];                  /* the kinds this case times */
     char lab13[128], lab2[128];
     int rc = -1;
     memset(&x13, 0, sizeof x13);
     memset(&x2, 0, sizeof x2);
     memset(kind, 0, sizeof kind);
-    set_kind(&kind[0], m->prefix, "w13", r, m->n13, m->k13, c->gran, base13);
-    set_kind(&kind[1], m->prefix, "w2", r, m->n2, m->k2, c->gran, base2);
-    set_kind(&kind[2], m->prefix, "layer", r, m->n13, m->k13, c->gran, base13 > 0 && base2 > 0 ? base13 + base2 : 0);
-    kind[2].flops += kind[1].flops;
-    kind[2].bytes += kind[1].bytes;
-    kind[2].fp8_bytes += kind[1].fp8_bytes;
-    kind[2].weight_bytes += kind[1].weight_bytes;
-    kind[2].pad_bytes += kind[1].pad_bytes;
-    kind[3] = kind[2];
-    snprintf(kind[3].name, sizeof kind[3].name, "%s-layer_overlap", m->prefix);
-    for (int i = 4; i < KINDS; i++) {
-        kind[i] = kind[2];
-        snprintf(kind[i].name, sizeof kind[i].name, "%s-%s", m->prefix, i == 4 ? "layers2" : "layers2_overlap");
-        kind[i].flops *= 2;
-        kind[i].bytes *= 2;
-        kind[i].fp8_bytes *= 2;
-        kind[i].weight_bytes *= 2;
-        kind[i].pad_bytes *= 2;
-        kind[i].base_us *= 2;
+    set_kind(&kind[K_W13], m->prefix, "w13", r, m->n13, m->k13, c->gran, base13);
+    set_kind(&kind[K_W2], m->prefix, "w2", r, m->n2, m->k2, c->gran, base2);
+    set_kind(&kind[K_LAYER], m->prefix, "layer", r, m->n13, m->k13, c->gran, base13 > 0 && base2 > 0 ? base13 + base2 : 0);
+    kind[K_LAYER].flops += kind[K_W2].flops;
+    kind[K_LAYER].bytes += kind[K_W2].bytes;
+    kind[K_LAYER].fp8_bytes += kind[K_W2].fp8_bytes;
+    kind[K_LAYER].weight_bytes += kind[K_W2].weight_bytes;
+    kind[K_LAYER].pad_bytes += kind[K_W2].pad_bytes;
+    for (int i = K_LAYER_OVL; i < KINDS; i++) {
+        const double layers = i >= K_LAYERS2 ? 2.0 : 1.0;
+        kind[i] = kind[K_LAYER];
+        snprintf(kind[i].name, sizeof kind[i].name, "%s-%s", m->prefix, kind_suffix[i]);
+        kind[i].flops *= layers;
+        kind[i].bytes *= layers;
+        kind[i].fp8_bytes *= layers;
+        kind[i].weight_bytes *= layers;
+        kind[i].pad_bytes *= layers;
+        kind[i].base_us *= layers;
     }
-    snprintf(lab13, sizeof lab13, "%s %s T=%lld", kind[0].name, layout, (long long)r->tokens);
-    snprintf(lab2, sizeof lab2, "%s %s T=%lld", kind[1].name, layout, (long long)r->tokens);
+    snprintf(lab13, sizeof lab13, "%s %s T=%lld", kind[K_W13].name, layout, (long long)r->tokens);
+    snprintf(lab2, sizeof lab2, "%s %s T=%lld", kind[K_W2].name, layout, (long long)r->tokens);
 
     if (bench_acts_alloc(&x13, g, r, m->n13, m->k13, c->gran) != 0 || bench_acts_alloc(&x2, g, r, m->n2, m->k2, c->gran) != 0) {
         fprintf(stderr, "bench: %s: could not set up the activations\n", lab13);
@@ -139,26 +197,49 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
         o2[s] = l2[s];
         o13[s].flags = o2[s].flags = HFP4_GEMM_OVERLAP_PREVIOUS;
     }
+    for (int i = 0; i < KINDS; i++) have[i] = 1;
+    /* the glue's rows: w13's D feeds w2's A (FP32 K-major scales, what the glue writes) */
+    have[K_GLUE] = have[K_GLUE_OVL] = m->n13 == 2 * m->k2 && p2[0].a.scales.dtype == HFP4_DTYPE_FP32 &&
+                                      p2[0].a.scales.stride_k == 1 && (pos = routed_row_places(r, &x13)) != NULL;
+    glue.y = x13.d;
+    glue.n = m->k2;
+    glue.routed = r->rows;
+    glue.layout_rows = (g == HFP4_GROUPING_MASKED ? r->experts : 1) * x13.m;
+    glue.pos = pos;
+    glue.gran = c->gran;
+    glue.a = (uint8_t *)x2.a;
+    glue.sf = (float *)x2.sf;
+    have[K_LAYERS2] = have[K_LAYERS2_OVL] = nsets == 2;
     /* standalone stream launches; they are also the warm-up a capture needs (one-time set-up) */
-    if (bench_time_gemm(c, &p13[0], lab13, &kind[0].stream_us) != 0 || bench_time_gemm(c, &p2[0], lab2, &kind[1].stream_us) != 0)
+    if (bench_time_gemm(c, &p13[0], lab13, &kind[K_W13].stream_us) != 0 ||
+        bench_time_gemm(c, &p2[0], lab2, &kind[K_W2].stream_us) != 0)
         goto done;
-    kind[2].stream_us = kind[3].stream_us = kind[0].stream_us + kind[1].stream_us;
-    for (int i = 4; i < nkinds; i++) kind[i].stream_us = 2 * kind[2].stream_us;
+    if (have[K_GLUE] && (launch_glue(&glue, 0) != 0 || !BENCH_CUDA(cudaDeviceSynchronize())))
+        goto done; /* (the glue's warm-up, as the GEMMs' timed launches are theirs) */
+    for (int i = K_LAYER; i < KINDS; i++) /* (the glue rows: the GEMMs' launches only) */
+        kind[i].stream_us = (i >= K_LAYERS2 ? 2 : 1) * (kind[K_W13].stream_us + kind[K_W2].stream_us);
     for (int s = 0; s < nsets; s++) {
         const int o = nsets - 1 - s; /* the other set: a second layer's weights */
-        void *a13[1] = {&l13[s]}, *a2[1] = {&l2[s]}, *al[2] = {&l13[s], &l2[s]}, *ao[2] = {&o13[s], &o2[s]};
-        void *a4[4] = {&l13[s], &l2[s], &l13[o], &l2[o]}, *a4o[4] = {&o13[s], &o2[s], &o13[o], &o2[o]};
-        if (bench_capture(c, bench_launch_gemm, a13, 1, &kind[0].exec[s], &kind[0].kernels) != 0 ||
-            bench_capture(c, bench_launch_gemm, a2, 1, &kind[1].exec[s], &kind[1].kernels) != 0 ||
-            bench_capture(c, bench_launch_gemm, al, 2, &kind[2].exec[s], &kind[2].kernels) != 0 ||
-            bench_capture(c, bench_launch_gemm, ao, 2, &kind[3].exec[s], &kind[3].kernels) != 0 ||
-            (nkinds > 4 && (bench_capture(c, bench_launch_gemm, a4, 4, &kind[4].exec[s], &kind[4].kernels) != 0 ||
-                            bench_capture(c, bench_launch_gemm, a4o, 4, &kind[5].exec[s], &kind[5].kernels) != 0))) {
-            fprintf(stderr, "bench: %s: graph capture failed\n", lab13);
-            goto done;
+        const graph_step G13 = {bench_launch_gemm, &l13[s]}, G2 = {bench_launch_gemm, &l2[s]};
+        const graph_step O13 = {bench_launch_gemm, &o13[s]}, O2 = {bench_launch_gemm, &o2[s]};
+        const graph_step G13o = {bench_launch_gemm, &l13[o]}, G2o = {bench_launch_gemm, &l2[o]};
+        const graph_step O13o = {bench_launch_gemm, &o13[o]}, O2o = {bench_launch_gemm, &o2[o]};
+        const graph_step GL = {launch_glue, &glue};
+        const graph_step steps[KINDS][4] = {{G13}, {G2}, {G13, G2}, {O13, O2}, {G13, GL, G2}, {O13, GL, O2},
+                                            {G13, G2, G13o, G2o}, {O13, O2, O13o, O2o}};
+        static const int nsteps[KINDS] = {1, 1, 2, 2, 3, 3, 4, 4};
+        for (int i = 0; i < KINDS; i++) {
+            if (!have[i]) continue;
+            void *args[4];
+            for (int j = 0; j < nsteps[i]; j++) args[j] = (void *)&steps[i][j];
+            if (bench_capture(c, launch_step, args, nsteps[i], &kind[i].exec[s], &kind[i].kernels) != 0) {
+                fprintf(stderr, "bench: %s: graph capture failed\n", kind[i].name);
+                goto done;
+            }
         }
     }
-    for (int i = 0; i < nkinds; i++) {
+    for (int i = 0; i < KINDS; i++) {
+        if (!have[i]) continue;
         const graph_kind *gk = &kind[i];
         const int alternate = bench_alternate_sets(c, nsets, gk->weight_bytes);
         double us = 0;
@@ -186,7 +267,7 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
         bench_print_row(c, &row);
         kind_us[i] = us;
         /* the warm start (a T whose replays are separated by the flush, and a second weight set) */
-        if (i < 3 && !alternate && nsets == 2 && c->l2_flush != HFP4_BENCH_FLUSH_NONE) {
+        if (i <= K_LAYER && !alternate && nsets == 2 && c->l2_flush != HFP4_BENCH_FLUSH_NONE) {
             double wus = 0;
             bench_watch(watched);
             const int wtimed = bench_time_graphs(c, gk->exec, 1, 1, gk->exec[1], &wus);
@@ -203,9 +284,9 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
         const hfp4_matrix *b13[2] = {&w13[0].b, &w13[nsets - 1].b}, *b2[2] = {&w2[0].b, &w2[nsets - 1].b};
         const hfp4_matrix *bl[4] = {&w13[0].b, &w2[0].b, &w13[nsets - 1].b, &w2[nsets - 1].b};
         const hfp4_matrix *const *bs[3] = {b13, b2, bl};
-        for (int i = 0; i < 3; i++)
+        for (int i = K_W13; i <= K_LAYER; i++)
             if (bench_stream_floor(c, kind[i].name, layout, r->tokens, (const int32_t *)x13.layout, m->experts, bs[i],
-                                   i == 2 ? 2 : 1, nsets, kind[i].weight_bytes, kind[i].bytes, kind_us[i],
+                                   i == K_LAYER ? 2 : 1, nsets, kind[i].weight_bytes, kind[i].bytes, kind_us[i],
                                    kind_warm_us[i]) != 0) {
                 fprintf(stderr, "bench: %s %s T=%lld: stream floor failed\n", kind[i].name, layout, (long long)r->tokens);
                 goto done;
@@ -216,6 +297,7 @@ done:
     for (int i = 0; i < KINDS; i++)
         for (int s = 0; s < 2; s++)
             if (kind[i].exec[s]) (void)BENCH_CUDA(cudaGraphExecDestroy(kind[i].exec[s]));
+    if (pos) (void)BENCH_CUDA(cudaFree(pos));
     bench_acts_free(&x13);
     bench_acts_free(&x2);
     return rc;
