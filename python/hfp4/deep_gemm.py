@@ -29,10 +29,20 @@ weights"). The first call with a weight tensor repacks it on the GPU (``hfp4_rep
 current stream) into a device buffer that is cached: the key is the weight's device, data_ptr,
 shape, strides and dtype; the entry remembers the weight's version counter (``tensor._version``) and
 its scale tensor's data_ptr, shape, strides, dtype and version, and is rebuilt when any of them
-changes. An entry is dropped when the weight's storage is freed (a weak reference), or by
-:func:`clear_weight_cache`. Weights changed without bumping the version counter (through ``.data``,
-DLPack or another library, or inference tensors, which have no version counter) are not noticed:
-call :func:`clear_weight_cache` after such writes.
+changes. An entry is dropped when the storage of the weight or of its scale tensor is freed (weak
+references to both), so a new tensor allocated at a freed one's address is repacked, or by
+:func:`clear_weight_cache`. Pass the same scale tensor at every call: scales made anew for each call
+(a ``.float()`` or layout copy of the stored ones) are a new tensor each time, and their weights
+are repacked at every call (correct, slow); convert them once, or repack once with
+:func:`repack_weights`.
+Weights updated in place after a GEMM has used them need :func:`clear_weight_cache`: writes that do
+not bump the version counter are not noticed, and the GEMMs keep using the old repacked copy. Such
+writes are ``param.data.copy_(...)`` (vLLM's and SGLang's weight loaders and weight reloads, RL
+weight syncs), writes through DLPack, CUDA IPC or another library, and writes to inference tensors
+(which have no version counter). Call ``hfp4.deep_gemm.clear_weight_cache()`` after the update and
+before the next GEMM (re-capture CUDA graphs that use those weights). ``HFP4_WEIGHT_CACHE=0`` in the
+environment (read at every call) turns the cache off: every GEMM repacks its weights first, which
+is always correct and slower (an extra pass over the weights per call).
 CUDA graphs: run each GEMM once before capturing it, so that its weights are repacked and cached
 outside the capture. A cache miss during a capture repacks inside the graph (the repack then runs
 at every replay) and is not cached, since a captured repack only fills its buffer at replay time.
@@ -52,6 +62,7 @@ from __future__ import annotations
 
 import ctypes
 import operator
+import os
 import sys
 import threading
 import types
@@ -65,7 +76,8 @@ __all__ = [
     "fp8_fp4_gemm_nt", "m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nt_masked",
     "fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
     "fp8_m_grouped_gemm_nt_masked",
-    "repack_weights", "clear_weight_cache", "release_graph_weights", "weight_cache_info", "is_available",
+    "repack_weights", "clear_weight_cache", "release_graph_weights", "weight_cache_info", "weight_cache_enabled",
+    "is_available",
     "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
     "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor", "transform_sf_into_required_layout",
     "get_mk_alignment_for_contiguous_layout", "set_mk_alignment_for_contiguous_layout",
@@ -306,7 +318,7 @@ def repack_weights(b, scale_dtype=None) -> SM90Weights:
 
 
 class _Entry:
-    __slots__ = ("state", "weights", "token")
+    __slots__ = ("state", "weights", "tokens")
 
 
 _cache_lock = threading.Lock()
@@ -327,36 +339,46 @@ def _capturing(device) -> bool:
         return bool(torch.cuda.is_current_stream_capturing())
 
 
-def _liveness_token(B, key):
-    """A weak reference to B's storage (to B itself where torch does not keep one Python object per
-    storage) whose callback marks the cache entry dead when the weights are freed. The callback
+def _liveness_token(t, key):
+    """A weak reference to t's storage (to t itself where torch does not keep one Python object per
+    storage) whose callback marks the cache entry dead when that storage is freed. The callback
     only appends to a list (it may run inside a garbage collection, even one triggered while the
     lock is held); the entry is dropped at the next cache operation."""
     def dead(ref, key=key):
         _dead.append((key, ref))
-    storage = B.untyped_storage()
-    target = storage if storage is B.untyped_storage() else B
+    storage = t.untyped_storage()
+    target = storage if storage is t.untyped_storage() else t
     try:
         return weakref.ref(target, dead)
     except TypeError:
-        return weakref.ref(B, dead)
+        return weakref.ref(t, dead)
 
 
 def _purge_locked():
     while _dead:
         key, ref = _dead.pop()
         e = _cache.get(key)
-        if e is not None and e.token is ref:
+        if e is not None and any(tok is ref for tok in e.tokens):
             del _cache[key]
 
 
+def weight_cache_enabled() -> bool:
+    """False when the environment sets HFP4_WEIGHT_CACHE=0 (read at every call): the GEMMs then
+    repack their weights at every call instead of caching them."""
+    return os.environ.get("HFP4_WEIGHT_CACHE", "1").strip() != "0"
+
+
 def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
+    if not weight_cache_enabled():
+        return repack_weights((B, SFB))
     key = (str(B.device), B.data_ptr(), tuple(B.shape), tuple(B.stride()), B.dtype)
     state = (_version(B), SFB.data_ptr(), tuple(SFB.shape), tuple(SFB.stride()), SFB.dtype, _version(SFB))
     with _cache_lock:
         _purge_locked()
         e = _cache.get(key)
-        if e is not None and e.state == state and e.token() is not None:
+        # (both tokens alive: neither the weights' storage nor the scales' was freed since the
+        # repack, so equal pointers mean the same tensors, not new ones at a freed address)
+        if e is not None and e.state == state and all(tok() is not None for tok in e.tokens):
             return e.weights
     weights = repack_weights((B, SFB))
     if capturing:
@@ -365,7 +387,7 @@ def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
         return weights
     e = _Entry()
     e.state, e.weights = state, weights
-    e.token = _liveness_token(B, key)
+    e.tokens = (_liveness_token(B, key), _liveness_token(SFB, key))
     with _cache_lock:
         _cache[key] = e
     return weights
@@ -373,7 +395,13 @@ def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
 
 def clear_weight_cache() -> None:
     """Drop every cached repacked weight buffer (their device memory returns to torch's allocator,
-    except for buffers a captured CUDA graph uses: see :func:`release_graph_weights`)."""
+    except for buffers a captured CUDA graph uses: see :func:`release_graph_weights`).
+
+    Call it after updating weights in place that a GEMM has already used, when the update does not
+    bump the tensors' version counters: ``param.data.copy_(new)`` (vLLM/SGLang weight loading and
+    reloads, RL weight syncs), DLPack/IPC writes, inference tensors. Otherwise the next GEMMs keep
+    using the repacked copy of the old weights. (``HFP4_WEIGHT_CACHE=0`` avoids the cache
+    altogether, at the cost of a repack per call.)"""
     with _cache_lock:
         _cache.clear()
         del _dead[:]
@@ -471,17 +499,20 @@ def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, 
         _same_device(nm, t, A.device)
     p = L.hfp4_gemm_problem()
     p.a = _activations(A, SFA, 2, gran_k_a, 1)  # checked before the weights are repacked
+    w = None  # (the repacked weights, held until the launch: uncached ones own their buffer)
     if fp8_b:
         B, SFB = _pair("b", b)
         _same_device("b", B, A.device)
         _same_device("sfb", SFB, A.device)
         p.b = _fp8_weights("b", B, SFB, K, gran_b)
     else:
-        p.b = _weights("b", b, 2, K, A.device).matrix
+        w = _weights("b", b, 2, K, A.device)
+        p.b = w.matrix
     p.grouping = L.GROUPING_NONE
     p.m, p.n, p.k, p.num_groups = M, N, K, 1
     p.d = out
     _launch(p, A.device, d, copy_c)
+    del w
 
 
 def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, recipe_a=None, recipe_b=None,

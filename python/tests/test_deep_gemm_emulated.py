@@ -331,6 +331,74 @@ def test_weight_cache(emu):
     _check(d, _deq_a(a, sfa, 128) @ _deq_b(bi[0], si[0]).T)
 
 
+def test_weight_cache_scales_replaced_at_same_address(emu):
+    # a scale tensor freed and replaced by another at the same address (same pointer, shape, dtype
+    # and version: only the storage differs) must not hit the entry repacked with the old scales
+    m, n, k = 8, 64, 256
+    a, sfa = _acts(20, (m, k))
+    b, sfb = _weights(21, 1, n, k, "u8")
+    b = fc(b[0].clone())
+    d = fc(torch.empty(m, n, dtype=torch.bfloat16))
+    mem = sfb[0].numpy().copy()  # memory that outlives the tensors viewing it
+    s1 = torch.from_numpy(mem)
+    ptr, ver = s1.data_ptr(), s1._version
+    dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (b, fc(s1)), d)
+    del s1
+    gc.collect()
+    mem += 2  # new scales (x4) written where the old ones were, by a write torch does not see
+    s2 = torch.from_numpy(mem)
+    assert s2.data_ptr() == ptr and s2._version == ver
+    dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (b, fc(s2)), d)
+    assert sum(c[0] == "repack" for c in emu.calls) == 2
+    _check(d, _deq_a(a, sfa, 128) @ _deq_b(b, s2).T)
+    assert dg.weight_cache_info()["entries"] == 1
+    del s2
+    gc.collect()
+    assert dg.weight_cache_info()["entries"] == 0  # freed scales drop their entry too
+
+
+def test_weight_cache_in_place_updates(emu, monkeypatch):
+    # param.data.copy_() (vLLM/SGLang weight loaders, RL weight syncs) does not bump the version
+    # counter: clear_weight_cache() is the documented way to drop the stale repack, and
+    # HFP4_WEIGHT_CACHE=0 repacks at every call
+    m, n, k = 8, 64, 256
+    a, sfa = _acts(22, (m, k))
+    w1, s1 = _weights(23, 1, n, k)
+    w2, s2 = _weights(24, 1, n, k)
+    W = torch.nn.Parameter(w1[0].clone(), requires_grad=False)
+    S = torch.nn.Parameter(s1[0].clone(), requires_grad=False)
+    d = fc(torch.empty(m, n, dtype=torch.bfloat16))
+
+    def run():
+        dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(W.detach()), fc(S.detach())), d)
+
+    def repacks():
+        return sum(c[0] == "repack" for c in emu.calls)
+
+    run()
+    _check(d, _deq_a(a, sfa, 128) @ _deq_b(w1[0], s1[0]).T)
+    W.data.copy_(w2[0])
+    S.data.copy_(s2[0])
+    dg.clear_weight_cache()
+    run()
+    assert repacks() == 2
+    _check(d, _deq_a(a, sfa, 128) @ _deq_b(w2[0], s2[0]).T)
+
+    monkeypatch.setenv("HFP4_WEIGHT_CACHE", "0")
+    assert not dg.weight_cache_enabled()
+    dg.clear_weight_cache()
+    run()
+    W.data.copy_(w1[0])
+    S.data.copy_(s1[0])
+    run()  # no clear_weight_cache(): repacked anyway
+    assert repacks() == 4 and dg.weight_cache_info()["entries"] == 0
+    _check(d, _deq_a(a, sfa, 128) @ _deq_b(w1[0], s1[0]).T)
+    monkeypatch.setenv("HFP4_WEIGHT_CACHE", "1")
+    run()
+    run()
+    assert repacks() == 5 and dg.weight_cache_info()["entries"] == 1
+
+
 @pytest.mark.parametrize("sf_kind", ["fp32", "e8m0"])
 def test_fp8_weights_dense(emu, sf_kind):
     # DeepGEMM's fp8_gemm_nt on SM90: FP8 weights under 128 x 128 block scales, passed through as they
