@@ -33,7 +33,11 @@ pass (up to 4096 experts; HFP4_EXPERTS_FUSED_GATE=0 runs the module's
 own _apply_gate instead). HFP4_EXPERTS_GLUE=0, or more experts,
 selects torch's (a sort, scatters, two quantizations, gathers, a sum: ~40 small kernels, ~100-200 us
 more a decode step on the H200; bench/RESULTS.md v25). Requests hfp4 cannot serve raise ``NotImplementedError``
-(transformers' callers fall back), bad arguments ``ValueError``, both naming the argument.
+(transformers' callers fall back), bad arguments ``ValueError``, both naming the argument. Refused:
+``activation_scheme = "static"``, ``is_transposed``, ``has_bias``, a post-expert norm
+(``has_post_expert_norm`` / ``post_expert_norm``), an ``activation_format`` other than None, "fp8" or
+"mxfp8" (those three are all served with the FP8 quantization above), and weights other than FP4. The
+weights must hold ``num_experts`` experts (ValueError otherwise).
 """
 import os
 import weakref
@@ -56,6 +60,12 @@ def _torch():
     return torch
 
 
+# transformers' activation_format values this forward serves: None (the weights' default) and the FP8
+# formats; hfp4 quantizes the activations itself (per token, FP32 scales: see the module docstring).
+# "bf16" (weight-only), "mxfp4", "nvfp4" and anything else are refused so that transformers falls back.
+_ACTIVATION_FORMATS = (None, "fp8", "mxfp8")
+
+
 def _check_module(module, hidden_states, top_k_index, top_k_weights):
     torch = _torch()
     if getattr(module, "activation_scheme", "dynamic") == "static":
@@ -65,12 +75,24 @@ def _check_module(module, hidden_states, top_k_index, top_k_weights):
         raise L.unsupported("hfp4 experts: is_transposed = True ([E, K, N] weights) is not supported")
     if getattr(module, "has_bias", False):
         raise L.unsupported("hfp4 experts: has_bias = True is not supported")
+    if getattr(module, "has_post_expert_norm", False) or getattr(module, "post_expert_norm", None) is not None:
+        raise L.unsupported("hfp4 experts: the module has a post-expert norm (post_expert_norm, applied to each "
+                            "expert's output before the routing weights), which hfp4's forward does not apply")
+    activation_format = getattr(module, "activation_format", None)
+    if activation_format not in _ACTIVATION_FORMATS:
+        raise L.unsupported("hfp4 experts: activation_format = %r is not supported (hfp4 quantizes activations to "
+                            "FP8 itself: None, 'fp8' or 'mxfp8')" % (activation_format,))
     has_gate = getattr(module, "has_gate", True)
+    up_name = "gate_up_proj" if has_gate else "up_proj"
     up = module.gate_up_proj if has_gate else module.up_proj
-    for name, w in (("gate_up_proj" if has_gate else "up_proj", up), ("down_proj", module.down_proj)):
+    for name, w in ((up_name, up), ("down_proj", module.down_proj)):
         if w.dtype not in (torch.int8, torch.uint8):
             raise L.unsupported("hfp4 experts: %s.dtype = %s; only FP4 (int8-packed e2m1) expert weights have "
                                 "an hfp4 grouped kernel" % (name, w.dtype))
+    E = int(module.num_experts)
+    if up.dim() != 3 or module.down_proj.dim() != 3 or up.shape[0] != E or module.down_proj.shape[0] != E:
+        raise L.invalid_argument("hfp4 experts: num_experts = %d, but %s has shape %s and down_proj %s (both must be "
+                                 "[num_experts, N, K/2])" % (E, up_name, tuple(up.shape), tuple(module.down_proj.shape)))
     if hidden_states.dim() != 2:
         raise L.invalid_argument("hfp4 experts: hidden_states must be 2D [tokens, hidden], got shape %s"
                                  % (tuple(hidden_states.shape),))

@@ -130,6 +130,44 @@ def test_refusals(emu):
     assert tuple(empty.shape) == (0, 128) and not emu.calls
 
 
+def test_refuses_post_expert_norm_and_activation_formats(emu):
+    # newer transformers' FineGrainedExperts: a per-expert output norm, an explicit activation_format;
+    # what hfp4 does not compute is refused with NotImplementedError so transformers falls back
+    x, idx, w = fc(torch.randn(2, 128)), fc(torch.zeros(2, 1, dtype=torch.int64)), fc(torch.ones(2, 1))
+    mod = _Experts(2, 128, 64, 3)
+    mod.has_post_expert_norm, mod.post_expert_norm = False, None  # (as transformers initializes them)
+    assert X.experts_forward(mod, x, idx, w).shape == (2, 128)
+    mod.post_expert_norm = torch.nn.LayerNorm(128)
+    with pytest.raises(NotImplementedError, match="post_expert_norm"):
+        X.experts_forward(mod, x, idx, w)
+    mod.post_expert_norm = None
+    mod.has_post_expert_norm = True
+    with pytest.raises(NotImplementedError, match="post_expert_norm"):
+        X.experts_forward(mod, x, idx, w)
+    mod.has_post_expert_norm = False
+    for fmt in ("bf16", "mxfp4", "nvfp4", "something"):
+        mod.activation_format = fmt
+        with pytest.raises(NotImplementedError, match="activation_format"):
+            X.experts_forward(mod, x, idx, w)
+    for fmt in (None, "fp8", "mxfp8"):
+        mod.activation_format = fmt
+        assert X.experts_forward(mod, x, idx, w).shape == (2, 128)
+    assert sum(c[0] == "gemm" for c in emu.calls) == 2 * 4  # (the four accepted calls ran, two GEMMs each)
+
+
+def test_expert_count_must_match_weights(emu):
+    x, idx, w = fc(torch.randn(2, 128)), fc(torch.zeros(2, 1, dtype=torch.int64)), fc(torch.ones(2, 1))
+    mod = _Experts(2, 128, 64, 3)
+    mod.num_experts = 3  # (ids up to 2 would be routed to an expert the weights do not hold)
+    with pytest.raises(ValueError, match=r"num_experts = 3.*gate_up_proj has shape \(2, 128, 64\).*down_proj"):
+        X.experts_forward(mod, x, idx, w)
+    mod = _Experts(2, 128, 64, 3)
+    mod.down_proj, mod.down_proj_scale_inv = mod.down_proj[:1], mod.down_proj_scale_inv[:1]
+    with pytest.raises(ValueError, match="num_experts = 2"):
+        X.experts_forward(mod, x, idx, w)
+    assert not emu.calls
+
+
 def test_register():
     fg = pytest.importorskip("transformers.integrations.finegrained_fp8")
     assert X.register("hfp4_test") == "hfp4_test"
