@@ -122,6 +122,7 @@ def _routed_layout(ids, num_experts):
     segment starts at a multiple of the alignment. m_pad is a bound known on the host (no sync)."""
     torch = _torch()
     S, E, A = ids.numel(), num_experts, _alignment()
+    ids = ids.long()  # (narrow ids, uint8/int8/int16: torch's scatters take int64 indices, and E may not fit)
     ids = torch.where((ids < 0) | (ids >= E), torch.full_like(ids, E), ids)
     sorted_ids, perm = torch.sort(ids, stable=True)
     counts = ids.new_zeros(E + 1).scatter_add_(0, sorted_ids, torch.ones_like(sorted_ids))

@@ -168,6 +168,37 @@ def test_expert_count_must_match_weights(emu):
     assert not emu.calls
 
 
+@pytest.mark.parametrize("glue", ["torch", "library", "fused"])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32])
+def test_narrow_expert_ids(emu, monkeypatch, glue, dtype):
+    # routers may hand narrow integer ids; every glue takes them, sentinels included
+    E, H, I = 4, 256, 128
+    mod = _Experts(E, H, I, 5)
+    _use_glue(monkeypatch, mod, glue)
+    g = torch.Generator().manual_seed(3)
+    T, k = 5, 3
+    x = torch.randn(T, H, generator=g).to(torch.bfloat16)
+    idx = torch.randint(0, E, (T, k), generator=g)
+    idx[0, 0], idx[1, 1] = E, 100  # expert-parallel sentinels
+    if dtype != torch.uint8:
+        idx[2, 2] = -1
+    wts = torch.rand(T, k, generator=g)
+    ref = _reference(mod, x, idx, wts, 128)
+    got = X.experts_forward(mod, fc(x), fc(idx.to(dtype)), fc(wts)).double()
+    assert torch.isfinite(got).all()
+    assert torch.linalg.norm(got - ref) <= 1e-2 * torch.linalg.norm(ref)
+
+
+def test_routed_layout_narrow_ids():
+    ids = torch.tensor([2, 0, 5, 2, 255, 0, 2], dtype=torch.uint8)
+    perm, sorted_ids, pos, layout, m_pad = X._routed_layout(ids, 3)
+    assert sorted_ids.tolist() == [0, 0, 2, 2, 2, 3, 3]
+    assert pos.tolist()[:5] == [0, 1, 128, 129, 130]
+    # more experts than uint8 holds: the sentinel E must not wrap
+    perm, sorted_ids, pos, layout, m_pad = X._routed_layout(torch.tensor([3, 255, 1], dtype=torch.uint8), 300)
+    assert sorted_ids.tolist() == [1, 3, 255]
+
+
 def test_register():
     fg = pytest.importorskip("transformers.integrations.finegrained_fp8")
     assert X.register("hfp4_test") == "hfp4_test"
