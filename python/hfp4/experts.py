@@ -1,12 +1,13 @@
 """hfp4.experts - a transformers experts backend: DeepSeek-V4's FP4 experts on Hopper through hfp4.
 
-transformers runs a fine-grained FP8/FP4 experts module (``FP8Experts``: ``gate_up_proj`` int8
+transformers runs a fine-grained FP8/FP4 experts module (``FP8Experts``, ``FineGrainedExperts`` in
+newer versions: ``gate_up_proj`` int8
 [E, 2I, H/2] with ``gate_up_proj_scale_inv`` UE8M0 [E, 2I, H/32], ``down_proj`` int8 [E, H, I/2]
 with ``down_proj_scale_inv`` [E, H, I/32]) through a function picked by name from its experts
 interface. Its "deepgemm" function refuses FP4 weights below Blackwell; this one serves them on SM90:
 
     import hfp4.experts
-    hfp4.experts.register()                      # adds "hfp4" to transformers' FP8 experts functions
+    hfp4.experts.register()                      # adds "hfp4" to transformers' fine-grained experts functions
     model.set_experts_implementation("hfp4")     # or from_pretrained(..., experts_implementation="hfp4")
 
 ``experts_forward(module, hidden_states [T, H], top_k_index [T, k], top_k_weights [T, k])`` returns
@@ -213,7 +214,8 @@ def _fused_gate(module):
     """(limit, gate|up layout) when the module's activation is the clamped SwiGLU that
     hfp4_moe_swiglu_quantize_rows computes, else None (the module's own _apply_gate runs). The limit
     is the module's ``limit`` (transformers' FP8Experts and DeepSeek-V4 experts: the config's
-    swiglu_limit; none: inf) or a declared ``hfp4_swiglu_limit`` (a number > 0, inf for none); either
+    swiglu_limit; none: inf), or its ``swiglu_limit`` where it has no ``limit`` (transformers'
+    newer FineGrainedExperts) or a declared ``hfp4_swiglu_limit`` (a number > 0, inf for none); either
     way _apply_gate must compute that SwiGLU on a probe row (_clamped_swiglu_layout). A declared
     limit the gate does not match is an error. HFP4_EXPERTS_FUSED_GATE=0 turns the fusion off."""
     if os.environ.get("HFP4_EXPERTS_FUSED_GATE", "1") == "0" or not getattr(module, "has_gate", True):
@@ -235,7 +237,8 @@ def _fused_gate(module):
                                      "_apply_gate does not compute silu(min(gate, %r)) * clamp(up, +-%r)"
                                      % (declared, limit, limit))
         return limit, layout
-    limit = getattr(module, "limit", None)
+    # (transformers' FP8Experts: `limit`; its newer FineGrainedExperts: only `swiglu_limit`)
+    limit = module.limit if hasattr(module, "limit") else getattr(module, "swiglu_limit", None)
     try:
         limit = float("inf") if limit is None else float(limit)
     except (TypeError, ValueError):
@@ -352,13 +355,49 @@ def experts_forward(self, hidden_states, top_k_index, top_k_weights, gran_k=128)
     return y[inv].view(T, k, H).sum(1).to(hidden_states.dtype)
 
 
+# transformers' registries of fine-grained (FP8/FP4) experts functions, newest first: (module, interface
+# class, its instance). Recent transformers: transformers.integrations.finegrained (a module, or a
+# package whose __init__ exports only the instance); earlier: transformers.integrations.finegrained_fp8.
+_EXPERTS_INTERFACES = (
+    ("transformers.integrations.finegrained", "FineGrainedExpertsInterface", "ALL_FINEGRAINED_EXPERTS_FUNCTIONS"),
+    ("transformers.integrations.finegrained_fp8", "FP8ExpertsInterface", "ALL_FP8_EXPERTS_FUNCTIONS"),
+)
+
+
+def _experts_registries():
+    """([registry objects to register with], [why each path was not usable])"""
+    import importlib
+    found, missing = [], []
+    for modname, cls_name, inst_name in _EXPERTS_INTERFACES:
+        try:
+            mod = importlib.import_module(modname)
+        except Exception as e:  # (ImportError, or a transformers whose module fails to import)
+            missing.append("%s: %s" % (modname, e))
+            continue
+        # the instance transformers dispatches through; register() on it is transformers'
+        # classmethod (updates the class-wide mapping) or, where it is not, updates that instance
+        target = getattr(mod, inst_name, None)
+        if target is None:
+            target = getattr(mod, cls_name, None)
+        if target is None or not callable(getattr(target, "register", None)):
+            missing.append("%s has neither %s nor %s" % (modname, inst_name, cls_name))
+            continue
+        cls = target if isinstance(target, type) else type(target)
+        if all(cls is not (t if isinstance(t, type) else type(t)) for t in found):  # (one module re-exporting the other)
+            found.append(target)
+    return found, missing
+
+
 def register(name="hfp4"):
-    """Adds experts_forward to transformers' FP8/FP4 experts functions under `name`, so that
-    ``model.set_experts_implementation(name)`` selects it. Returns the name."""
-    try:
-        from transformers.integrations.finegrained_fp8 import FP8ExpertsInterface
-    except ImportError as e:
-        raise L.unsupported("hfp4 experts: transformers with FP8ExpertsInterface "
-                            "(transformers.integrations.finegrained_fp8) is needed: %s" % (e,))
-    FP8ExpertsInterface.register(name, experts_forward)
+    """Adds experts_forward to transformers' fine-grained FP8/FP4 experts functions under `name`, so
+    that ``model.set_experts_implementation(name)`` (or ``experts_implementation=name``) selects it.
+    Registers with every registry the installed transformers has: ALL_FINEGRAINED_EXPERTS_FUNCTIONS
+    (transformers.integrations.finegrained, recent versions) and ALL_FP8_EXPERTS_FUNCTIONS
+    (transformers.integrations.finegrained_fp8, earlier ones). Returns the name."""
+    found, missing = _experts_registries()
+    if not found:
+        raise L.unsupported("hfp4 experts: transformers with a fine-grained experts interface is needed "
+                            "(FineGrainedExpertsInterface or FP8ExpertsInterface): %s" % "; ".join(missing))
+    for target in found:
+        target.register(name, experts_forward)
     return name

@@ -348,6 +348,118 @@ def test_declared_swiglu_limit():
         X._fused_swiglu_limit(inter)
 
 
+class _FineGrainedStyleExperts(_Experts):
+    """newer transformers' FineGrainedExperts: no `limit`, the clamp in `swiglu_limit`, gate|up rows
+    interleaved, the post-expert norm and activation_format attributes at their defaults"""
+
+    def __init__(self, E, H, I, seed, swiglu_limit=7.0):
+        super().__init__(E, H, I, seed)
+        del self.limit
+        self.swiglu_limit, self.swiglu_alpha = swiglu_limit, None
+        self.has_post_expert_norm, self.post_expert_norm, self.activation_format = False, None, None
+
+    def _apply_gate(self, gate_up):
+        gate, up = gate_up[..., 0::2], gate_up[..., 1::2]
+        if self.swiglu_limit is not None:
+            gate = gate.clamp(max=self.swiglu_limit)
+            up = up.clamp(min=-self.swiglu_limit, max=self.swiglu_limit)
+        return self.act_fn(gate) * up
+
+
+def test_fused_gate_reads_swiglu_limit(emu, monkeypatch):
+    mod = _FineGrainedStyleExperts(4, 256, 128, 8)
+    assert not hasattr(mod, "limit")
+    assert X._fused_gate(mod) == (7.0, hfp4._lib.GATE_UP_INTERLEAVED)
+    mod.swiglu_limit = None  # (no clamp: the plain SwiGLU)
+    assert X._fused_gate(mod) == (float("inf"), hfp4._lib.GATE_UP_INTERLEAVED)
+    # (gpt-oss's gate reads swiglu_alpha; this _apply_gate ignores it, and the probe follows the gate)
+    mod.swiglu_limit, mod.swiglu_alpha = 7.0, 1.702
+    assert X._fused_gate(mod) == (7.0, hfp4._lib.GATE_UP_INTERLEAVED)
+    mod = _FineGrainedStyleExperts(4, 256, 128, 8)
+    mod.limit = 5.0  # `limit` wins where both exist (transformers' FP8Experts sets both to the same value)
+    assert X._fused_gate(mod) is None  # (this gate clamps at swiglu_limit = 7: not fused at 5)
+    # the forward with the fused gate matches the module's own gate, token by token
+    mod = _FineGrainedStyleExperts(4, 256, 128, 8)
+    monkeypatch.setenv("HFP4_EXPERTS_GLUE", "1")
+    monkeypatch.setenv("HFP4_EXPERTS_FUSED_GATE", "1")
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(6, 256, generator=g).to(torch.bfloat16)
+    idx = torch.randint(0, 4, (6, 2), generator=g)
+    wts = torch.rand(6, 2, generator=g)
+    got = X.experts_forward(mod, fc(x), fc(idx), fc(wts)).double()
+    ref = _reference(mod, x, idx, wts, 128)
+    assert torch.linalg.norm(got - ref) <= 1e-2 * torch.linalg.norm(ref)
+
+
+class _FakeInterface:
+    """transformers' GeneralInterface as far as register() uses it: a class-wide mapping that the
+    classmethod register() updates, read through an instance"""
+    _global_mapping = {}
+
+    def __init__(self):
+        self._local_mapping = {}
+
+    def __getitem__(self, key):
+        return self._local_mapping[key] if key in self._local_mapping else self._global_mapping[key]
+
+    @classmethod
+    def register(cls, key, value):
+        cls._global_mapping.update({key: value})
+
+
+def _fake_transformers(monkeypatch, new=None, old=True):
+    """sys.modules entries for the two import paths: new None (absent), "module" (finegrained.py with
+    the class and its instance) or "package" (finegrained/__init__.py exporting only the instance);
+    old: finegrained_fp8 with FP8ExpertsInterface, or absent. Returns (new interface, old interface)."""
+    import sys
+    import types
+    new_if = old_if = None
+    if new is None:
+        monkeypatch.setitem(sys.modules, "transformers.integrations.finegrained", None)
+    else:
+        new_if = type("FineGrainedExpertsInterface", (_FakeInterface,), {"_global_mapping": {"deepgemm": len}})
+        mod = types.ModuleType("transformers.integrations.finegrained")
+        mod.ALL_FINEGRAINED_EXPERTS_FUNCTIONS = new_if()
+        if new == "module":
+            mod.FineGrainedExpertsInterface = new_if
+        monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    if not old:
+        monkeypatch.setitem(sys.modules, "transformers.integrations.finegrained_fp8", None)
+    else:
+        old_if = type("FP8ExpertsInterface", (_FakeInterface,), {"_global_mapping": {"deepgemm": len}})
+        mod = types.ModuleType("transformers.integrations.finegrained_fp8")
+        mod.FP8ExpertsInterface, mod.ALL_FP8_EXPERTS_FUNCTIONS = old_if, old_if()
+        monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    return new_if, old_if
+
+
+@pytest.mark.parametrize("new", [None, "module", "package"])
+@pytest.mark.parametrize("old", [True, False])
+def test_register_import_paths(monkeypatch, new, old):
+    new_if, old_if = _fake_transformers(monkeypatch, new, old)
+    if new is None and not old:
+        with pytest.raises(NotImplementedError, match="finegrained"):
+            X.register("hfp4_paths")
+        return
+    assert X.register("hfp4_paths") == "hfp4_paths"
+    for iface in (new_if, old_if):
+        if iface is not None:  # (registered class-wide: every instance, new or old, dispatches to it)
+            assert iface()["hfp4_paths"] is X.experts_forward and iface()["deepgemm"] is len
+
+
+def test_register_same_interface_once(monkeypatch):
+    # a transformers whose finegrained_fp8 re-exports the new interface: registered once
+    import sys
+    new_if, _ = _fake_transformers(monkeypatch, "module", old=False)
+    calls = []
+    monkeypatch.setattr(new_if, "register", classmethod(lambda cls, k, v: calls.append(k)))
+    shim = type(sys)("transformers.integrations.finegrained_fp8")
+    shim.FP8ExpertsInterface, shim.ALL_FP8_EXPERTS_FUNCTIONS = new_if, new_if()
+    monkeypatch.setitem(sys.modules, shim.__name__, shim)
+    X.register("hfp4_once")
+    assert calls == ["hfp4_once"]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("glue", ["torch", "library", "fused"])
 def test_gpu_transformers_module(monkeypatch, glue):
