@@ -52,6 +52,12 @@ must only be called once those graphs are destroyed.
 A repacked buffer takes about the FP4 weights' size plus their scales. To avoid the cache, repack
 yourself with :func:`repack_weights` and pass the result as ``b``.
 
+DeepGEMM's other names: its layout and quantization helpers (also in ``hfp4.deep_gemm.utils``,
+with ``ceil_to_ue8m0`` and ``pack_ue8m0_to_int`` at the top level as DeepGEMM exports them), its
+configuration calls (``set_num_sms``/``get_num_sms``, ``set_pdl``/``get_pdl``,
+``set_ignore_compile_dims``, the mk alignment: accepted; hfp4's kernels always use every SM) and its
+alias names. DeepGEMM 2.8's ``alpha`` keyword is accepted as None (other values: ``Unsupported``).
+
 Errors: ``InvalidArgument`` (a ValueError whose message contains "Assertion", as DeepGEMM's host
 assertions) for contract violations; ``Unsupported`` (a NotImplementedError) for well-formed requests
 hfp4 has no kernel for (FP4 activations, MN-major FP4, a non-SM90 device, FP8 weights beyond the
@@ -83,6 +89,9 @@ __all__ = [
     "get_mk_alignment_for_contiguous_layout", "set_mk_alignment_for_contiguous_layout",
     "get_m_alignment_for_contiguous_layout", "get_k_alignment_for_contiguous_layout",
     "get_theoretical_mk_alignment_for_contiguous_layout", "utils", "ceil_div", "align", "SM90Weights",
+    "get_num_sms", "set_num_sms", "ceil_to_ue8m0", "pack_ue8m0_to_int",
+    "fp8_fp4_gemm_nn", "fp8_fp4_gemm_tn", "fp8_fp4_gemm_tt", "m_grouped_fp8_fp4_gemm_nn_contiguous",
+    "fp4_gemm_nt", "m_grouped_fp4_gemm_nt_contiguous", "m_grouped_fp4_gemm_nt_masked",
 ]
 
 # ------------------------------------------------------------------------------------------------
@@ -139,8 +148,58 @@ get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
 get_k_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
 
 
-def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None) -> int:
-    """DeepGEMM's value on every architecture but SM100: 128."""
+# ------------------------------------------------------------------------------------------------
+# SM count (DeepGEMM's set_num_sms / get_num_sms)
+# ------------------------------------------------------------------------------------------------
+
+_num_sms = None
+
+
+def set_num_sms(new_num_sms) -> None:
+    """DeepGEMM's set_num_sms: the number of SMs its kernels may occupy (to leave SMs to kernels that
+    overlap them, e.g. communication). Accepted and recorded for compatibility (:func:`get_num_sms`
+    returns it), but hfp4's kernels always use every SM of the device: the value does not limit
+    them. A positive integer, at most the current device's SM count where torch sees a GPU (as
+    DeepGEMM asserts). Global state, as in DeepGEMM."""
+    global _num_sms
+    try:
+        n = None if isinstance(new_num_sms, bool) else operator.index(new_num_sms)
+    except TypeError:
+        n = None
+    if n is None or n <= 0:
+        raise L.invalid_argument("set_num_sms: %r must be a positive integer" % (new_num_sms,))
+    device_sms = _device_num_sms()
+    if device_sms is not None and n > device_sms:
+        raise L.invalid_argument("set_num_sms: %d exceeds the device's %d SMs" % (n, device_sms))
+    _num_sms = n
+
+
+def _device_num_sms():
+    """The current CUDA device's SM count through torch, or None without torch or a GPU."""
+    try:
+        torch = _t()
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count)
+
+
+def get_num_sms() -> int:
+    """DeepGEMM's get_num_sms: the value given to :func:`set_num_sms`, else the current CUDA device's
+    SM count (through torch). hfp4's kernels use every SM either way. Raises NoDevice where neither
+    exists (no set_num_sms call, and torch sees no GPU)."""
+    if _num_sms is not None:
+        return _num_sms
+    n = _device_num_sms()
+    if n is None:
+        raise L.make_error(L.ERR_NO_DEVICE, "get_num_sms: torch sees no CUDA device (and set_num_sms was not called)")
+    return n
+
+
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None, num_groups=None) -> int:
+    """DeepGEMM's value on every architecture but SM100: 128 (expected_m and num_groups, DeepGEMM's
+    hints for SM100, are accepted and do not change it)."""
     return L.DEFAULT_M_ALIGNMENT
 
 
@@ -461,6 +520,13 @@ def _launch(p, device, d=None, copy_c=None):
         L.check(L.lib().hfp4_gemm(byref(p), _stream(device)))
 
 
+def _check_alpha(alpha):
+    """DeepGEMM 2.8's alpha (D = alpha * A B^T + C; SM100 only there, an assertion on SM90)"""
+    if alpha is not None:
+        raise L.unsupported("alpha = %r: hfp4's SM90 GEMMs have no output scale (DeepGEMM's alpha is SM100-only); "
+                            "pass alpha=None" % (alpha,))
+
+
 def _weights_n(b):
     if isinstance(b, SM90Weights):
         return b.n, b.num_groups
@@ -469,12 +535,15 @@ def _weights_n(b):
 
 
 def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="nk",
-                    disable_ue8m0_cast=False):
+                    disable_ue8m0_cast=False, alpha=None):
     """D[M, N] = C + A[M, K] @ B[N, K]^T with FP8 A and FP4 B (DeepGEMM's fp8_fp4_gemm_nt), or FP8 B [N, K]
     under 128 x 128 block scales (its fp8_gemm_nt on SM90), which hfp4_gemm runs where the library's
     FP8-weight path is on (Unsupported otherwise).
-    compiled_dims and disable_ue8m0_cast are accepted for compatibility and have no effect."""
+    compiled_dims and disable_ue8m0_cast are accepted for compatibility and have no effect. alpha
+    (DeepGEMM's output scale, an SM100 feature there) must be None: any other value raises
+    Unsupported (NotImplementedError), so callers fall back."""
     _t()
+    _check_alpha(alpha)
     A, SFA = _pair("a", a)
     gran_k_a, gran_b = resolve_recipes(recipe, recipe_a, recipe_b)
     fp8_b = _is_fp8_weights(b)  # DeepGEMM's fp8_gemm_nt (the legacy name is this function)
@@ -635,22 +704,25 @@ def _transposed(name, pair, dims=(-2, -1)):
 # assert the same), so these serve callers whose [K, N] / [K, M] tensors are transposed views of
 # K-major ones. Unsupported otherwise, naming the operand.
 def fp8_fp4_gemm_nn(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="nk",
-                    disable_ue8m0_cast=False):
+                    disable_ue8m0_cast=False, alpha=None):
     """fp8_fp4_gemm_nt with B passed as [K, N] (and its scales transposed alike)"""
+    _check_alpha(alpha)
     return fp8_fp4_gemm_nt(a, _transposed("b", b), d, c, recipe, recipe_a, recipe_b, compiled_dims,
                            disable_ue8m0_cast)
 
 
 def fp8_fp4_gemm_tn(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="mn",
-                    disable_ue8m0_cast=False):
+                    disable_ue8m0_cast=False, alpha=None):
     """fp8_fp4_gemm_nt with A passed as [K, M] and B as [K, N] (scales transposed alike)"""
+    _check_alpha(alpha)
     return fp8_fp4_gemm_nt(_transposed("a", a), _transposed("b", b), d, c, recipe, recipe_a, recipe_b,
                            compiled_dims, disable_ue8m0_cast)
 
 
 def fp8_fp4_gemm_tt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, compiled_dims="mn",
-                    disable_ue8m0_cast=False):
+                    disable_ue8m0_cast=False, alpha=None):
     """fp8_fp4_gemm_nt with A passed as [K, M] (its scales transposed alike)"""
+    _check_alpha(alpha)
     return fp8_fp4_gemm_nt(_transposed("a", a), b, d, c, recipe, recipe_a, recipe_b, compiled_dims,
                            disable_ue8m0_cast)
 
@@ -684,7 +756,11 @@ def set_ignore_compile_dims(ignore):
     nothing at run time: accepted, no effect."""
 
 
-# DeepGEMM's legacy names are the same functions.
+# DeepGEMM's legacy and FP4 alias names are the same functions (the FP4 names take FP4 activations
+# in DeepGEMM, which hfp4 refuses with Unsupported: it has FP8-activation kernels only).
+fp4_gemm_nt = fp8_fp4_gemm_nt
+m_grouped_fp4_gemm_nt_contiguous = m_grouped_fp8_fp4_gemm_nt_contiguous
+m_grouped_fp4_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
 fp8_gemm_nt = fp8_fp4_gemm_nt
 fp8_gemm_nn = fp8_fp4_gemm_nn
 fp8_gemm_tn = fp8_fp4_gemm_tn
@@ -908,14 +984,15 @@ def transform_sf_into_required_layout(sf, mn, k, recipe=None, num_groups=None, i
 # ------------------------------------------------------------------------------------------------
 
 
-def _ceil_to_ue8m0(x):
+def ceil_to_ue8m0(x):
+    """DeepGEMM's ceil_to_ue8m0: |x| rounded up to a power of two (as float32), clamped to [2^-126, 2^127]."""
     torch = _t()
     bits = x.abs().float().view(torch.int)
     exp = ((bits >> 23) & 0xFF) + (bits & 0x7FFFFF).bool().int()
     return (exp.clamp(1, 254) << 23).view(torch.float)
 
 
-def _pack_ue8m0_to_int(x):
+def pack_ue8m0_to_int(x):
     """FP32 powers of two [..., n] -> int32 [..., ceil(n/4)], byte j of word p the exponent of
     element 4p+j; missing elements pad with 1.0 (byte 127) like DeepGEMM's Python helper."""
     torch = _t()
@@ -946,9 +1023,9 @@ def per_token_cast_to_fp8(x, use_ue8m0, gran_k=128, use_packed_ue8m0=False):
         x_view = x_padded.view(m, padded_n // gran_k, gran_k)
     x_amax = x_view.abs().float().amax(dim=2).view(m, padded_n // gran_k).clamp(1e-4)
     sf = x_amax / 448.0
-    sf = _ceil_to_ue8m0(sf) if use_ue8m0 else sf
+    sf = ceil_to_ue8m0(sf) if use_ue8m0 else sf
     x_fp8 = (x_view * (1.0 / sf.unsqueeze(2))).to(torch.float8_e4m3fn).view(m, padded_n)[:, :n].contiguous()
-    return x_fp8, (_pack_ue8m0_to_int(sf) if use_packed_ue8m0 else sf)
+    return x_fp8, (pack_ue8m0_to_int(sf) if use_packed_ue8m0 else sf)
 
 
 def per_channel_cast_to_fp8(x, use_ue8m0, gran_k=128):
@@ -960,7 +1037,7 @@ def per_channel_cast_to_fp8(x, use_ue8m0, gran_k=128):
     x_view = x.view(-1, gran_k, n)
     x_amax = x_view.abs().float().amax(dim=1).view(-1, n).clamp(1e-4)
     sf = x_amax / 448.0
-    sf = _ceil_to_ue8m0(sf) if use_ue8m0 else sf
+    sf = ceil_to_ue8m0(sf) if use_ue8m0 else sf
     return (x_view * (1.0 / sf.unsqueeze(1))).to(torch.float8_e4m3fn).view(m, n), sf
 
 
@@ -975,7 +1052,7 @@ def per_block_cast_to_fp8(x, use_ue8m0, gran_k=128):
     x_view = x_padded.view(-1, gran_k, x_padded.size(1) // gran_k, gran_k)
     x_amax = x_view.abs().float().amax(dim=(1, 3), keepdim=True).clamp(1e-4)
     sf = x_amax / 448.0
-    sf = _ceil_to_ue8m0(sf) if use_ue8m0 else sf
+    sf = ceil_to_ue8m0(sf) if use_ue8m0 else sf
     x_scaled = (x_view * (1.0 / sf)).to(torch.float8_e4m3fn)
     return x_scaled.view_as(x_padded)[:m, :n].contiguous(), sf.view(x_view.size(0), x_view.size(2))
 
@@ -1007,12 +1084,12 @@ def per_token_cast_to_fp4(x, use_ue8m0, gran_k=128, use_packed_ue8m0=False):
     x_view = x_padded.view(m, -1, gran_k)
     x_amax = x_view.abs().float().amax(dim=2).clamp_min(1e-4)
     sf = x_amax / 6.0
-    sf = _ceil_to_ue8m0(sf) if use_ue8m0 else sf
+    sf = ceil_to_ue8m0(sf) if use_ue8m0 else sf
     x_scaled = x_view * (1.0 / sf.unsqueeze(2))
     codes = _quantize_to_fp4_e2m1(x_scaled).view(m, padded_n)
     codes2 = codes.view(m, padded_n // 2, 2)
     packed = (codes2[:, :, 0] & 0x0F) | ((codes2[:, :, 1] & 0x0F) << 4)
-    return packed[:, :n // 2].contiguous(), (_pack_ue8m0_to_int(sf) if use_packed_ue8m0 else sf)
+    return packed[:, :n // 2].contiguous(), (pack_ue8m0_to_int(sf) if use_packed_ue8m0 else sf)
 
 
 def transpose_packed_fp4(a):
@@ -1030,7 +1107,7 @@ def transpose_packed_fp4(a):
 
 utils = types.ModuleType(__name__ + ".utils", "DeepGEMM's deep_gemm.utils names over torch tensors (hfp4).")
 for _name, _obj in {
-    "ceil_div": ceil_div, "align": align, "ceil_to_ue8m0": _ceil_to_ue8m0, "pack_ue8m0_to_int": _pack_ue8m0_to_int,
+    "ceil_div": ceil_div, "align": align, "ceil_to_ue8m0": ceil_to_ue8m0, "pack_ue8m0_to_int": pack_ue8m0_to_int,
     "per_token_cast_to_fp8": per_token_cast_to_fp8, "per_channel_cast_to_fp8": per_channel_cast_to_fp8,
     "per_block_cast_to_fp8": per_block_cast_to_fp8, "per_token_cast_to_fp4": per_token_cast_to_fp4,
     "transpose_packed_fp4": transpose_packed_fp4,

@@ -95,3 +95,61 @@ def test_transformers_required_names_exist_and_fall_back():
     for fn in (dg.m_grouped_bf16_gemm_nt_contiguous, dg.fp8_fp4_mega_moe, dg.SymmBuffer):
         with pytest.raises(NotImplementedError):
             fn(None, None)
+
+
+def test_deepgemm_28_names_and_signatures():
+    # DeepGEMM 2.8 (deep_gemm/__init__.py, csrc/apis/*.hpp): the SM-count calls, the math helpers at
+    # the top level, alpha on the dense GEMMs, num_groups on the theoretical alignment, FP4 aliases
+    import inspect
+    for name in ("get_num_sms", "set_num_sms", "ceil_to_ue8m0", "pack_ue8m0_to_int", "fp4_gemm_nt",
+                 "m_grouped_fp4_gemm_nt_contiguous", "m_grouped_fp4_gemm_nt_masked"):
+        assert callable(getattr(dg, name)), name
+        assert name in dg.__all__, name
+    assert dg.ceil_to_ue8m0 is dg.utils.ceil_to_ue8m0 and dg.pack_ue8m0_to_int is dg.utils.pack_ue8m0_to_int
+    assert dg.fp4_gemm_nt is dg.fp8_fp4_gemm_nt
+    for fn in (dg.fp8_fp4_gemm_nt, dg.fp8_fp4_gemm_nn, dg.fp8_fp4_gemm_tn, dg.fp8_fp4_gemm_tt, dg.fp8_gemm_nt):
+        params = list(inspect.signature(fn).parameters)
+        assert params[:10] == ["a", "b", "d", "c", "recipe", "recipe_a", "recipe_b", "compiled_dims",
+                               "disable_ue8m0_cast", "alpha"], (fn.__name__, params)
+        assert inspect.signature(fn).parameters["alpha"].default is None
+    assert dg.get_theoretical_mk_alignment_for_contiguous_layout(64, 8) == 128
+    assert dg.get_theoretical_mk_alignment_for_contiguous_layout(expected_m=64, num_groups=8) == 128
+
+
+def test_num_sms(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(dg, "_num_sms", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(hfp4.NoDevice):
+        dg.get_num_sms()
+    dg.set_num_sms(100)  # (no device to check against)
+    assert dg.get_num_sms() == 100
+
+    class _Props:
+        multi_processor_count = 132
+    monkeypatch.setattr(dg, "_num_sms", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: _Props())
+    assert dg.get_num_sms() == 132
+    dg.set_num_sms(78)
+    assert dg.get_num_sms() == 78
+    for bad in (0, -1, 133, 1.5, True, "8", None):
+        with pytest.raises(hfp4.InvalidArgument, match="set_num_sms"):
+            dg.set_num_sms(bad)
+    assert dg.get_num_sms() == 78
+    dg.set_num_sms(132)
+    assert dg.get_num_sms() == 132
+
+
+def test_top_level_ue8m0_helpers():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([[0.3, 1.0, 1e-30, 5.0e30, -2.5, 0.0, 448.0, 3e-3]])
+    got = dg.ceil_to_ue8m0(x)
+    # DeepGEMM's formula: the exponent rounded up where the mantissa is non-zero, clamped to [1, 254]
+    bits = x.abs().float().view(torch.int)
+    exp = ((bits >> 23) & 0xFF) + (bits & 0x7FFFFF).bool().int()
+    assert torch.equal(got, (exp.clamp(1, 254) << 23).view(torch.float))
+    packed = dg.pack_ue8m0_to_int(got)
+    assert packed.dtype == torch.int32 and tuple(packed.shape) == (1, 2)
+    assert torch.equal(packed.view(torch.uint8).view(1, 8).int(), exp.clamp(1, 254))

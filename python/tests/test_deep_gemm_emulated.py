@@ -331,6 +331,31 @@ def test_weight_cache(emu):
     _check(d, _deq_a(a, sfa, 128) @ _deq_b(bi[0], si[0]).T)
 
 
+def test_alpha(emu):
+    # DeepGEMM 2.8's alpha: None (keyword or positional) runs; a value is refused before anything
+    # is read or written, so callers fall back
+    m, n, k = 8, 64, 256
+    a, sfa = _acts(25, (m, k))
+    b, sfb = _weights(26, 1, n, k)
+    ref = _deq_a(a, sfa, 128) @ _deq_b(b[0], sfb[0]).T
+    d = fc(torch.empty(m, n, dtype=torch.bfloat16))
+    dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(b[0]), fc(sfb[0])), d, alpha=None)
+    _check(d, ref)
+    d = fc(torch.empty(m, n, dtype=torch.bfloat16))
+    dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(b[0]), fc(sfb[0])), d, None, None, None, None, "nk", False, None)
+    _check(d, ref)
+    calls = len(emu.calls)
+    d = fc(torch.zeros(m, n, dtype=torch.bfloat16))
+    for fn, aa, bb in ((dg.fp8_fp4_gemm_nt, (a, sfa), (b[0], sfb[0])),
+                       (dg.fp8_gemm_nt, (a, sfa), (b[0], sfb[0])),
+                       (dg.fp8_fp4_gemm_nn, (a, sfa), (b[0].t(), sfb[0].t())),
+                       (dg.fp8_fp4_gemm_tn, (a.t(), sfa.t()), (b[0].t(), sfb[0].t())),
+                       (dg.fp8_fp4_gemm_tt, (a.t(), sfa.t()), (b[0], sfb[0]))):
+        with pytest.raises(NotImplementedError, match="alpha"):
+            fn(tuple(map(fc, aa)), tuple(map(fc, bb)), d, alpha=2.0)
+    assert len(emu.calls) == calls and (d == 0).all()
+
+
 def test_weight_cache_scales_replaced_at_same_address(emu):
     # a scale tensor freed and replaced by another at the same address (same pointer, shape, dtype
     # and version: only the storage differs) must not hit the entry repacked with the old scales
