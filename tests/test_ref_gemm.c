@@ -988,6 +988,53 @@ TEST(check_rejects_overflowing_strides) {
     fx_free(&f);
 }
 
+/* Runs both forms of the check (host, and device pointers as hfp4_gemm runs it) on a copy of f->p
+ * changed by `mutate`: both must reject with a message that mentions `needle`. */
+#define EXPECT_INVALID_BOTH(f, needle, mutate)                                                      \
+    do {                                                                                             \
+        hfp4_gemm_problem p_ = (f)->p;                                                               \
+        mutate;                                                                                      \
+        CHECK_REJECT(hfp4_check_problem(&p_, 0), HFP4_ERR_INVALID_ARGUMENT, needle);                 \
+        CHECK_REJECT(hfp4_check_problem(&p_, 1), HFP4_ERR_INVALID_ARGUMENT, needle);                 \
+        CHECK_REJECT(hfp4_ref_gemm(&p_, 1), HFP4_ERR_INVALID_ARGUMENT, needle);                      \
+        CHECK_MSG(d_untouched(f), "D was written by a rejected call (%s)", #mutate);                 \
+    } while (0)
+
+/* Pointers not aligned to their element size: on the GPU they became a sticky misaligned-address
+ * fault after HFP4_OK (found by an API review), so both forms of the check reject them. */
+TEST(check_rejects_misaligned_pointers) {
+    fixture f;
+    fx_valid(&f, HFP4_GROUPING_MASKED); /* A FP8 + FP32 scales, B FP4 + UE8M0 scales, D BF16 */
+    char *d = (char *)f.p.d.data;
+    const char *sa = (const char *)f.p.a.scales.data, *sb = (const char *)f.p.b.scales.data;
+    EXPECT_INVALID_BOTH(&f, "d.data = ", p_.d.data = d + 1);
+    EXPECT_INVALID_BOTH(&f, "must be 2-byte aligned for bf16", p_.d.data = d + 1);
+    EXPECT_INVALID_BOTH(&f, "must be 4-byte aligned for fp32", p_.d.dtype = HFP4_DTYPE_FP32; p_.d.data = d + 2);
+    EXPECT_INVALID_BOTH(&f, "d.c = ", p_.d.c = d + 1);
+    EXPECT_INVALID_BOTH(&f, "must be 4-byte aligned for fp32", p_.d.dtype = HFP4_DTYPE_FP32; p_.d.c = d + 6);
+    EXPECT_INVALID_BOTH(&f, "a.scales.data = ", p_.a.scales.data = sa + 1);
+    EXPECT_INVALID_BOTH(&f, "must be 4-byte aligned for fp32 scales", p_.a.scales.data = sa + 2);
+    EXPECT_INVALID_BOTH(&f, "must be 4-byte aligned for ue8m0_packed scales",
+                        p_.b.scales.dtype = HFP4_DTYPE_UE8M0_PACKED; p_.b.scales.data = sb + 1);
+    EXPECT_INVALID_BOTH(&f, "a.data = ", p_.a.dtype = HFP4_DTYPE_BF16; p_.a.scales.dtype = HFP4_DTYPE_NONE;
+                        p_.a.data = (const char *)p_.a.data + 1);
+    EXPECT_INVALID_BOTH(&f, "layout = ", p_.layout = (const int32_t *)((const char *)f.layout + 2));
+    EXPECT_INVALID_BOTH(&f, "must be 4-byte aligned (int32)", p_.layout = (const int32_t *)((const char *)f.layout + 1));
+    /* byte-sized units have no alignment: UE8M0 bytes and FP8 codes anywhere (the device form reads
+     * nothing, so the shifted buffers need no extra room) */
+    hfp4_gemm_problem q = f.p;
+    q.b.scales.data = sb + 1;
+    q.a.data = (const char *)q.a.data + 1;
+    CHECK_STATUS(hfp4_check_problem(&q, 1), HFP4_OK);
+    fx_free(&f);
+
+    fx_valid(&f, HFP4_GROUPING_NONE); /* a dense problem ignores its layout, aligned or not */
+    hfp4_gemm_problem r = f.p;
+    r.layout = (const int32_t *)((const char *)f.p.d.data + 1);
+    CHECK_STATUS(hfp4_check_problem(&r, 1), HFP4_OK);
+    fx_free(&f);
+}
+
 TEST(check_rejects_d_overlapping_an_input) {
     fixture f;
     fx_valid(&f, HFP4_GROUPING_NONE);

@@ -235,6 +235,23 @@ TEST(repack_sm90_rejects_lossy_and_bad_requests) {
     bad.scales.stride_k = (int64_t)1 << 62;
     CHECK_REJECT(hfp4_ref_repack_sm90(&bad, 1, HFP4_DTYPE_FP32, buf, bytes, &out), HFP4_ERR_INVALID_ARGUMENT,
                  "past 2^60");
+    /* FP32 source scales not 4-byte aligned: the GPU repack's loads would fault after HFP4_OK (found
+     * by an API review); both forms check the source the same way */
+    bad = p.m;
+    bad.scales.data = (const char *)p.sf + 2;
+    CHECK_REJECT(hfp4_ref_repack_sm90(&bad, 1, HFP4_DTYPE_FP32, buf, bytes, &out), HFP4_ERR_INVALID_ARGUMENT,
+                 "w->scales.data = ");
+    CHECK_REJECT(hfp4_repack_sm90(&bad, 1, HFP4_DTYPE_FP32, buf, bytes, &out, NULL), HFP4_ERR_INVALID_ARGUMENT,
+                 "must be 4-byte aligned for fp32 scales");
+    CHECK_REJECT(hfp4_sm90_weights_scale_dtype(&bad, 1, &(hfp4_dtype){HFP4_DTYPE_NONE}), HFP4_ERR_INVALID_ARGUMENT,
+                 "must be 4-byte aligned for fp32 scales");
+    /* UE8M0 bytes have no alignment to keep */
+    uint8_t *e8 = malloc(64 * 4 + 1);
+    memset(e8, 127, 64 * 4 + 1);
+    bad = p.m;
+    bad.scales = (hfp4_scales){e8 + 1, HFP4_DTYPE_UE8M0, 1, 32, 4, 1, 0};
+    CHECK_STATUS(hfp4_ref_repack_sm90(&bad, 1, HFP4_DTYPE_UE8M0, buf, bytes, &out), HFP4_OK);
+    free(e8);
     free(buf);
     free(p.codes);
     free(p.sf);

@@ -46,6 +46,11 @@ hfp4_status hfp4__check_scales(const char *fn, const char *what, const hfp4_scal
                    "%s: %s.dtype = %s (%d) is not an accepted scale dtype here", fn, what, hfp4_dtype_name(s->dtype),
                    (int)s->dtype);
     HFP4_CHECK_ARG(s->data != NULL, "%s: %s.data is NULL", fn, what);
+    /* scales are read as whole storage units (FP32 and packed words: 4 bytes), on the GPU too, where
+     * a misaligned load is a sticky device fault rather than a status */
+    const size_t unit = hfp4_dtype_storage_bytes(s->dtype);
+    HFP4_CHECK_ARG((uintptr_t)s->data % unit == 0, "%s: %s.data = %p must be %d-byte aligned for %s scales", fn, what,
+                   s->data, (int)unit, hfp4_dtype_name(s->dtype));
     HFP4_CHECK_ARG(s->gran_mn == gran_mn, "%s: %s.gran_mn = %d, expected %d", fn, what, (int)s->gran_mn, (int)gran_mn);
     HFP4_CHECK_ARG(s->gran_k == gran_k, "%s: %s.gran_k = %d, expected %d", fn, what, (int)s->gran_k, (int)gran_k);
     int64_t srows = hfp4__ceil_div(rows, gran_mn);

@@ -30,7 +30,8 @@ uint8_t hfp4__scale_get_ue8m0(const hfp4_scales *s, int64_t g, int64_t row, int6
 void hfp4__scale_put(const hfp4_scales *s, int64_t g, int64_t sr, int64_t j, float value, uint8_t e);
 
 /* Validates a scale description for an operand of `groups` x `rows` x `k` with the expected
- * granularity: non-null data, a scale dtype in `allowed_mask` (bit (1 << dtype)), gran as given,
+ * granularity: non-null data aligned to its storage unit (4 bytes for FP32 and UE8M0_PACKED), a
+ * scale dtype in `allowed_mask` (bit (1 << dtype)), gran as given,
  * non-negative strides, and that every addressed element lies inside distinct storage
  * (stride_mn and stride_k may not alias: one of them must step over the other's full extent).
  * `what` names the operand in messages ("a.scales"). */

@@ -65,6 +65,9 @@ static hfp4_status check_shape(const char *fn, const hfp4_gemm_problem *p) {
     } else {
         HFP4_CHECK_ARG(p->layout != NULL, "%s: problem->layout is NULL but the grouping is %s", fn,
                        grouping_name(p->grouping));
+        /* int32 loads from a misaligned device pointer are a sticky device fault, not a status */
+        HFP4_CHECK_ARG((uintptr_t)p->layout % 4 == 0, "%s: problem->layout = %p must be 4-byte aligned (int32)", fn,
+                       (const void *)p->layout);
     }
     if (p->grouping == HFP4_GROUPING_CONTIGUOUS || p->grouping == HFP4_GROUPING_CONTIGUOUS_PSUM) {
         HFP4_CHECK_ARG(p->m_alignment == 0 || (p->m_alignment > 0 && p->m_alignment % 8 == 0),
@@ -94,6 +97,8 @@ static hfp4_status check_a(const char *fn, const hfp4_gemm_problem *p) {
                    (long long)p->m);
     HFP4_CHECK_ARG(a->cols == p->k, "%s: problem->a.cols = %lld must equal k = %lld", fn, (long long)a->cols,
                    (long long)p->k);
+    HFP4_CHECK_ARG(a->dtype != HFP4_DTYPE_BF16 || (uintptr_t)a->data % 2 == 0,
+                   "%s: problem->a.data = %p must be 2-byte aligned for bf16", fn, a->data);
     HFP4_CHECK_ARG(a->ld >= p->k, "%s: problem->a.ld = %lld must be >= k = %lld", fn, (long long)a->ld,
                    (long long)p->k);
     /* m * ld <= stride_group, written without the product so that huge values cannot overflow */
@@ -193,6 +198,13 @@ static hfp4_status check_d(const char *fn, const hfp4_gemm_problem *p) {
     HFP4_CHECK_ARG(d->dtype == HFP4_DTYPE_BF16 || d->dtype == HFP4_DTYPE_FP32,
                    "%s: problem->d.dtype = %s (%d) must be bf16 or fp32", fn, hfp4_dtype_name(d->dtype),
                    (int)d->dtype);
+    /* the kernels store D and load C as whole elements: a misaligned pointer would be a sticky
+     * device fault after HFP4_OK */
+    const uintptr_t d_elem = d->dtype == HFP4_DTYPE_FP32 ? 4 : 2;
+    HFP4_CHECK_ARG((uintptr_t)d->data % d_elem == 0, "%s: problem->d.data = %p must be %d-byte aligned for %s", fn,
+                   d->data, (int)d_elem, hfp4_dtype_name(d->dtype));
+    HFP4_CHECK_ARG((uintptr_t)d->c % d_elem == 0, "%s: problem->d.c = %p must be %d-byte aligned for %s", fn, d->c,
+                   (int)d_elem, hfp4_dtype_name(d->dtype));
     HFP4_CHECK_ARG(d->ld >= p->n, "%s: problem->d.ld = %lld must be >= n = %lld", fn, (long long)d->ld,
                    (long long)p->n);
     const int64_t d_groups = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1;

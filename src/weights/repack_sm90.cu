@@ -179,7 +179,8 @@ extern "C" hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups
                  "%s: FP32 scales -> UE8M0 storage is not done on the GPU (it cannot prove the scales are powers of "
                  "two); use scale_dtype fp32, or hfp4_ref_repack_sm90 on the host",
                  fn);
-    HFP4_REQUIRE(((uintptr_t)dst) % 16 == 0, "%s: dst = %p must be 16-byte aligned", fn, dst);
+    /* (a contract rule of this call, include/hfp4.h: the 16-byte stores would fault on the device) */
+    HFP4_CHECK_ARG(((uintptr_t)dst) % 16 == 0, "%s: dst = %p must be 16-byte aligned", fn, dst);
     hfp4_current_device dev;
     HFP4_TRY(hfp4__current_device(fn, &dev));
     repack_args a;
