@@ -271,7 +271,8 @@ HFP4_API hfp4_status hfp4_quantize_fp4_per_token(const void *x, hfp4_dtype x_dty
  * Errors: INVALID_ARGUMENT for any contract violation (null pointers, sizes <= 0, K not a multiple
  * of 32 with FP4 B, strides too small, scale shapes, pointers not aligned to their storage unit
  * (D and C: 2 bytes BF16, 4 FP32; BF16 A: 2; FP32 and UE8M0_PACKED scales: 4; a grouping's
- * layout: 4), group count mismatches, contiguous ids outside
+ * layout: 4), D overlapping an input (A's or B's data or scales, the layout, or a C other than D
+ * itself), group count mismatches, contiguous ids outside
  * [-1, G) or a segment not starting at a multiple of m_alignment, psum not non-decreasing or
  * beyond m, masked_m outside [0, m]); UNSUPPORTED for well-formed combinations the reference does
  * not implement. On error D is untouched. */

@@ -1040,6 +1040,43 @@ TEST(check_rejects_d_overlapping_an_input) {
     fx_valid(&f, HFP4_GROUPING_NONE);
     EXPECT_INVALID(&f, "overlaps a.data", p_.d.data = (void *)p_.a.data);
     EXPECT_INVALID(&f, "overlaps b.data", p_.d.data = (void *)((const uint8_t *)p_.b.data + 8));
+    /* the scale arrays are inputs too: a D on top of them rewrote scales still to be read (found by
+     * an API review: the reference returned HFP4_OK with garbage) */
+    EXPECT_INVALID(&f, "overlaps a.scales.data", p_.d.data = (void *)p_.a.scales.data);
+    EXPECT_INVALID(&f, "overlaps b.scales.data", p_.d.data = (void *)p_.b.scales.data);
+    /* D ending inside the scales, starting before them */
+    EXPECT_INVALID(&f, "overlaps b.scales.data", p_.d.data = (void *)((const uint8_t *)p_.b.scales.data - 2));
+    fx_free(&f);
+
+    fx_valid(&f, HFP4_GROUPING_MASKED);
+    EXPECT_INVALID(&f, "overlaps layout", p_.d.data = (void *)f.layout);
+    EXPECT_INVALID(&f, "overlaps a.scales.data", p_.d.data = (void *)p_.a.scales.data);
+    EXPECT_INVALID(&f, "overlaps b.scales.data", p_.d.data = (void *)p_.b.scales.data);
+    /* with device pointers nothing is compared (the GPU plan tests use one dummy buffer) */
+    hfp4_gemm_problem q = f.p;
+    q.d.data = (void *)f.layout;
+    CHECK_STATUS(hfp4_check_problem(&q, 1), HFP4_OK);
+    fx_free(&f);
+}
+
+/* C may be D (accumulate in place) or apart from it; a C that overlaps D elsewhere was read after
+ * D's writes reached it (found by an API review: c = d + 1 returned HFP4_OK with wrong sums) */
+TEST(check_rejects_c_partially_overlapping_d) {
+    fixture f;
+    fx_valid(&f, HFP4_GROUPING_MASKED);
+    char *d = (char *)f.p.d.data;
+    EXPECT_INVALID(&f, "d.c = ", p_.d.c = d + 2);
+    EXPECT_INVALID(&f, "overlaps d.data", p_.d.c = d + 2);
+    /* C sharing only D's last element (the fixture's D buffer also holds the last row's padding) */
+    const hfp4_output *o = &f.p.d;
+    const int64_t last = (int64_t)(f.p.num_groups - 1) * o->stride_group + (f.p.m - 1) * o->ld + f.p.n - 1;
+    EXPECT_INVALID(&f, "overlaps d.data", p_.d.c = d + 2 * last);
+    EXPECT_INVALID(&f, "overlaps d.data", p_.d.c = d - 2); /* (the address is only compared, never read) */
+    hfp4_gemm_problem q = f.p;
+    q.d.c = d;
+    CHECK_STATUS(hfp4_check_problem(&q, 0), HFP4_OK);
+    q.d.c = d + 2 * (last + 1); /* right after D's last element: apart */
+    CHECK_STATUS(hfp4_check_problem(&q, 0), HFP4_OK);
     fx_free(&f);
 }
 

@@ -295,6 +295,10 @@ TEST(ref_gemm_on_repacked_weights_equals_plain) {
         p.d.data = d_packed;
         CHECK_STATUS(hfp4_ref_gemm(&p, 2), HFP4_OK);
         CHECK_MSG(memcmp(d_plain, d_packed, sizeof d_plain) == 0, "variant %d: repacked result differs", variant);
+        /* a D on top of the repacked buffer (weights, scales or modes) is rejected like any input */
+        hfp4_gemm_problem q = p;
+        q.d.data = buf + bytes - 4 * 96; /* (its first row overlaps the chunk modes at the end) */
+        CHECK_REJECT(hfp4_ref_gemm(&q, 1), HFP4_ERR_INVALID_ARGUMENT, "overlaps the repacked weights b.data");
         free(buf);
         free(w.codes);
         free(w.sf);

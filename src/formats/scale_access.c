@@ -40,6 +40,20 @@ void hfp4__scale_put(const hfp4_scales *s, int64_t g, int64_t sr, int64_t j, flo
     }
 }
 
+/* scale rows and storage columns (packed: words) of `rows` x `k` at the description's granularity */
+static void scale_grid(const hfp4_scales *s, int64_t rows, int64_t k, int64_t *srows, int64_t *sk) {
+    *srows = hfp4__ceil_div(rows, s->gran_mn);
+    *sk = hfp4__ceil_div(k, s->gran_k);
+    if (s->dtype == HFP4_DTYPE_UE8M0_PACKED) *sk = hfp4__ceil_div(*sk, 4);
+}
+
+int64_t hfp4__scales_bytes(const hfp4_scales *s, int64_t groups, int64_t rows, int64_t k) {
+    int64_t srows, sk;
+    scale_grid(s, rows, k, &srows, &sk);
+    const int64_t units = (groups - 1) * s->stride_group + (srows - 1) * s->stride_mn + (sk - 1) * s->stride_k + 1;
+    return units * (int64_t)hfp4_dtype_storage_bytes(s->dtype);
+}
+
 hfp4_status hfp4__check_scales(const char *fn, const char *what, const hfp4_scales *s, unsigned allowed_mask,
                                int64_t groups, int64_t rows, int64_t k, int32_t gran_mn, int32_t gran_k) {
     HFP4_CHECK_ARG(s->dtype >= 0 && s->dtype < 32 && (allowed_mask >> s->dtype) & 1u,
@@ -53,9 +67,8 @@ hfp4_status hfp4__check_scales(const char *fn, const char *what, const hfp4_scal
                    s->data, (int)unit, hfp4_dtype_name(s->dtype));
     HFP4_CHECK_ARG(s->gran_mn == gran_mn, "%s: %s.gran_mn = %d, expected %d", fn, what, (int)s->gran_mn, (int)gran_mn);
     HFP4_CHECK_ARG(s->gran_k == gran_k, "%s: %s.gran_k = %d, expected %d", fn, what, (int)s->gran_k, (int)gran_k);
-    int64_t srows = hfp4__ceil_div(rows, gran_mn);
-    int64_t sk = hfp4__ceil_div(k, gran_k);
-    if (s->dtype == HFP4_DTYPE_UE8M0_PACKED) sk = hfp4__ceil_div(sk, 4);
+    int64_t srows, sk;
+    scale_grid(s, rows, k, &srows, &sk); /* (gran_mn and gran_k are the expected ones by now) */
     HFP4_CHECK_ARG(s->stride_mn >= 0 && s->stride_k >= 0 && s->stride_group >= 0,
                    "%s: %s strides (mn %lld, k %lld, group %lld) must be >= 0", fn, what, (long long)s->stride_mn,
                    (long long)s->stride_k, (long long)s->stride_group);

@@ -38,4 +38,8 @@ void hfp4__scale_put(const hfp4_scales *s, int64_t g, int64_t sr, int64_t j, flo
 hfp4_status hfp4__check_scales(const char *fn, const char *what, const hfp4_scales *s, unsigned allowed_mask,
                                int64_t groups, int64_t rows, int64_t k, int32_t gran_mn, int32_t gran_k);
 
+/* The bytes from s->data to the end of the last scale of `groups` x `rows` x `k` (the same shape
+ * and granularity hfp4__check_scales accepted, which keeps this below 2^62 bytes). */
+int64_t hfp4__scales_bytes(const hfp4_scales *s, int64_t groups, int64_t rows, int64_t k);
+
 #endif
