@@ -262,7 +262,7 @@ HFP4_API hfp4_status hfp4_quantize_fp4_per_token(const void *x, hfp4_dtype x_dty
 /* hfp4_ref_gemm: computes the problem as specified above with every operand decoded exactly
  * (FP4/FP8/BF16 codes times their scales, in double), each product rounded at most once in double
  * and accumulated in double, the result rounded once to D's dtype (BF16: round to nearest even).
- * Sizes: m, n, k >= 1 (a zero-sized problem is INVALID_ARGUMENT: callers skip empty work). All pointers, including problem->layout, are
+ * Sizes: 1 <= m, n, k <= 2^40 (a zero-sized problem is INVALID_ARGUMENT: callers skip empty work). All pointers, including problem->layout, are
  * host memory. Supported operand pairs:
  *   A: FP8 e4m3 with (1, 32) or (1, 128) scales as FP32, UE8M0 or UE8M0_PACKED; or BF16 (no scales).
  *   B: FP4 e2m1 with (1, 32) scales (FP32, UE8M0, UE8M0_PACKED); FP8 with (128,128) or (1,128)

@@ -138,7 +138,8 @@ typedef enum hfp4_sf_operand {
 
 /* hfp4_sf_get_tma_aligned_size: *aligned = align(x, 16 / element_size), the row count whose stride
  * keeps TMA's 16-byte alignment (4-byte scales: align(x, 4); BF16: align(x, 8); FP8: align(x, 16)).
- * Errors: INVALID_ARGUMENT if x < 0, aligned is NULL, or element_size is not 1, 2, 4, 8 or 16. */
+ * Errors: INVALID_ARGUMENT if x is outside [0, 2^56), aligned is NULL, or element_size is not 1,
+ * 2, 4, 8 or 16. */
 HFP4_API hfp4_status hfp4_sf_get_tma_aligned_size(int64_t x, int64_t element_size, int64_t *aligned);
 
 /* hfp4_sf_get_default_recipe: DeepGEMM's get_default_recipe(sfa_dtype, sfb_dtype) for target
@@ -161,7 +162,8 @@ HFP4_API hfp4_status hfp4_sf_get_default_recipe(hfp4_dtype sfa_dtype, hfp4_dtype
  * sf->mn == ceil(mn / gran_mn); sf->sf_k == ceil(k / (gran_k * (FP32 ? 1 : 4))), k being the
  * logical (unpacked) K; then the `checks` flags above. Reads no data.
  * Returns HFP4_OK, or INVALID_ARGUMENT naming the first failed check (also for gran <= 0, mn < 0,
- * k < 0, unknown flags, or a malformed descriptor). */
+ * k < 0, unknown flags, a type_check other than NONE, FP32, INT32 or UE8M0_PACKED, or a malformed
+ * descriptor). */
 HFP4_API hfp4_status hfp4_sf_check_layout(const hfp4_sf_tensor *sf, int64_t mn, int64_t k, int32_t gran_mn,
                                           int32_t gran_k, int32_t num_groups, uint32_t checks,
                                           hfp4_dtype type_check);

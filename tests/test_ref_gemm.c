@@ -979,12 +979,39 @@ TEST(check_rejects_overflowing_strides) {
     EXPECT_INVALID(&f, "b.scales strides", p_.b.scales.stride_mn = INT64_MAX);
     EXPECT_INVALID(&f, "b.scales strides", p_.b.scales.stride_k = (int64_t)1 << 61);
     EXPECT_INVALID(&f, "a.scales strides", p_.a.scales.stride_mn = huge);
-    EXPECT_INVALID(&f, "problem->a.ld", p_.k = INT64_MAX - 1; p_.a.cols = INT64_MAX - 1; p_.b.cols = INT64_MAX - 1);
+    EXPECT_INVALID(&f, "problem->k = 9223372036854775806 must be <= 2^40",
+                   p_.k = INT64_MAX - 1; p_.a.cols = INT64_MAX - 1; p_.b.cols = INT64_MAX - 1);
     fx_free(&f);
     fx_valid(&f, HFP4_GROUPING_MASKED);
     EXPECT_INVALID(&f, "a.ld", p_.a.stride_group = huge);
     EXPECT_INVALID(&f, "d.ld", p_.d.stride_group = huge);
     EXPECT_INVALID(&f, "a.scales strides", p_.a.scales.stride_group = huge);
+    fx_free(&f);
+}
+
+/* Sizes past 2^40 and negative group strides are named as such, not as a span past 2^60 that
+ * blames ld (found by an API review) */
+TEST(check_names_huge_sizes_and_negative_group_strides) {
+    const int64_t big = ((int64_t)1 << 40) + 1, huge = (int64_t)1 << 62;
+    fixture f;
+    fx_valid(&f, HFP4_GROUPING_NONE);
+    EXPECT_INVALID(&f, "problem->m = 1099511627777 must be <= 2^40", p_.m = p_.a.rows = big);
+    EXPECT_INVALID(&f, "problem->m = 4611686018427387904 must be <= 2^40", p_.m = p_.a.rows = huge);
+    EXPECT_INVALID(&f, "problem->n = 9223372036854775807 must be <= 2^40", p_.n = p_.b.rows = INT64_MAX;
+                   p_.d.ld = INT64_MAX);
+    EXPECT_INVALID(&f, "problem->k = 4611686018427387904 must be <= 2^40", p_.k = p_.a.cols = p_.b.cols = huge;
+                   p_.a.ld = huge; p_.b.ld = huge / 2);
+    /* dense: "0 when one group", so a negative one is garbage, named as such */
+    EXPECT_INVALID(&f, "problem->a.stride_group = -1 must be >= 0", p_.a.stride_group = -1);
+    EXPECT_INVALID(&f, "problem->b.stride_group = -1 must be >= 0", p_.b.stride_group = -1);
+    EXPECT_INVALID(&f, "problem->d.stride_group = -5 must be >= 0", p_.d.stride_group = -5);
+    /* 2^40 itself is a size, not an error of its own (here the shapes then disagree) */
+    EXPECT_INVALID(&f, "a.rows = 16 must equal m = 1099511627776", p_.m = (int64_t)1 << 40);
+    fx_free(&f);
+    fx_valid(&f, HFP4_GROUPING_MASKED);
+    EXPECT_INVALID(&f, "problem->a.stride_group = -1 must be >= 0", p_.a.stride_group = -1);
+    EXPECT_INVALID(&f, "problem->d.stride_group = -1 must be >= 0", p_.d.stride_group = -1);
+    EXPECT_INVALID(&f, "problem->b.stride_group = -1 must be >= 0", p_.b.stride_group = -1);
     fx_free(&f);
 }
 

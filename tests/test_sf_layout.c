@@ -174,7 +174,11 @@ TEST(sf_tma_aligned_size) {
     CHECK_REJECT(hfp4_sf_get_tma_aligned_size(5, 3, &a), HFP4_ERR_INVALID_ARGUMENT, "element_size = 3");
     CHECK_REJECT(hfp4_sf_get_tma_aligned_size(5, 0, &a), HFP4_ERR_INVALID_ARGUMENT, "element_size");
     CHECK_REJECT(hfp4_sf_get_tma_aligned_size(5, 32, &a), HFP4_ERR_INVALID_ARGUMENT, "element_size");
-    CHECK_REJECT(hfp4_sf_get_tma_aligned_size(-1, 4, &a), HFP4_ERR_INVALID_ARGUMENT, "x = -1");
+    CHECK_REJECT(hfp4_sf_get_tma_aligned_size(-1, 4, &a), HFP4_ERR_INVALID_ARGUMENT, "x = -1 must be in [0, 2^56)");
+    /* a huge x is named with the real range (it said "must be >= 0"; found by an API review) */
+    CHECK_REJECT(hfp4_sf_get_tma_aligned_size((int64_t)1 << 60, 4, &a), HFP4_ERR_INVALID_ARGUMENT,
+                 "x = 1152921504606846976 must be in [0, 2^56)");
+    CHECK_STATUS(hfp4_sf_get_tma_aligned_size(((int64_t)1 << 56) - 4, 4, &a), HFP4_OK);
     CHECK_REJECT(hfp4_sf_get_tma_aligned_size(1, 4, NULL), HFP4_ERR_INVALID_ARGUMENT, "NULL");
 }
 
@@ -646,6 +650,16 @@ TEST(sf_check_layout) {
                  HFP4_ERR_INVALID_ARGUMENT, "contiguous K-major");
     CHECK_REJECT(hfp4_sf_check_layout(&t, 6, 256, 1, 128, 0, 8, HFP4_DTYPE_NONE), HFP4_ERR_INVALID_ARGUMENT,
                  "unknown bits");
+    /* type_check itself is validated: an unknown value named the descriptor's dtype as wrong
+     * ("sf.dtype = fp32 must be unknown"; found by an API review) */
+    CHECK_REJECT(hfp4_sf_check_layout(&t, 6, 256, 1, 128, 0, 0, (hfp4_dtype)42), HFP4_ERR_INVALID_ARGUMENT,
+                 "type_check = unknown (42) must be none, fp32, int32 or ue8m0_packed");
+    CHECK_REJECT(hfp4_sf_check_layout(&t, 6, 256, 1, 128, 0, 0, HFP4_DTYPE_BF16), HFP4_ERR_INVALID_ARGUMENT,
+                 "type_check = bf16 (2)");
+    CHECK_REJECT(hfp4_sf_check_layout(&t, 6, 256, 1, 128, 0, 0, (hfp4_dtype)-1), HFP4_ERR_INVALID_ARGUMENT,
+                 "type_check = unknown (-1)");
+    CHECK_REJECT(hfp4_sf_check_layout(&t, 6, 256, 1, 128, 0, 0, HFP4_DTYPE_UE8M0_PACKED), HFP4_ERR_INVALID_ARGUMENT,
+                 "sf.dtype = fp32 must be ue8m0_packed");
     /* int32: one word per 4 * gran_k */
     hfp4_sf_tensor ti = {buf, HFP4_DTYPE_INT32, 3, 6, 2, 16, 1, 8};
     CHECK_STATUS(hfp4_sf_check_layout(&ti, 6, 1024, 1, 128, 3, HFP4_SF_CHECK_TMA_STRIDE, HFP4_DTYPE_INT32), HFP4_OK);

@@ -13,7 +13,7 @@
 hfp4_status hfp4_sf_get_tma_aligned_size(int64_t x, int64_t element_size, int64_t *aligned) {
     const char *fn = "hfp4_sf_get_tma_aligned_size";
     HFP4_CHECK_ARG(aligned != NULL, "%s: aligned is NULL", fn);
-    HFP4_CHECK_ARG(x >= 0 && x < SF_MAX_OFFSET, "%s: x = %lld must be >= 0", fn, (long long)x);
+    HFP4_CHECK_ARG(x >= 0 && x < SF_MAX_OFFSET, "%s: x = %lld must be in [0, 2^56)", fn, (long long)x);
     HFP4_CHECK_ARG(element_size > 0 && element_size <= 16 && 16 % element_size == 0,
                    "%s: element_size = %lld must divide 16 (1, 2, 4, 8 or 16 bytes)", fn, (long long)element_size);
     *aligned = hfp4__sf_align_up(x, 16 / element_size);

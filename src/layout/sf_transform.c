@@ -114,6 +114,11 @@ hfp4_status hfp4_sf_check_layout(const hfp4_sf_tensor *sf, int64_t mn, int64_t k
     HFP4_CHECK_ARG(sf != NULL, "%s: sf is NULL", fn);
     HFP4_CHECK_ARG((checks & ~(HFP4_SF_CHECK_TMA_STRIDE | HFP4_SF_CHECK_SM90_SFB)) == 0,
                    "%s: checks = 0x%x has unknown bits", fn, (unsigned)checks);
+    /* (an unknown type_check used to surface as "sf.dtype = fp32 must be unknown") */
+    HFP4_CHECK_ARG(type_check == HFP4_DTYPE_NONE || type_check == HFP4_DTYPE_FP32 || type_check == HFP4_DTYPE_INT32 ||
+                       type_check == HFP4_DTYPE_UE8M0_PACKED,
+                   "%s: type_check = %s (%d) must be none, fp32, int32 or ue8m0_packed", fn, hfp4_dtype_name(type_check),
+                   (int)type_check);
     hfp4_dtype got = sf->dtype == HFP4_DTYPE_UE8M0_PACKED ? HFP4_DTYPE_INT32 : sf->dtype;
     hfp4_dtype want = type_check == HFP4_DTYPE_UE8M0_PACKED ? HFP4_DTYPE_INT32 : type_check;
     HFP4_CHECK_ARG(want == HFP4_DTYPE_NONE || got == want, "%s: sf.dtype = %s must be %s", fn,

@@ -30,6 +30,9 @@
 
 #define BIT(d) (1u << (unsigned)(d))
 
+/* The largest m, n or k: the bound the repacked layout has (sm90_layout.h), far past any real GEMM */
+#define MAX_DIM ((int64_t)1 << 40)
+
 static const char *fn_name(int device_pointers) { return device_pointers ? "hfp4_gemm" : "hfp4_ref_gemm"; }
 
 static const char *grouping_name(hfp4_grouping g) {
@@ -58,6 +61,11 @@ static hfp4_status check_shape(const char *fn, const hfp4_gemm_problem *p) {
     HFP4_CHECK_ARG(p->n >= 1, "%s: problem->n = %lld must be >= 1 (empty problems are handled by the caller)", fn,
                    (long long)p->n);
     HFP4_CHECK_ARG(p->k >= 1, "%s: problem->k = %lld must be >= 1", fn, (long long)p->k);
+    /* (named here: past 2^40 a garbage size would otherwise surface as an operand's span passing
+     * 2^60, a message that blames ld or stride_group) */
+    HFP4_CHECK_ARG(p->m <= MAX_DIM, "%s: problem->m = %lld must be <= 2^40", fn, (long long)p->m);
+    HFP4_CHECK_ARG(p->n <= MAX_DIM, "%s: problem->n = %lld must be <= 2^40", fn, (long long)p->n);
+    HFP4_CHECK_ARG(p->k <= MAX_DIM, "%s: problem->k = %lld must be <= 2^40", fn, (long long)p->k);
     HFP4_CHECK_ARG(p->num_groups >= 1, "%s: problem->num_groups = %d must be >= 1", fn, (int)p->num_groups);
     if (p->grouping == HFP4_GROUPING_NONE) {
         HFP4_CHECK_ARG(p->num_groups == 1, "%s: problem->num_groups = %d must be 1 for a dense (ungrouped) GEMM", fn,
@@ -101,6 +109,8 @@ static hfp4_status check_a(const char *fn, const hfp4_gemm_problem *p) {
                    "%s: problem->a.data = %p must be 2-byte aligned for bf16", fn, a->data);
     HFP4_CHECK_ARG(a->ld >= p->k, "%s: problem->a.ld = %lld must be >= k = %lld", fn, (long long)a->ld,
                    (long long)p->k);
+    HFP4_CHECK_ARG(a->stride_group >= 0, "%s: problem->a.stride_group = %lld must be >= 0 (0 when one group)", fn,
+                   (long long)a->stride_group);
     /* m * ld <= stride_group, written without the product so that huge values cannot overflow */
     if (groups > 1)
         HFP4_CHECK_ARG(a->stride_group >= 1 && a->ld <= a->stride_group / p->m,
@@ -173,6 +183,8 @@ static hfp4_status check_b(const char *fn, const hfp4_gemm_problem *p) {
     const int64_t row_units = b_row_bytes(p);
     HFP4_CHECK_ARG(b->ld >= row_units, "%s: problem->b.ld = %lld must be >= %lld (%s)", fn, (long long)b->ld,
                    (long long)row_units, fp4 ? "k/2 bytes of packed fp4" : "k");
+    HFP4_CHECK_ARG(b->stride_group >= 0, "%s: problem->b.stride_group = %lld must be >= 0 (0 when one group)", fn,
+                   (long long)b->stride_group);
     if (p->num_groups > 1)
         HFP4_CHECK_ARG(b->stride_group >= 1 && b->ld <= b->stride_group / p->n,
                        "%s: problem->b.stride_group = %lld must be >= n * b.ld = %lld * %lld (one expert's weights)",
@@ -207,6 +219,8 @@ static hfp4_status check_d(const char *fn, const hfp4_gemm_problem *p) {
                    (int)d_elem, hfp4_dtype_name(d->dtype));
     HFP4_CHECK_ARG(d->ld >= p->n, "%s: problem->d.ld = %lld must be >= n = %lld", fn, (long long)d->ld,
                    (long long)p->n);
+    HFP4_CHECK_ARG(d->stride_group >= 0, "%s: problem->d.stride_group = %lld must be >= 0 (0 when one group)", fn,
+                   (long long)d->stride_group);
     const int64_t d_groups = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1;
     if (d_groups > 1)
         HFP4_CHECK_ARG(d->stride_group >= 1 && d->ld <= d->stride_group / p->m,
