@@ -460,7 +460,8 @@ HFP4_API hfp4_status hfp4_moe_swiglu_quantize_rows_gpu(const void *y, int64_t ld
 /* out[t] = sum over j < top_k with p = row_pos[t top_k + j] >= 0 of weights[t top_k + j] x y[p]:
  * FP32 fused multiply-adds in order of j from 0, rounded once to out's dtype. y BF16 [layout_rows, n]
  * (ldy elements apart); weights FP32 or BF16 [tokens x top_k]; out BF16 or FP32 [tokens, n] (ldo
- * elements apart); a token with no routed row gets zeros. */
+ * elements apart); a token with no routed row gets zeros. out may not overlap y, row_pos or weights
+ * (INVALID_ARGUMENT, both forms: a token's sum would read rows already overwritten). */
 HFP4_API hfp4_status hfp4_moe_combine(const void *y, int64_t ldy, int64_t layout_rows, int64_t n,
                                       const int32_t *row_pos, const void *weights, hfp4_dtype weights_dtype,
                                       int64_t tokens, int32_t top_k, void *out, hfp4_dtype out_dtype, int64_t ldo);

@@ -143,6 +143,39 @@ TEST(moe_combine_sums_each_tokens_rows) {
     free(y);
 }
 
+/* out written over y summed rows already overwritten (found by an API review: in-place combine
+ * returned HFP4_OK with out[1][0] = 27 where 14 was exact); out over row_pos or weights likewise.
+ * Both forms reject it: the check compares addresses only. */
+TEST(moe_combine_rejects_out_overlapping_an_input) {
+    uint16_t y[4 * 4];
+    for (int i = 0; i < 16; i++) y[i] = hfp4_bf16_encode(1.0f + (float)i);
+    int32_t rp[4] = {1, 2, 0, 3};
+    float w[4] = {1, 1, 1, 1};
+    uint16_t before[16];
+    memcpy(before, y, sizeof y);
+    CHECK_REJECT(hfp4_moe_combine(y, 4, 4, 4, rp, w, HFP4_DTYPE_FP32, 2, 2, y, HFP4_DTYPE_BF16, 4),
+                 HFP4_ERR_INVALID_ARGUMENT, "overlaps y = ");
+    CHECK_MSG(memcmp(before, y, sizeof y) == 0, "a rejected combine wrote out");
+    CHECK_REJECT(hfp4_moe_combine_gpu(y, 4, 4, 4, rp, w, HFP4_DTYPE_FP32, 2, 2, y, HFP4_DTYPE_BF16, 4, NULL),
+                 HFP4_ERR_INVALID_ARGUMENT, "hfp4_moe_combine_gpu: out = ");
+    /* out's last row reaching into y's first: out = y - 3 elements, rows of 4 with ld 4 */
+    uint16_t big[64];
+    memcpy(big + 8, y, sizeof y);
+    CHECK_REJECT(hfp4_moe_combine(big + 8, 4, 4, 4, rp, w, HFP4_DTYPE_FP32, 2, 2, big + 1, HFP4_DTYPE_BF16, 4),
+                 HFP4_ERR_INVALID_ARGUMENT, "overlaps y");
+    /* right before y: apart */
+    CHECK_STATUS(hfp4_moe_combine(big + 8, 4, 4, 4, rp, w, HFP4_DTYPE_FP32, 2, 2, big, HFP4_DTYPE_BF16, 4), HFP4_OK);
+    /* out over the routing or the weights */
+    float buf[16];
+    int32_t *rp2 = (int32_t *)buf;
+    memcpy(rp2, rp, sizeof rp);
+    CHECK_REJECT(hfp4_moe_combine(y, 4, 4, 4, rp2, w, HFP4_DTYPE_FP32, 2, 2, buf + 2, HFP4_DTYPE_FP32, 4),
+                 HFP4_ERR_INVALID_ARGUMENT, "overlaps row_pos");
+    memcpy(buf, w, sizeof w);
+    CHECK_REJECT(hfp4_moe_combine(y, 4, 4, 4, rp, buf, HFP4_DTYPE_FP32, 2, 2, buf + 3, HFP4_DTYPE_FP32, 4),
+                 HFP4_ERR_INVALID_ARGUMENT, "overlaps weights");
+}
+
 /* silu(x) = x / (1 + e^-x) in double, for the SwiGLU's reference */
 static double silu_ref(double x) { return x / (1.0 + exp(-x)); }
 

@@ -64,6 +64,14 @@ static inline int64_t hfp4__array_span(int64_t groups, int64_t stride_group, int
 }
 static inline int64_t hfp4__align(int64_t a, int64_t b) { return hfp4__ceil_div(a, b) * b; }
 
+/* Whether the byte ranges [x, x + x_bytes) and [y, y + y_bytes) share a byte (an empty range shares
+ * none). Only addresses are compared, so host and device pointers alike can be checked. */
+static inline int hfp4__ranges_overlap(const void *x, int64_t x_bytes, const void *y, int64_t y_bytes) {
+    if (x == NULL || y == NULL || x_bytes <= 0 || y_bytes <= 0) return 0;
+    const uintptr_t a = (uintptr_t)x, b = (uintptr_t)y;
+    return a < b + (uintptr_t)y_bytes && b < a + (uintptr_t)x_bytes;
+}
+
 /* An environment switch, read once into *cache (-1: not read yet; a caller may also store 0 or 1 there
  * to override it): default_on, on unless `name` is "0"; otherwise on only when it is "1". Threads
  * racing on the first read store the same value. */

@@ -88,6 +88,16 @@ static hfp4_status check_combine(const char *fn, const void *y, int64_t ldy, int
     const uintptr_t w_align = weights_dtype == HFP4_DTYPE_FP32 ? 4 : 2, o_align = out_dtype == HFP4_DTYPE_FP32 ? 4 : 2;
     HFP4_CHECK_ARG((uintptr_t)y % 2 == 0 && (uintptr_t)weights % w_align == 0 && (uintptr_t)out % o_align == 0,
                    "%s: y = %p, weights = %p, out = %p must be aligned to their element sizes", fn, y, weights, out);
+    /* A token's output row is written while other tokens' rows of y (and their row_pos and weights)
+     * are still to be read, so out may share no byte with any input. Addresses only: the GPU form
+     * is checked the same way. (The extents were bounded above: no overflow.) */
+    const int64_t routed = tokens * top_k, out_bytes = ((tokens - 1) * ldo + n) * (int64_t)o_align;
+    HFP4_CHECK_ARG(!hfp4__ranges_overlap(out, out_bytes, y, ((layout_rows - 1) * ldy + n) * 2),
+                   "%s: out = %p overlaps y = %p (out must be a buffer of its own)", fn, out, y);
+    HFP4_CHECK_ARG(!hfp4__ranges_overlap(out, out_bytes, row_pos, routed * 4),
+                   "%s: out = %p overlaps row_pos = %p (out must be a buffer of its own)", fn, out, (const void *)row_pos);
+    HFP4_CHECK_ARG(!hfp4__ranges_overlap(out, out_bytes, weights, routed * (int64_t)w_align),
+                   "%s: out = %p overlaps weights = %p (out must be a buffer of its own)", fn, out, weights);
     return HFP4_OK;
 }
 

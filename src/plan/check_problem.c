@@ -277,15 +277,6 @@ static hfp4_status check_layout(const char *fn, const hfp4_gemm_problem *p) {
     return HFP4_OK;
 }
 
-/* Whether D's bytes overlap an input's (A's or B's data or scales, the layout, or a C that is not D
- * itself): a GEMM that writes what it still reads computes garbage. Checked for the reference's
- * host pointers; every span was checked above, so the byte counts cannot overflow. */
-static int overlaps(const void *x, int64_t x_bytes, const void *y, int64_t y_bytes) {
-    const uintptr_t a = (uintptr_t)x, b = (uintptr_t)y;
-    if (x_bytes <= 0 || y_bytes <= 0) return 0; /* (an empty range, e.g. a dense problem's layout) */
-    return a < b + (uintptr_t)y_bytes && b < a + (uintptr_t)x_bytes;
-}
-
 /* The int32 entries of the layout the grouping reads (0 when dense: the layout is ignored). */
 static int64_t layout_entries(const hfp4_gemm_problem *p) {
     switch (p->grouping) {
@@ -297,39 +288,41 @@ static int64_t layout_entries(const hfp4_gemm_problem *p) {
     return 0;
 }
 
+/* Whether D's bytes overlap an input's (A's or B's data or scales, the layout, or a C that is not D
+ * itself): a GEMM that writes what it still reads computes garbage. Checked for the reference's
+ * host pointers; every span was checked above, so the byte counts cannot overflow. */
 static hfp4_status check_no_alias(const char *fn, const hfp4_gemm_problem *p) {
     const int64_t groups = p->grouping == HFP4_GROUPING_MASKED ? p->num_groups : 1; /* (A's and D's) */
     const int64_t a_elem = p->a.dtype == HFP4_DTYPE_BF16 ? 2 : 1, d_elem = p->d.dtype == HFP4_DTYPE_FP32 ? 4 : 2;
     const int64_t a_bytes = hfp4__array_span(groups, p->a.stride_group, p->m, p->a.ld, p->k) * a_elem;
     const int64_t d_bytes = hfp4__array_span(groups, p->d.stride_group, p->m, p->d.ld, p->n) * d_elem;
     const void *d = p->d.data;
-    HFP4_CHECK_ARG(!overlaps(d, d_bytes, p->a.data, a_bytes), "%s: problem->d.data = %p overlaps a.data = %p", fn, d,
-                   p->a.data);
+    HFP4_CHECK_ARG(!hfp4__ranges_overlap(d, d_bytes, p->a.data, a_bytes),
+                   "%s: problem->d.data = %p overlaps a.data = %p", fn, d, p->a.data);
     if (p->a.dtype != HFP4_DTYPE_BF16) {
         const int64_t sa_bytes = hfp4__scales_bytes(&p->a.scales, groups, p->m, p->k);
-        HFP4_CHECK_ARG(!overlaps(d, d_bytes, p->a.scales.data, sa_bytes),
+        HFP4_CHECK_ARG(!hfp4__ranges_overlap(d, d_bytes, p->a.scales.data, sa_bytes),
                        "%s: problem->d.data = %p overlaps a.scales.data = %p", fn, d, p->a.scales.data);
     }
     if (p->b.dtype != HFP4_DTYPE_FP4_E2M1_SM90) {
         const int64_t b_bytes = hfp4__array_span(p->num_groups, p->b.stride_group, p->n, p->b.ld, b_row_bytes(p));
-        HFP4_CHECK_ARG(!overlaps(d, d_bytes, p->b.data, b_bytes), "%s: problem->d.data = %p overlaps b.data = %p", fn, d,
-                       p->b.data);
+        HFP4_CHECK_ARG(!hfp4__ranges_overlap(d, d_bytes, p->b.data, b_bytes),
+                       "%s: problem->d.data = %p overlaps b.data = %p", fn, d, p->b.data);
         const int64_t sb_bytes = hfp4__scales_bytes(&p->b.scales, p->num_groups, p->n, p->k);
-        HFP4_CHECK_ARG(!overlaps(d, d_bytes, p->b.scales.data, sb_bytes),
+        HFP4_CHECK_ARG(!hfp4__ranges_overlap(d, d_bytes, p->b.scales.data, sb_bytes),
                        "%s: problem->d.data = %p overlaps b.scales.data = %p", fn, d, p->b.scales.data);
     } else { /* (the repacked buffer holds the weights, their scales and the chunk modes) */
         const hfp4_sm90_geometry geo =
             hfp4_sm90_geometry_make(p->num_groups, p->n, p->k, p->b.scales.dtype == HFP4_DTYPE_FP32);
-        HFP4_CHECK_ARG(!overlaps(d, d_bytes, p->b.data, geo.total_bytes),
+        HFP4_CHECK_ARG(!hfp4__ranges_overlap(d, d_bytes, p->b.data, geo.total_bytes),
                        "%s: problem->d.data = %p overlaps the repacked weights b.data = %p (%lld bytes)", fn, d,
                        p->b.data, (long long)geo.total_bytes);
     }
-    const int64_t layout_bytes = layout_entries(p) * 4;
-    HFP4_CHECK_ARG(!overlaps(d, d_bytes, p->layout, layout_bytes), "%s: problem->d.data = %p overlaps layout = %p", fn,
-                   d, (const void *)p->layout);
+    HFP4_CHECK_ARG(!hfp4__ranges_overlap(d, d_bytes, p->layout, layout_entries(p) * 4),
+                   "%s: problem->d.data = %p overlaps layout = %p", fn, d, (const void *)p->layout);
     /* C is read element by element as D is written: only C == D (read then overwritten in place)
      * gives each output its own C (include/hfp4.h: "c may equal d") */
-    HFP4_CHECK_ARG(p->d.c == NULL || p->d.c == d || !overlaps(d, d_bytes, p->d.c, d_bytes),
+    HFP4_CHECK_ARG(p->d.c == NULL || p->d.c == d || !hfp4__ranges_overlap(d, d_bytes, p->d.c, d_bytes),
                    "%s: problem->d.c = %p overlaps d.data = %p without being equal to it (C may be D, or apart from it)",
                    fn, p->d.c, d);
     return HFP4_OK;
