@@ -307,7 +307,8 @@ HFP4_API hfp4_status hfp4_sm90_weights_scale_dtype(const hfp4_matrix *w, int32_t
  * whose UE8M0 scales lie within 11 binades of their row's largest are stored "folded" (the kernels
  * then chain 4 wgmmas per chunk); others keep per-32 scales (slower, still exact).
  * INVALID_ARGUMENT if scale_dtype is UE8M0 but a scale is not a positive power of two (names the
- * first), if an FP32 scale is NaN or Inf, or if a UE8M0 scale is the NaN byte 255. On success *out
+ * first), if an FP32 scale is NaN or Inf, if a UE8M0 scale is the NaN byte 255, or if dst overlaps
+ * the source weights or scales (no in-place repack). On success *out
  * describes dst as a B operand for hfp4_gemm (dtype FP4_E2M1_SM90, rows n, cols k, scales.dtype =
  * scale_dtype); pass it unchanged: hfp4_gemm checks that it matches the problem's G, n and k. */
 HFP4_API hfp4_status hfp4_ref_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype scale_dtype,
@@ -382,7 +383,8 @@ HFP4_API hfp4_status hfp4_gemm_supported(const hfp4_gemm_problem *problem);
 /* hfp4_repack_sm90: GPU form of hfp4_ref_repack_sm90 (device pointers, stream-ordered, allocates
  * nothing, byte-identical output). Source scales given as FP32 can only be stored as FP32 here
  * (UNSUPPORTED otherwise: proving they are powers of two would need a host read); UE8M0 or packed
- * UE8M0 sources can be stored either way. dst must be 16-byte aligned. */
+ * UE8M0 sources can be stored either way. dst must be 16-byte aligned and apart from the source
+ * (INVALID_ARGUMENT otherwise). */
 HFP4_API hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype scale_dtype,
                                       void *dst, size_t dst_bytes, hfp4_matrix *out, hfp4_stream stream);
 

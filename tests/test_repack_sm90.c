@@ -245,6 +245,33 @@ TEST(repack_sm90_rejects_lossy_and_bad_requests) {
                  "must be 4-byte aligned for fp32 scales");
     CHECK_REJECT(hfp4_sm90_weights_scale_dtype(&bad, 1, &(hfp4_dtype){HFP4_DTYPE_NONE}), HFP4_ERR_INVALID_ARGUMENT,
                  "must be 4-byte aligned for fp32 scales");
+    /* dst on top of the source: the repack clears dst first, so an in-place repack returned HFP4_OK
+     * with garbage (found by an API review); rejected, and the source is untouched */
+    size_t src_bytes = 64 * 64;
+    uint8_t *big = malloc(bytes32 + src_bytes + 64 * 4 * 4);
+    memcpy(big, p.codes, src_bytes);
+    bad = p.m;
+    bad.data = big;
+    CHECK_REJECT(hfp4_ref_repack_sm90(&bad, 1, HFP4_DTYPE_FP32, big, bytes32, &out), HFP4_ERR_INVALID_ARGUMENT,
+                 "overlaps the source weights w->data");
+    CHECK_MSG(memcmp(big, p.codes, src_bytes) == 0, "a rejected repack wrote over its source");
+    CHECK_REJECT(hfp4_repack_sm90(&bad, 1, HFP4_DTYPE_FP32, big, bytes32, &out, NULL), HFP4_ERR_INVALID_ARGUMENT,
+                 "hfp4_repack_sm90: dst = ");
+    /* dst ending inside the source's last byte; then right after it: apart */
+    bad.data = big + bytes32 - 1;
+    CHECK_REJECT(hfp4_ref_repack_sm90(&bad, 1, HFP4_DTYPE_FP32, big, bytes32, &out), HFP4_ERR_INVALID_ARGUMENT,
+                 "overlaps the source weights");
+    bad.data = big + bytes32;
+    p.sf[7] = 1.0f;
+    CHECK_STATUS(hfp4_ref_repack_sm90(&bad, 1, HFP4_DTYPE_FP32, big, bytes32, &out), HFP4_OK);
+    /* dst over the source scales */
+    bad = p.m;
+    float *sf_in_dst = (float *)(big + ((bytes32 - 16) & ~(size_t)3)); /* (4-byte aligned) */
+    memcpy(sf_in_dst, p.sf, 64 * 4 * 4);
+    bad.scales.data = sf_in_dst;
+    CHECK_REJECT(hfp4_ref_repack_sm90(&bad, 1, HFP4_DTYPE_FP32, big, bytes32, &out), HFP4_ERR_INVALID_ARGUMENT,
+                 "overlaps the source scales w->scales.data");
+    free(big);
     /* UE8M0 bytes have no alignment to keep */
     uint8_t *e8 = malloc(64 * 4 + 1);
     memset(e8, 127, 64 * 4 + 1);

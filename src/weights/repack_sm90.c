@@ -238,6 +238,17 @@ hfp4_status hfp4__sm90_check_repack_args(const char *fn, const hfp4_matrix *w, i
     *geo = hfp4_sm90_geometry_make(num_groups, w->rows, w->cols, scale_dtype == HFP4_DTYPE_FP32);
     HFP4_CHECK_ARG(dst_bytes >= (size_t)geo->total_bytes, "%s: dst_bytes = %zu is smaller than the %lld bytes needed",
                    fn, dst_bytes, (long long)geo->total_bytes);
+    /* dst is cleared first and then written tile by tile while the source is still read, so it may
+     * share no byte with the weights or their scales (an in-place repack returned HFP4_OK with
+     * garbage). Addresses only, so the GPU form checks it too; check_source bounded both spans. */
+    const int64_t w_bytes = hfp4__array_span(num_groups, w->stride_group, w->rows, w->ld, w->cols / 2);
+    HFP4_CHECK_ARG(!hfp4__ranges_overlap(dst, geo->total_bytes, w->data, w_bytes),
+                   "%s: dst = %p (%lld bytes) overlaps the source weights w->data = %p", fn, dst,
+                   (long long)geo->total_bytes, w->data);
+    HFP4_CHECK_ARG(!hfp4__ranges_overlap(dst, geo->total_bytes, w->scales.data,
+                                         hfp4__scales_bytes(&w->scales, num_groups, w->rows, w->cols)),
+                   "%s: dst = %p (%lld bytes) overlaps the source scales w->scales.data = %p", fn, dst,
+                   (long long)geo->total_bytes, w->scales.data);
     return HFP4_OK;
 }
 
