@@ -121,7 +121,8 @@ HFP4_API uint8_t hfp4_fp8_encode(float x);
 
 /* UE8M0: decode(e) = 2^(e-127) for e in 0..254 (e = 0 is 2^-127, a subnormal float), NaN for 255.
  * hfp4_ceil_to_ue8m0(x): DeepGEMM's ceil_to_ue8m0, 2^ceil(log2|x|) clamped to [2^-126, 2^127]
- * (exponent byte clamped to 1..254); returns the value as a float. hfp4_ue8m0_from_float(x, &e):
+ * (exponent byte clamped to 1..254) for finite x; NaN (the UE8M0 NaN, byte 255) for NaN or +-Inf;
+ * returns the value as a float. hfp4_ue8m0_from_float(x, &e):
  * exact conversion of a power-of-two float to its byte; returns 0 on success, -1 (e untouched) if
  * x is not a positive power of two in [2^-127, 2^127] or e is NULL. */
 HFP4_API float hfp4_ue8m0_decode(uint8_t e);

@@ -303,12 +303,17 @@ TEST(ceil_to_ue8m0) {
     CHECK(hfp4_ceil_to_ue8m0(float_of(1u)) == FLT_MIN);
     CHECK(hfp4_ceil_to_ue8m0(1e-40f) == FLT_MIN);
     CHECK(hfp4_ceil_to_ue8m0(nextafterf(FLT_MIN, 1.0f)) == 2.0f * FLT_MIN);
-    /* clamped above at 2^127 (byte 254): never Inf or NaN */
+    /* finite values clamped above at 2^127 (byte 254): never Inf */
     const float top = ldexpf(1.0f, 127);
     CHECK(hfp4_ceil_to_ue8m0(nextafterf(top, INFINITY)) == top);
     CHECK(hfp4_ceil_to_ue8m0(FLT_MAX) == top);
-    CHECK(hfp4_ceil_to_ue8m0(INFINITY) == top);
-    CHECK(hfp4_ceil_to_ue8m0(NAN) == top);
+    CHECK(hfp4_ceil_to_ue8m0(-FLT_MAX) == top);
+    /* NaN and Inf give the UE8M0 NaN (they gave 2^127, a finite scale; found by an API review) */
+    CHECK(bits_of(hfp4_ceil_to_ue8m0(INFINITY)) == 0x7FC00000u);
+    CHECK(bits_of(hfp4_ceil_to_ue8m0(-INFINITY)) == 0x7FC00000u);
+    CHECK(bits_of(hfp4_ceil_to_ue8m0(NAN)) == 0x7FC00000u);
+    CHECK(bits_of(hfp4_ceil_to_ue8m0(float_of(0xFF812345u))) == 0x7FC00000u); /* any payload, either sign */
+    CHECK(isnan(hfp4_ue8m0_decode(255)));
     /* random non-powers: the result is the smallest power of two >= |x| */
     hfp4_rng rng = hfp4_rng_make(12);
     for (int i = 0; i < 20000; i++) {

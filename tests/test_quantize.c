@@ -284,6 +284,49 @@ TEST(quant_nan_input_propagates_like_torch) {
     CHECK(q[1] == 0x00 && q[2] == 0x00 && (q[20] & 0xF) == 0x7);
 }
 
+/* With use_ue8m0 a NaN or Inf amax gave ceil_to_ue8m0's clamp, 2^127 (byte 254): a finite scale
+ * under which the whole group quantized to zeros (found by an API review). It now gets the UE8M0
+ * NaN (byte 255; NaN as FP32), so the group dequantizes to NaN as it does with FP32 scales. */
+TEST(quant_ue8m0_non_finite_amax_gives_the_nan_scale) {
+    float x[96];
+    for (int i = 0; i < 96; i++) x[i] = 1.0f + (float)i;
+    uint8_t q[96];
+    for (int bad = 0; bad < 3; bad++) {
+        const float v = bad == 0 ? INFINITY : bad == 1 ? -INFINITY : NAN;
+        x[5] = v; /* group 0 of three (gran 32) */
+        uint8_t e[3] = {0, 0, 0};
+        hfp4_scales s = kmajor(e, HFP4_DTYPE_UE8M0, 1, 32, 3);
+        CHECK_STATUS(hfp4_quantize_fp8_per_token(x, HFP4_DTYPE_FP32, 1, 96, 96, 1, q, 96, &s), HFP4_OK);
+        /* (groups 1 and 2: amax 64 and 96, / 448 -> 2^-2) */
+        CHECK_MSG(e[0] == 255 && e[1] == 127 - 2 && e[2] == 127 - 2, "x[5] = %g: bytes %u %u %u", (double)v, e[0], e[1],
+                  e[2]);
+        CHECK(isnan(hfp4_fp8_decode(q[0]) * hfp4_ue8m0_decode(e[0])));
+        CHECK(isnan(hfp4_fp8_decode(q[31]) * hfp4_ue8m0_decode(e[0])));
+        CHECK(hfp4_fp8_decode(q[63]) * hfp4_ue8m0_decode(e[1]) == 64.0f); /* other groups unaffected */
+        float f[3];
+        s = kmajor(f, HFP4_DTYPE_FP32, 1, 32, 3);
+        CHECK_STATUS(hfp4_quantize_fp8_per_token(x, HFP4_DTYPE_FP32, 1, 96, 96, 1, q, 96, &s), HFP4_OK);
+        CHECK(isnan(f[0]) && f[1] == 0.25f && f[2] == 0.25f);
+        uint32_t w = 0;
+        s = kmajor(&w, HFP4_DTYPE_UE8M0_PACKED, 1, 32, 1);
+        CHECK_STATUS(hfp4_quantize_fp4_per_token(x, HFP4_DTYPE_FP32, 1, 96, 96, 1, q, 48, &s), HFP4_OK);
+        CHECK_MSG((w & 0xFFu) == 255 && ((w >> 24) & 0xFFu) == 127, "packed word 0x%08X", w);
+        CHECK(q[0] == 0 && q[15] == 0); /* FP4 codes of NaN x (1/NaN) are 0: NaN times the NaN scale */
+    }
+    x[5] = 6.0f;
+    /* per block: the 128 x 128 block holding an Inf */
+    float *xb = calloc(130 * 130, sizeof(float));
+    uint8_t *qb = malloc(130 * 130), eb[4];
+    for (int i = 0; i < 130 * 130; i++) xb[i] = 1.0f;
+    xb[129 * 130 + 2] = INFINITY; /* block (1, 0) */
+    hfp4_scales sb = {eb, HFP4_DTYPE_UE8M0, 128, 128, 2, 1, 0};
+    CHECK_STATUS(hfp4_quantize_fp8_per_block(xb, HFP4_DTYPE_FP32, 130, 130, 130, 1, qb, 130, &sb), HFP4_OK);
+    CHECK_MSG(eb[2] == 255 && eb[0] == 127 - 8 && eb[1] == 127 - 8 && eb[3] == 127 - 8, "block bytes %u %u %u %u", eb[0],
+              eb[1], eb[2], eb[3]);
+    free(xb);
+    free(qb);
+}
+
 TEST(quant_multiplies_by_the_fp32_reciprocal) {
     /* torch computes x * (1/sf), not x / sf; the two differ by an ulp, which decides ties. The inputs
      * below were found by search so that x * (1/sf) lands exactly on a tie and x / sf just above. */

@@ -142,7 +142,7 @@ def ue8m0_decode(e) -> np.ndarray:
 
 
 def ceil_to_ue8m0(x) -> np.ndarray:
-    """DeepGEMM's ceil_to_ue8m0 (float32): 2^ceil(log2|x|) clamped to [2^-126, 2^127]."""
+    """DeepGEMM's ceil_to_ue8m0 (float32): 2^ceil(log2|x|) clamped to [2^-126, 2^127]; NaN for NaN or Inf."""
     return _map_float("hfp4_ceil_to_ue8m0", x, np.float32)
 
 

@@ -65,7 +65,9 @@ def fp4_encode(y):
 def ceil_to_ue8m0(x):
     bits = np.abs(np.asarray(x, dtype=np.float32)).view(np.int32)
     e = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0)
-    return (np.clip(e, 1, 254).astype(np.int32) << 23).view(np.float32)
+    out = np.clip(e, 1, 254).astype(np.int32) << 23
+    # NaN and Inf: the UE8M0 NaN (hfp4_ceil_to_ue8m0; byte 255)
+    return np.where(((bits >> 23) & 0xFF) == 255, np.int32(0x7FC00000), out).astype(np.int32).view(np.float32)
 
 
 def pack_ue8m0_to_int(sf):

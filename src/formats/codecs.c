@@ -94,6 +94,10 @@ float hfp4_ue8m0_decode(uint8_t e) {
 
 float hfp4_ceil_to_ue8m0(float x) {
     uint32_t bits = float_bits(x) & 0x7FFFFFFFu;
+    /* NaN and Inf have no UE8M0 power of two: the NaN scale (byte 255) keeps them visible, as
+     * DeepGEMM's pow(2, ceil(log2|x|)) keeps them non-finite; clamping gave 2^127, a finite scale
+     * that silently zeroed a quantizer's whole group */
+    if (bits >= 0x7F800000u) return bits_float(0x7FC00000u);
     int32_t e = (int32_t)((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0);
     if (e < 1) e = 1;
     if (e > 254) e = 254;

@@ -6,7 +6,8 @@
  * is zero-padded in DeepGEMM, which never changes max|x|, so here a tile is simply clipped to the
  * matrix. Per tile, in FP32 exactly as torch evaluates it:
  *     amax = max|x| (NaN propagates, as torch.amax does), amax = max(amax, 1e-4f)
- *     sf   = amax / 448 (FP8) or amax / 6 (FP4); sf = ceil_to_ue8m0(sf) if use_ue8m0
+ *     sf   = amax / 448 (FP8) or amax / 6 (FP4); sf = ceil_to_ue8m0(sf) if use_ue8m0 (NaN, the
+ *            UE8M0 byte 255, when amax is NaN or Inf)
  *     q    = encode(x * (1.0f / sf))      (the reciprocal first, then one FP32 product)
  * The rounding of each step matters: the tests compare codes bit for bit with DeepGEMM's.
  */
@@ -63,8 +64,11 @@ static tile_scale quantize_tile(const quant_job *job, int64_t r0, int64_t r1, in
     s.value = job->target == TARGET_FP8 ? amax / 448.0f : amax / 6.0f;
     if (job->use_ue8m0) {
         s.value = hfp4_ceil_to_ue8m0(s.value);
-        /* ceil_to_ue8m0 returns 2^(e-127) with e in 1..254, so this conversion cannot fail. */
-        (void)hfp4_ue8m0_from_float(s.value, &s.e);
+        /* ceil_to_ue8m0 returns 2^(e-127) with e in 1..254, which converts exactly, or NaN for a
+         * NaN or Inf amax: the UE8M0 NaN, byte 255, so the group dequantizes to NaN as with FP32
+         * scales instead of vanishing */
+        if (s.value != s.value) s.e = 255;
+        else (void)hfp4_ue8m0_from_float(s.value, &s.e);
     }
     const float inv = 1.0f / s.value;
 
