@@ -28,7 +28,8 @@
  *  - UE8M0 safety: packing FP32 scales into UE8M0 keeps only the exponent. A value that is not
  *    exactly a UE8M0 value (a positive power of two in [2^-127, 2^127]) is never silently rounded:
  *    the CPU calls fail with HFP4_ERR_INVALID_ARGUMENT naming the first such value and its index,
- *    unless HFP4_SF_ROUND_UP is passed, which applies DeepGEMM's ceil_to_ue8m0 to such values.
+ *    unless HFP4_SF_ROUND_UP is passed, which applies DeepGEMM's ceil_to_ue8m0 to such values if
+ *    they are finite and positive. NaN, Inf, zero and negative scales fail with or without it.
  *  - Errors: HFP4_ERR_INVALID_ARGUMENT when the caller broke a contract (null pointers, negative
  *    sizes, a tensor whose sizes do not match mn/k/granularity, overlapping strides, dst too small
  *    or overlapping the input, a malformed recipe, a pass-through branch whose input is not in the
@@ -110,9 +111,10 @@ typedef struct hfp4_sf_psum {
 } hfp4_sf_psum;
 
 /* Flags for hfp4_sf_options.flags. */
-#define HFP4_SF_ROUND_UP 1u /* pack non-UE8M0 FP32 scales as ceil_to_ue8m0(|x|) (2^ceil(log2|x|),
-                               exponent clamped to 1..254) instead of failing. Exact UE8M0 values
-                               (2^-127..2^127, 2^-127 included as byte 0) are always kept exactly. */
+#define HFP4_SF_ROUND_UP 1u /* pack finite positive non-UE8M0 FP32 scales as ceil_to_ue8m0(x)
+                               (2^ceil(log2 x), exponent clamped to 1..254) instead of failing.
+                               Exact UE8M0 values (2^-127..2^127, 2^-127 included as byte 0) are
+                               always kept exactly; NaN, Inf, zero and negative values still fail. */
 
 /* Execution options shared by every producing call. NULL means all defaults (zero-initialized). */
 typedef struct hfp4_sf_options {
@@ -120,9 +122,11 @@ typedef struct hfp4_sf_options {
     int32_t num_threads;  /* CPU calls: worker threads, 0 = one per online CPU (small inputs run
                              on the calling thread). Ignored by GPU calls.                        */
     int32_t *error_flag;  /* GPU calls only (device memory, may be NULL): set to 1 by a packing
-                             kernel that met a non-UE8M0 FP32 value without HFP4_SF_ROUND_UP (it
-                             then wrote the rounded-up value). Only ever written with 1: zero it
-                             before the call. Ignored by CPU calls, which fail instead.           */
+                             kernel that met a non-UE8M0 FP32 value without HFP4_SF_ROUND_UP, or
+                             a NaN, Inf, zero or negative one with or without it (it then wrote
+                             ceil_to_ue8m0(|x|), exponent clamped to 1..254). Only ever written
+                             with 1: zero it before the call. Ignored by CPU calls, which fail
+                             instead.                                                             */
 } hfp4_sf_options;
 
 /* Which operand a 3-tuple recipe is applied to (DeepGEMM's optional is_sfa). */
@@ -358,7 +362,8 @@ HFP4_API hfp4_status hfp4_sf_transform_pair_into_required_layout(const hfp4_sf_p
  * and launches kernels whose output is byte-identical to the CPU form's, padding included.
  * Differences, because the GPU cannot report data-dependent errors without a host read:
  *  - A non-UE8M0 FP32 scale without HFP4_SF_ROUND_UP is written rounded up (the value the CPU form
- *    writes with the flag) and sets *opts->error_flag to 1 if given. Callers must pass power-of-two
+ *    writes with the flag) and sets *opts->error_flag to 1 if given; so does a NaN, Inf, zero or
+ *    negative scale, flag or not (the CPU form rejects those always). Callers must pass power-of-two
  *    scales (or the flag); check a host copy with the CPU form when in doubt.
  *  - psum ends and K-grouped layouts are not validated: out-of-range values are clamped (no read or
  *    write outside the tensors); the output for such values is unspecified.

@@ -387,6 +387,25 @@ TEST(sf_pack_refuses_non_power_of_two) {
     CHECK_EQ_I64(dst[8 + 5], 0x817E7F7Fu);
     CHECK_EQ_I64(dst[8 + 6], 0); /* padding rows */
     CHECK_EQ_I64(dst[8 + 7], 0);
+    /* HFP4_SF_ROUND_UP rounds finite positive values only: zero, negatives, NaN and Inf stay
+     * INVALID_ARGUMENT with it (they were packed as 2^-126 or 2^127, silently finite; found by an
+     * API review), while a subnormal or FLT_MAX rounds (clamped to bytes 1..254) */
+    for (int i = 0; i < 5; i++) {
+        memcpy(&sf[0][1][1], &bad[i], 4);
+        CHECK_REJECT(hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor(&t, 6, 1, NULL, &opts, dst, sizeof dst, &out),
+                     HFP4_ERR_INVALID_ARGUMENT, "sf(group = 0, mn = 1, sf_k = 1) = ");
+        CHECK_MSG(hfp4_test_contains(hfp4_last_error(), "is not a finite positive value"), "bits 0x%08x: %s", bad[i],
+                  hfp4_last_error());
+    }
+    static const uint32_t positive[] = {0x00200000u, 0x00000001u, 0x7F7FFFFFu, 0x3F800001u};
+    static const uint32_t rounded[] = {1, 1, 254, 128};
+    for (int i = 0; i < 4; i++) {
+        memcpy(&sf[0][1][1], &positive[i], 4);
+        CHECK_STATUS(hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor(&t, 6, 1, NULL, &opts, dst, sizeof dst, &out),
+                     HFP4_OK);
+        CHECK_EQ_I64((dst[0 * 8 + 1] >> 8) & 0xFF, rounded[i]);
+    }
+    sf[0][1][1] = 1.0f;
     hfp4_sf_options badflags = {0x10, 0, NULL};
     CHECK_REJECT(hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor(&t, 6, 1, NULL, &badflags, dst, sizeof dst, &out),
                  HFP4_ERR_INVALID_ARGUMENT, "flags");

@@ -25,16 +25,22 @@
 
 HFP4_SF_HD int64_t hfp4__sf_align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
+/* Bits a packing ORs into its *inexact flag (an int): */
+#define HFP4__SF_INEXACT 1 /* a finite positive value that is not a UE8M0 value: HFP4_SF_ROUND_UP rounds it up */
+#define HFP4__SF_INVALID 2 /* NaN, Inf, zero or negative: no UE8M0 scale means it, HFP4_SF_ROUND_UP or not */
+
 /* The UE8M0 byte for the FP32 value with bit pattern `bits`.
  * Exact UE8M0 values (positive powers of two 2^-126..2^127, and 2^-127 whose float is the subnormal
- * 0x00400000) give their exponent byte, as DeepGEMM's `bits >> 23` packing does. Anything else sets
- * *inexact and gives ceil_to_ue8m0(|x|): exponent + (mantissa != 0), clamped to 1..254 (so zero,
- * NaN and Inf never produce the NaN byte 255). */
+ * 0x00400000) give their exponent byte, as DeepGEMM's `bits >> 23` packing does. Anything else ORs
+ * HFP4__SF_INEXACT (finite positive) or HFP4__SF_INVALID (the rest) into *inexact and gives
+ * ceil_to_ue8m0(|x|): exponent + (mantissa != 0), clamped to 1..254 (so zero, NaN and Inf never
+ * produce the NaN byte 255; the CPU forms reject them, the GPU forms raise their error flag). */
 HFP4_SF_HD uint32_t hfp4__sf_ue8m0_byte(uint32_t bits, int *inexact) {
     uint32_t exp = (bits >> 23) & 0xFFu;
     if (bits == 0x00400000u) return 0;
     if ((bits & 0x807FFFFFu) == 0 && exp != 0 && exp != 255) return exp;
-    *inexact = 1;
+    /* (sign set, +-0, or exponent 255: NaN or Inf) */
+    *inexact |= (bits >> 31) || (bits & 0x7FFFFFFFu) == 0 || exp == 255 ? HFP4__SF_INVALID : HFP4__SF_INEXACT;
     uint32_t mag = bits & 0x7FFFFFFFu;
     uint32_t e = ((mag >> 23) & 0xFFu) + ((mag & 0x7FFFFFu) != 0);
     return e < 1 ? 1 : (e > 254 ? 254 : e);

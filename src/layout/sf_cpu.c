@@ -102,22 +102,23 @@ typedef struct scan_job {
     const hfp4__sf_plan *plan;
     int64_t units, chunks, read_rows;
     int64_t *hit_unit, *hit_inner;
+    int kinds; /* the HFP4__SF_INEXACT / HFP4__SF_INVALID bits that count as a hit */
 } scan_job;
 
-static int64_t scan_unit(const hfp4__sf_plan *p, int64_t u, int64_t read_rows) {
+static int64_t scan_unit(const hfp4__sf_plan *p, int64_t u, int64_t read_rows, int kinds) {
     int inexact = 0;
     if (p->op == HFP4__SF_OP_PACK) {
         int64_t g = u / p->in.mn, i = u % p->in.mn;
         if (!input_row_read(p, i)) return -1;
         for (int64_t j = 0; j < p->in.sf_k; j++) {
             hfp4__sf_ue8m0_byte(load_bits(&p->in, g, i, j), &inexact);
-            if (inexact) return j;
+            if (inexact & kinds) return j;
         }
     } else {
         if (u >= read_rows) return -1;
         for (int64_t c = 0; c < p->in.mn; c++) {
             hfp4__sf_ue8m0_byte(load_bits(&p->in, 0, c, u), &inexact);
-            if (inexact) return c;
+            if (inexact & kinds) return c;
         }
     }
     return -1;
@@ -128,7 +129,7 @@ static void scan_chunk(void *arg, int64_t chunk) {
     int64_t u0 = job->units * chunk / job->chunks, u1 = job->units * (chunk + 1) / job->chunks;
     job->hit_unit[chunk] = -1;
     for (int64_t u = u0; u < u1; u++) {
-        int64_t inner = scan_unit(job->plan, u, job->read_rows);
+        int64_t inner = scan_unit(job->plan, u, job->read_rows, job->kinds);
         if (inner >= 0) {
             job->hit_unit[chunk] = u;
             job->hit_inner[chunk] = inner;
@@ -137,10 +138,13 @@ static void scan_chunk(void *arg, int64_t chunk) {
     }
 }
 
-static hfp4_status check_exact(const char *fn, const hfp4__sf_plan *p, const hfp4_sf_options *opts) {
+/* Fails on the first value whose kind is in `kinds` (sf_common.h): without HFP4_SF_ROUND_UP every
+ * value UE8M0 cannot hold exactly; with it NaN, Inf and values <= 0 still, since rounding up is
+ * only defined for finite positive values (a NaN scale packed as 2^127 silently became finite). */
+static hfp4_status check_exact(const char *fn, const hfp4__sf_plan *p, const hfp4_sf_options *opts, int kinds) {
     enum { MAX_CHUNKS = 256 };
     int64_t hit_unit[MAX_CHUNKS], hit_inner[MAX_CHUNKS];
-    scan_job job = {p, 0, 1, 0, hit_unit, hit_inner};
+    scan_job job = {p, 0, 1, 0, hit_unit, hit_inner, kinds};
     if (p->op == HFP4__SF_OP_PACK) {
         job.units = (p->in.num_groups > 0 ? p->in.num_groups : 1) * p->in.mn;
     } else {
@@ -170,6 +174,13 @@ static hfp4_status check_exact(const char *fn, const hfp4__sf_plan *p, const hfp
                      (long long)j);
         else
             snprintf(where, sizeof where, "mn = %lld, sf_k = %lld", (long long)row, (long long)j);
+        int kind = 0;
+        hfp4__sf_ue8m0_byte(bits, &kind);
+        if (kind & HFP4__SF_INVALID)
+            return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT,
+                              "%s: sf(%s) = %.9g (bits 0x%08x) is not a finite positive value, so no UE8M0 scale "
+                              "means it (HFP4_SF_ROUND_UP rounds up finite positive values only)",
+                              fn, where, (double)v, (unsigned)bits);
         return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT,
                           "%s: sf(%s) = %.9g (bits 0x%08x) is not a power of two in [2^-127, 2^127], so UE8M0 cannot "
                           "hold it exactly; pass HFP4_SF_ROUND_UP to round it up (ceil_to_ue8m0)",
@@ -180,13 +191,14 @@ static hfp4_status check_exact(const char *fn, const hfp4__sf_plan *p, const hfp
 
 hfp4_status hfp4__sf_check_data_cpu(const char *fn, const hfp4__sf_plan *plan, const hfp4_sf_options *opts) {
     const int round_up = opts != NULL && (opts->flags & HFP4_SF_ROUND_UP);
+    const int kinds = round_up ? HFP4__SF_INVALID : HFP4__SF_INEXACT | HFP4__SF_INVALID;
     HFP4_TRY(hfp4__sf_check_options(fn, opts));
     if (plan->op == HFP4__SF_OP_PACK) {
         if (plan->has_psum) HFP4_TRY(check_psum(fn, plan));
-        if (!round_up) HFP4_TRY(check_exact(fn, plan, opts));
+        HFP4_TRY(check_exact(fn, plan, opts, kinds));
     } else if (plan->op == HFP4__SF_OP_K_GROUPED) {
         HFP4_TRY(check_k_groups(fn, plan));
-        if (!round_up) HFP4_TRY(check_exact(fn, plan, opts));
+        HFP4_TRY(check_exact(fn, plan, opts, kinds));
     }
     return HFP4_OK;
 }

@@ -48,12 +48,16 @@ struct RowMap {
 };
 
 struct Flags {
-    int32_t *error_flag; /* set to 1 on an inexact UE8M0 value unless round_up      */
+    int32_t *error_flag; /* set to 1 on an inexact UE8M0 value unless round_up, and on a
+                            non-positive or non-finite one in any case (sf_common.h) */
     int round_up;
 };
 
+/* what the CPU form rejects: any inexact value without round_up; NaN, Inf and values <= 0 always
+ * (round_up only rounds finite positive values) */
 __device__ __forceinline__ void report_inexact(int inexact, const Flags &f) {
-    if (inexact && !f.round_up && f.error_flag != nullptr) *f.error_flag = 1;
+    const int bad = (inexact & HFP4__SF_INVALID) || (inexact && !f.round_up);
+    if (bad && f.error_flag != nullptr) *f.error_flag = 1;
 }
 
 __device__ __forceinline__ void store4(uint32_t *p, uint32_t a, uint32_t b, uint32_t c, uint32_t d, bool vec) {

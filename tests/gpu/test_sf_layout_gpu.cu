@@ -269,45 +269,59 @@ TEST(sf_gpu_pack_psum_matches_cpu) {
 
 TEST(sf_gpu_pack_non_power_of_two_sets_flag) {
     REQUIRE_GPU();
-    hfp4_rng r = hfp4_rng_make(14);
-    /* arbitrary finite positive floats, plus zero, negative, NaN, Inf, subnormals */
-    dual_tensor t = make_dual(HFP4_DTYPE_FP32, 3, 301, 37, L_KMAJOR, &r, 0, 0);
-    static const uint32_t specials[] = {0x00000000u, 0x80000000u, 0xBF800000u, 0x7FC00000u,
-                                        0x7F800000u, 0x00200000u, 0x00400000u, 0x7F7FFFFFu};
-    int64_t words = 3 * 301 * 37;
-    for (int64_t i = 0; i < words; i++) {
-        uint32_t v = t.hbuf[i] & 0x7FFFFFFFu;
-        if ((v >> 23) == 255 || (v >> 23) == 0) v = 0x3E99999Au; /* keep most values ordinary */
-        t.hbuf[i] = i % 97 < 8 ? specials[i % 97] : v;
-    }
-    CUDA_OK(cudaMemcpy(t.dbuf, t.hbuf, (size_t)words * 4, cudaMemcpyHostToDevice));
-    hfp4_sf_tensor cd, gd;
-    size_t bytes;
-    CHECK_STATUS(hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor_query(&t.host, 301, 1, NULL, &cd, &bytes), HFP4_OK);
-    void *cpu = malloc(bytes);
-    CHECK_REJECT(hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor(&t.host, 301, 1, NULL, NULL, cpu, bytes, &cd),
-                 HFP4_ERR_INVALID_ARGUMENT, "not a power of two");
-    hfp4_sf_options up = {HFP4_SF_ROUND_UP, 0, NULL};
-    CHECK_STATUS(hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor(&t.host, 301, 1, NULL, &up, cpu, bytes, &cd),
-                 HFP4_OK);
-    int32_t *flag;
-    CUDA_OK(cudaMalloc(&flag, 4));
-    for (int round_up = 0; round_up <= 1; round_up++) {
-        CUDA_OK(cudaMemset(flag, 0, 4));
-        hfp4_sf_options opts = {round_up ? HFP4_SF_ROUND_UP : 0u, 0, flag};
-        dev_out o = make_out(bytes, 0);
-        CHECK_STATUS(hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor_gpu(&t.dev, 301, 1, NULL, &opts, o.ptr, bytes,
-                                                                              &gd, NULL),
+    /* variant 0: arbitrary finite positive floats with finite positive specials (subnormals,
+     * 2^-127, FLT_MAX): HFP4_SF_ROUND_UP rounds them up, byte for byte as the CPU form, and the
+     * flag is set only without it. variant 1: zero, negative, NaN and Inf added: no UE8M0 scale
+     * means them, so the CPU form rejects them with the flag or without, and the kernel sets the
+     * flag in both cases (with the flag these used to pass as 2^-126 / 2^127) */
+    for (int variant = 0; variant <= 1; variant++) {
+        hfp4_rng r = hfp4_rng_make(14);
+        dual_tensor t = make_dual(HFP4_DTYPE_FP32, 3, 301, 37, L_KMAJOR, &r, 0, 0);
+        static const uint32_t positive[] = {0x00200000u, 0x00400000u, 0x7F7FFFFFu, 0x3F800001u};
+        static const uint32_t invalid[] = {0x00000000u, 0x80000000u, 0xBF800000u, 0x7FC00000u, 0x7F800000u};
+        int64_t words = 3 * 301 * 37;
+        for (int64_t i = 0; i < words; i++) {
+            uint32_t v = t.hbuf[i] & 0x7FFFFFFFu;
+            if ((v >> 23) == 255 || (v >> 23) == 0) v = 0x3E99999Au; /* keep most values ordinary */
+            const int64_t j = i % 97;
+            t.hbuf[i] = j < 4 ? positive[j] : variant == 1 && j < 9 ? invalid[j - 4] : v;
+        }
+        CUDA_OK(cudaMemcpy(t.dbuf, t.hbuf, (size_t)words * 4, cudaMemcpyHostToDevice));
+        hfp4_sf_tensor cd, gd;
+        size_t bytes;
+        CHECK_STATUS(hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor_query(&t.host, 301, 1, NULL, &cd, &bytes),
                      HFP4_OK);
-        same_as_cpu(o, cpu, round_up ? "pack round-up" : "pack without round-up");
-        int32_t hflag = -1;
-        CUDA_OK(cudaMemcpy(&hflag, flag, 4, cudaMemcpyDeviceToHost));
-        CHECK_MSG(hflag == (round_up ? 0 : 1), "error flag = %d with round_up = %d", (int)hflag, round_up);
-        cudaFree(o.base);
+        void *cpu = malloc(bytes);
+        hfp4_sf_options up = {HFP4_SF_ROUND_UP, 0, NULL};
+        if (variant == 0) {
+            CHECK_REJECT(hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor(&t.host, 301, 1, NULL, NULL, cpu, bytes, &cd),
+                         HFP4_ERR_INVALID_ARGUMENT, "not a power of two");
+            CHECK_STATUS(hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor(&t.host, 301, 1, NULL, &up, cpu, bytes, &cd),
+                         HFP4_OK);
+        } else {
+            CHECK_REJECT(hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor(&t.host, 301, 1, NULL, &up, cpu, bytes, &cd),
+                         HFP4_ERR_INVALID_ARGUMENT, "is not a finite positive value");
+        }
+        int32_t *flag;
+        CUDA_OK(cudaMalloc(&flag, 4));
+        for (int round_up = 0; round_up <= 1; round_up++) {
+            CUDA_OK(cudaMemset(flag, 0, 4));
+            hfp4_sf_options opts = {round_up ? HFP4_SF_ROUND_UP : 0u, 0, flag};
+            dev_out o = make_out(bytes, 0);
+            CHECK_STATUS(hfp4_sf_get_mn_major_tma_aligned_packed_ue8m0_tensor_gpu(&t.dev, 301, 1, NULL, &opts, o.ptr,
+                                                                                  bytes, &gd, NULL),
+                         HFP4_OK);
+            if (variant == 0) same_as_cpu(o, cpu, round_up ? "pack round-up" : "pack without round-up");
+            int32_t hflag = -1;
+            CUDA_OK(cudaMemcpy(&hflag, flag, 4, cudaMemcpyDeviceToHost));
+            const int want = variant == 1 || !round_up;
+            CHECK_MSG(hflag == want, "variant %d: error flag = %d with round_up = %d", variant, (int)hflag, round_up);
+            cudaFree(o.base);
+        }
+        cudaFree(flag);
+        free(cpu);
+        free_dual(&t);
     }
-    cudaFree(flag);
-    free(cpu);
-    free_dual(&t);
 }
 
 TEST(sf_gpu_k_grouped_matches_cpu) {
