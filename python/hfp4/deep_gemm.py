@@ -985,11 +985,14 @@ def transform_sf_into_required_layout(sf, mn, k, recipe=None, num_groups=None, i
 
 
 def ceil_to_ue8m0(x):
-    """DeepGEMM's ceil_to_ue8m0: |x| rounded up to a power of two (as float32), clamped to [2^-126, 2^127]."""
+    """DeepGEMM's ceil_to_ue8m0: |x| rounded up to a power of two (as float32), clamped to [2^-126,
+    2^127]; Inf and NaN stay Inf and NaN (UE8M0 byte 255, as DeepGEMM's and the C quantizers'), so a
+    non-finite amax never becomes a finite scale that zeroes its group."""
     torch = _t()
-    bits = x.abs().float().view(torch.int)
+    mag = x.abs().float()
+    bits = mag.view(torch.int)
     exp = ((bits >> 23) & 0xFF) + (bits & 0x7FFFFF).bool().int()
-    return (exp.clamp(1, 254) << 23).view(torch.float)
+    return torch.where(((bits >> 23) & 0xFF) == 0xFF, mag, (exp.clamp(1, 254) << 23).view(torch.float))
 
 
 def pack_ue8m0_to_int(x):
@@ -1001,7 +1004,8 @@ def pack_ue8m0_to_int(x):
     if pad:
         x = torch.nn.functional.pad(x, (0, pad), value=1.0)
     x = x.contiguous()
-    if not bool(((x.view(torch.int) & ((1 << 23) - 1)) == 0).all()):
+    bits = x.view(torch.int)
+    if not bool((((bits & ((1 << 23) - 1)) == 0) | (((bits >> 23) & 0xFF) == 0xFF)).all()):  # (NaN: byte 255)
         raise L.invalid_argument("pack_ue8m0_to_int: scales must be powers of two (use_ue8m0 = True)")
     return (x.view(torch.int) >> 23).to(torch.uint8).view(torch.int)
 

@@ -153,3 +153,14 @@ def test_top_level_ue8m0_helpers():
     packed = dg.pack_ue8m0_to_int(got)
     assert packed.dtype == torch.int32 and tuple(packed.shape) == (1, 2)
     assert torch.equal(packed.view(torch.uint8).view(1, 8).int(), exp.clamp(1, 254))
+
+
+def test_ue8m0_helpers_keep_non_finite_scales():
+    # a non-finite amax must not become a finite scale that zeroes its group: Inf and NaN stay
+    # themselves and pack to UE8M0 byte 255, as DeepGEMM's helpers and the C quantizers give
+    torch = pytest.importorskip("torch")
+    got = dg.ceil_to_ue8m0(torch.tensor([float("inf"), float("nan"), -float("inf"), 3.0]))
+    assert got[0].item() == float("inf") and got[1].isnan().item() and got[2].item() == float("inf")
+    assert got[3].item() == 4.0
+    packed = dg.pack_ue8m0_to_int(torch.tensor([float("inf"), float("nan"), 4.0, 0.5]))
+    assert packed.view(torch.uint8).tolist() == [0xFF, 0xFF, 0x81, 0x7E]
