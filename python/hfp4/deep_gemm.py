@@ -427,6 +427,24 @@ def weight_cache_enabled() -> bool:
     return os.environ.get("HFP4_WEIGHT_CACHE", "1").strip() != "0"
 
 
+_repacks = {}  # key -> the cache's repacks of the weights at that key (a repack per call: warn once)
+_REPACK_WARN_AT = 4
+
+
+def _note_repack_locked(key) -> None:
+    """Count a repack of the weights at `key`; the fourth warns once (a caller that passes a new
+    scale tensor, or new weights at one address, at every call repacks at every call: correct, but
+    an extra pass over the weights per GEMM)."""
+    n = _repacks.get(key, 0) + 1
+    _repacks[key] = n
+    if n == _REPACK_WARN_AT:
+        import warnings
+        warnings.warn("hfp4.deep_gemm: the FP4 weights at 0x%x were repacked %d times: pass the same weight "
+                      "and scale tensors at every call (scales converted anew for each call are a new tensor "
+                      "each time), or repack once with repack_weights() and pass the result" % (key[1], n),
+                      RuntimeWarning, stacklevel=4)
+
+
 def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
     if not weight_cache_enabled():
         return repack_weights((B, SFB))
@@ -439,6 +457,7 @@ def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
         # repack, so equal pointers mean the same tensors, not new ones at a freed address)
         if e is not None and e.state == state and all(tok() is not None for tok in e.tokens):
             return e.weights
+        _note_repack_locked(key)
     weights = repack_weights((B, SFB))
     if capturing:
         # captured: the repack runs only when the graph is replayed, so its buffer holds nothing
@@ -463,6 +482,7 @@ def clear_weight_cache() -> None:
     altogether, at the cost of a repack per call.)"""
     with _cache_lock:
         _cache.clear()
+        _repacks.clear()
         del _dead[:]
 
 

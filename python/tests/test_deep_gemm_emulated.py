@@ -503,3 +503,23 @@ def test_transposed_layouts(emu):
     assert dg.get_pdl() is True
     dg.set_pdl(False)
     dg.set_ignore_compile_dims(True)
+
+
+def test_weight_cache_warns_when_it_repacks_at_every_call(emu):
+    # a new scale tensor at every call (a per-call conversion of the stored scales) repacks at every
+    # call: correct, and the fourth repack of the same weights warns once, naming the way out
+    import warnings
+    m, n, k = 8, 64, 256
+    a, sfa = _acts(22, (m, k))
+    b, sfb = _weights(23, 1, n, k, "u8")
+    b = fc(b[0].clone())
+    d = fc(torch.empty(m, n, dtype=torch.bfloat16))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(6):
+            dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (b, fc(sfb[0].clone())), d)
+            gc.collect()
+    assert sum(c[0] == "repack" for c in emu.calls) == 6
+    msgs = [str(c.message) for c in caught if "repacked" in str(c.message)]
+    assert len(msgs) == 1 and "repack_weights" in msgs[0]
+    _check(d, _deq_a(a, sfa, 128) @ _deq_b(b, sfb[0]).T)
