@@ -696,6 +696,9 @@ TEST(checkpoint_fp4_pair_errors) {
         {"g.weight", "I8", 3, {2, 64, 64}, buf, 8192},   {"g.weight_scale", "F8_E8M0", 1, {1}, x.e, 1},
         {"h", "I8", 3, {2, 64, 64}, buf, 8192},          {"h_scale_inv", "F8_E8M0", 3, {3, 64, 4}, buf, 768},
         {"z.weight", "I8", 2, {0, 64}, buf, 0},          {"z.scale", "F8_E8M0", 2, {0, 4}, buf, 0},
+        /* empty, with a last dimension whose K = 2 * last overflows int64 (a fuzzing review) */
+        {"y.weight", "U8", 2, {0, INT64_MAX}, buf, 0},   {"y.scale", "F8_E8M0", 2, {0, 1}, buf, 0},
+        {"x", "I8", 3, {0, 64, INT64_MAX}, buf, 0},      {"x_scale_inv", "F8_E8M0", 3, {0, 64, 1}, buf, 0},
     };
     const char *p = in_dir(dir, "pairs.safetensors");
     CHECK(write_st(p, NULL, e, (int)(sizeof e / sizeof e[0])) == 0);
@@ -713,6 +716,9 @@ TEST(checkpoint_fp4_pair_errors) {
         CHECK_REJECT(hfp4__fp4_expert_pair(f, "g.weight", &pe), HFP4_ERR_INVALID_ARGUMENT, "no scale tensor 'g.scale'");
         CHECK_REJECT(hfp4__fp4_expert_pair(f, "h", &pe), HFP4_ERR_INVALID_ARGUMENT, "expected [E] + [64, 4]");
         CHECK_REJECT(hfp4__fp4_expert_pair(f, "z.weight", &pe), HFP4_ERR_INVALID_ARGUMENT, "shape [0, 64] is empty");
+        CHECK_REJECT(hfp4__fp4_expert_pair(f, "y.weight", &pe), HFP4_ERR_INVALID_ARGUMENT,
+                     "shape [0, 9223372036854775807] is empty");
+        CHECK_REJECT(hfp4__fp4_expert_pair(f, "x", &pe), HFP4_ERR_INVALID_ARGUMENT, "shape [0, 64, 9223372036854775807] is empty");
         CHECK_REJECT(hfp4__fp4_expert_pair(f, "nope.weight", &pe), HFP4_ERR_INVALID_ARGUMENT, "no tensor 'nope.weight'");
         CHECK(hfp4__fp4_expert_candidate(f, hfp4__st_find(f, "a.weight")));
         CHECK(!hfp4__fp4_expert_candidate(f, hfp4__st_find(f, "d.weight")));

@@ -76,8 +76,11 @@ hfp4_status hfp4__fp4_expert_pair(const hfp4__st_file *file, const char *weight_
 
     int64_t groups = w->ndim == 3 ? w->shape[0] : 1;
     int64_t n = w->shape[w->ndim - 2], last = w->shape[w->ndim - 1];
-    int64_t k = w->dtype == HFP4__ST_F4 ? last : 2 * last;
+    /* emptiness first: an empty tensor's other dimensions are unbounded (shape [0, 2^63 - 1] is a
+     * valid 0-byte tensor) and 2 * last would overflow; with every dimension >= 1 the header's 64-bit
+     * size check keeps last below 2^61 */
     HFP4_CHECK_ARG(groups >= 1 && n >= 1 && last >= 1, "safetensors '%s': tensor '%s': shape %s is empty", p, weight_name, sh);
+    int64_t k = w->dtype == HFP4__ST_F4 ? last : 2 * last;
     HFP4_CHECK_ARG(groups <= INT32_MAX, "safetensors '%s': tensor '%s': shape %s has more than %d groups", p, weight_name, sh,
                    INT32_MAX);
     HFP4_CHECK_ARG(k % 32 == 0,
