@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -674,6 +675,13 @@ TEST(checkpoint_container_rejects_malformed) {
     CHECK_REJECT(hfp4__sm90_container_load(p, &got, &payload, &b), HFP4_ERR_INVALID_ARGUMENT, "needs more bytes");
     CHECK_REJECT(hfp4__sm90_container_load(in_dir(dir, "missing.bin"), &got, &payload, &b), HFP4_ERR_INVALID_ARGUMENT,
                  "cannot open");
+    /* a FIFO with no writer is refused at once (opening it used to wait forever), a directory too */
+    const char *fifo = in_dir(dir, "fifo.bin");
+    if (mkfifo(fifo, 0600) == 0) {
+        CHECK_REJECT(hfp4__sm90_container_load(fifo, &got, &payload, &b), HFP4_ERR_INVALID_ARGUMENT, "not a regular file");
+        CHECK_MSG(strstr(hfp4_last_error(), fifo) != NULL, "message: %s", hfp4_last_error());
+    }
+    CHECK_REJECT(hfp4__sm90_container_load(dir, &got, &payload, &b), HFP4_ERR_INVALID_ARGUMENT, "not a regular file");
     free(file);
     remove_tmpdir(dir);
 }
@@ -843,6 +851,9 @@ TEST(checkpoint_safetensors_rejects_malformed) {
     /* length field and file size */
     CHECK_REJECT(hfp4__st_open(in_dir(dir, "missing.safetensors"), &f), HFP4_ERR_INVALID_ARGUMENT, "cannot open");
     CHECK_REJECT(hfp4__st_open(dir, &f), HFP4_ERR_INVALID_ARGUMENT, "not a regular file");
+    const char *fifo = in_dir(dir, "fifo.safetensors"); /* refused at once: opening it used to wait for a writer */
+    if (mkfifo(fifo, 0600) == 0) CHECK_REJECT(hfp4__st_open(fifo, &f), HFP4_ERR_INVALID_ARGUMENT, "not a regular file");
+    remove(fifo);
     CHECK(write_bytes(p, "\x10\0\0\0\0", 5) == 0);
     CHECK_REJECT(hfp4__st_open(p, &f), HFP4_ERR_INVALID_ARGUMENT, "the file is 5 bytes, shorter than the 8-byte header length");
     unsigned char trunc[8 + 50] = {100};

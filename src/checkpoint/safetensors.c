@@ -2,10 +2,12 @@
  * safetensors.c - see safetensors.h.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "json.h"
 #include "safetensors.h"
@@ -45,6 +47,38 @@ void hfp4__st_fputs_printable(FILE *out, const char *s) {
         if (*c < 0x20 || *c == 0x7F || *c == '\\') fprintf(out, "\\x%02X", *c);
         else fputc(*c, out);
     }
+}
+
+hfp4_status hfp4__open_regular(const char *what, const char *path, FILE **out) {
+    *out = NULL;
+    errno = 0;
+    /* O_NONBLOCK: fopen of a FIFO waits for a writer, forever if none comes; without it the type
+     * check below would come too late. Reads are blocking again once the file is known regular. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "%s '%s': cannot open: %s", what, path,
+                          errno ? strerror(errno) : "unknown error");
+    struct stat info;
+    if (fstat(fd, &info) != 0) {
+        hfp4_status st = hfp4__fail(HFP4_ERR_IO, "%s '%s': cannot stat: %s", what, path, strerror(errno));
+        close(fd);
+        return st;
+    }
+    /* directories, pipes and devices cannot be sized or seeked (and a device may never end) */
+    if (!S_ISREG(info.st_mode)) {
+        close(fd);
+        return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "%s '%s': not a regular file", what, path);
+    }
+    int flags = fcntl(fd, F_GETFL);
+    FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        hfp4_status st = hfp4__fail(HFP4_ERR_IO, "%s '%s': cannot open: %s", what, path,
+                                    errno ? strerror(errno) : "unknown error");
+        close(fd);
+        return st;
+    }
+    *out = f;
+    return HFP4_OK;
 }
 
 void hfp4__st_close(hfp4__st_file *file) {
@@ -244,9 +278,6 @@ static hfp4_status check_layout(hfp4__st_file *sf) {
 
 static hfp4_status parse_file(hfp4__st_file *sf) {
     const char *p = sf->path;
-    struct stat info;
-    /* directories and pipes open fine but cannot be sized or seeked */
-    HFP4_CHECK_ARG(fstat(fileno(sf->f), &info) == 0 && S_ISREG(info.st_mode), "safetensors '%s': not a regular file", p);
     errno = 0;
     if (fseeko(sf->f, 0, SEEK_END) != 0)
         return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "safetensors '%s': cannot seek: %s", p, strerror(errno));
@@ -332,15 +363,8 @@ hfp4_status hfp4__st_open(const char *path, hfp4__st_file **out) {
         hfp4__st_close(sf);
         return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "safetensors '%s': out of memory", path);
     }
-    errno = 0;
-    sf->f = fopen(path, "rb");
-    if (!sf->f) {
-        hfp4_status st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "safetensors '%s': cannot open: %s", path,
-                                    errno ? strerror(errno) : "unknown error");
-        hfp4__st_close(sf);
-        return st;
-    }
-    hfp4_status st = parse_file(sf);
+    hfp4_status st = hfp4__open_regular("safetensors", path, &sf->f);
+    if (st == HFP4_OK) st = parse_file(sf);
     if (st != HFP4_OK) {
         hfp4__st_close(sf);
         return st;

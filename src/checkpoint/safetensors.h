@@ -85,6 +85,11 @@ typedef struct hfp4__st_file {
     size_t meta_count;
 } hfp4__st_file;
 
+/* Opens `path` for reading (binary) into *out, only if it is a regular file: a FIFO, device or
+ * directory is refused before any read ("<what> '<path>': not a regular file"), as opening a FIFO
+ * would otherwise wait for a writer. INVALID_ARGUMENT (missing, unreadable or not regular), IO. */
+hfp4_status hfp4__open_regular(const char *what, const char *path, FILE **out);
+
 /* Opens and validates `path`. On success *out owns the open FILE; close with hfp4__st_close.
  * INVALID_ARGUMENT (missing/unreadable file, any format violation), OUT_OF_MEMORY. */
 hfp4_status hfp4__st_open(const char *path, hfp4__st_file **out);

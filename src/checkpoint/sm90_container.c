@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "../weights/repack_sm90.h"
+#include "safetensors.h"
 #include "sm90_container.h"
 
 static void put_le(unsigned char *b, uint64_t v, int n) {
@@ -96,14 +97,12 @@ hfp4_status hfp4__sm90_container_decode(const char *path, const unsigned char in
 hfp4_status hfp4__sm90_container_load(const char *path, hfp4__sm90_container *h, void **payload, hfp4_matrix *b) {
     HFP4_CHECK_ARG(path && h && payload && b, "hfp4__sm90_container_load: NULL argument");
     *payload = NULL;
-    errno = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "HFP4SM90 container '%s': cannot open: %s", path,
-                          errno ? strerror(errno) : "unknown error");
+    FILE *f = NULL;
+    HFP4_TRY(hfp4__open_regular("HFP4SM90 container", path, &f));
     hfp4_status st = HFP4_OK;
     unsigned char head[HFP4__SM90_CONTAINER_HEADER_BYTES];
     off_t size = -1;
+    errno = 0;
     if (fseeko(f, 0, SEEK_END) == 0) size = ftello(f);
     if (size < 0 || fseeko(f, 0, SEEK_SET) != 0)
         st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "HFP4SM90 container '%s': cannot determine the file size: %s", path,
@@ -111,9 +110,12 @@ hfp4_status hfp4__sm90_container_load(const char *path, hfp4__sm90_container *h,
     else if (size < HFP4__SM90_CONTAINER_HEADER_BYTES)
         st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "HFP4SM90 container '%s': the file is %lld bytes, shorter than the %d-byte header",
                         path, (long long)size, HFP4__SM90_CONTAINER_HEADER_BYTES);
-    else if (fread(head, 1, sizeof head, f) != sizeof head)
-        st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "HFP4SM90 container '%s': cannot read the header: %s", path,
-                        errno ? strerror(errno) : "short read");
+    else {
+        errno = 0; /* a short read sets no errno: a stale one must not be given as the reason */
+        if (fread(head, 1, sizeof head, f) != sizeof head)
+            st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "HFP4SM90 container '%s': cannot read the header: %s", path,
+                            errno ? strerror(errno) : "short read");
+    }
     if (st == HFP4_OK) st = hfp4__sm90_container_decode(path, head, (uint64_t)size, h);
     void *buf = NULL;
     if (st == HFP4_OK && h->bytes > SIZE_MAX)
@@ -122,9 +124,12 @@ hfp4_status hfp4__sm90_container_load(const char *path, hfp4__sm90_container *h,
     if (st == HFP4_OK && !(buf = malloc((size_t)h->bytes)))
         st = hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "HFP4SM90 container '%s': out of memory for %llu bytes", path,
                         (unsigned long long)h->bytes);
-    if (st == HFP4_OK && fread(buf, 1, (size_t)h->bytes, f) != (size_t)h->bytes)
-        st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "HFP4SM90 container '%s': cannot read the %llu-byte payload: %s", path,
-                        (unsigned long long)h->bytes, errno ? strerror(errno) : "short read");
+    if (st == HFP4_OK) {
+        errno = 0;
+        if (fread(buf, 1, (size_t)h->bytes, f) != (size_t)h->bytes)
+            st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "HFP4SM90 container '%s': cannot read the %llu-byte payload: %s",
+                            path, (unsigned long long)h->bytes, errno ? strerror(errno) : "short read");
+    }
     fclose(f);
     if (st != HFP4_OK) {
         free(buf);
