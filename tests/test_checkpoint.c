@@ -974,6 +974,25 @@ TEST(checkpoint_safetensors_rejects_malformed) {
     CHECK_STATUS(hfp4__st_open(p, &f), HFP4_OK);
     hfp4__st_close(f);
 
+    /* the densest valid header (16 one-digit dimensions, short names, no spaces: one value per 3.8
+     * bytes) stays under the parser's value cap */
+    {
+        enum { CAP = 1 << 16 };
+        char *dense = malloc(CAP);
+        size_t n = 0;
+        dense[n++] = '{';
+        for (int t = 0; t < 500; t++)
+            n += (size_t)snprintf(dense + n, CAP - n,
+                                  "%s\"%d\":{\"dtype\":\"U8\",\"shape\":[0,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,0]}",
+                                  t ? "," : "", t);
+        snprintf(dense + n, CAP - n, "}");
+        CHECK(write_raw(p, dense, NULL, 0) == 0);
+        CHECK_STATUS(hfp4__st_open(p, &f), HFP4_OK);
+        if (f) CHECK_EQ_I64(f->count, 500);
+        hfp4__st_close(f);
+        free(dense);
+    }
+
     /* the file shrinking after it was opened: a read reports it (64 KiB, more than stdio buffers) */
     enum { BIG = 65536 };
     unsigned char *big = calloc(1, BIG);
@@ -1014,6 +1033,36 @@ TEST(checkpoint_json_parser) {
     hfp4__json_free(&doc);
     CHECK_REJECT(hfp4__json_parse("ctx", "", 0, &doc), HFP4_ERR_INVALID_ARGUMENT, "unexpected end of text");
     hfp4__json_free(&doc);
+
+    /* memory bounds (a fuzzing review: 100 MB of "[0,0,..." took 4 GB of nodes) */
+    CHECK(sizeof(hfp4__json_node) <= 32);
+    enum { CAP = 1 << 16 };
+    char *big = malloc(CAP);
+    size_t n = 0;
+    big[n++] = '[';
+    for (int i = 0; i < 64; i++) n += (size_t)snprintf(big + n, CAP - n, i ? ",%d" : "%d", i);
+    big[n++] = ']';
+    CHECK_STATUS(hfp4__json_parse("ctx", big, n, &doc), HFP4_OK); /* 64 elements are fine */
+    hfp4__json_free(&doc);
+    memcpy(big + n - 1, ",0]", 3);
+    CHECK_REJECT(hfp4__json_parse("ctx", big, n + 2, &doc), HFP4_ERR_INVALID_ARGUMENT,
+                 "ctx: JSON array longer than 64 elements (a safetensors header's longest, a shape, has at most 16) at byte 183");
+    hfp4__json_free(&doc);
+    /* arrays of 64 one-digit values in an object: one value per ~2 bytes, past the node cap */
+    n = 0;
+    big[n++] = '{';
+    for (int a = 0; a < 200; a++) {
+        n += (size_t)snprintf(big + n, CAP - n, a ? ",\"\":[0" : "\"\":[0");
+        for (int i = 1; i < 64; i++) n += (size_t)snprintf(big + n, CAP - n, ",0");
+        big[n++] = ']';
+    }
+    big[n++] = '}';
+    CHECK_REJECT(hfp4__json_parse("ctx", big, n, &doc), HFP4_ERR_INVALID_ARGUMENT,
+                 "ctx: JSON has more values than a safetensors header of this length can (over");
+    CHECK(doc.cap <= n / HFP4__JSON_BYTES_PER_VALUE + 64); /* and the node array never grew past the cap */
+    hfp4__json_free(&doc);
+    free(big);
+
     size_t bad = 0;
     CHECK(hfp4__utf8_valid("a\xc3\xa9\xf4\x8f\xbf\xbf", 7, &bad));
     CHECK(!hfp4__utf8_valid("a\xf4\x90\x80\x80", 5, &bad) && bad == 1); /* > U+10FFFF */

@@ -25,8 +25,14 @@ static void skip_ws(parser *p) {
 
 static hfp4_status new_node(parser *p, hfp4__json_kind kind, size_t *index) {
     hfp4__json_doc *d = p->doc;
+    if (d->count == d->max_count)
+        return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT,
+                          "%s: JSON has more values than a safetensors header of this length can (over %zu, one per %d "
+                          "bytes) at byte %zu",
+                          p->what, d->max_count, HFP4__JSON_BYTES_PER_VALUE, p->i);
     if (d->count == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 64;
+        if (cap > d->max_count) cap = d->max_count; /* never more than the cap allows */
         hfp4__json_node *n = realloc(d->nodes, cap * sizeof *n);
         if (!n) return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu JSON nodes", p->what, cap);
         d->nodes = n;
@@ -36,7 +42,8 @@ static hfp4_status new_node(parser *p, hfp4__json_kind kind, size_t *index) {
     memset(n, 0, sizeof *n);
     n->kind = kind;
     n->pos = p->i;
-    n->first_child = n->next = n->key = HFP4__JSON_NONE;
+    n->next = n->key = HFP4__JSON_NONE;
+    if (kind == HFP4__JSON_OBJECT || kind == HFP4__JSON_ARRAY) n->first_child = HFP4__JSON_NONE;
     *index = d->count++;
     return HFP4_OK;
 }
@@ -182,12 +189,15 @@ static hfp4_status parse_container(parser *p, int depth, size_t self, int object
             if (p->i >= p->len || p->s[p->i] != ':') return syntax(p, "expected ':' after an object key");
             p->i++;
         }
+        if (!object && p->doc->nodes[self].count == HFP4__JSON_MAX_ARRAY)
+            return syntax(p, "array longer than 64 elements (a safetensors header's longest, a shape, has at most 16)");
         HFP4_TRY(parse_value(p, depth + 1, &child));
         hfp4__json_node *c = &p->doc->nodes[child];
-        c->key = key;
-        c->key_len = key_len;
-        if (last == HFP4__JSON_NONE) p->doc->nodes[self].first_child = child;
-        else p->doc->nodes[last].next = child;
+        /* (the 1 GiB text limit keeps indices, offsets and lengths within 32 bits) */
+        c->key = (uint32_t)key;
+        c->key_len = (uint32_t)key_len;
+        if (last == HFP4__JSON_NONE) p->doc->nodes[self].first_child = (uint32_t)child;
+        else p->doc->nodes[last].next = (uint32_t)child;
         last = child;
         p->doc->nodes[self].count++;
         skip_ws(p);
@@ -216,8 +226,8 @@ static hfp4_status parse_value(parser *p, int depth, size_t *index) {
         HFP4_TRY(new_node(p, HFP4__JSON_STRING, index));
         size_t start, len;
         HFP4_TRY(parse_string(p, &start, &len));
-        p->doc->nodes[*index].str = start;
-        p->doc->nodes[*index].str_len = len;
+        p->doc->nodes[*index].str = (uint32_t)start;
+        p->doc->nodes[*index].str_len = (uint32_t)len;
         return HFP4_OK;
     }
     if (c == '-' || (c >= '0' && c <= '9')) {
@@ -234,6 +244,10 @@ static hfp4_status parse_value(parser *p, int depth, size_t *index) {
 
 hfp4_status hfp4__json_parse(const char *what, const char *text, size_t len, hfp4__json_doc *doc) {
     parser p = {what, (const unsigned char *)text, len, 0, doc};
+    if (len > HFP4__JSON_MAX_TEXT)
+        return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "%s: JSON text of %zu bytes is longer than this parser's %zu", what, len,
+                          HFP4__JSON_MAX_TEXT);
+    doc->max_count = len / HFP4__JSON_BYTES_PER_VALUE + 64;
     size_t top;
     HFP4_TRY(parse_value(&p, 0, &top));
     skip_ws(&p);

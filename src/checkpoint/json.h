@@ -5,7 +5,9 @@
  * Why our own: hfp4 is a dependency-free C library, and a safetensors header is a small, fixed
  * schema. Strict means RFC 8259 syntax with these restrictions, each rejected with a message that
  * gives the byte offset: no true/false/null, no fractions or exponents, integers within int64, no
- * nesting deeper than HFP4__JSON_MAX_DEPTH, nothing but whitespace after the top-level value.
+ * nesting deeper than HFP4__JSON_MAX_DEPTH, nothing but whitespace after the top-level value, no
+ * more values than one per HFP4__JSON_BYTES_PER_VALUE bytes of text (plus 64), no array longer
+ * than HFP4__JSON_MAX_ARRAY, text of at most HFP4__JSON_MAX_TEXT bytes.
  * The input must already be valid UTF-8 (hfp4__utf8_valid); \u escapes (with surrogate pairs)
  * are decoded to UTF-8. Duplicate object keys are kept: the schema layer decides about them.
  */
@@ -21,8 +23,17 @@
 extern "C" {
 #endif
 
-#define HFP4__JSON_NONE ((size_t)-1)
+#define HFP4__JSON_NONE UINT32_MAX
 #define HFP4__JSON_MAX_DEPTH 32 /* a safetensors header needs 3; the cap keeps recursion bounded */
+/* NOTE: the memory bounds. A node costs 32 bytes, so text made of nothing but values ("[0,0,...",
+ * one per 2 bytes) once took 40 bytes of nodes per byte (4 GB for a 100 MB header). A safetensors
+ * header needs at most one value per 3.7 bytes (its densest valid entry, 16 one-digit dimensions
+ * and a one-character name, is 83 bytes for 22 values), so one per 3 bytes never rejects a valid
+ * header and caps the nodes at ~11 bytes per byte of text. Its longest array is a shape (16
+ * entries): 64 makes the common bogus case fail at once, long before the node cap. */
+#define HFP4__JSON_BYTES_PER_VALUE 3
+#define HFP4__JSON_MAX_ARRAY 64
+#define HFP4__JSON_MAX_TEXT ((size_t)1 << 30) /* node fields and arena offsets are 32-bit */
 
 typedef enum hfp4__json_kind {
     HFP4__JSON_OBJECT = 1,
@@ -31,24 +42,31 @@ typedef enum hfp4__json_kind {
     HFP4__JSON_INTEGER = 4
 } hfp4__json_kind;
 
-/* One value. Children (object members, array elements) form a list through first_child/next in
- * source order; an object member's key is stored on the member node itself. Strings live in the
- * document's string arena (NUL-terminated; `len` counts bytes and can exceed strlen when the text
- * held \u0000). */
+/* One value (32 bytes: see the memory bounds above). Children (object members, array elements)
+ * form a list through first_child/next in source order; an object member's key is stored on the
+ * member node itself. Strings live in the document's string arena (NUL-terminated; `len` counts
+ * bytes and can exceed strlen when the text held \u0000). Only the union member of the node's kind
+ * is meaningful. */
 typedef struct hfp4__json_node {
+    size_t pos;                /* byte offset of the value in the parsed text (for messages)  */
+    uint32_t next;             /* next sibling, HFP4__JSON_NONE at the end                     */
+    uint32_t key, key_len;     /* object members: key in the arena; HFP4__JSON_NONE otherwise  */
     hfp4__json_kind kind;
-    size_t pos;           /* byte offset of the value in the parsed text (for messages)   */
-    size_t first_child;   /* HFP4__JSON_NONE if none                                       */
-    size_t next;          /* next sibling, HFP4__JSON_NONE at the end                      */
-    size_t count;         /* members / elements                                            */
-    size_t key, key_len;  /* object members: key in the arena; HFP4__JSON_NONE otherwise   */
-    size_t str, str_len;  /* STRING: value in the arena                                    */
-    int64_t integer;      /* INTEGER                                                        */
+    union {
+        struct {
+            uint32_t first_child; /* OBJECT, ARRAY: HFP4__JSON_NONE if none                    */
+            uint32_t count;       /* members / elements                                        */
+        };
+        struct {
+            uint32_t str, str_len; /* STRING: value in the arena                               */
+        };
+        int64_t integer; /* INTEGER                                                             */
+    };
 } hfp4__json_node;
 
 typedef struct hfp4__json_doc {
     hfp4__json_node *nodes; /* nodes[0] is the top-level value */
-    size_t count, cap;
+    size_t count, cap, max_count;
     char *strings;
     size_t str_used, str_cap;
 } hfp4__json_doc;

@@ -175,7 +175,7 @@ static hfp4_status parse_entry(hfp4__st_file *sf, const hfp4__json_doc *doc, con
 
     HFP4_CHECK_ARG(shape->kind == HFP4__JSON_ARRAY, "safetensors '%s': tensor '%s': shape is not an array", p, name);
     HFP4_CHECK_ARG(shape->count <= HFP4__ST_MAX_DIMS, "safetensors '%s': tensor '%s': shape has %zu dimensions (at most %d)",
-                   p, name, shape->count, HFP4__ST_MAX_DIMS);
+                   p, name, (size_t)shape->count, HFP4__ST_MAX_DIMS);
     uint64_t numel = 1;
     int overflow = 0;
     t->ndim = 0;
