@@ -919,6 +919,11 @@ TEST(checkpoint_safetensors_rejects_malformed) {
     BAD("{\"__metadata__\":[]}", 0, "\"__metadata__\" is not a JSON object");
     BAD("{\"__metadata__\":{},\"__metadata__\":{}}", 0, "\"__metadata__\" appears twice");
     BAD("{\"t\\u0000x\":{}}", 0, "a key contains a NUL character");
+    /* NULs the C strings would cut off: a field key passing for "dtype", metadata cut short */
+    BAD("{\"t\":{\"dtype\\u0000junk\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+        "tensor 't': field key 'dtype' contains a NUL character");
+    BAD("{\"__metadata__\":{\"k\\u0000x\":\"v\"}}", 0, "\"__metadata__\" key 'k' or its value contains a NUL character");
+    BAD("{\"__metadata__\":{\"k\":\"v\\u0000w\"}}", 0, "\"__metadata__\" key 'k' or its value contains a NUL character");
     BAD("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
         "\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
         16, "tensor name 't' appears twice");
@@ -942,6 +947,15 @@ TEST(checkpoint_safetensors_rejects_malformed) {
         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
         12, "bytes [4, 8) before tensor 'b' belong to no tensor");
     BAD(T1(""), 12, "4 trailing bytes belong to no tensor");
+    /* an empty tensor must sit where the previous one ends too (the reference's rule; one inside
+     * another tensor or past a gap used to be accepted) */
+    BAD("{\"a\":{\"dtype\":\"U8\",\"shape\":[16],\"data_offsets\":[0,16]},"
+        "\"z\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,4]}}",
+        16, "tensor 'z': data_offsets [4, 4] overlap tensor 'a' [0, 16]");
+    BAD("{\"z\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[5,5]}}", 5, "bytes [0, 5) before tensor 'z' belong to no tensor");
+    BAD("{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+        "\"z\":{\"dtype\":\"U8\",\"shape\":[0,2],\"data_offsets\":[6,6]}}",
+        6, "bytes [4, 6) before tensor 'z' belong to no tensor");
     BAD("{}", 4, "data section is 4 bytes but its tensors end at 0");
 
     /* well-formed edge cases: empty header, empty tensor, scalar, escapes in names, reverse order */
@@ -963,6 +977,17 @@ TEST(checkpoint_safetensors_rejects_malformed) {
         CHECK(t && t->numel == 0 && t->bytes == 0);
         hfp4__st_close(f);
     }
+    /* empty tensors at the start, between two tensors and at the end */
+    CHECK(write_raw(p,
+                    "{\"z0\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                    "\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+                    "\"z1\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,4]},"
+                    "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[4,8]},"
+                    "\"z2\":{\"dtype\":\"F32\",\"shape\":[3,0],\"data_offsets\":[8,8]}}",
+                    data, 8) == 0);
+    CHECK_STATUS(hfp4__st_open(p, &f), HFP4_OK);
+    if (f) CHECK_EQ_I64(f->count, 5);
+    hfp4__st_close(f);
     CHECK(write_raw(p, "{}", NULL, 0) == 0);
     CHECK_STATUS(hfp4__st_open(p, &f), HFP4_OK);
     if (f) {

@@ -132,6 +132,10 @@ static hfp4_status parse_metadata(hfp4__st_file *sf, const hfp4__json_doc *doc, 
         HFP4_CHECK_ARG(m->kind == HFP4__JSON_STRING,
                        "safetensors '%s': \"__metadata__\" value of key '%s' is not a string (header byte %zu)", p,
                        hfp4__json_key(doc, m), m->pos);
+        /* kept as C strings: a \u0000 would cut them short without a word */
+        HFP4_CHECK_ARG(strlen(hfp4__json_key(doc, m)) == m->key_len && strlen(hfp4__json_str(doc, m)) == m->str_len,
+                       "safetensors '%s': \"__metadata__\" key '%s' or its value contains a NUL character (header byte %zu)",
+                       p, hfp4__json_key(doc, m), m->pos);
         char *k = strdup(hfp4__json_key(doc, m)), *v = strdup(hfp4__json_str(doc, m));
         sf->meta_keys[sf->meta_count] = k;
         sf->meta_values[sf->meta_count] = v;
@@ -151,6 +155,10 @@ static hfp4_status parse_entry(hfp4__st_file *sf, const hfp4__json_doc *doc, con
     for (size_t c = e->first_child; c != HFP4__JSON_NONE; c = doc->nodes[c].next) {
         const hfp4__json_node *m = &doc->nodes[c];
         const char *key = hfp4__json_key(doc, m);
+        /* "dtype\u0000junk" must not pass for "dtype" */
+        HFP4_CHECK_ARG(strlen(key) == m->key_len,
+                       "safetensors '%s': tensor '%s': field key '%s' contains a NUL character (header byte %zu)", p, name,
+                       key, m->pos);
         const hfp4__json_node **slot = !strcmp(key, "dtype") ? &dtype
                                        : !strcmp(key, "shape") ? &shape
                                        : !strcmp(key, "data_offsets") ? &offsets
@@ -256,7 +264,8 @@ static hfp4_status check_layout(hfp4__st_file *sf) {
     const hfp4__st_tensor *prev = NULL;
     for (size_t i = 0; i < sf->count; i++) {
         const hfp4__st_tensor *t = &sf->tensors[i];
-        if (t->bytes == 0) continue; /* an empty tensor occupies no bytes */
+        /* empty tensors too: the reference requires every begin to be where the previous tensor
+         * ended, so a 0-byte tensor inside another one or past a gap is an error there */
         HFP4_CHECK_ARG(t->begin >= pos,
                        "safetensors '%s': tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' [%llu, %llu]", p, t->name,
                        (unsigned long long)t->begin, (unsigned long long)t->end, prev ? prev->name : "?",

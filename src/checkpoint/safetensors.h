@@ -14,7 +14,8 @@
  * has exactly dtype, shape and data_offsets; known dtype; shape entries >= 0; begin <= end; end -
  * begin == bytes of dtype x shape (sub-byte dtypes such as F4 must fill whole bytes); tensors do
  * not overlap and cover the data section exactly (no gap, no trailing bytes: a gap or a tail means
- * a damaged or truncated file). Every failure is HFP4_ERR_INVALID_ARGUMENT with a message
+ * a damaged or truncated file), each, empty ones included, beginning where the previous one in
+ * offset order ends; no NUL in names, field keys or metadata. Every failure is HFP4_ERR_INVALID_ARGUMENT with a message
  * "safetensors '<path>': [tensor '<name>': ]<field> ..." naming the value.
  *
   * I/O errors other than bad content (a read failing half way) are HFP4_ERR_IO with the
