@@ -863,6 +863,20 @@ TEST(checkpoint_safetensors_rejects_malformed) {
     unsigned char huge[16] = {0, 0, 0, 0, 0, 1, 0, 0, '{', '}'};
     CHECK(write_bytes(p, huge, sizeof huge) == 0);
     CHECK_REJECT(hfp4__st_open(p, &f), HFP4_ERR_INVALID_ARGUMENT, "header length 1099511627776 exceeds the safetensors limit");
+    /* the index of a sharded checkpoint given instead of a shard */
+    const char *index = "{\n  \"metadata\": {\"total_size\": 16},\n  \"weight_map\": {\"t\": \"model-00001-of-00002.safetensors\"}\n}\n";
+    CHECK(write_bytes(p, index, strlen(index)) == 0);
+    CHECK_REJECT(hfp4__st_open(p, &f), HFP4_ERR_INVALID_ARGUMENT,
+                 "starts with '{': it looks like JSON text, not a safetensors file (the index of a sharded checkpoint, "
+                 "model.safetensors.index.json?); pass one of the shards it lists");
+    /* a real header 123 (0x7B, '{') bytes long is still a safetensors file */
+    unsigned char curly[8 + 123 + 8] = {0x7B};
+    memset(curly + 8, ' ', 123);
+    memcpy(curly + 8, T1(""), strlen(T1("")));
+    CHECK(write_bytes(p, curly, sizeof curly) == 0);
+    CHECK_STATUS(hfp4__st_open(p, &f), HFP4_OK);
+    hfp4__st_close(f);
+    f = NULL;
     unsigned char tiny[9] = {1, 0, 0, 0, 0, 0, 0, 0, '{'};
     CHECK(write_bytes(p, tiny, sizeof tiny) == 0);
     CHECK_REJECT(hfp4__st_open(p, &f), HFP4_ERR_INVALID_ARGUMENT, "too short for a JSON object");

@@ -299,6 +299,12 @@ static hfp4_status parse_file(hfp4__st_file *sf) {
     unsigned char lenbuf[8];
     HFP4_TRY(read_exact(sf, lenbuf, 8, "the header length"));
     uint64_t h = le64(lenbuf);
+    /* a JSON file given by mistake (model.safetensors.index.json, most likely) reads as an absurd
+     * header length; '{' alone is no proof (a real length can end in 0x7B), hence only then */
+    HFP4_CHECK_ARG(lenbuf[0] != '{' || (h <= HFP4__ST_MAX_HEADER && h <= sf->file_bytes - 8),
+                   "safetensors '%s': the file starts with '{': it looks like JSON text, not a safetensors file (the "
+                   "index of a sharded checkpoint, model.safetensors.index.json?); pass one of the shards it lists",
+                   p);
     HFP4_CHECK_ARG(h <= HFP4__ST_MAX_HEADER, "safetensors '%s': header length %llu exceeds the safetensors limit of %llu bytes",
                    p, (unsigned long long)h, HFP4__ST_MAX_HEADER);
     HFP4_CHECK_ARG(h <= sf->file_bytes - 8,
