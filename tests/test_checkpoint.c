@@ -764,6 +764,59 @@ TEST(checkpoint_long_tensor_names_pair) {
     remove_tmpdir(dir);
 }
 
+/* Long names and paths are shown as their first 120 and last 60 bytes, so that the rest of a
+ * message (field, value, expectation) survives; the last-error buffer holds 2 KiB (it held 512,
+ * and a 700-byte name cut off the part naming the problem; a fuzzing review) */
+TEST(checkpoint_long_names_elided_in_messages) {
+    char buf[HFP4__SHOWN_CAP];
+    CHECK(!strcmp(hfp4__shown("short.weight", buf), "short.weight"));
+    static char s[3001];
+    for (int i = 0; i < 3000; i++) s[i] = (char)('a' + i % 26);
+    const char *e = hfp4__shown(s, buf);
+    CHECK_MSG(strlen(e) < HFP4__SHOWN_CAP && !strncmp(e, s, 120) && strstr(e, "...(3000 bytes)...") &&
+                  !strcmp(e + strlen(e) - 60, s + 3000 - 60),
+              "got '%s'", e);
+    memcpy(s + 119, "\xc3\xa9", 2); /* an e-acute across the cut is dropped whole, not cut */
+    e = hfp4__shown(s, buf);
+    CHECK_MSG(!strncmp(e, s, 119) && !strncmp(e + 119, "...(", 4), "got '%.130s'", e);
+    char big[1600];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "%s", big);
+    CHECK_EQ_I64(strlen(hfp4_last_error()), sizeof big - 1);
+
+    char dir[512];
+    if (make_tmpdir(dir) != 0) SKIP("cannot create a temporary directory");
+    /* a 3000-byte tensor name and a ~1 KB path: the message still ends with what is wrong */
+    static char header[4096];
+    memset(s, 'n', 3000);
+    snprintf(header, sizeof header, "{\"%s\":{\"dtype\":\"F12\",\"shape\":[2],\"data_offsets\":[0,8]}}", s);
+    char path[1400];
+    snprintf(path, sizeof path, "%s", dir);
+    for (int d = 0; d < 5 && strlen(path) + 202 < sizeof path; d++) {
+        size_t n = strlen(path);
+        path[n] = '/';
+        memset(path + n + 1, 'd', 200);
+        path[n + 201] = '\0';
+        if (mkdir(path, 0700) != 0) break;
+    }
+    strcat(path, "/x.safetensors");
+    static unsigned char data[8];
+    CHECK(write_raw(path, header, data, 8) == 0);
+    hfp4__st_file *f = NULL;
+    CHECK_REJECT(hfp4__st_open(path, &f), HFP4_ERR_INVALID_ARGUMENT, "': dtype 'F12' is not a safetensors dtype");
+    const char *msg = hfp4_last_error();
+    CHECK_MSG(strlen(msg) < 600 && strstr(msg, "...(3000 bytes)...") && strstr(msg, "dddd/x.safetensors': tensor 'nnnn"),
+              "message: %s", msg);
+    /* the nested directories go deepest first */
+    remove(path);
+    for (char *slash; (slash = strrchr(path, '/')) != NULL && strlen(path) > strlen(dir);) {
+        *slash = '\0';
+        if (strlen(path) > strlen(dir)) rmdir(path);
+    }
+    remove_tmpdir(dir);
+}
+
 /* F32 scales that are zero, negative or not finite: `hfp4 repack` refuses them as `hfp4 inspect`
  * does (it used to write a container; a fuzzing review) */
 TEST(checkpoint_repack_rejects_nonpositive_fp32_scales) {

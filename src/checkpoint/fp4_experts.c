@@ -46,53 +46,55 @@ int hfp4__fp4_expert_candidate(const hfp4__st_file *file, const hfp4__st_tensor 
 
 hfp4_status hfp4__fp4_expert_pair(const hfp4__st_file *file, const char *weight_name, hfp4__fp4_expert *out) {
     HFP4_CHECK_ARG(file != NULL && weight_name != NULL && out != NULL, "hfp4__fp4_expert_pair: NULL argument");
-    const char *p = file->path;
+    char shown_path[HFP4__SHOWN_CAP];
+    const char *p = hfp4__shown(file->path, shown_path);
     const hfp4__st_tensor *w = hfp4__st_find(file, weight_name);
-    HFP4_CHECK_ARG(w != NULL, "safetensors '%s': no tensor '%s'", p, weight_name);
+    HFP4_CHECK_ARG(w != NULL, "safetensors '%s': no tensor '%s'", p, HFP4__SHOWN(weight_name));
     char sh[160], ssh[160];
     hfp4__st_shape_string(w, sh, sizeof sh);
     HFP4_CHECK_ARG(is_fp4_dtype(w->dtype),
                    "safetensors '%s': tensor '%s': dtype %s is not packed FP4 (I8 or U8 with two e2m1 codes per byte, or F4)",
-                   p, weight_name, hfp4__st_dtype_name(w->dtype));
+                   p, HFP4__SHOWN(weight_name), hfp4__st_dtype_name(w->dtype));
     HFP4_CHECK_ARG(w->ndim == 2 || w->ndim == 3,
                    "safetensors '%s': tensor '%s': shape %s has %d dimensions; FP4 expert weights are [N, K/2] or [E, N, K/2]",
-                   p, weight_name, sh, w->ndim);
+                   p, HFP4__SHOWN(weight_name), sh, w->ndim);
     char *scale_name = scale_name_of(weight_name);
     if (scale_name == NULL)
         return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "safetensors '%s': tensor '%s': out of memory for its scale's name", p,
-                          weight_name);
+                          HFP4__SHOWN(weight_name));
     const hfp4__st_tensor *s = hfp4__st_find(file, scale_name);
     if (s == NULL) {
         hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "safetensors '%s': tensor '%s': no scale tensor '%s' in this file", p,
-                   weight_name, scale_name);
+                   HFP4__SHOWN(weight_name), HFP4__SHOWN(scale_name));
         free(scale_name);
         return HFP4_ERR_INVALID_ARGUMENT;
     }
     free(scale_name);
     hfp4__st_shape_string(s, ssh, sizeof ssh);
     HFP4_CHECK_ARG(s->dtype == HFP4__ST_F8_E8M0 || s->dtype == HFP4__ST_F32,
-                   "safetensors '%s': scale tensor '%s': dtype %s; FP4 expert scales are F8_E8M0 or F32", p, s->name,
-                   hfp4__st_dtype_name(s->dtype));
+                   "safetensors '%s': scale tensor '%s': dtype %s; FP4 expert scales are F8_E8M0 or F32", p,
+                   HFP4__SHOWN(s->name), hfp4__st_dtype_name(s->dtype));
 
     int64_t groups = w->ndim == 3 ? w->shape[0] : 1;
     int64_t n = w->shape[w->ndim - 2], last = w->shape[w->ndim - 1];
     /* emptiness first: an empty tensor's other dimensions are unbounded (shape [0, 2^63 - 1] is a
      * valid 0-byte tensor) and 2 * last would overflow; with every dimension >= 1 the header's 64-bit
      * size check keeps last below 2^61 */
-    HFP4_CHECK_ARG(groups >= 1 && n >= 1 && last >= 1, "safetensors '%s': tensor '%s': shape %s is empty", p, weight_name, sh);
+    HFP4_CHECK_ARG(groups >= 1 && n >= 1 && last >= 1, "safetensors '%s': tensor '%s': shape %s is empty", p,
+                   HFP4__SHOWN(weight_name), sh);
     int64_t k = w->dtype == HFP4__ST_F4 ? last : 2 * last;
-    HFP4_CHECK_ARG(groups <= INT32_MAX, "safetensors '%s': tensor '%s': shape %s has more than %d groups", p, weight_name, sh,
-                   INT32_MAX);
+    HFP4_CHECK_ARG(groups <= INT32_MAX, "safetensors '%s': tensor '%s': shape %s has more than %d groups", p,
+                   HFP4__SHOWN(weight_name), sh, INT32_MAX);
     HFP4_CHECK_ARG(k % 32 == 0,
                    "safetensors '%s': tensor '%s': shape %s gives K = %lld, not a multiple of 32 (one scale per 32 K-elements)",
-                   p, weight_name, sh, (long long)k);
+                   p, HFP4__SHOWN(weight_name), sh, (long long)k);
     int shape_ok = s->ndim == w->ndim && s->shape[s->ndim - 2] == n && s->shape[s->ndim - 1] == k / 32 &&
                    (w->ndim == 2 || s->shape[0] == groups);
     HFP4_CHECK_ARG(shape_ok,
                    "safetensors '%s': scale tensor '%s': shape %s does not match weight '%s' %s (K = %lld): expected %s[%lld, "
                    "%lld]",
-                   p, s->name, ssh, weight_name, sh, (long long)k, w->ndim == 3 ? "[E] + " : "", (long long)n,
-                   (long long)(k / 32));
+                   p, HFP4__SHOWN(s->name), ssh, HFP4__SHOWN(weight_name), sh, (long long)k, w->ndim == 3 ? "[E] + " : "",
+                   (long long)n, (long long)(k / 32));
     out->weight = w;
     out->scale = s;
     out->groups = (int32_t)groups;
@@ -121,11 +123,11 @@ hfp4_status hfp4__fp4_expert_load(hfp4__st_file *file, const hfp4__fp4_expert *e
                                   void *weights, void *scales, hfp4_matrix *out) {
     HFP4_CHECK_ARG(file && e && weights && scales && out, "hfp4__fp4_expert_load: NULL argument");
     HFP4_CHECK_ARG(first >= 0 && count >= 1 && count <= e->groups - first,
-                   "safetensors '%s': tensor '%s': groups [%d, %d) are outside its %d groups", file->path, e->weight->name,
-                   (int)first, (int)(first + count), (int)e->groups);
+                   "safetensors '%s': tensor '%s': groups [%d, %d) are outside its %d groups", HFP4__SHOWN(file->path),
+                   HFP4__SHOWN(e->weight->name), (int)first, (int)(first + count), (int)e->groups);
     /* safetensors data is little-endian; FP32 scales are used in place */
     HFP4_REQUIRE(e->scale_dtype != HFP4_DTYPE_FP32 || host_little_endian(),
-                 "safetensors '%s': FP32 scales need a little-endian host", file->path);
+                 "safetensors '%s': FP32 scales need a little-endian host", HFP4__SHOWN(file->path));
     HFP4_TRY(hfp4__st_read(file, e->weight, hfp4__fp4_expert_weight_bytes(e, first), hfp4__fp4_expert_weight_bytes(e, count),
                            weights));
     HFP4_TRY(hfp4__st_read(file, e->scale, hfp4__fp4_expert_scale_bytes(e, first), hfp4__fp4_expert_scale_bytes(e, count),
@@ -272,13 +274,13 @@ hfp4_status hfp4__fold_stats_add(hfp4__fold_stats *s, const hfp4_matrix *w, int3
 hfp4_status hfp4__fp4_expert_stats(hfp4__st_file *file, const hfp4__fp4_expert *e, hfp4__fold_stats *out) {
     HFP4_CHECK_ARG(file && e && out, "hfp4__fp4_expert_stats: NULL argument");
     uint64_t wb = hfp4__fp4_expert_weight_bytes(e, 1), sb = hfp4__fp4_expert_scale_bytes(e, 1);
-    HFP4_CHECK_ARG(wb <= SIZE_MAX && sb <= SIZE_MAX, "safetensors '%s': tensor '%s' is too large for this host", file->path,
-                   e->weight->name);
+    HFP4_CHECK_ARG(wb <= SIZE_MAX && sb <= SIZE_MAX, "safetensors '%s': tensor '%s' is too large for this host",
+                   HFP4__SHOWN(file->path), HFP4__SHOWN(e->weight->name));
     void *wbuf = malloc((size_t)wb), *sbuf = malloc((size_t)sb);
     hfp4_status st = HFP4_OK;
     if (!wbuf || !sbuf)
         st = hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "safetensors '%s': tensor '%s': out of memory for one group (%llu bytes)",
-                        file->path, e->weight->name, (unsigned long long)(wb + sb));
+                        HFP4__SHOWN(file->path), HFP4__SHOWN(e->weight->name), (unsigned long long)(wb + sb));
     hfp4__fold_stats acc;
     hfp4__fold_stats_init(&acc);
     for (int32_t g = 0; g < e->groups && st == HFP4_OK; g++) {
@@ -293,8 +295,11 @@ hfp4_status hfp4__fp4_expert_stats(hfp4__st_file *file, const hfp4__fp4_expert *
             char why[512];
             snprintf(why, sizeof why, "%s", hfp4_last_error());
             if (e->groups > 1)
-                st = hfp4__fail(st, "safetensors '%s': tensor '%s' (group %d): %s", file->path, e->scale->name, (int)g, why);
-            else st = hfp4__fail(st, "safetensors '%s': tensor '%s': %s", file->path, e->scale->name, why);
+                st = hfp4__fail(st, "safetensors '%s': tensor '%s' (group %d): %s", HFP4__SHOWN(file->path),
+                                HFP4__SHOWN(e->scale->name), (int)g, why);
+            else
+                st = hfp4__fail(st, "safetensors '%s': tensor '%s': %s", HFP4__SHOWN(file->path), HFP4__SHOWN(e->scale->name),
+                                why);
             break;
         }
         hfp4__fold_stats_merge(&acc, &one);
@@ -322,10 +327,10 @@ hfp4_status hfp4__fp4_expert_match(const hfp4__st_file *file, const char *patter
     *count = 0;
     const char *star = strchr(pattern, '*');
     HFP4_CHECK_ARG(star != NULL && strchr(star + 1, '*') == NULL,
-                   "pattern '%s' must contain exactly one '*' (standing for the expert number)", pattern);
+                   "pattern '%s' must contain exactly one '*' (standing for the expert number)", HFP4__SHOWN(pattern));
     size_t pre = (size_t)(star - pattern), suf = strlen(star + 1);
     numbered *hits = malloc((file->count ? file->count : 1) * sizeof *hits);
-    if (!hits) return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "pattern '%s': out of memory", pattern);
+    if (!hits) return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "pattern '%s': out of memory", HFP4__SHOWN(pattern));
     size_t found = 0;
     for (size_t i = 0; i < file->count; i++) {
         const char *name = file->tensors[i].name;
@@ -342,37 +347,42 @@ hfp4_status hfp4__fp4_expert_match(const hfp4__st_file *file, const char *patter
         if (ok) hits[found++] = (numbered){v, &file->tensors[i]};
     }
     hfp4_status st = HFP4_OK;
-    if (found == 0) st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "pattern '%s' matches no tensor in '%s'", pattern, file->path);
+    if (found == 0)
+        st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "pattern '%s' matches no tensor in '%s'", HFP4__SHOWN(pattern),
+                        HFP4__SHOWN(file->path));
     if (found > (size_t)INT32_MAX)
-        st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "pattern '%s' matches more than %d tensors", pattern, INT32_MAX);
+        st =
+            hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "pattern '%s' matches more than %d tensors", HFP4__SHOWN(pattern), INT32_MAX);
     if (st == HFP4_OK) qsort(hits, found, sizeof *hits, by_number);
     for (size_t i = 1; i < found && st == HFP4_OK; i++) {
         if (hits[i].number == hits[i - 1].number)
-            st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "pattern '%s': tensors '%s' and '%s' have the same number %lld", pattern,
-                            hits[i - 1].t->name, hits[i].t->name, (long long)hits[i].number);
+            st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "pattern '%s': tensors '%s' and '%s' have the same number %lld",
+                            HFP4__SHOWN(pattern), HFP4__SHOWN(hits[i - 1].t->name), HFP4__SHOWN(hits[i].t->name),
+                            (long long)hits[i].number);
         else if (hits[i].number != hits[i - 1].number + 1)
             st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT,
                             "pattern '%s': numbers jump from %lld ('%s') to %lld ('%s'); groups must be consecutive experts",
-                            pattern, (long long)hits[i - 1].number, hits[i - 1].t->name, (long long)hits[i].number,
-                            hits[i].t->name);
+                            HFP4__SHOWN(pattern), (long long)hits[i - 1].number, HFP4__SHOWN(hits[i - 1].t->name),
+                            (long long)hits[i].number, HFP4__SHOWN(hits[i].t->name));
     }
     hfp4__fp4_expert *out = NULL;
     if (st == HFP4_OK) {
         out = calloc(found, sizeof *out);
-        if (!out) st = hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "pattern '%s': out of memory", pattern);
+        if (!out) st = hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "pattern '%s': out of memory", HFP4__SHOWN(pattern));
     }
     for (size_t i = 0; i < found && st == HFP4_OK; i++) {
         st = hfp4__fp4_expert_pair(file, hits[i].t->name, &out[i]);
         if (st != HFP4_OK) break;
         if (out[i].groups != 1 || hits[i].t->ndim != 2)
             st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT,
-                            "pattern '%s': tensor '%s' is stacked (3-D); the pattern collects 2-D per-expert weights", pattern,
-                            hits[i].t->name);
+                            "pattern '%s': tensor '%s' is stacked (3-D); the pattern collects 2-D per-expert weights",
+                            HFP4__SHOWN(pattern), HFP4__SHOWN(hits[i].t->name));
         else if (i > 0 && (out[i].n != out[0].n || out[i].k != out[0].k))
-            st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT,
-                            "pattern '%s': tensor '%s' is [N %lld, K %lld] but '%s' is [N %lld, K %lld]; groups must share a shape",
-                            pattern, hits[i].t->name, (long long)out[i].n, (long long)out[i].k, hits[0].t->name,
-                            (long long)out[0].n, (long long)out[0].k);
+            st = hfp4__fail(
+                HFP4_ERR_INVALID_ARGUMENT,
+                "pattern '%s': tensor '%s' is [N %lld, K %lld] but '%s' is [N %lld, K %lld]; groups must share a shape",
+                HFP4__SHOWN(pattern), HFP4__SHOWN(hits[i].t->name), (long long)out[i].n, (long long)out[i].k,
+                HFP4__SHOWN(hits[0].t->name), (long long)out[0].n, (long long)out[0].k);
     }
     if (st == HFP4_OK) {
         *parts = out;

@@ -14,7 +14,7 @@
 static hfp4_status write_all(FILE *f, const void *buf, size_t n, const char *path) {
     errno = 0;
     if (n && fwrite(buf, 1, n, f) != n)
-        return hfp4__fail(HFP4_ERR_IO, "cannot write '%s': %s", path, errno ? strerror(errno) : "write error");
+        return hfp4__fail(HFP4_ERR_IO, "cannot write '%s': %s", HFP4__SHOWN(path), errno ? strerror(errno) : "write error");
     return HFP4_OK;
 }
 
@@ -54,7 +54,7 @@ static hfp4_status choose_scale_dtype(hfp4__st_file *file, const hfp4__fp4_exper
                     return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT,
                                       "repack: tensor '%s': scale of group %d, row %lld, k-group %lld is %g; scales "
                                       "must be positive and finite",
-                                      parts[p].scale->name, (int)g, (long long)row, (long long)j, v);
+                                      HFP4__SHOWN(parts[p].scale->name), (int)g, (long long)row, (long long)j, v);
                 }
                 uint8_t e;
                 if (hfp4_ue8m0_from_float(s[i], &e) != 0) *sdt = HFP4_DTYPE_FP32;
@@ -79,12 +79,12 @@ hfp4_status hfp4__repack_experts_to_file(hfp4__st_file *file, const hfp4__fp4_ex
     for (int32_t p = 0; p < count; p++) {
         HFP4_CHECK_ARG(parts[p].n == parts[0].n && parts[p].k == parts[0].k,
                        "repack: tensor '%s' is [N %lld, K %lld] but '%s' is [N %lld, K %lld]; groups must share a shape",
-                       parts[p].weight->name, (long long)parts[p].n, (long long)parts[p].k, parts[0].weight->name,
-                       (long long)parts[0].n, (long long)parts[0].k);
+                       HFP4__SHOWN(parts[p].weight->name), (long long)parts[p].n, (long long)parts[p].k,
+                       HFP4__SHOWN(parts[0].weight->name), (long long)parts[0].n, (long long)parts[0].k);
         total += parts[p].groups;
     }
     HFP4_CHECK_ARG(total <= INT32_MAX, "repack: %lld groups in all; at most %d", (long long)total, INT32_MAX);
-    HFP4_CHECK_ARG(!same_file(file->f, out_path), "repack: output '%s' is the input file", out_path);
+    HFP4_CHECK_ARG(!same_file(file->f, out_path), "repack: output '%s' is the input file", HFP4__SHOWN(out_path));
     int64_t n = parts[0].n, k = parts[0].k;
     hfp4_dtype sdt;
     HFP4_TRY(choose_scale_dtype(file, parts, count, &sdt));
@@ -118,7 +118,7 @@ hfp4_status hfp4__repack_experts_to_file(hfp4__st_file *file, const hfp4__fp4_ex
         errno = 0;
         out = fopen(out_path, "wb");
         if (!out)
-            st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "repack: cannot create output '%s': %s", out_path,
+            st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "repack: cannot create output '%s': %s", HFP4__SHOWN(out_path),
                             errno ? strerror(errno) : "unknown error");
         struct stat info;
         regular = out && fstat(fileno(out), &info) == 0 && S_ISREG(info.st_mode);
@@ -138,9 +138,11 @@ hfp4_status hfp4__repack_experts_to_file(hfp4__st_file *file, const hfp4__fp4_ex
                 char why[512];
                 snprintf(why, sizeof why, "%s", hfp4_last_error());
                 if (parts[p].groups > 1)
-                    st = hfp4__fail(st, "safetensors '%s': tensor '%s' (group %d): %s", file->path, parts[p].weight->name, (int)g,
-                                    why);
-                else st = hfp4__fail(st, "safetensors '%s': tensor '%s': %s", file->path, parts[p].weight->name, why);
+                    st = hfp4__fail(st, "safetensors '%s': tensor '%s' (group %d): %s", HFP4__SHOWN(file->path),
+                                    HFP4__SHOWN(parts[p].weight->name), (int)g, why);
+                else
+                    st = hfp4__fail(st, "safetensors '%s': tensor '%s': %s", HFP4__SHOWN(file->path),
+                                    HFP4__SHOWN(parts[p].weight->name), why);
                 break;
             }
             st = write_all(out, tmp, (size_t)one.weight_bytes, out_path);
@@ -164,7 +166,8 @@ hfp4_status hfp4__repack_experts_to_file(hfp4__st_file *file, const hfp4__fp4_ex
     if (out) {
         errno = 0;
         if (fclose(out) != 0 && st == HFP4_OK)
-            st = hfp4__fail(HFP4_ERR_IO, "cannot write '%s': %s", out_path, errno ? strerror(errno) : "close failed");
+            st = hfp4__fail(HFP4_ERR_IO, "cannot write '%s': %s", HFP4__SHOWN(out_path),
+                            errno ? strerror(errno) : "close failed");
         if (st != HFP4_OK && regular) remove(out_path);
     }
     free(src_w);

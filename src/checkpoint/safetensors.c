@@ -56,23 +56,23 @@ hfp4_status hfp4__open_regular(const char *what, const char *path, FILE **out) {
      * check below would come too late. Reads are blocking again once the file is known regular. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
-        return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "%s '%s': cannot open: %s", what, path,
+        return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "%s '%s': cannot open: %s", what, HFP4__SHOWN(path),
                           errno ? strerror(errno) : "unknown error");
     struct stat info;
     if (fstat(fd, &info) != 0) {
-        hfp4_status st = hfp4__fail(HFP4_ERR_IO, "%s '%s': cannot stat: %s", what, path, strerror(errno));
+        hfp4_status st = hfp4__fail(HFP4_ERR_IO, "%s '%s': cannot stat: %s", what, HFP4__SHOWN(path), strerror(errno));
         close(fd);
         return st;
     }
     /* directories, pipes and devices cannot be sized or seeked (and a device may never end) */
     if (!S_ISREG(info.st_mode)) {
         close(fd);
-        return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "%s '%s': not a regular file", what, path);
+        return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "%s '%s': not a regular file", what, HFP4__SHOWN(path));
     }
     int flags = fcntl(fd, F_GETFL);
     FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
-        hfp4_status st = hfp4__fail(HFP4_ERR_IO, "%s '%s': cannot open: %s", what, path,
+        hfp4_status st = hfp4__fail(HFP4_ERR_IO, "%s '%s': cannot open: %s", what, HFP4__SHOWN(path),
                                     errno ? strerror(errno) : "unknown error");
         close(fd);
         return st;
@@ -111,15 +111,16 @@ static hfp4_status read_exact(hfp4__st_file *sf, void *dst, size_t n, const char
     size_t got = fread(dst, 1, n, sf->f);
     if (got == n) return HFP4_OK;
     if (ferror(sf->f))
-        return hfp4__fail(errno == EISDIR ? HFP4_ERR_INVALID_ARGUMENT : HFP4_ERR_IO,
-                          "safetensors '%s': cannot read %s: %s", sf->path, what, errno ? strerror(errno) : "read error");
+        return hfp4__fail(errno == EISDIR ? HFP4_ERR_INVALID_ARGUMENT : HFP4_ERR_IO, "safetensors '%s': cannot read %s: %s",
+                          HFP4__SHOWN(sf->path), what, errno ? strerror(errno) : "read error");
     return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT,
                       "safetensors '%s': the file ended after %zu of the %zu bytes of %s (it changed since it was opened?)",
-                      sf->path, got, n, what);
+                      HFP4__SHOWN(sf->path), got, n, what);
 }
 
 static hfp4_status parse_metadata(hfp4__st_file *sf, const hfp4__json_doc *doc, const hfp4__json_node *meta) {
-    const char *p = sf->path;
+    char shown_path[HFP4__SHOWN_CAP];
+    const char *p = hfp4__shown(sf->path, shown_path);
     HFP4_CHECK_ARG(meta->kind == HFP4__JSON_OBJECT, "safetensors '%s': \"__metadata__\" is not a JSON object (header byte %zu)",
                    p, meta->pos);
     if (meta->count == 0) return HFP4_OK;
@@ -131,11 +132,11 @@ static hfp4_status parse_metadata(hfp4__st_file *sf, const hfp4__json_doc *doc, 
         const hfp4__json_node *m = &doc->nodes[c];
         HFP4_CHECK_ARG(m->kind == HFP4__JSON_STRING,
                        "safetensors '%s': \"__metadata__\" value of key '%s' is not a string (header byte %zu)", p,
-                       hfp4__json_key(doc, m), m->pos);
+                       HFP4__SHOWN(hfp4__json_key(doc, m)), m->pos);
         /* kept as C strings: a \u0000 would cut them short without a word */
         HFP4_CHECK_ARG(strlen(hfp4__json_key(doc, m)) == m->key_len && strlen(hfp4__json_str(doc, m)) == m->str_len,
-                       "safetensors '%s': \"__metadata__\" key '%s' or its value contains a NUL character (header byte %zu)",
-                       p, hfp4__json_key(doc, m), m->pos);
+                       "safetensors '%s': \"__metadata__\" key '%s' or its value contains a NUL character (header byte %zu)", p,
+                       HFP4__SHOWN(hfp4__json_key(doc, m)), m->pos);
         char *k = strdup(hfp4__json_key(doc, m)), *v = strdup(hfp4__json_str(doc, m));
         sf->meta_keys[sf->meta_count] = k;
         sf->meta_values[sf->meta_count] = v;
@@ -147,7 +148,8 @@ static hfp4_status parse_metadata(hfp4__st_file *sf, const hfp4__json_doc *doc, 
 
 /* One tensor entry: exactly the three fields, each well-typed, and bytes consistent. */
 static hfp4_status parse_entry(hfp4__st_file *sf, const hfp4__json_doc *doc, const hfp4__json_node *e, hfp4__st_tensor *t) {
-    const char *p = sf->path, *name = t->name;
+    char shown_path[HFP4__SHOWN_CAP], shown_name[HFP4__SHOWN_CAP];
+    const char *p = hfp4__shown(sf->path, shown_path), *name = hfp4__shown(t->name, shown_name);
     HFP4_CHECK_ARG(e->kind == HFP4__JSON_OBJECT,
                    "safetensors '%s': tensor '%s': entry is not a JSON object with dtype, shape and data_offsets (header byte %zu)",
                    p, name, e->pos);
@@ -158,15 +160,15 @@ static hfp4_status parse_entry(hfp4__st_file *sf, const hfp4__json_doc *doc, con
         /* "dtype\u0000junk" must not pass for "dtype" */
         HFP4_CHECK_ARG(strlen(key) == m->key_len,
                        "safetensors '%s': tensor '%s': field key '%s' contains a NUL character (header byte %zu)", p, name,
-                       key, m->pos);
+                       HFP4__SHOWN(key), m->pos);
         const hfp4__json_node **slot = !strcmp(key, "dtype") ? &dtype
                                        : !strcmp(key, "shape") ? &shape
                                        : !strcmp(key, "data_offsets") ? &offsets
                                                                       : NULL;
         HFP4_CHECK_ARG(slot != NULL,
                        "safetensors '%s': tensor '%s': unknown field '%s' (entries hold dtype, shape and data_offsets only)", p,
-                       name, key);
-        HFP4_CHECK_ARG(*slot == NULL, "safetensors '%s': tensor '%s': field '%s' appears twice", p, name, key);
+                       name, HFP4__SHOWN(key));
+        HFP4_CHECK_ARG(*slot == NULL, "safetensors '%s': tensor '%s': field '%s' appears twice", p, name, HFP4__SHOWN(key));
         *slot = m;
     }
     HFP4_CHECK_ARG(dtype != NULL, "safetensors '%s': tensor '%s': missing field 'dtype'", p, name);
@@ -178,7 +180,8 @@ static hfp4_status parse_entry(hfp4__st_file *sf, const hfp4__json_doc *doc, con
     int found = -1;
     for (int d = 0; d < HFP4__ST_DTYPE_COUNT; d++)
         if (!strcmp(ds, st_dtypes[d].name) && strlen(ds) == dtype->str_len) found = d;
-    HFP4_CHECK_ARG(found >= 0, "safetensors '%s': tensor '%s': dtype '%s' is not a safetensors dtype", p, name, ds);
+    HFP4_CHECK_ARG(found >= 0, "safetensors '%s': tensor '%s': dtype '%s' is not a safetensors dtype", p, name,
+                   HFP4__SHOWN(ds));
     t->dtype = (hfp4__st_dtype)found;
 
     HFP4_CHECK_ARG(shape->kind == HFP4__JSON_ARRAY, "safetensors '%s': tensor '%s': shape is not an array", p, name);
@@ -249,7 +252,8 @@ const hfp4__st_tensor *hfp4__st_find(const hfp4__st_file *file, const char *name
 
 /* Names unique; tensors disjoint and covering the data section exactly. */
 static hfp4_status check_layout(hfp4__st_file *sf) {
-    const char *p = sf->path;
+    char shown_path[HFP4__SHOWN_CAP];
+    const char *p = hfp4__shown(sf->path, shown_path);
     qsort(sf->tensors, sf->count, sizeof *sf->tensors, by_offset);
     sf->by_name = malloc((sf->count ? sf->count : 1) * sizeof *sf->by_name);
     if (!sf->by_name) return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "safetensors '%s': out of memory", p);
@@ -258,7 +262,7 @@ static hfp4_status check_layout(hfp4__st_file *sf) {
     qsort(names, sf->count, sizeof *names, by_name);
     for (size_t i = 1; i < sf->count; i++)
         HFP4_CHECK_ARG(strcmp(names[i - 1]->name, names[i]->name) != 0,
-                       "safetensors '%s': tensor name '%s' appears twice in the header", p, names[i]->name);
+                       "safetensors '%s': tensor name '%s' appears twice in the header", p, HFP4__SHOWN(names[i]->name));
 
     uint64_t pos = 0;
     const hfp4__st_tensor *prev = NULL;
@@ -267,13 +271,14 @@ static hfp4_status check_layout(hfp4__st_file *sf) {
         /* empty tensors too: the reference requires every begin to be where the previous tensor
          * ended, so a 0-byte tensor inside another one or past a gap is an error there */
         HFP4_CHECK_ARG(t->begin >= pos,
-                       "safetensors '%s': tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' [%llu, %llu]", p, t->name,
-                       (unsigned long long)t->begin, (unsigned long long)t->end, prev ? prev->name : "?",
-                       (unsigned long long)(prev ? prev->begin : 0), (unsigned long long)(prev ? prev->end : 0));
+                       "safetensors '%s': tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' [%llu, %llu]", p,
+                       HFP4__SHOWN(t->name), (unsigned long long)t->begin, (unsigned long long)t->end,
+                       HFP4__SHOWN(prev ? prev->name : "?"), (unsigned long long)(prev ? prev->begin : 0),
+                       (unsigned long long)(prev ? prev->end : 0));
         HFP4_CHECK_ARG(t->begin == pos,
                        "safetensors '%s': data section bytes [%llu, %llu) before tensor '%s' belong to no tensor (a damaged "
                        "file?)",
-                       p, (unsigned long long)pos, (unsigned long long)t->begin, t->name);
+                       p, (unsigned long long)pos, (unsigned long long)t->begin, HFP4__SHOWN(t->name));
         pos = t->end;
         prev = t;
     }
@@ -286,7 +291,8 @@ static hfp4_status check_layout(hfp4__st_file *sf) {
 }
 
 static hfp4_status parse_file(hfp4__st_file *sf) {
-    const char *p = sf->path;
+    char shown_path[HFP4__SHOWN_CAP];
+    const char *p = hfp4__shown(sf->path, shown_path);
     errno = 0;
     if (fseeko(sf->f, 0, SEEK_END) != 0)
         return hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "safetensors '%s': cannot seek: %s", p, strerror(errno));
@@ -325,7 +331,7 @@ static hfp4_status parse_file(hfp4__st_file *sf) {
     if (st == HFP4_OK && !hfp4__utf8_valid(text, (size_t)h, &bad))
         st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "safetensors '%s': header is not valid UTF-8 (byte %zu)", p, bad);
     if (st == HFP4_OK) {
-        char what[1200];
+        char what[HFP4__SHOWN_CAP + 32];
         snprintf(what, sizeof what, "safetensors '%s': header", p);
         st = hfp4__json_parse(what, text, (size_t)h, &doc);
     }
@@ -376,7 +382,7 @@ hfp4_status hfp4__st_open(const char *path, hfp4__st_file **out) {
     if (sf) sf->path = strdup(path);
     if (!sf || !sf->path) {
         hfp4__st_close(sf);
-        return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "safetensors '%s': out of memory", path);
+        return hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "safetensors '%s': out of memory", HFP4__SHOWN(path));
     }
     hfp4_status st = hfp4__open_regular("safetensors", path, &sf->f);
     if (st == HFP4_OK) st = parse_file(sf);
@@ -392,17 +398,18 @@ hfp4_status hfp4__st_read(hfp4__st_file *file, const hfp4__st_tensor *t, uint64_
     HFP4_CHECK_ARG(file != NULL && t != NULL, "hfp4__st_read: file or tensor is NULL");
     HFP4_CHECK_ARG(dst != NULL || bytes == 0, "hfp4__st_read: dst is NULL");
     HFP4_CHECK_ARG(offset <= t->bytes && bytes <= t->bytes - offset,
-                   "safetensors '%s': tensor '%s': read of %llu bytes at offset %llu is outside its %llu bytes", file->path,
-                   t->name, (unsigned long long)bytes, (unsigned long long)offset, (unsigned long long)t->bytes);
-    HFP4_CHECK_ARG(bytes <= (uint64_t)SIZE_MAX, "safetensors '%s': tensor '%s': read of %llu bytes is too large", file->path,
-                   t->name, (unsigned long long)bytes);
+                   "safetensors '%s': tensor '%s': read of %llu bytes at offset %llu is outside its %llu bytes",
+                   HFP4__SHOWN(file->path), HFP4__SHOWN(t->name), (unsigned long long)bytes, (unsigned long long)offset,
+                   (unsigned long long)t->bytes);
+    HFP4_CHECK_ARG(bytes <= (uint64_t)SIZE_MAX, "safetensors '%s': tensor '%s': read of %llu bytes is too large",
+                   HFP4__SHOWN(file->path), HFP4__SHOWN(t->name), (unsigned long long)bytes);
     if (bytes == 0) return HFP4_OK;
     uint64_t at = file->data_start + t->begin + offset;
     errno = 0;
     if (at > (uint64_t)INT64_MAX || fseeko(file->f, (off_t)at, SEEK_SET) != 0)
-        return hfp4__fail(HFP4_ERR_IO, "safetensors '%s': cannot seek to byte %llu: %s", file->path,
+        return hfp4__fail(HFP4_ERR_IO, "safetensors '%s': cannot seek to byte %llu: %s", HFP4__SHOWN(file->path),
                           (unsigned long long)at, strerror(errno));
-    char what[600];
-    snprintf(what, sizeof what, "tensor '%s'", t->name);
+    char what[HFP4__SHOWN_CAP + 16];
+    snprintf(what, sizeof what, "tensor '%s'", HFP4__SHOWN(t->name));
     return read_exact(file, dst, (size_t)bytes, what);
 }

@@ -48,6 +48,8 @@ void hfp4__sm90_container_encode(const hfp4__sm90_container *h, unsigned char ou
 
 hfp4_status hfp4__sm90_container_decode(const char *path, const unsigned char in[HFP4__SM90_CONTAINER_HEADER_BYTES],
                                         uint64_t file_bytes, hfp4__sm90_container *h) {
+    char shown[HFP4__SHOWN_CAP];
+    path = hfp4__shown(path, shown); /* only messages use it */
     HFP4_CHECK_ARG(memcmp(in, HFP4__SM90_CONTAINER_MAGIC, 8) == 0, "HFP4SM90 container '%s': magic is not \"HFP4SM90\"", path);
     uint32_t cv = (uint32_t)get_le(in + 8, 4), lv = (uint32_t)get_le(in + 12, 4);
     HFP4_CHECK_ARG(cv == HFP4__SM90_CONTAINER_VERSION, "HFP4SM90 container '%s': container version %u, this build reads %u",
@@ -99,6 +101,8 @@ hfp4_status hfp4__sm90_container_load(const char *path, hfp4__sm90_container *h,
     *payload = NULL;
     FILE *f = NULL;
     HFP4_TRY(hfp4__open_regular("HFP4SM90 container", path, &f));
+    char shown[HFP4__SHOWN_CAP];
+    path = hfp4__shown(path, shown); /* only messages use it from here */
     hfp4_status st = HFP4_OK;
     unsigned char head[HFP4__SM90_CONTAINER_HEADER_BYTES];
     off_t size = -1;

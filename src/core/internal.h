@@ -21,6 +21,19 @@ hfp4_status hfp4__fail(hfp4_status status, const char *fmt, ...)
 #endif
     ;
 
+/* A name or path for a message: s itself, or when it is longer than HFP4__SHOWN_MAX bytes its first
+ * HFP4__SHOWN_HEAD and last HFP4__SHOWN_TAIL bytes around "...(N bytes)..." written into buf. Why:
+ * names and paths come from files and callers and can be any length; whole, they would push what
+ * follows them in a message (the field, the value, the expectation) out of the last-error buffer.
+ * Sequences of UTF-8 are not cut. HFP4__SHOWN(s) passes a buffer that lives as long as the
+ * enclosing block, for use as a message argument. */
+#define HFP4__SHOWN_HEAD 120
+#define HFP4__SHOWN_TAIL 60
+#define HFP4__SHOWN_MAX (HFP4__SHOWN_HEAD + HFP4__SHOWN_TAIL + 40)
+#define HFP4__SHOWN_CAP (HFP4__SHOWN_MAX + 1)
+const char *hfp4__shown(const char *s, char buf[HFP4__SHOWN_CAP]);
+#define HFP4__SHOWN(s) hfp4__shown((s), (char[HFP4__SHOWN_CAP]){0})
+
 /* Return INVALID_ARGUMENT with a message when `cond` is false. The message should name the
  * function, the argument and its value: HFP4_CHECK_ARG(k > 0, "hfp4_ref_gemm: k = %lld must be > 0", k) */
 #define HFP4_CHECK_ARG(cond, ...)                                                                    \

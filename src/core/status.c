@@ -1,8 +1,10 @@
 /*
  * status.c - status names and strings, the per-thread last-error message, and the version.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -11,7 +13,7 @@
 
 /* NOTE: _Thread_local keeps each thread's message apart, so concurrent callers never see each
  * other's errors (the API promises a per-thread detail). */
-static _Thread_local char last_error[512];
+static _Thread_local char last_error[2048]; /* room for a path and two names, each HFP4__SHOWN'ed */
 
 hfp4_status hfp4__fail(hfp4_status status, const char *fmt, ...) {
     va_list ap;
@@ -19,6 +21,20 @@ hfp4_status hfp4__fail(hfp4_status status, const char *fmt, ...) {
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
     return status;
+}
+
+const char *hfp4__shown(const char *s, char buf[HFP4__SHOWN_CAP]) {
+    if (!s) return "(null)";
+    size_t n = strlen(s);
+    if (n <= HFP4__SHOWN_MAX) return s;
+    size_t head = HFP4__SHOWN_HEAD, tail = n - HFP4__SHOWN_TAIL;
+    /* whole UTF-8 sequences only: back the head off a continuation byte, move the tail past one */
+    while (head > 0 && ((unsigned char)s[head] & 0xC0) == 0x80) head--;
+    while (tail < n && ((unsigned char)s[tail] & 0xC0) == 0x80) tail++;
+    const int saved = errno; /* a message's strerror(errno) may be evaluated after this */
+    snprintf(buf, HFP4__SHOWN_CAP, "%.*s...(%zu bytes)...%s", (int)head, s, n, s + tail);
+    errno = saved;
+    return buf;
 }
 
 const char *hfp4_last_error(void) { return last_error; }
