@@ -56,6 +56,16 @@ static int write_bytes(const char *path, const void *bytes, size_t n) {
     return fclose(f) == 0 && w == n ? 0 : -1;
 }
 
+/* How many files in dir have names starting with prefix (temporary files left behind). */
+static int files_starting(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) n += !strncmp(e->d_name, prefix, strlen(prefix));
+    closedir(d);
+    return n;
+}
+
 /* A safetensors file with the literal header text and data (header padded with spaces to 8). */
 static int write_raw(const char *path, const char *header, const void *data, size_t data_bytes) {
     size_t h = strlen(header), padded = (h + 7) / 8 * 8;
@@ -534,9 +544,15 @@ TEST(checkpoint_repack_container_roundtrip) {
     int32_t count = 0;
     int64_t first = -1;
 
-    /* one weight */
+    /* one weight, over an existing file (replaced whole, with the mode a new file gets) */
     CHECK_STATUS(hfp4__fp4_expert_pair(f, "layers.3.ffn.experts.1.w1.weight", &one), HFP4_OK);
+    CHECK(write_bytes(in_dir(fx.dir, "b.bin"), "old bytes", 9) == 0);
     check_roundtrip(f, &one, 1, &fx.b, in_dir(fx.dir, "b.bin"), HFP4_DTYPE_UE8M0, 6);
+    const mode_t mask = umask(022);
+    umask(mask);
+    struct stat info;
+    CHECK(stat(in_dir(fx.dir, "b.bin"), &info) == 0 && (info.st_mode & 0777) == (0666 & ~mask));
+    CHECK_EQ_I64(files_starting(fx.dir, "b.bin."), 0);
     /* partial tile and chunk, zero groups */
     CHECK_STATUS(hfp4__fp4_expert_pair(f, "layers.3.ffn.experts.2.w2.weight", &one), HFP4_OK);
     check_roundtrip(f, &one, 1, &fx.c, in_dir(fx.dir, "c.bin"), HFP4_DTYPE_UE8M0, 3);
@@ -597,6 +613,17 @@ TEST(checkpoint_repack_container_roundtrip) {
         CHECK_REJECT(hfp4__repack_experts_to_file(f, &one, 1, bad, &res), HFP4_ERR_INVALID_ARGUMENT, "'x.weight'");
         CHECK_REJECT(hfp4__repack_experts_to_file(f, &one, 1, bad, &res), HFP4_ERR_INVALID_ARGUMENT, "NaN (255)");
         CHECK(access(bad, F_OK) != 0);
+        /* nor does it touch an existing output (it used to delete it): the container goes to a
+         * temporary file beside it, renamed over it only when complete */
+        const char *keep = in_dir(fx.dir, "keep.bin");
+        CHECK(write_bytes(keep, "precious", 8) == 0);
+        CHECK_REJECT(hfp4__repack_experts_to_file(f, &one, 1, keep, &res), HFP4_ERR_INVALID_ARGUMENT, "NaN (255)");
+        char got[16] = {0};
+        FILE *k = fopen(keep, "rb");
+        CHECK(k && fread(got, 1, sizeof got, k) == 8 && !memcmp(got, "precious", 8));
+        if (k) fclose(k);
+        CHECK_EQ_I64(files_starting(fx.dir, "keep.bin."), 0);
+        CHECK_EQ_I64(files_starting(fx.dir, "bad.bin."), 0);
         hfp4__fold_stats s;
         CHECK_REJECT(hfp4__fp4_expert_stats(f, &one, &s), HFP4_ERR_INVALID_ARGUMENT, "'x.scale': scale of row 1, k-group 2");
         CHECK_REJECT(hfp4__repack_experts_to_file(f, &one, 1, nan_path, &res), HFP4_ERR_INVALID_ARGUMENT,

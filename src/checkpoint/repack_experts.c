@@ -2,11 +2,14 @@
  * repack_experts.c - see repack_experts.h.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../weights/sm90_layout.h"
 #include "repack_experts.h"
@@ -71,6 +74,44 @@ static int same_file(FILE *f, const char *out_path) {
     return fstat(fileno(f), &a) == 0 && stat(out_path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+/* Creates "<target>.XXXXXX" (X random) exclusively for writing; *name is malloc'ed. NULL with errno
+ * on failure. Not mkstemp: its file is 0600, and the renamed container would be unreadable to
+ * others; O_EXCL with 0666 gives what fopen gives (less the umask) just as safely. */
+static FILE *create_temporary(const char *target, char **name) {
+    static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    size_t n = strlen(target);
+    char *t = malloc(n + 8);
+    if (!t) return NULL;
+    uint64_t x = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)t;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        memcpy(t, target, n);
+        t[n] = '.';
+        for (int i = 0; i < 6; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            t[n + 1 + i] = digits[(x >> 33) % 62];
+        }
+        t[n + 7] = '\0';
+        int fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno == EEXIST) continue;
+        FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+        if (f) {
+            *name = t;
+            return f;
+        }
+        const int saved = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(t);
+        }
+        free(t);
+        errno = saved;
+        return NULL;
+    }
+    free(t);
+    errno = EEXIST;
+    return NULL;
+}
+
 hfp4_status hfp4__repack_experts_to_file(hfp4__st_file *file, const hfp4__fp4_expert *parts, int32_t count,
                                          const char *out_path, hfp4__repack_result *result) {
     HFP4_CHECK_ARG(file && parts && out_path && result, "hfp4__repack_experts_to_file: NULL argument");
@@ -112,16 +153,25 @@ hfp4_status hfp4__repack_experts_to_file(hfp4__st_file *file, const hfp4__fp4_ex
     if (!src_w || !src_s || !tmp || !scales || !modes)
         st = hfp4__fail(HFP4_ERR_OUT_OF_MEMORY, "repack: out of memory (one group of [%lld, %lld] plus %lld groups' scales)",
                         (long long)n, (long long)k, (long long)total);
+    /* A regular output (or a new one) is written to a temporary file beside it and renamed over it
+     * once complete: a failure leaves an existing file as it was (it used to be deleted) and no
+     * half-written one. A device or pipe (/dev/null, a FIFO) is written in place. */
     FILE *out = NULL;
-    int regular = 0; /* only a regular file is removed after a failure, never a device or pipe */
+    char *tmp_path = NULL, *target = NULL; /* renamed to target: out_path, through a symbolic link */
     if (st == HFP4_OK) {
-        errno = 0;
-        out = fopen(out_path, "wb");
-        if (!out)
-            st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "repack: cannot create output '%s': %s", HFP4__SHOWN(out_path),
-                            errno ? strerror(errno) : "unknown error");
         struct stat info;
-        regular = out && fstat(fileno(out), &info) == 0 && S_ISREG(info.st_mode);
+        const int exists = stat(out_path, &info) == 0;
+        errno = 0;
+        if (exists && !S_ISREG(info.st_mode)) {
+            out = fopen(out_path, "wb");
+        } else {
+            target = exists ? realpath(out_path, NULL) : NULL;
+            if (!target) target = strdup(out_path);
+            out = target ? create_temporary(target, &tmp_path) : NULL;
+        }
+        if (!out)
+            st = hfp4__fail(HFP4_ERR_INVALID_ARGUMENT, "repack: cannot create output '%s'%s: %s", HFP4__SHOWN(out_path),
+                            target ? " (a temporary file beside it)" : "", errno ? strerror(errno) : "unknown error");
     }
     unsigned char head[HFP4__SM90_CONTAINER_HEADER_BYTES];
     hfp4__sm90_container_encode(&res.header, head);
@@ -168,8 +218,13 @@ hfp4_status hfp4__repack_experts_to_file(hfp4__st_file *file, const hfp4__fp4_ex
         if (fclose(out) != 0 && st == HFP4_OK)
             st = hfp4__fail(HFP4_ERR_IO, "cannot write '%s': %s", HFP4__SHOWN(out_path),
                             errno ? strerror(errno) : "close failed");
-        if (st != HFP4_OK && regular) remove(out_path);
+        if (tmp_path && st == HFP4_OK && rename(tmp_path, target) != 0)
+            st = hfp4__fail(HFP4_ERR_IO, "repack: cannot rename the finished temporary file to '%s': %s",
+                            HFP4__SHOWN(out_path), strerror(errno));
+        if (tmp_path && st != HFP4_OK) unlink(tmp_path);
     }
+    free(tmp_path);
+    free(target);
     free(src_w);
     free(src_s);
     free(tmp);
