@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -888,6 +889,68 @@ TEST(checkpoint_names_print_escaped) {
     fclose(t);
     buf[n] = '\0';
     CHECK_MSG(strcmp(buf, "model.layers.0\\x1B[2J\\x0A\\x09x\\x5Cy\\x7F\xc3\xa9.weight") == 0, "got '%s'", buf);
+}
+
+/* Runs the `hfp4` command built beside this test binary with args (shell words) and the output of
+ * both streams in out; its exit status, or -1 when there is no such command (then the test skips). */
+static int run_tool(const char *args, char *out, size_t cap) {
+    char self[1024], cmd[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return -1;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash) return -1;
+    strcpy(slash + 1, "hfp4");
+    if (access(self, X_OK) != 0) return -1;
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", self, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t got = fread(out, 1, cap - 1, p);
+    out[got] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* `hfp4 inspect` and `hfp4 repack` print the library's messages escaped (they quote tensor names,
+ * which reached the terminal raw), and a layer number past long's range is no layer number (it
+ * was shown as 9223372036854775807) */
+TEST(checkpoint_tools_escape_messages) {
+    char dir[512];
+    if (make_tmpdir(dir) != 0) SKIP("cannot create a temporary directory");
+    expert x;
+    expert_make(&x, 2, 64, 64, 120, 0, 50);
+    /* a scale of the wrong shape: the pair's error message quotes both names */
+    st_entry e[] = {
+        {"evil\\u001b]0;title\\u0007\\u001b[2J.weight", "I8", 2, {64, 32}, x.w, 2048},
+        {"evil\\u001b]0;title\\u0007\\u001b[2J.scale", "F8_E8M0", 2, {64, 3}, x.e, 192},
+        {"model.layers.99999999999999999999.mlp.experts.gate_up_proj", "I8", 3, {2, 64, 32}, x.w, 4096},
+        {"model.layers.99999999999999999999.mlp.experts.gate_up_proj_scale_inv", "F8_E8M0", 3, {2, 64, 2}, x.e, 256},
+    };
+    char path[600], args[2048];
+    snprintf(path, sizeof path, "%s/evil.safetensors", dir);
+    CHECK(write_st(path, NULL, e, 4) == 0);
+    static char out[65536];
+    snprintf(args, sizeof args, "inspect '%s'", path);
+    int rc = run_tool(args, out, sizeof out);
+    if (rc < 0) {
+        expert_free(&x);
+        remove_tmpdir(dir);
+        SKIP("no hfp4 command beside the test binary");
+    }
+    CHECK_EQ_I64(rc, 2);
+    CHECK_MSG(strchr(out, '\x1b') == NULL && strchr(out, '\x07') == NULL, "raw control bytes in: %s", out);
+    CHECK_MSG(strstr(out, "hfp4 inspect: safetensors '") && strstr(out, "scale tensor 'evil\\x1B]0;title\\x07\\x1B[2J.scale'"),
+              "output: %s", out);
+    CHECK_MSG(!strstr(out, "9223372036854775807") && strstr(out, "  model.layers.99999999999999999999.mlp.experts.gate_up_proj: "),
+              "output: %s", out);
+    snprintf(args, sizeof args, "repack '%s' '%s/o.bin' --tensor \"$(printf 'evil\\033]0;title\\007\\033[2J.weight')\"", path,
+             dir);
+    CHECK_EQ_I64(run_tool(args, out, sizeof out), 2);
+    CHECK_MSG(strchr(out, '\x1b') == NULL && strstr(out, "hfp4 repack: --tensor: safetensors '") &&
+                  strstr(out, "weight 'evil\\x1B]0;title\\x07\\x1B[2J.weight'"),
+              "output: %s", out);
+    expert_free(&x);
+    remove_tmpdir(dir);
 }
 
 /* ---------------------------------------------------------------------------------------------- */

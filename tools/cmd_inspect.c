@@ -7,6 +7,7 @@
  * Exit status: 0 ok; 2 usage or bad input (a malformed file, a broken FP4 pair: the message names
  * it); 1 other errors (I/O, memory).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,14 @@
 #include "tool_common.h"
 
 static int exit_code(hfp4_status st) { return st == HFP4_ERR_INVALID_ARGUMENT ? 2 : 1; }
+
+/* prefix, then the library's last message escaped: it quotes tensor names and metadata from the
+ * file, which may hold terminal control sequences */
+static void print_error(FILE *out, const char *prefix) {
+    fputs(prefix, out);
+    hfp4__st_fputs_printable(out, hfp4_last_error());
+    fputc('\n', out);
+}
 
 static int inspect_usage(void) {
     fprintf(stderr, "usage: hfp4 inspect FILE.safetensors [--tensor NAME]\n");
@@ -29,8 +38,10 @@ static int number_after(const char *name, const char *token, long *v) {
     p += strlen(token);
     if (*p < '0' || *p > '9') return 0;
     char *end;
+    errno = 0;
     *v = strtol(p, &end, 10);
-    return *end == '.' || *end == '\0';
+    /* past long's range strtol gives LONG_MAX: that would be shown as the layer, so no number */
+    return errno != ERANGE && (*end == '.' || *end == '\0');
 }
 
 typedef enum kind { KIND_W13, KIND_W2, KIND_OTHER, KIND_COUNT } kind;
@@ -115,17 +126,22 @@ int hfp4_cmd_inspect(int argc, char **argv) {
     hfp4__st_file *f = NULL;
     hfp4_status st = hfp4__st_open(path, &f);
     if (st != HFP4_OK) {
-        fprintf(stderr, "hfp4 inspect: %s\n", hfp4_last_error());
+        print_error(stderr, "hfp4 inspect: ");
         return exit_code(st);
     }
     const hfp4__st_tensor *one = NULL;
     if (only && !(one = hfp4__st_find(f, only))) {
-        fprintf(stderr, "hfp4 inspect: --tensor '%s': no such tensor in '%s'\n", only, path);
+        fprintf(stderr, "hfp4 inspect: --tensor '");
+        hfp4__st_fputs_printable(stderr, only);
+        fprintf(stderr, "': no such tensor in '");
+        hfp4__st_fputs_printable(stderr, path);
+        fprintf(stderr, "'\n");
         hfp4__st_close(f);
         return 2;
     }
 
-    printf("%s: %llu bytes (header %llu, data %llu), %zu tensors\n", path, (unsigned long long)f->file_bytes,
+    hfp4__st_fputs_printable(stdout, path);
+    printf(": %llu bytes (header %llu, data %llu), %zu tensors\n", (unsigned long long)f->file_bytes,
            (unsigned long long)f->header_bytes, (unsigned long long)f->data_bytes, f->count);
     for (size_t i = 0; i < f->meta_count; i++) {
         printf("metadata: ");
@@ -168,9 +184,9 @@ int hfp4_cmd_inspect(int argc, char **argv) {
         st = hfp4__fp4_expert_pair(f, t->name, &e);
         if (st == HFP4_OK) st = hfp4__fp4_expert_stats(f, &e, &s);
         if (st != HFP4_OK) {
-            printf("  error: %s\n", hfp4_last_error()); /* (in the listing, and on stderr for scripts) */
+            print_error(stdout, "  error: "); /* (in the listing, and on stderr for scripts) */
             fflush(stdout);
-            fprintf(stderr, "hfp4 inspect: %s\n", hfp4_last_error());
+            print_error(stderr, "hfp4 inspect: ");
             errors++;
             if (rc != 1) rc = exit_code(st);
             continue;

@@ -16,6 +16,14 @@
 
 static int exit_code(hfp4_status st) { return st == HFP4_ERR_INVALID_ARGUMENT ? 2 : 1; }
 
+/* prefix, then the library's last message escaped: it quotes tensor names and metadata from the
+ * file, which may hold terminal control sequences */
+static void print_error(FILE *out, const char *prefix) {
+    fputs(prefix, out);
+    hfp4__st_fputs_printable(out, hfp4_last_error());
+    fputc('\n', out);
+}
+
 static int repack_usage(void) {
     fprintf(stderr,
             "usage: hfp4 repack IN.safetensors OUT.bin --tensor NAME\n"
@@ -65,7 +73,7 @@ int hfp4_cmd_repack(int argc, char **argv) {
     hfp4__st_file *f = NULL;
     hfp4_status st = hfp4__st_open(in, &f);
     if (st != HFP4_OK) {
-        fprintf(stderr, "hfp4 repack: %s\n", hfp4_last_error());
+        print_error(stderr, "hfp4 repack: ");
         return exit_code(st);
     }
     hfp4__fp4_expert single, *parts = NULL;
@@ -73,23 +81,25 @@ int hfp4_cmd_repack(int argc, char **argv) {
     int64_t first = 0;
     if (tensor) {
         st = hfp4__fp4_expert_pair(f, tensor, &single);
-        if (st != HFP4_OK) fprintf(stderr, "hfp4 repack: --tensor: %s\n", hfp4_last_error());
+        if (st != HFP4_OK) print_error(stderr, "hfp4 repack: --tensor: ");
         parts = &single;
         count = 1;
     } else {
         st = hfp4__fp4_expert_match(f, pattern, &parts, &count, &first);
-        if (st != HFP4_OK) fprintf(stderr, "hfp4 repack: --groups-from: %s\n", hfp4_last_error());
+        if (st != HFP4_OK) print_error(stderr, "hfp4 repack: --groups-from: ");
     }
     hfp4__repack_result res;
     if (st == HFP4_OK) {
         st = hfp4__repack_experts_to_file(f, parts, count, out, &res);
-        if (st != HFP4_OK) fprintf(stderr, "hfp4 repack: %s\n", hfp4_last_error());
+        if (st != HFP4_OK) print_error(stderr, "hfp4 repack: ");
     }
     if (st == HFP4_OK) {
         const hfp4__sm90_container *h = &res.header;
-        if (tensor) printf("%s", tensor);
-        else printf("%s (experts %lld..%lld)", pattern, (long long)first, (long long)(first + count - 1));
-        printf(" -> %s: G %d, N %lld, K %lld, %s scales, SM90 layout v%u, %llu bytes + %d-byte header\n", out,
+        hfp4__st_fputs_printable(stdout, tensor ? tensor : pattern); /* (names as the file spells them) */
+        if (!tensor) printf(" (experts %lld..%lld)", (long long)first, (long long)(first + count - 1));
+        printf(" -> ");
+        hfp4__st_fputs_printable(stdout, out);
+        printf(": G %d, N %lld, K %lld, %s scales, SM90 layout v%u, %llu bytes + %d-byte header\n",
                (int)h->groups, (long long)h->n, (long long)h->k, hfp4_dtype_name(h->scale_dtype), h->layout_version,
                (unsigned long long)h->bytes, HFP4__SM90_CONTAINER_HEADER_BYTES);
         printf("%.1f %% of 128-K chunks fold (fast path): %lld of %lld chunk-tiles; %.1f %% of tiles one-base "
