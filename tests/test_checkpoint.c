@@ -889,6 +889,18 @@ TEST(checkpoint_names_print_escaped) {
     fclose(t);
     buf[n] = '\0';
     CHECK_MSG(strcmp(buf, "model.layers.0\\x1B[2J\\x0A\\x09x\\x5Cy\\x7F\xc3\xa9.weight") == 0, "got '%s'", buf);
+    /* C1 controls (CSI U+009B, NEL U+0085) and bidi controls (RLO U+202E, RLI U+2067) too; their
+     * neighbours (U+00A0, U+202F, U+2065, U+206A) and cut sequences as they are */
+    t = tmpfile();
+    if (!t) SKIP("no temporary file");
+    hfp4__st_fputs_printable(t, "a\xc2\x9b" "2J\xc2\x85\xc2\xa0|\xe2\x80\xae" "cba\xe2\x81\xa7|\xe2\x80\xaf\xe2\x81\xa5\xe2\x81\xaa|\xe2\x80");
+    rewind(t);
+    memset(buf, 0, sizeof buf);
+    n = fread(buf, 1, sizeof buf - 1, t);
+    fclose(t);
+    buf[n] = '\0';
+    CHECK_MSG(strcmp(buf, "a\\u009B2J\\u0085\xc2\xa0|\\u202Ecba\\u2067|\xe2\x80\xaf\xe2\x81\xa5\xe2\x81\xaa|\xe2\x80") == 0,
+              "got '%s'", buf);
 }
 
 /* Runs the `hfp4` command built beside this test binary with args (shell words) and the output of

@@ -44,8 +44,21 @@ char *hfp4__st_shape_string(const hfp4__st_tensor *t, char *buf, size_t cap) {
 
 void hfp4__st_fputs_printable(FILE *out, const char *s) {
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c < 0x20 || *c == 0x7F || *c == '\\') fprintf(out, "\\x%02X", *c);
-        else fputc(*c, out);
+        if (*c < 0x20 || *c == 0x7F || *c == '\\') {
+            fprintf(out, "\\x%02X", *c);
+        } else if (c[0] == 0xC2 && c[1] >= 0x80 && c[1] <= 0x9F) {
+            /* C1 controls (U+0080-U+009F): U+009B is CSI, as ESC [ is */
+            fprintf(out, "\\u%04X", c[1]);
+            c++;
+        } else if (c[0] == 0xE2 && ((c[1] == 0x80 && c[2] >= 0xAA && c[2] <= 0xAE) ||
+                                    (c[1] == 0x81 && c[2] >= 0xA6 && c[2] <= 0xA9))) {
+            /* bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they reorder
+             * the text shown after them, so a name could display as another one */
+            fprintf(out, "\\u%04X", 0x2000 | (c[1] & 0x3F) << 6 | (c[2] & 0x3F));
+            c += 2;
+        } else {
+            fputc(*c, out);
+        }
     }
 }
 
