@@ -31,11 +31,11 @@ typedef struct hfp4__repack_result {
 } hfp4__repack_result;
 
 /* Repacks parts[0..count) (each contributing all its groups, in order; all with the same N, K) into
- * the container file out_path. On failure a regular output file is removed (a device or pipe is
- * left alone). INVALID_ARGUMENT for
- * mismatched parts, a scale the repack rejects (naming the tensor), an output path that cannot be
- * created; INTERNAL for a failing write (disk full: the system's reason is in the message);
- * OUT_OF_MEMORY. */
+ * the container file out_path, written to a temporary file beside it and renamed over it when
+ * complete, so a failure leaves an existing out_path as it was (a device or pipe is written in
+ * place). INVALID_ARGUMENT for mismatched parts, a scale the repack rejects (naming the tensor), an
+ * output path that cannot be created; IO for a failing write or rename (disk full: the system's
+ * reason is in the message); OUT_OF_MEMORY. */
 hfp4_status hfp4__repack_experts_to_file(hfp4__st_file *file, const hfp4__fp4_expert *parts, int32_t count,
                                          const char *out_path, hfp4__repack_result *result);
 

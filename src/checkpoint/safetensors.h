@@ -18,8 +18,8 @@
  * offset order ends; no NUL in names, field keys or metadata. Every failure is HFP4_ERR_INVALID_ARGUMENT with a message
  * "safetensors '<path>': [tensor '<name>': ]<field> ..." naming the value.
  *
-  * I/O errors other than bad content (a read failing half way) are HFP4_ERR_IO with the
- * system's reason: hfp4.h has no I/O status.
+ * I/O errors other than bad content (a read or stat failing half way) are HFP4_ERR_IO with the
+ * system's reason.
  *
  * Not thread-safe per file: reads seek the shared FILE. Use one hfp4__st_file per thread.
  */
@@ -101,15 +101,16 @@ const hfp4__st_tensor *hfp4__st_find(const hfp4__st_file *file, const char *name
 
 /* Reads `bytes` bytes starting `offset` bytes into tensor `t`'s data into dst.
  * INVALID_ARGUMENT if the range is not inside the tensor or the file is shorter than its header
- * promised (changed since opening); INTERNAL for a failing read. */
+ * promised (changed since opening); IO for a failing seek or read. */
 hfp4_status hfp4__st_read(hfp4__st_file *file, const hfp4__st_tensor *t, uint64_t offset, uint64_t bytes, void *dst);
 
 /* "[2048, 128]" into buf (truncated to cap); returns buf. */
 char *hfp4__st_shape_string(const hfp4__st_tensor *t, char *buf, size_t cap);
 
 /* Writes s to out as text a terminal shows as is: control bytes (below 0x20, and 0x7F) and the
- * backslash as \xNN escapes; other bytes (UTF-8 included) unchanged. For names and metadata read
- * from a file, which may hold anything. */
+ * backslash as \xNN escapes, the UTF-8 of C1 controls (U+0080-U+009F) and of bidi controls
+ * (U+202A-U+202E, U+2066-U+2069) as \uNNNN; other bytes (UTF-8 included) unchanged. For names and
+ * metadata read from a file, which may hold anything. */
 void hfp4__st_fputs_printable(FILE *out, const char *s);
 
 #ifdef __cplusplus
