@@ -1091,6 +1091,8 @@ TEST(checkpoint_safetensors_rejects_malformed) {
     /* NULs the C strings would cut off: a field key passing for "dtype", metadata cut short */
     BAD("{\"t\":{\"dtype\\u0000junk\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
         "tensor 't': field key 'dtype' contains a NUL character");
+    BAD("{\"t\":{\"dtype\":\"F32\\u0000x\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+        "tensor 't': dtype 'F32' contains a NUL character");
     BAD("{\"__metadata__\":{\"k\\u0000x\":\"v\"}}", 0, "\"__metadata__\" key 'k' or its value contains a NUL character");
     BAD("{\"__metadata__\":{\"k\":\"v\\u0000w\"}}", 0, "\"__metadata__\" key 'k' or its value contains a NUL character");
     BAD("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"

@@ -193,6 +193,8 @@ static hfp4_status parse_entry(hfp4__st_file *sf, const hfp4__json_doc *doc, con
     int found = -1;
     for (int d = 0; d < HFP4__ST_DTYPE_COUNT; d++)
         if (!strcmp(ds, st_dtypes[d].name) && strlen(ds) == dtype->str_len) found = d;
+    HFP4_CHECK_ARG(strlen(ds) == dtype->str_len, "safetensors '%s': tensor '%s': dtype '%s' contains a NUL character", p,
+                   name, HFP4__SHOWN(ds));
     HFP4_CHECK_ARG(found >= 0, "safetensors '%s': tensor '%s': dtype '%s' is not a safetensors dtype", p, name,
                    HFP4__SHOWN(ds));
     t->dtype = (hfp4__st_dtype)found;
