@@ -58,6 +58,12 @@ configuration calls (``set_num_sms``/``get_num_sms``, ``set_pdl``/``get_pdl``,
 ``set_ignore_compile_dims``, the mk alignment: accepted; hfp4's kernels always use every SM) and its
 alias names. DeepGEMM 2.8's ``alpha`` keyword is accepted as None (other values: ``Unsupported``).
 
+With DeepGEMM installed (the ``deep_gemm`` package), what hfp4 does not provide comes from it: names
+this module does not define (its attention and einsum kernels: ``fp8_fp4_mqa_logits``,
+``fp8_einsum``, ...), the names below that hfp4 lacks (BF16 grouped GEMMs, Mega MoE) and the grouped
+GEMMs with FP8 weights (hfp4 runs FP8 weights in the dense GEMM only), so hfp4.deep_gemm can stand
+in for deep_gemm in a framework on Hopper. ``HFP4_DEEP_GEMM_FALLBACK=0`` turns that off.
+
 Errors: ``InvalidArgument`` (a ValueError whose message contains "Assertion", as DeepGEMM's host
 assertions) for contract violations; ``Unsupported`` (a NotImplementedError) for well-formed requests
 hfp4 has no kernel for (FP4 activations, MN-major FP4, a non-SM90 device, FP8 weights beyond the
@@ -208,6 +214,62 @@ def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None, num_grou
 # ------------------------------------------------------------------------------------------------
 
 
+# ------------------------------------------------------------------------------------------------
+# The installed DeepGEMM, for what hfp4 does not provide
+# ------------------------------------------------------------------------------------------------
+
+_HFP4_SHIM = True  # (so that a DeepGEMM lookup never takes this module for the real one)
+_real = [None, False]  # [the installed DeepGEMM module or None, looked up yet]
+
+
+def _real_deep_gemm():
+    """The installed DeepGEMM package (top-level ``deep_gemm``), or None: not installed or not
+    importable, turned off (``HFP4_DEEP_GEMM_FALLBACK=0``, read at every call), or this module itself
+    (a caller that installed hfp4.deep_gemm as ``deep_gemm``). Looked up once."""
+    if os.environ.get("HFP4_DEEP_GEMM_FALLBACK", "1").strip() == "0":
+        return None
+    if not _real[1]:
+        mod = None
+        try:
+            import importlib
+            m = importlib.import_module("deep_gemm")
+            if m is not sys.modules.get(__name__) and not getattr(m, "_HFP4_SHIM", False):
+                mod = m
+        except Exception:  # (not installed, or its import fails: e.g. a CUDA it was not built for)
+            mod = None
+        _real[0], _real[1] = mod, True
+    return _real[0]
+
+
+def __getattr__(name):
+    """Names hfp4 does not define (DeepGEMM's attention and einsum kernels, names newer than this
+    module) come from the installed DeepGEMM where there is one (PEP 562), so hfp4.deep_gemm can
+    stand in for deep_gemm in a framework that also calls those."""
+    if not (name.startswith("__") and name.endswith("__")):
+        real = _real_deep_gemm()
+        if real is not None and hasattr(real, name):
+            return getattr(real, name)
+    raise AttributeError("module %r has no attribute %r (not provided by hfp4, and no installed DeepGEMM has it)"
+                         % (__name__, name))
+
+
+def _call_real(fn_names, args, kwargs):
+    """The installed DeepGEMM's function under the first of fn_names it has, called with args and
+    kwargs; None where there is no such function (the caller then raises as before)."""
+    real = _real_deep_gemm()
+    for n in fn_names if real is not None else ():
+        f = getattr(real, n, None)
+        if f is not None:
+            return (f(*args, **kwargs),)
+    return None
+
+
+def _given(**kwargs):
+    """The keyword arguments whose value is not their default (value, default pairs): what to pass on
+    to the installed DeepGEMM, whose older versions lack some keywords."""
+    return {k: v for k, (v, default) in kwargs.items() if v is not default and v != default}
+
+
 def _pair(name, x):
     if not isinstance(x, (tuple, list)) or len(x) != 2:
         raise L.invalid_argument("%s must be a (tensor, scales) pair" % name)
@@ -329,8 +391,8 @@ def _is_fp8_weights(b):
 def _fp4_weights(name, B, ndim):
     torch = _t()
     if B.dtype == torch.float8_e4m3fn:
-        raise L.unsupported("%s: FP8 weights: hfp4 runs them only in the dense GEMM (fp8_gemm_nt); use DeepGEMM's "
-                            "FP8 path for grouped ones" % name)
+        raise L.unsupported("%s: FP8 weights: hfp4 runs them only in the dense GEMM (fp8_gemm_nt); grouped ones go "
+                            "to an installed DeepGEMM, and none is installed (or HFP4_DEEP_GEMM_FALLBACK=0)" % name)
     fp4x2 = _dtype("float4_e2m1fn_x2")
     if B.dtype not in (torch.int8, torch.uint8) and (fp4x2 is None or B.dtype != fp4x2):
         raise L.invalid_argument("%s.dtype = %s must be torch.int8 (packed FP4)" % (name, B.dtype))
@@ -623,6 +685,15 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
     at most 8 real rows) and runs them on its decode tile, within a few percent of the hinted speed
     (bench/RESULTS.md v18); the hint picks the tile directly and saves a second launch."""
     torch = _t()
+    if _is_fp8_weights(b):  # (hfp4 runs FP8 weights in the dense GEMM only; DeepGEMM's are exact)
+        r = _call_real(("m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nt_contiguous"),
+                       (a, b, d, grouped_layout),
+                       _given(recipe=(recipe, None), recipe_a=(recipe_a, None), recipe_b=(recipe_b, None),
+                              compiled_dims=(compiled_dims, "nk"), disable_ue8m0_cast=(disable_ue8m0_cast, False),
+                              use_psum_layout=(use_psum_layout, False),
+                              expected_m_for_psum_layout=(expected_m_for_psum_layout, None)))
+        if r is not None:
+            return r[0]
     A, SFA = _pair("a", a)
     gran_k_a, gran_b = resolve_recipes(recipe, recipe_a, recipe_b)
     _check_b_gran(gran_b)
@@ -678,6 +749,13 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None,
     D [G, M, N]; only rows r < masked_m[g] (int32 [G], on the device) of group g are computed and
     written. expected_m is a scheduling hint."""
     torch = _t()
+    if _is_fp8_weights(b):  # (as the contiguous form: the installed DeepGEMM's FP8 kernel)
+        r = _call_real(("m_grouped_fp8_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt_masked"),
+                       (a, b, d, masked_m, expected_m),
+                       _given(recipe=(recipe, None), recipe_a=(recipe_a, None), recipe_b=(recipe_b, None),
+                              compiled_dims=(compiled_dims, "nk"), disable_ue8m0_cast=(disable_ue8m0_cast, False)))
+        if r is not None:
+            return r[0]
     A, SFA = _pair("a", a)
     gran_k_a, gran_b = resolve_recipes(recipe, recipe_a, recipe_b)
     _check_b_gran(gran_b)
@@ -796,9 +874,14 @@ fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
 # module loads, and raise NotImplementedError when called so the caller falls back.
 def _not_in_hfp4(name):
     def call(*args, **kwargs):
-        raise L.unsupported("%s: not provided by hfp4 (FP8 x FP4 GEMMs only); use another backend" % name)
+        r = _call_real((name,), args, kwargs)
+        if r is not None:
+            return r[0]
+        raise L.unsupported("%s: not provided by hfp4 (FP8 x FP4 GEMMs only) and no DeepGEMM is installed; use "
+                            "another backend" % name)
     call.__name__ = name
-    call.__doc__ = "Not provided by hfp4: raises NotImplementedError (hfp4.Unsupported) so callers fall back."
+    call.__doc__ = ("Not provided by hfp4: the installed DeepGEMM's, where there is one; else raises "
+                    "NotImplementedError (hfp4.Unsupported) so callers fall back.")
     return call
 
 

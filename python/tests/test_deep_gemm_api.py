@@ -164,3 +164,68 @@ def test_ue8m0_helpers_keep_non_finite_scales():
     assert got[3].item() == 4.0
     packed = dg.pack_ue8m0_to_int(torch.tensor([float("inf"), float("nan"), 4.0, 0.5]))
     assert packed.view(torch.uint8).tolist() == [0xFF, 0xFF, 0x81, 0x7E]
+
+
+def _fake_deep_gemm(monkeypatch, calls):
+    """An installed 'deep_gemm' stand-in that records its calls; dg looks it up afresh."""
+    import types
+    fake = types.ModuleType("deep_gemm")
+
+    def rec(name):
+        def f(*args, **kwargs):
+            calls.append((name, args, kwargs))
+            return name
+        return f
+    for n in ("fp8_einsum", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
+              "m_grouped_bf16_gemm_nt_contiguous"):
+        setattr(fake, n, rec(n))
+    monkeypatch.setitem(sys.modules, "deep_gemm", fake)
+    monkeypatch.setattr(dg, "_real", [None, False])
+    return fake
+
+
+def test_installed_deep_gemm_serves_what_hfp4_lacks(monkeypatch):
+    torch = pytest.importorskip("torch")
+    calls = []
+    _fake_deep_gemm(monkeypatch, calls)
+    monkeypatch.delenv("HFP4_DEEP_GEMM_FALLBACK", raising=False)
+    # a name hfp4 does not define
+    assert dg.fp8_einsum("bhr,hdr->bhd", 1, 2) == "fp8_einsum" and calls[-1][0] == "fp8_einsum"
+    # a name hfp4 lacks
+    assert dg.m_grouped_bf16_gemm_nt_contiguous(1, 2, 3, 4) == "m_grouped_bf16_gemm_nt_contiguous"
+    # grouped GEMMs with FP8 weights: DeepGEMM's keywords passed on (only those given), hfp4's dropped
+    a = (torch.zeros(8, 128, dtype=torch.float8_e4m3fn), torch.ones(8, 1))
+    b = (torch.zeros(2, 128, 128, dtype=torch.float8_e4m3fn), torch.ones(2, 1, 1))
+    d = torch.empty(8, 128, dtype=torch.bfloat16)
+    layout = torch.zeros(8, dtype=torch.int32)
+    assert dg.m_grouped_fp8_gemm_nt_contiguous(a, b, d, layout, expected_m=4, ensure_zero_padding=False,
+                                               compiled_dims="nk") == "m_grouped_fp8_gemm_nt_contiguous"
+    name, args, kwargs = calls[-1]
+    assert args[3] is layout and kwargs == {}
+    masked = torch.zeros(2, dtype=torch.int32)
+    assert dg.m_grouped_fp8_gemm_nt_masked((a[0].view(2, 4, 128), a[1].view(2, 4, 1)), b, d.view(2, 4, 128),
+                                           masked, 4, recipe=(1, 128, 128)) == "m_grouped_fp8_gemm_nt_masked"
+    assert calls[-1][2] == {"recipe": (1, 128, 128)}
+    # FP4 weights stay hfp4's (nothing forwarded); an unknown name without it is an AttributeError
+    n = len(calls)
+    with pytest.raises(AttributeError):
+        dg.no_such_name_anywhere
+    assert len(calls) == n
+
+
+def test_installed_deep_gemm_off_or_aliased(monkeypatch):
+    pytest.importorskip("torch")
+    calls = []
+    _fake_deep_gemm(monkeypatch, calls)
+    monkeypatch.setenv("HFP4_DEEP_GEMM_FALLBACK", "0")
+    with pytest.raises(AttributeError):
+        dg.fp8_einsum
+    with pytest.raises(NotImplementedError):
+        dg.m_grouped_bf16_gemm_nt_contiguous(1, 2, 3, 4)
+    monkeypatch.delenv("HFP4_DEEP_GEMM_FALLBACK")
+    # hfp4.deep_gemm installed as deep_gemm itself: never taken for the real one (no recursion)
+    monkeypatch.setitem(sys.modules, "deep_gemm", dg)
+    monkeypatch.setattr(dg, "_real", [None, False])
+    with pytest.raises(AttributeError):
+        dg.fp8_einsum
+    assert calls == []
