@@ -1,11 +1,17 @@
 # hfp4 - FP4-weight GEMMs for NVIDIA Hopper (SM90).
 #
 #   make             libhfp4.so, libhfp4.a and the hfp4 command in build/
-#   make test        every CPU test; the closing line is "N passed, N failed"
-#   make gpu-test    every GPU test (skips with a message where there is no GPU)
+#   make test        every CPU test: the Python tests (skipped without numpy and pytest), then the C
+#                    tests, whose closing line is "N passed, N failed, N skipped"
+#   make pytest      the Python tests only (CPU)
+#   make gpu-test    every GPU test, each in its own process (skipped with a message without nvcc
+#                    or a Hopper GPU; GPU_TEST_ARGS="--filter NAME" picks tests)
 #   make demo        the main job: DeepSeek-V4-shaped FP4 expert GEMMs, checked (and timed on a GPU)
-#   make bench       hfp4 bench (needs a Hopper GPU)
+#   make bench       hfp4 bench $(BENCH_ARGS) (needs a Hopper GPU)
+#   make clean       removes build/
 #
+# Variables: BUILD=dir (default build), NVCC=path (nvcc is looked for on the PATH; without it the
+# build is CPU-only), DIAG=1 (kernels that record a launch timeline; needs BUILD=build-diag or such).
 # Sources are found by wildcard: a new src/<part>/<file>.c or .cu, tests/test_<name>.c or
 # tests/gpu/test_<name>.cu is built without editing this file.
 
@@ -61,7 +67,7 @@ SONAME := libhfp4.so.0
 all: $(BUILD)/libhfp4.a $(BUILD)/libhfp4.so $(BUILD)/hfp4
 
 help:
-	@sed -n '1,12p' Makefile
+	@sed -n '/^#/!q;p' Makefile
 
 # (src/*/*/*.h: the kernels' parameter block, src/kernels/sm90/fp8_fp4_gemm_params.h, is shared with
 # the C planner: without it an edit there left the planner's object stale)
