@@ -1264,3 +1264,22 @@ TEST(checkpoint_json_parser) {
     CHECK(!hfp4__utf8_valid("a\xf4\x90\x80\x80", 5, &bad) && bad == 1); /* > U+10FFFF */
     CHECK(!hfp4__utf8_valid("ab\x80", 3, &bad) && bad == 2);
 }
+
+/* `--help` (or -h) after a subcommand prints its usage to stdout and exits 0; a usage error exits
+ * 2; bench names an unknown option as such (it said "needs a value" for any last option) */
+TEST(tools_subcommand_help) {
+    static char out[16384];
+    static const char *const cmds[] = {"inspect --help", "repack -h", "bench --help"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        const int rc = run_tool(cmds[i], out, sizeof out);
+        if (rc == -1) SKIP("no hfp4 command beside the test binary");
+        if (i == 2 && strstr(out, "no CUDA")) continue; /* (a build without CUDA has no bench) */
+        CHECK_MSG(rc == 0 && strncmp(out, "usage: hfp4 ", 12) == 0, "hfp4 %s: rc %d, '%.80s'", cmds[i], rc, out);
+    }
+    CHECK_EQ_I64(run_tool("inspect", out, sizeof out), 2);
+    const int rc = run_tool("bench --no-such-option", out, sizeof out);
+    if (!strstr(out, "no CUDA")) {
+        CHECK_EQ_I64(rc, 2);
+        CHECK_MSG(strstr(out, "bad option '--no-such-option'") != NULL, "got '%.120s'", out);
+    }
+}

@@ -90,9 +90,9 @@ static int two_way_option(const char *opt, const char *val, const char *off, con
     return 0;
 }
 
-static int usage_error(const char *arg) {
-    fprintf(stderr,
-            "hfp4 bench: bad option '%s'\n"
+/* The options: to stdout for --help, to stderr after a bad option */
+static void bench_usage(FILE *f) {
+    fprintf(f,
             "usage: hfp4 bench [--json] [--quick] [--iters N] [--replays N] [--tokens T1,T2,...] [--gran 32|128]\n"
             "                  [--sf-layout k|mn] [--a-scales fp32|ue8m0] [--w-scales narrow|drift] [--seconds-budget S]\n"
             "                  [--routing-seed S] [--contiguous-hint rows|none|R] [--l2-flush read|write|none]\n"
@@ -119,8 +119,23 @@ static int usage_error(const char *arg) {
             "                      clean lines, as other kernels' reads do) or write (a 256 MB memset leaves\n"
             "                      ~50 MB of dirty lines the launch then writes back) or none (diagnosis only:\n"
             "                      L2 keeps what the launch before left, so the figures read cached weights)\n"
-            "  --dense-shape M,N,K the dense section times this shape instead of 8192^3 (repeatable, up to 8)\n",
-            arg);
+            "  --dense-shape M,N,K the dense section times this shape instead of 8192^3 (repeatable, up to 8)\n");
+}
+
+/* Whether `opt` is one of the options that take a value (a missing value and an unknown option get
+ * different messages) */
+static int takes_value(const char *opt) {
+    static const char *const with_value[] = {"--iters", "--replays", "--tokens", "--gran", "--sf-layout",
+                                             "--a-scales", "--w-scales", "--seconds-budget", "--routing-seed",
+                                             "--contiguous-hint", "--l2-flush", "--only", "--dense-shape"};
+    for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
+        if (!strcmp(opt, with_value[i])) return 1;
+    return 0;
+}
+
+static int usage_error(const char *arg) {
+    fprintf(stderr, "hfp4 bench: bad option '%s'\n", arg);
+    bench_usage(stderr);
     return 2;
 }
 
@@ -148,6 +163,10 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
     int64_t tok_arg[16];
     const char *only = NULL;
     for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            bench_usage(stdout);
+            return 0;
+        }
         char *end = NULL;
         if (!strcmp(argv[i], "--json")) c.json = 1;
         else if (!strcmp(argv[i], "--quick")) quick = 1;
@@ -228,8 +247,7 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
                     return 2;
                 }
             }
-        } else if (i + 1 == argc && argv[i][0] == '-' && argv[i][1] == '-' && strcmp(argv[i], "--json") &&
-                   strcmp(argv[i], "--quick")) {
+        } else if (i + 1 == argc && takes_value(argv[i])) {
             fprintf(stderr, "hfp4 bench: %s needs a value\n", argv[i]);
             return 2;
         } else {

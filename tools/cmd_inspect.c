@@ -26,10 +26,13 @@ static void print_error(FILE *out, const char *prefix) {
     fputc('\n', out);
 }
 
-static int inspect_usage(void) {
-    fprintf(stderr, "usage: hfp4 inspect FILE.safetensors [--tensor NAME]\n");
+/* (to stdout for --help, to stderr after a usage error) */
+static int inspect_usage_to(FILE *f) {
+    fprintf(f, "usage: hfp4 inspect FILE.safetensors [--tensor NAME]\n");
     return 2;
 }
+
+static int inspect_usage(void) { return inspect_usage_to(stderr); }
 
 /* The number after `token` ("layers.") when it ends at a '.' or the end of the name. */
 static int number_after(const char *name, const char *token, long *v) {
@@ -103,6 +106,10 @@ static void print_detail(const hfp4__fp4_expert *e, const hfp4__fold_stats *s) {
 int hfp4_cmd_inspect(int argc, char **argv) {
     const char *path = NULL, *only = NULL;
     for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            inspect_usage_to(stdout);
+            return 0;
+        }
         if (!strcmp(argv[i], "--tensor")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "hfp4 inspect: --tensor needs a tensor name\n");

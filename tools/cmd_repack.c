@@ -24,8 +24,9 @@ static void print_error(FILE *out, const char *prefix) {
     fputc('\n', out);
 }
 
-static int repack_usage(void) {
-    fprintf(stderr,
+/* (to stdout for --help, to stderr after a usage error) */
+static int repack_usage_to(FILE *f) {
+    fprintf(f,
             "usage: hfp4 repack IN.safetensors OUT.bin --tensor NAME\n"
             "       hfp4 repack IN.safetensors OUT.bin --groups-from PATTERN\n"
             "  --tensor NAME          one FP4 expert weight (3-D stacked experts become the groups)\n"
@@ -34,9 +35,15 @@ static int repack_usage(void) {
     return 2;
 }
 
+static int repack_usage(void) { return repack_usage_to(stderr); }
+
 int hfp4_cmd_repack(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *tensor = NULL, *pattern = NULL;
     for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            repack_usage_to(stdout);
+            return 0;
+        }
         int is_tensor = !strcmp(argv[i], "--tensor"), is_groups = !strcmp(argv[i], "--groups-from");
         if (is_tensor || is_groups) {
             if (i + 1 >= argc) {
