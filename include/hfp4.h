@@ -347,6 +347,10 @@ HFP4_API hfp4_status hfp4_device_query(int device, hfp4_device_info *info);
  * device pointer. Errors: INVALID_ARGUMENT (as hfp4_ref_gemm, minus checks that would need to read
  * device memory), UNSUPPORTED (no SM90 device, operand combination without a kernel: the message
  * names why), NO_DEVICE, CUDA.
+ * Devices: the call runs on the current CUDA device (cudaGetDevice); the problem's pointers and the
+ * stream must belong to it (call cudaSetDevice first, as for any CUDA library). This is not checked
+ * yet: memory of another device is a device fault, or with peer access a slow read unordered with
+ * that device's streams; another device's stream fails the launch (HFP4_ERR_CUDA).
  * Concurrency: decode-sized launches hand their work items out through a small counter in the
  * library's module memory, one per stream, and one of its own for each launch captured into a CUDA
  * graph, so launches on different streams, and the branches of a graph, may run at the same time.

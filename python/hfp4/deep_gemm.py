@@ -445,7 +445,7 @@ class _Entry:
 _cache_lock = threading.Lock()
 _cache = {}
 _dead = []  # keys whose weights were freed; appended by weakref callbacks, purged under the lock
-_graph_pins = {}  # id -> SM90Weights used by a GEMM captured in a CUDA graph (the graph holds its pointers)
+_graph_pins = {}  # (device, id) -> SM90Weights used by a GEMM captured in a CUDA graph (the graph holds its pointers)
 
 
 def _version(t):
@@ -548,11 +548,18 @@ def clear_weight_cache() -> None:
         del _dead[:]
 
 
-def release_graph_weights() -> None:
-    """Release the repacked weights kept alive for captured CUDA graphs. Call it only after every
-    graph that captured an hfp4 GEMM has been destroyed (a replay would read freed memory)."""
+def release_graph_weights(device=None) -> None:
+    """Release the repacked weights kept alive for captured CUDA graphs: every device's, or with
+    ``device`` (a torch.device, "cuda:1", or an index) only that device's, for a process whose GPUs'
+    graphs are destroyed at different times. Call it only after every graph on those devices that
+    captured an hfp4 GEMM has been destroyed (a replay would read freed memory)."""
     with _cache_lock:
-        _graph_pins.clear()
+        if device is None:
+            _graph_pins.clear()
+            return
+        dev = str(_t().device("cuda", device) if isinstance(device, int) else _t().device(device))
+        for key in [k for k in _graph_pins if k[0] == dev]:
+            del _graph_pins[key]
 
 
 def weight_cache_info() -> dict:
@@ -585,7 +592,7 @@ def _weights(name, b, ndim, k, device) -> SM90Weights:
         raise L.invalid_argument("%s holds K = %d (packed FP4: 2 * its last dim) but a has K = %d" % (name, w.k, k))
     if capturing:
         with _cache_lock:
-            _graph_pins[id(w)] = w
+            _graph_pins[(str(device), id(w))] = w
     return w
 
 

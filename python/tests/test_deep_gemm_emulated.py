@@ -316,6 +316,11 @@ def test_weight_cache(emu):
     assert repacks() == 4 and info["entries"] == 1 and info["graph_pinned"] == 2
     dg.clear_weight_cache()
     assert dg.weight_cache_info()["graph_pinned"] == 2
+    dg.release_graph_weights("cuda:1")  # another device's graphs: these pins stay
+    dg.release_graph_weights(1)
+    assert dg.weight_cache_info()["graph_pinned"] == 2
+    dg.release_graph_weights(fc(a).device)  # this device's
+    assert dg.weight_cache_info()["graph_pinned"] == 0
     dg.release_graph_weights()
     run()
     assert dg.weight_cache_info()["entries"] == 1

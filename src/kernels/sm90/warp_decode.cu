@@ -300,17 +300,15 @@ void hfp4__sm90_warp_split_test(int parts, int max_ctas) {
     __atomic_store_n(&wd_test_max_ctas, max_ctas, __ATOMIC_RELAXED);
 }
 
-/* The kernel instance's shared-memory limit, raised once per device to the most any plan asks
- * (HFP4_SM90_WARP_MAX_SMEM, or what the device allows) and never lowered: the attribute is the
- * function's, not the launch's, so setting it per launch (to each launch's size) raced with other
- * host threads' launches. */
-static hfp4_status wd_raise_smem_limit(const char *fn, const void *kernel, int inst, const hfp4_current_device *dev) {
-    static int raised[4][WD_CACHE_DEVICES];
-    const bool cached = dev->device >= 0 && dev->device < WD_CACHE_DEVICES;
-    if (cached && __atomic_load_n(&raised[inst][dev->device], __ATOMIC_ACQUIRE)) return HFP4_OK;
+/* The kernel instance's shared-memory limit, set to the most any plan asks (HFP4_SM90_WARP_MAX_SMEM,
+ * or what the device allows), one constant: the attribute is the function's, not the launch's, so
+ * setting it per launch to each launch's size raced with other host threads' launches. Set at
+ * every launch, as the other launchers do: the attribute belongs to the current context, so a flag
+ * "already raised" kept per device went stale after cudaDeviceReset or in a second context on the
+ * device (the launch then failed against the 48 KB default). */
+static hfp4_status wd_raise_smem_limit(const char *fn, const void *kernel, const hfp4_current_device *dev) {
     const int limit = HFP4_SM90_WARP_MAX_SMEM < dev->max_smem_optin ? HFP4_SM90_WARP_MAX_SMEM : dev->max_smem_optin;
     HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-    if (cached) __atomic_store_n(&raised[inst][dev->device], 1, __ATOMIC_RELEASE);
     return HFP4_OK;
 }
 
@@ -352,7 +350,7 @@ static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem,
      * slots as single CTAs. NOTE: H200, 3 CTAs a SM: clusters of 4 and 8 hold 368 and 360 CTAs where
      * 396 fit alone; V4-Flash T = 1 (384 units, too many to split) launched in clusters of 8 put two
      * units on some CTAs: w13 1.92 -> 1.23 TB/s (bench/RESULTS.md v17). */
-    HFP4_TRY(wd_raise_smem_limit(fn, (const void *)kernel, 2 * W_FP32 + G32, dev));
+    HFP4_TRY(wd_raise_smem_limit(fn, (const void *)kernel, dev));
     int32_t split = plan->warp_split > 1 ? plan->warp_split : 1;
     if (problem->grouping == HFP4_GROUPING_MASKED && split > 2) split = 2;
     const int test_parts = __atomic_load_n(&wd_test_parts, __ATOMIC_RELAXED);
