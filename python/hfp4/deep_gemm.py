@@ -210,11 +210,6 @@ def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None, num_grou
 
 
 # ------------------------------------------------------------------------------------------------
-# Tensor -> descriptor helpers
-# ------------------------------------------------------------------------------------------------
-
-
-# ------------------------------------------------------------------------------------------------
 # The installed DeepGEMM, for what hfp4 does not provide
 # ------------------------------------------------------------------------------------------------
 
@@ -268,6 +263,11 @@ def _given(**kwargs):
     """The keyword arguments whose value is not their default (value, default pairs): what to pass on
     to the installed DeepGEMM, whose older versions lack some keywords."""
     return {k: v for k, (v, default) in kwargs.items() if v is not default and v != default}
+
+
+# ------------------------------------------------------------------------------------------------
+# Tensor -> descriptor helpers
+# ------------------------------------------------------------------------------------------------
 
 
 def _pair(name, x):
@@ -1101,8 +1101,9 @@ def ceil_to_ue8m0(x):
     torch = _t()
     mag = x.abs().float()
     bits = mag.view(torch.int)
-    exp = ((bits >> 23) & 0xFF) + (bits & 0x7FFFFF).bool().int()
-    return torch.where(((bits >> 23) & 0xFF) == 0xFF, mag, (exp.clamp(1, 254) << 23).view(torch.float))
+    field = (bits >> 23) & 0xFF
+    exp = field + (bits & 0x7FFFFF).bool().int()
+    return torch.where(field == 0xFF, mag, (exp.clamp(1, 254) << 23).view(torch.float))
 
 
 def pack_ue8m0_to_int(x):
@@ -1117,7 +1118,7 @@ def pack_ue8m0_to_int(x):
     bits = x.view(torch.int)
     if not bool((((bits & ((1 << 23) - 1)) == 0) | (((bits >> 23) & 0xFF) == 0xFF)).all()):  # (NaN: byte 255)
         raise L.invalid_argument("pack_ue8m0_to_int: scales must be powers of two (use_ue8m0 = True)")
-    return (x.view(torch.int) >> 23).to(torch.uint8).view(torch.int)
+    return (bits >> 23).to(torch.uint8).view(torch.int)
 
 
 def per_token_cast_to_fp8(x, use_ue8m0, gran_k=128, use_packed_ue8m0=False):
