@@ -7,7 +7,11 @@ FP8Experts gets; this module declares its clamped SwiGLU with hfp4_swiglu_limit)
 quantization, both GEMMs, gate, combine) and the effective bandwidth over the FP4 weight and scale
 bytes of the experts hit (the bytes that bound decode).
 
-    HFP4_LIBRARY=$PWD/build/libhfp4.so PYTHONPATH=python python3 bench/experts_forward.py [T ...]
+    HFP4_LIBRARY=$PWD/build/libhfp4.so PYTHONPATH=python python3 bench/experts_forward.py [--profile] [T ...]
+
+Eager times are back-to-back calls with one synchronization at the end: the larger of the host's
+time a call and the GPU's. --profile adds a Python profile (cProfile, by own time) of 300 eager
+fused calls at the first T: where the host time of an eager decode step goes.
 """
 import os
 import sys
@@ -77,5 +81,40 @@ def main(tokens):
     dg.release_graph_weights()
 
 
+def profile(T):
+    import cProfile
+    import pstats
+    import time
+    layer = Layer()
+    layer.hfp4_swiglu_limit = 10.0
+    os.environ["HFP4_EXPERTS_GLUE"] = "1"
+    g = torch.Generator(device="cuda").manual_seed(3)
+    x = torch.randn(T, H, generator=g, device="cuda").to(torch.bfloat16)
+    idx = torch.stack([torch.randperm(E, generator=g, device="cuda")[:TOPK] for _ in range(T)])
+    w = torch.rand(T, TOPK, generator=g, device="cuda")
+    for _ in range(20):
+        X.experts_forward(layer, x, idx, w)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(300):
+        X.experts_forward(layer, x, idx, w)
+    host = (time.perf_counter() - t0) / 300 * 1e6
+    torch.cuda.synchronize()
+    print("# T %d fused: host time of an eager call %.1f us (300 calls, no synchronization between them)" % (T, host))
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(300):
+        X.experts_forward(layer, x, idx, w)
+    prof.disable()
+    torch.cuda.synchronize()
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(25)
+    dg.clear_weight_cache()
+
+
 if __name__ == "__main__":
-    main([int(v) for v in sys.argv[1:]] or [1, 8, 32, 128])
+    args = sys.argv[1:]
+    want_profile = "--profile" in args
+    tokens = [int(v) for v in args if v != "--profile"] or [1, 8, 32, 128]
+    main(tokens)
+    if want_profile:
+        profile(tokens[0])

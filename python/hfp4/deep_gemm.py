@@ -533,6 +533,28 @@ def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
     return weights
 
 
+_clear_hooks = []  # callables run by clear_weight_cache (hfp4.experts drops its per-module plans there)
+
+
+def _weights_state(B, SFB):
+    """What the cache compares to decide that weights (B, SFB) are the ones it repacked: pointers,
+    shapes, strides, dtypes, version counters (callers that keep repacked weights across calls, such
+    as hfp4.experts' plans, compare the same tuple)."""
+    return (B.data_ptr(), tuple(B.shape), tuple(B.stride()), B.dtype, _version(B),
+            SFB.data_ptr(), tuple(SFB.shape), tuple(SFB.stride()), SFB.dtype, _version(SFB))
+
+
+def _cache_tokens(B, w):
+    """The liveness tokens of the cache entry that holds w, the repack of weights B (None where the
+    cache holds something else for B or is off): their referents die when the weights' or scales'
+    storage is freed. A caller that keeps w across calls (hfp4.experts' plans) reuses it only while
+    both tokens live and _weights_state is unchanged, as the cache itself does."""
+    key = (str(B.device), B.data_ptr(), tuple(B.shape), tuple(B.stride()), B.dtype)
+    with _cache_lock:
+        e = _cache.get(key)
+        return e.tokens if e is not None and e.weights is w else None
+
+
 def clear_weight_cache() -> None:
     """Drop every cached repacked weight buffer (their device memory returns to torch's allocator,
     except for buffers a captured CUDA graph uses: see :func:`release_graph_weights`).
@@ -546,6 +568,8 @@ def clear_weight_cache() -> None:
         _cache.clear()
         _repacks.clear()
         del _dead[:]
+    for hook in _clear_hooks:
+        hook()
 
 
 def release_graph_weights(device=None) -> None:

@@ -42,6 +42,7 @@ weights must hold ``num_experts`` experts (ValueError otherwise).
 """
 import os
 import weakref
+from ctypes import byref
 
 from . import _lib as L
 from . import deep_gemm as dg
@@ -67,8 +68,9 @@ def _torch():
 _ACTIVATION_FORMATS = (None, "fp8", "mxfp8")
 
 
-def _check_module(module, hidden_states, top_k_index, top_k_weights):
-    torch = _torch()
+def _check_config(module):
+    """The module's settings this forward cannot serve (Unsupported: transformers falls back). Cheap:
+    run at every call, as they are plain attributes a caller may change."""
     if getattr(module, "activation_scheme", "dynamic") == "static":
         raise L.unsupported("hfp4 experts: activation_scheme = 'static' (per-expert activation scales) is not "
                             "supported; the kernels take per-token scales")
@@ -84,8 +86,13 @@ def _check_module(module, hidden_states, top_k_index, top_k_weights):
         raise L.unsupported("hfp4 experts: activation_format = %r is not supported (hfp4 quantizes activations to "
                             "FP8 itself: None, 'fp8' or 'mxfp8')" % (activation_format,))
     has_gate = getattr(module, "has_gate", True)
+    return has_gate, (module.gate_up_proj if has_gate else module.up_proj)
+
+
+def _check_weights(module, has_gate, up):
+    """The expert weights' dtypes and shapes (checked when a module's plan is built)"""
+    torch = _torch()
     up_name = "gate_up_proj" if has_gate else "up_proj"
-    up = module.gate_up_proj if has_gate else module.up_proj
     for name, w in ((up_name, up), ("down_proj", module.down_proj)):
         if w.dtype not in (torch.int8, torch.uint8):
             raise L.unsupported("hfp4 experts: %s.dtype = %s; only FP4 (int8-packed e2m1) expert weights have "
@@ -94,6 +101,10 @@ def _check_module(module, hidden_states, top_k_index, top_k_weights):
     if up.dim() != 3 or module.down_proj.dim() != 3 or up.shape[0] != E or module.down_proj.shape[0] != E:
         raise L.invalid_argument("hfp4 experts: num_experts = %d, but %s has shape %s and down_proj %s (both must be "
                                  "[num_experts, N, K/2])" % (E, up_name, tuple(up.shape), tuple(module.down_proj.shape)))
+
+
+def _check_inputs(hidden_states, top_k_index, top_k_weights):
+    torch = _torch()
     if hidden_states.dim() != 2:
         raise L.invalid_argument("hfp4 experts: hidden_states must be 2D [tokens, hidden], got shape %s"
                                  % (tuple(hidden_states.shape),))
@@ -103,16 +114,15 @@ def _check_module(module, hidden_states, top_k_index, top_k_weights):
     if top_k_index.dim() != 2 or top_k_index.shape[0] != hidden_states.shape[0]:
         raise L.invalid_argument("hfp4 experts: top_k_index must be [tokens = %d, k], got shape %s"
                                  % (hidden_states.shape[0], tuple(top_k_index.shape)))
-    if tuple(top_k_weights.shape) != tuple(top_k_index.shape):
+    if top_k_weights.shape != top_k_index.shape:
         raise L.invalid_argument("hfp4 experts: top_k_weights shape %s must equal top_k_index's %s"
                                  % (tuple(top_k_weights.shape), tuple(top_k_index.shape)))
     if top_k_index.dtype.is_floating_point or top_k_index.dtype == torch.bool:
         raise L.invalid_argument("hfp4 experts: top_k_index must be an integer tensor, got %s" % (top_k_index.dtype,))
+    device = hidden_states.device
     for name, t in (("top_k_index", top_k_index), ("top_k_weights", top_k_weights)):
-        if t.device != hidden_states.device:
-            raise L.invalid_argument("hfp4 experts: %s is on %s, hidden_states on %s" % (name, t.device,
-                                                                                      hidden_states.device))
-    return has_gate, up
+        if t.device != device:
+            raise L.invalid_argument("hfp4 experts: %s is on %s, hidden_states on %s" % (name, t.device, device))
 
 
 def _routed_layout(ids, num_experts):
@@ -253,73 +263,165 @@ def _fused_swiglu_limit(module):
     return None if fused is None else fused[0]
 
 
-def _quantize_into_layout(lib, stream, x, row_div, pos, a, sfa, gran_k):
-    """x [rows, K] (row i / row_div feeds routed row i) -> FP8 rows of a and FP32 scales of sfa at
-    rows pos of the layout, by hfp4_moe_quantize_rows_gpu (the other rows are left as they are)"""
-    torch = _torch()
-    if x.dtype not in (torch.bfloat16, torch.float32):
-        x = x.float()
-    x = x.contiguous()
-    K = x.shape[1]
-    L.check(lib.hfp4_moe_quantize_rows_gpu(x.data_ptr(), L.DTYPE_BF16 if x.dtype == torch.bfloat16 else L.DTYPE_FP32,
-                                           x.shape[0], K, K, row_div, pos.data_ptr(), pos.numel(), gran_k,
-                                           a.data_ptr(), K, sfa.data_ptr(), a.shape[0], stream))
+class _Plan:
+    """What a module's forward keeps between eager calls, so that a decode step's host work is a few
+    pointer writes and the library's launches (bench/RESULTS.md v35: the GEMMs' generic wrappers
+    were most of an eager step): the module's weights checked and repacked (the weight cache's
+    buffers, reused only while the cache would hand out the same ones: equal _weights_state and both
+    liveness tokens alive) and the two GEMMs' problem descriptors for the last shape."""
+    __slots__ = ("E", "has_gate", "states", "tokens", "w_up", "w_down", "shape", "p_up", "p_down")
+
+    def still_valid(self, E, has_gate, up, up_scale, down, down_scale):
+        return (E == self.E and has_gate == self.has_gate
+                and dg._weights_state(up, up_scale) == self.states[0]
+                and dg._weights_state(down, down_scale) == self.states[1]
+                and all(tok() is not None for pair in self.tokens for tok in pair))
+
+
+# module -> _Plan (weakly held); emptied by hfp4.deep_gemm.clear_weight_cache, so that its buffers
+# go back to torch as that function promises
+_plans = weakref.WeakKeyDictionary()
+dg._clear_hooks.append(_plans.clear)
+
+
+def _weights_plan(module, has_gate, up, up_scale, device, capturing):
+    """The module's _Plan: kept from the last call where the weights are unchanged, else built
+    (and kept unless a CUDA graph is being captured or the weight cache is off)"""
+    down, down_scale = module.down_proj, module.down_proj_scale_inv
+    E = int(module.num_experts)
+    try:
+        plan = None if capturing else _plans.get(module)
+    except TypeError:  # (not weakly referable: a plan per call)
+        plan = None
+    if plan is not None and plan.still_valid(E, has_gate, up, up_scale, down, down_scale):
+        return plan
+    _check_weights(module, has_gate, up)
+    up_name = "gate_up_proj" if has_gate else "up_proj"
+    plan = _Plan()
+    plan.E, plan.has_gate, plan.shape, plan.p_up, plan.p_down = E, has_gate, None, None, None
+    # (dg._weights: the operands' checks, the cache, and a captured graph's pin on the buffers)
+    plan.w_up = dg._weights(up_name, (up, up_scale), 3, 2 * up.shape[-1], device)
+    plan.w_down = dg._weights("down_proj", (down, down_scale), 3, 2 * down.shape[-1], device)
+    plan.states = (dg._weights_state(up, up_scale), dg._weights_state(down, down_scale))
+    plan.tokens = (dg._cache_tokens(up, plan.w_up), dg._cache_tokens(down, plan.w_down))
+    if not capturing and None not in plan.tokens:
+        try:
+            _plans[module] = plan
+        except TypeError:
+            pass
+    return plan
+
+
+def _grouped_problem(w, m_pad, k, gran_k, layout_rows_alignment, expected_m):
+    """hfp4_gemm_problem of an m-grouped contiguous GEMM over the FP8 rows [m_pad, k] with FP32
+    scales [m_pad, ceil(k / gran_k)] into BF16 D [m_pad, N] (padding rows left alone); the
+    pointers (A, its scales, the layout, D) are set per call"""
+    p = L.hfp4_gemm_problem()
+    p.grouping = L.GROUPING_CONTIGUOUS
+    p.m, p.n, p.k, p.num_groups = m_pad, w.n, k, w.num_groups
+    p.m_alignment = layout_rows_alignment
+    p.expected_m = expected_m
+    p.d_padding = L.D_PADDING_ANY
+    p.a = L.hfp4_matrix(None, L.DTYPE_FP8_E4M3, m_pad, k, k, 0,
+                        L.hfp4_scales(None, L.DTYPE_FP32, 1, gran_k, -(-k // gran_k), 1, 0))
+    p.b = w.matrix
+    p.d = L.hfp4_output(None, L.DTYPE_BF16, w.n, 0, None)
+    return p
+
+
+def _workspace_offsets(S, m_pad, H, I, N1, c1, c2):
+    """Byte offsets in one workspace of everything between the input and the output (each region
+    256-byte aligned, as TMA wants 16): pos [S] int32, layout [m_pad] int32, both GEMMs' activation
+    scales [m_pad, c1 + c2] FP32 (zeroed together), a1 [m_pad, H] and a2 [m_pad, I] FP8, D1
+    [m_pad, N1] and D2 [m_pad, H] BF16. Returns (offsets, total bytes)."""
+    sizes = (4 * S, 4 * m_pad, 4 * m_pad * (c1 + c2), m_pad * H, m_pad * I, 2 * m_pad * N1, 2 * m_pad * H)
+    offsets, at = [], 0
+    for n in sizes:
+        offsets.append(at)
+        at += (n + 255) // 256 * 256
+    return offsets, at
 
 
 def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_k_index, top_k_weights, gran_k):
     torch = _torch()
     T, H = hidden_states.shape
     k = top_k_index.shape[1]
-    E = int(self.num_experts)
     S = T * k
-    I = int(self.down_proj.shape[-1]) * 2  # (the second GEMM's K: FP4, two to a byte)
-    lib, stream = L.lib(), dg._stream(hidden_states.device)
+    device = hidden_states.device
+    lib, stream = L.lib(), dg._stream(device)
     A = _alignment()
-    m_pad = int(lib.hfp4_moe_layout_rows(S, E, A))
-    ids = top_k_index.reshape(-1)
-    if ids.dtype not in (torch.int32, torch.int64):
-        ids = ids.long()
-    ids = ids.contiguous()
-    pos = hidden_states.new_empty((S,), dtype=torch.int32)
-    layout = hidden_states.new_empty((m_pad,), dtype=torch.int32)
-    # Both GEMMs' activations and scales, allocated before the first kernel: the padding rows' scales
-    # must be finite (zeros: one fill for both, rather than one between the GEMMs)
-    c1, c2 = -(-H // gran_k), -(-I // gran_k)
-    scales = hidden_states.new_zeros((m_pad * (c1 + c2),), dtype=torch.float32)
-    sfa1, sfa2 = scales[:m_pad * c1].view(m_pad, c1), scales[m_pad * c1:].view(m_pad, c2)
-    a1 = hidden_states.new_empty((m_pad, H), dtype=torch.float8_e4m3fn)
-    a2 = hidden_states.new_empty((m_pad, I), dtype=torch.float8_e4m3fn)
-    with torch.cuda.device(hidden_states.device):
-        L.check(lib.hfp4_moe_route_gpu(ids.data_ptr(), int(ids.dtype == torch.int64), S, E, A, pos.data_ptr(),
-                                       layout.data_ptr(), m_pad, stream))
+    with torch.cuda.device(device):
+        plan = _weights_plan(self, has_gate, up, up_scale, device, torch.cuda.is_current_stream_capturing())
+        E = plan.E
+        if plan.w_up.k != H:
+            raise L.invalid_argument("hfp4 experts: hidden_states has %d columns; %s takes K = %d"
+                                     % (H, "gate_up_proj" if has_gate else "up_proj", plan.w_up.k))
+        I = plan.w_down.k  # (the second GEMM's K)
+        N1 = plan.w_up.n
+        m_pad = int(lib.hfp4_moe_layout_rows(S, E, A))
         expected_m = _rows_per_expert(S, E)
-        _quantize_into_layout(lib, stream, hidden_states, k, pos, a1, sfa1, gran_k)
-        d = _gemm_into_layout(a1, sfa1, up, up_scale, layout, gran_k, expected_m)
+        shape = (m_pad, H, I, gran_k, A, expected_m)
+        if plan.shape != shape:
+            plan.p_up = _grouped_problem(plan.w_up, m_pad, H, gran_k, A, expected_m)
+            plan.p_down = _grouped_problem(plan.w_down, m_pad, I, gran_k, A, expected_m)
+            plan.shape = shape
+        c1, c2 = -(-H // gran_k), -(-I // gran_k)
+        (o_pos, o_layout, o_sf, o_a1, o_a2, o_d1, o_d2), nbytes = _workspace_offsets(S, m_pad, H, I, N1, c1, c2)
+        ws = hidden_states.new_empty((nbytes,), dtype=torch.uint8)
+        base = ws.data_ptr()
+        pos, layout, sfa1, sfa2 = base + o_pos, base + o_layout, base + o_sf, base + o_sf + 4 * m_pad * c1
+        a1, a2, d1, d2 = base + o_a1, base + o_a2, base + o_d1, base + o_d2
+        # the padding rows' activation scales must be finite (zeros: one fill for both GEMMs)
+        ws.narrow(0, o_sf, 4 * m_pad * (c1 + c2)).zero_()
+        ids = top_k_index.reshape(-1)
+        if ids.dtype not in (torch.int32, torch.int64):
+            ids = ids.long()
+        ids = ids.contiguous()
+        L.check(lib.hfp4_moe_route_gpu(ids.data_ptr(), int(ids.dtype == torch.int64), S, E, A, pos, layout, m_pad,
+                                       stream))
+        x = hidden_states
+        if x.dtype not in (torch.bfloat16, torch.float32):
+            x = x.float()
+        x = x.contiguous()
+        L.check(lib.hfp4_moe_quantize_rows_gpu(x.data_ptr(), L.DTYPE_BF16 if x.dtype == torch.bfloat16 else
+                                               L.DTYPE_FP32, T, H, H, k, pos, S, gran_k, a1, H, sfa1, m_pad, stream))
+        p = plan.p_up
+        p.a.data, p.a.scales.data, p.layout, p.d.data = a1, sfa1, layout, d1
+        L.check(lib.hfp4_gemm(byref(p), stream))
         fused = _fused_gate(self) if has_gate else None
-        if fused is not None and d.shape[1] == 2 * I:
+        if fused is not None and N1 == 2 * I:
             # the activation and the quantization in one pass over D's routed rows
             limit, gate_up = fused
-            L.check(lib.hfp4_moe_swiglu_quantize_rows_gpu(d.data_ptr(), d.shape[1], I, gate_up, limit, pos.data_ptr(),
-                                                          S, gran_k, a2.data_ptr(), I, sfa2.data_ptr(), m_pad, stream))
+            L.check(lib.hfp4_moe_swiglu_quantize_rows_gpu(d1, N1, I, gate_up, limit, pos, S, gran_k, a2, I, sfa2,
+                                                          m_pad, stream))
         else:
             # (unrouted rows, pos -1, read row 0, whatever it holds: their quantization and sum skip them)
-            h = d[pos.clamp(min=0).long()]
+            d = ws.narrow(0, o_d1, 2 * m_pad * N1).view(torch.bfloat16).view(m_pad, N1)
+            rows = ws.narrow(0, o_pos, 4 * S).view(torch.int32)
+            h = d[rows.clamp(min=0).long()]
             h = self._apply_gate(h) if has_gate else self.act_fn(h)
-            if h.shape[1] != I:
-                raise L.invalid_argument("hfp4 experts: the activation gives %d columns; down_proj takes %d"
-                                         % (h.shape[1], I))
-            _quantize_into_layout(lib, stream, h, 1, pos, a2, sfa2, gran_k)
-        y = _gemm_into_layout(a2, sfa2, self.down_proj, self.down_proj_scale_inv, layout, gran_k, expected_m)
+            if h.dim() != 2 or h.shape[1] != I:
+                raise L.invalid_argument("hfp4 experts: the activation gives %s columns; down_proj takes %d"
+                                         % (h.shape[1] if h.dim() == 2 else tuple(h.shape), I))
+            if h.dtype not in (torch.bfloat16, torch.float32):
+                h = h.float()
+            h = h.contiguous()
+            L.check(lib.hfp4_moe_quantize_rows_gpu(h.data_ptr(), L.DTYPE_BF16 if h.dtype == torch.bfloat16 else
+                                                   L.DTYPE_FP32, S, I, I, 1, pos, S, gran_k, a2, I, sfa2, m_pad,
+                                                   stream))
+        p = plan.p_down
+        p.a.data, p.a.scales.data, p.layout, p.d.data = a2, sfa2, layout, d2
+        L.check(lib.hfp4_gemm(byref(p), stream))
         w = top_k_weights.reshape(-1)
         if w.dtype not in (torch.float32, torch.bfloat16):
             w = w.float()
         w = w.contiguous()
         out_bf16 = hidden_states.dtype == torch.bfloat16
         out = hidden_states.new_empty((T, H), dtype=torch.bfloat16 if out_bf16 else torch.float32)
-        L.check(lib.hfp4_moe_combine_gpu(y.data_ptr(), H, m_pad, H, pos.data_ptr(), w.data_ptr(),
+        L.check(lib.hfp4_moe_combine_gpu(d2, H, m_pad, H, pos, w.data_ptr(),
                                          L.DTYPE_FP32 if w.dtype == torch.float32 else L.DTYPE_BF16, T, k,
                                          out.data_ptr(), L.DTYPE_BF16 if out_bf16 else L.DTYPE_FP32, H, stream))
-    return out.to(hidden_states.dtype)
+    return out if out_bf16 else out.to(hidden_states.dtype)
 
 
 def experts_forward(self, hidden_states, top_k_index, top_k_weights, gran_k=128):
@@ -328,16 +430,19 @@ def experts_forward(self, hidden_states, top_k_index, top_k_weights, gran_k=128)
     torch = _torch()
     if gran_k not in (32, 128):
         raise L.invalid_argument("hfp4 experts: gran_k = %r must be 32 or 128" % (gran_k,))
-    has_gate, up = _check_module(self, hidden_states, top_k_index, top_k_weights)
+    has_gate, up = _check_config(self)
+    _check_inputs(hidden_states, top_k_index, top_k_weights)
     up_scale = self.gate_up_proj_scale_inv if has_gate else self.up_proj_scale_inv
     T, H = hidden_states.shape
     k = top_k_index.shape[1]
     E = int(self.num_experts)
-    if T == 0 or k == 0:
-        return hidden_states.new_zeros((T, H))
-    if _glue_enabled() and E <= GPU_GLUE_MAX_EXPERTS:
+    if (T > 0 and k > 0) and _glue_enabled() and E <= GPU_GLUE_MAX_EXPERTS:
+        # (the weights are checked when the module's plan is built, not at every call)
         return _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_k_index, top_k_weights,
                                           gran_k)
+    _check_weights(self, has_gate, up)
+    if T == 0 or k == 0:
+        return hidden_states.new_zeros((T, H))
     perm, sorted_ids, pos, layout, m_pad = _routed_layout(top_k_index.reshape(-1), E)
     S = perm.numel()
     expected_m = _rows_per_expert(S, E)

@@ -189,6 +189,80 @@ def test_narrow_expert_ids(emu, monkeypatch, glue, dtype):
     assert torch.linalg.norm(got - ref) <= 1e-2 * torch.linalg.norm(ref)
 
 
+def _forward_matches(mod, T, k, seed, gran_k=128):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, mod.gate_up_proj.shape[-1] * 2, generator=g).to(torch.bfloat16)
+    idx = torch.randint(0, mod.num_experts, (T, k), generator=g)
+    wts = torch.rand(T, k, generator=g)
+    got = X.experts_forward(mod, fc(x), fc(idx), fc(wts), gran_k=gran_k).double()
+    ref = _reference(mod, x, idx, wts, gran_k)
+    assert torch.isfinite(got).all()
+    assert torch.linalg.norm(got - ref) <= 1e-2 * torch.linalg.norm(ref)
+
+
+def _repacks(emu):
+    return sum(c[0] == "repack" for c in emu.calls)
+
+
+@pytest.mark.parametrize("glue", ["library", "fused"])
+def test_plan_is_kept_and_renewed(emu, monkeypatch, glue):
+    # the library-glue forward keeps the module's repacked weights and GEMM descriptors between calls
+    # (eager decode's host cost) and renews them whenever the weight cache would: weights updated in
+    # place, a parameter replaced, clear_weight_cache(); shapes (tokens, gran_k) change the descriptors
+    E, H, I = 4, 256, 128
+    mod = _Experts(E, H, I, 11)
+    _use_glue(monkeypatch, mod, glue)
+    _forward_matches(mod, 3, 2, 1)
+    assert _repacks(emu) == 2 and X._plans.get(mod) is not None
+    plan = X._plans[mod]
+    _forward_matches(mod, 3, 2, 2)
+    _forward_matches(mod, 5, 3, 3)  # (another shape: new descriptors, same weights)
+    _forward_matches(mod, 1, 1, 4, gran_k=32)
+    assert _repacks(emu) == 2 and X._plans[mod] is plan
+    with torch.no_grad():  # in place, through the version counter
+        mod.down_proj.copy_(_Experts(E, H, I, 12).down_proj)
+    _forward_matches(mod, 3, 2, 5)
+    assert _repacks(emu) == 3
+    other = _Experts(E, H, I, 13)  # a parameter replaced by another tensor
+    mod.gate_up_proj, mod.gate_up_proj_scale_inv = other.gate_up_proj, other.gate_up_proj_scale_inv
+    _forward_matches(mod, 3, 2, 6)
+    assert _repacks(emu) == 4
+    mod.down_proj_scale_inv = fc(mod.down_proj_scale_inv.clone())  # new scales only
+    _forward_matches(mod, 2, 2, 7)
+    assert _repacks(emu) == 5
+    dg.clear_weight_cache()
+    assert X._plans.get(mod) is None
+    _forward_matches(mod, 2, 2, 8)
+    assert _repacks(emu) == 7
+    # a module whose weights no longer fit its plan is checked again
+    mod.num_experts = 3
+    with pytest.raises(ValueError, match="num_experts = 3"):
+        X.experts_forward(mod, fc(torch.randn(1, H)), fc(torch.zeros(1, 1, dtype=torch.int64)), fc(torch.ones(1, 1)))
+
+
+def test_plan_off_without_cache_or_while_capturing(emu, monkeypatch):
+    E, H, I = 4, 256, 128
+    mod = _Experts(E, H, I, 21)
+    _use_glue(monkeypatch, mod, "fused")
+    monkeypatch.setenv("HFP4_WEIGHT_CACHE", "0")
+    _forward_matches(mod, 2, 2, 1)
+    _forward_matches(mod, 2, 2, 2)
+    assert _repacks(emu) == 4 and X._plans.get(mod) is None
+    monkeypatch.setenv("HFP4_WEIGHT_CACHE", "1")
+    emu.capturing = True  # (a captured forward pins its buffers for the graph; it keeps no plan)
+    x, idx, w = fc(torch.randn(2, H).to(torch.bfloat16)), fc(torch.zeros(2, 1, dtype=torch.int64)), fc(torch.ones(2, 1))
+    X.experts_forward(mod, x, idx, w)
+    assert X._plans.get(mod) is None and dg.weight_cache_info()["graph_pinned"] == 2
+    emu.capturing = False
+
+
+def test_hidden_size_must_match_weights(emu):
+    mod = _Experts(2, 256, 128, 3)
+    with pytest.raises(ValueError, match="hidden_states has 128 columns; gate_up_proj takes K = 256"):
+        X.experts_forward(mod, fc(torch.randn(2, 128)), fc(torch.zeros(2, 1, dtype=torch.int64)), fc(torch.ones(2, 1)))
+    assert not any(c[0] == "gemm" for c in emu.calls)
+
+
 def test_routed_layout_narrow_ids():
     ids = torch.tensor([2, 0, 5, 2, 255, 0, 2], dtype=torch.uint8)
     perm, sorted_ids, pos, layout, m_pad = X._routed_layout(ids, 3)
