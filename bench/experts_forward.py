@@ -108,6 +108,33 @@ def profile(T):
     prof.disable()
     torch.cuda.synchronize()
     pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(25)
+    # the host time of each library call (the C side: plan, checks, tensor maps, launch), timed
+    # around the call through a proxy of the loaded library
+    import hfp4._lib as L
+    real, spent, count = L.lib(), {}, {}
+
+    class Timed:
+        def __getattr__(self, name):
+            fn = getattr(real, name)
+
+            def call(*args):
+                t = time.perf_counter()
+                r = fn(*args)
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
+                count[name] = count.get(name, 0) + 1
+                return r
+            return call
+    proxy = Timed()
+    saved, L.lib = L.lib, lambda: proxy
+    try:
+        for _ in range(300):
+            X.experts_forward(layer, x, idx, w)
+        torch.cuda.synchronize()
+    finally:
+        L.lib = saved
+    print("# host time of each library call, T %d fused (300 forwards):" % T)
+    for name in sorted(spent, key=lambda n: -spent[n]):
+        print("%-40s %6d calls  %7.2f us a call" % (name, count[name], spent[name] / count[name] * 1e6))
     dg.clear_weight_cache()
 
 

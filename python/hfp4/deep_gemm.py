@@ -124,7 +124,13 @@ def _dtype(name):
 
 
 def _stream(device):
+    """device's current CUDA stream as a raw handle (torch's private raw-stream query where it has
+    one: a decode step's eager host time counts every microsecond; the public route otherwise)"""
     torch = _t()
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        index = device.index if isinstance(device, torch.device) else None
+        return raw(torch.cuda.current_device() if index is None else index)
     return torch.cuda.current_stream(device).cuda_stream
 
 

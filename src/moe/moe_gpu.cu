@@ -270,7 +270,7 @@ __device__ __forceinline__ void swiglu_quantize_rows(const __nv_bfloat16 *__rest
             float g[8], u[8], h[8];
             load_gate_up8(row, n, c, vec, interleaved, g, u);
 #pragma unroll
-            for (int j = 0; j < 8; j++) h[j] = c + j < n ? hfp4__swiglu_bf16(g[j], u[j], limit) : 0.0f;
+            for (int j = 0; j < 8; j++) h[j] = hfp4__swiglu_bf16(g[j], u[j], limit); /* (past n: g = u = 0, so +0) */
             uint32_t codes[2];
             const float sc = quantize8(h, span, codes);
             store8(a + (int64_t)p * lda, sf + (int64_t)p * sf_cols, vec, c, n, shift, lane % span == 0, codes, sc);

@@ -70,11 +70,8 @@ static HFP4_HD inline float hfp4__scale2(float p, int k) {
     return HFP4_MUL(HFP4_MUL(p, f1), f2);
 }
 
-/* e^x in FP32 */
-static HFP4_HD inline float hfp4__expf(float x) {
-    if (!(x == x)) return x;
-    if (x > HFP4_EXP_MAX) return INFINITY;
-    if (x < HFP4_EXP_MIN) return 0.0f;
+/* e^x in FP32 for x in [HFP4_EXP_MIN, HFP4_EXP_MAX] (not NaN): the polynomial alone, no checks */
+static HFP4_HD inline float hfp4__expf_in_range(float x) {
     const float k = rintf(HFP4_MUL(x, 1.44269504f)); /* |k| <= 150 */
     float r = fmaf(k, -0.693359375f, x);       /* x - k ln 2, ln 2 in two parts (the first exact in k) */
     r = fmaf(k, 2.12194440e-4f, r);            /* |r| <= ~0.347 */
@@ -89,19 +86,32 @@ static HFP4_HD inline float hfp4__expf(float x) {
     return hfp4__scale2(p, (int)k);
 }
 
+/* e^x in FP32 */
+static HFP4_HD inline float hfp4__expf(float x) {
+    if (!(x == x)) return x;
+    if (x > HFP4_EXP_MAX) return INFINITY;
+    if (x < HFP4_EXP_MIN) return 0.0f;
+    return hfp4__expf_in_range(x);
+}
+
 /* One element of silu(min(g, limit)) x clamp(u, -limit, limit), g and u BF16 values, each step
  * rounded to BF16 (the clamps keep NaN, as torch.clamp; limit = INFINITY: no clamp). The clamps
  * compare with the limit rounded to BF16 first: for a BF16 value v, min(v, round(L)) =
- * round(min(v, L)) (rounding is monotonic and leaves v alone), so no rounding is left after them. */
+ * round(min(v, L)) (rounding is monotonic and leaves v alone), so no rounding is left after them.
+ * Straight-line code, every step computed and the answer selected (the kernel is issue-bound at
+ * prefill, where branches around each element's exp and division cost more than the work). */
 static HFP4_HD inline float hfp4__swiglu_bf16(float g, float u, float limit) {
     const float lim = hfp4__round_bf16(limit);
     g = g > lim ? lim : g;
     u = u > lim ? lim : (u < -lim ? -lim : u);
-    /* (g / (1 + e^-g) where e^-g overflows to inf is -0, where it is 0, g: the same values, without
-     * the division's and exp's special-operand paths, which random or huge inputs would hit) */
-    const float s = g < -HFP4_EXP_MAX  ? -0.0f
-                    : g > -HFP4_EXP_MIN ? g
-                                        : hfp4__round_bf16(g / HFP4_ADD(1.0f, hfp4__expf(-g)));
+    /* silu(g) = g / (1 + e^-g). Where e^-g overflows to inf it is -0, where e^-g is 0 it is g: the
+     * same values, selected, so the exp and the division only ever see -g within the polynomial's
+     * range (clamped into it; a NaN g becomes the range's end there and gives NaN in the division) */
+    float t = -g;
+    t = t >= HFP4_EXP_MIN ? t : HFP4_EXP_MIN; /* (NaN: false) */
+    t = t <= HFP4_EXP_MAX ? t : HFP4_EXP_MAX;
+    const float q = hfp4__round_bf16(g / HFP4_ADD(1.0f, hfp4__expf_in_range(t)));
+    const float s = g < -HFP4_EXP_MAX ? -0.0f : (g > -HFP4_EXP_MIN ? g : q);
     return hfp4__round_bf16(HFP4_MUL(s, u));
 }
 
