@@ -182,7 +182,9 @@ typedef enum hfp4_grouping {
                                           -1 for padding rows; a row that starts a run of a real
                                           id sits at a multiple of m_alignment. Padding rows of D
                                           are exactly +0 (C is not added to them), unless
-                                          d_padding = HFP4_D_PADDING_ANY.                         */
+                                          d_padding = HFP4_D_PADDING_ANY. Padding rows of A and
+                                          their scales may hold anything, NaN included: no other
+                                          row's result depends on them (no fill needed).          */
     HFP4_GROUPING_CONTIGUOUS_PSUM = 2, /* layout[g] = end row of group g (cumulative, exclusive);
                                           group g covers [align(layout[g-1], m_alignment),
                                           layout[g]), and align(layout[g-1]) <= layout[g] <= m.
@@ -192,7 +194,8 @@ typedef enum hfp4_grouping {
                                           +0 without C (unless d_padding = HFP4_D_PADDING_ANY);
                                           rows after all groups are untouched.                   */
     HFP4_GROUPING_MASKED = 3           /* A [G, M, K], D [G, M, N]; layout[g] = masked_m[g]: only
-                                          rows < masked_m[g] are computed and written.            */
+                                          rows < masked_m[g] are computed and written; A's rows
+                                          and scales past it may hold anything (NaN included).    */
 } hfp4_grouping;
 
 /* A complete GEMM request. Zero-initialize, then fill; unused fields stay 0. */

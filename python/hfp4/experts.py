@@ -165,7 +165,7 @@ def _grouped_gemm(x, w, w_scale, pos, layout, m_pad, gran_k, expected_m):
     q, sf = dg.per_token_cast_to_fp8(x, use_ue8m0=False, gran_k=gran_k)
     a = x.new_empty((m_pad, q.shape[1]), dtype=q.dtype)
     a[pos] = q
-    sfa = x.new_zeros((m_pad, sf.shape[1]), dtype=sf.dtype)  # (padding rows: finite scales, any FP8 bytes)
+    sfa = x.new_empty((m_pad, sf.shape[1]), dtype=sf.dtype)  # (padding rows: anything, hfp4.h)
     sfa[pos] = sf
     return _gemm_into_layout(a, sfa, w, w_scale, layout, gran_k, expected_m)[pos]
 
@@ -332,7 +332,7 @@ def _grouped_problem(w, m_pad, k, gran_k, layout_rows_alignment, expected_m):
 def _workspace_offsets(S, m_pad, H, I, N1, c1, c2):
     """Byte offsets in one workspace of everything between the input and the output (each region
     256-byte aligned, as TMA wants 16): pos [S] int32, layout [m_pad] int32, both GEMMs' activation
-    scales [m_pad, c1 + c2] FP32 (zeroed together), a1 [m_pad, H] and a2 [m_pad, I] FP8, D1
+    scales [m_pad, c1] and [m_pad, c2] FP32 (one region), a1 [m_pad, H] and a2 [m_pad, I] FP8, D1
     [m_pad, N1] and D2 [m_pad, H] BF16. Returns (offsets, total bytes)."""
     sizes = (4 * S, 4 * m_pad, 4 * m_pad * (c1 + c2), m_pad * H, m_pad * I, 2 * m_pad * N1, 2 * m_pad * H)
     offsets, at = [], 0
@@ -371,8 +371,7 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
         base = ws.data_ptr()
         pos, layout, sfa1, sfa2 = base + o_pos, base + o_layout, base + o_sf, base + o_sf + 4 * m_pad * c1
         a1, a2, d1, d2 = base + o_a1, base + o_a2, base + o_d1, base + o_d2
-        # the padding rows' activation scales must be finite (zeros: one fill for both GEMMs)
-        ws.narrow(0, o_sf, 4 * m_pad * (c1 + c2)).zero_()
+        # (the padding rows of a1, a2 and their scales stay unwritten: hfp4.h, no other row reads them)
         ids = top_k_index.reshape(-1)
         if ids.dtype not in (torch.int32, torch.int64):
             ids = ids.long()

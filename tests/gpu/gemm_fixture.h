@@ -244,6 +244,20 @@ static void fx_build(gemm_host *h, const gemm_case *cs) {
         int64_t r = i / h->sf_k, j = i % h->sf_k;
         h->a_sf_packed[r * words + j / 4] |= (uint32_t)e << (8 * (j % 4));
     }
+    /* Rows no group owns (contiguous padding, rows past masked_m, rows outside every psum group)
+     * hold NaN: FP8 bytes 0x7F and NaN scales (UE8M0 byte 255). hfp4.h: their contents never reach
+     * a real row, nor D's padding rows under HFP4_D_PADDING_ZERO, so callers need not fill them
+     * (the experts backend leaves them unwritten). */
+    for (int64_t r = 0; r < rows; r++) {
+        int zero_row, untouched;
+        if (fx_row_expert(h, r, &zero_row, &untouched) >= 0 && !zero_row && !untouched) continue;
+        memset(h->a + r * c->k, 0x7F, (size_t)c->k);
+        for (int64_t j = 0; j < h->sf_k; j++) {
+            h->a_sf[r * h->sf_k + j] = NAN;
+            h->a_sf_bytes[r * h->sf_k + j] = 0xFF;
+        }
+        for (int64_t w = 0; w < words; w++) h->a_sf_packed[r * words + w] = 0xFFFFFFFFu;
+    }
     int64_t wbytes = (int64_t)c->groups * c->n * c->k / 2;
     h->w = (uint8_t *)malloc(wbytes);
     for (int64_t i = 0; i < wbytes; i++) h->w[i] = (uint8_t)(fx_next(&s) & 0xFF);
