@@ -18,9 +18,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "../runtime/cuda_runtime.h"
 #include "moe_internal.h"
+#include "sm90/ptx.cuh"
 #include "swiglu_math.h"
 
 namespace {
@@ -30,6 +32,27 @@ constexpr int kRouteBatch = 8; /* ids a thread loads before it waits on any: one
 
 __device__ __forceinline__ int64_t load_id(const void *ids, int ids_int64, int64_t i) {
     return ids_int64 ? ((const int64_t *)ids)[i] : ((const int32_t *)ids)[i];
+}
+
+/* The first row of each expert's aligned segment (exclusive scan of the counts rounded up to the
+ * alignment), by one warp, each lane a run of experts; starts may be counts (in place) */
+__device__ __forceinline__ void segment_starts(const int32_t *counts, int32_t *starts, int32_t num_experts,
+                                               int32_t alignment) {
+    const int lane = threadIdx.x % 32, per = (num_experts + 31) / 32, e0 = lane * per;
+    const int e1 = e0 + per < num_experts ? e0 + per : num_experts;
+    int32_t sum = 0;
+    for (int e = e0; e < e1; e++) sum += (counts[e] + alignment - 1) / alignment * alignment;
+    int32_t incl = sum;
+    for (int o = 1; o < 32; o *= 2) {
+        const int32_t v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+        if (lane >= o) incl += v;
+    }
+    int32_t start = incl - sum;
+    for (int e = e0; e < e1; e++) {
+        const int32_t aligned = (counts[e] + alignment - 1) / alignment * alignment;
+        starts[e] = start;
+        start += aligned;
+    }
 }
 
 /* One CTA: counts[e] then the rank of each row inside its expert (row_pos holds the rank until the
@@ -59,23 +82,7 @@ __global__ void __launch_bounds__(kRouteThreads) hfp4_moe_route_kernel(const voi
         }
     }
     __syncthreads();
-    if (threadIdx.x < 32) { /* exclusive scan of the aligned counts: each lane a run of experts */
-        const int lane = threadIdx.x, per = (num_experts + 31) / 32, e0 = lane * per;
-        const int e1 = e0 + per < num_experts ? e0 + per : num_experts;
-        int32_t sum = 0;
-        for (int e = e0; e < e1; e++) sum += (counts[e] + alignment - 1) / alignment * alignment;
-        int32_t incl = sum;
-        for (int o = 1; o < 32; o *= 2) {
-            const int32_t v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-            if (lane >= o) incl += v;
-        }
-        int32_t start = incl - sum;
-        for (int e = e0; e < e1; e++) {
-            const int32_t aligned = (counts[e] + alignment - 1) / alignment * alignment;
-            counts[e] = start;
-            start += aligned;
-        }
-    }
+    if (threadIdx.x < 32) segment_starts(counts, counts, num_experts, alignment);
     for (int64_t r = threadIdx.x; r < layout_rows; r += blockDim.x) layout[r] = -1;
     __syncthreads(); /* (orders the -1s before the ids below, and the starts before their reads) */
     for (int64_t base = threadIdx.x; base < routed_rows; base += step) {
@@ -96,6 +103,80 @@ __global__ void __launch_bounds__(kRouteThreads) hfp4_moe_route_kernel(const voi
             layout[p] = (int32_t)e[u];
         }
     }
+}
+
+constexpr int kRouteClusterCtas = 8; /* (portable: every GPC of an H100/H200 holds 8 such CTAs) */
+
+/* The route of many routed rows (prefill) by a cluster of kRouteClusterCtas CTAs, each a slice of
+ * the rows: with one CTA the route is one SM's bandwidth (T = 16384, top-6: ~3 MB read and written
+ * in 130 us, bench/RESULTS.md v35). Each CTA counts and ranks its rows in its own shared memory,
+ * then takes its base inside each expert's segment with one add per expert to CTA 0's totals
+ * (distributed shared memory); CTA 0 scans the totals into segment starts while every CTA writes
+ * its slice of the layout's -1s; each row's place is start + this CTA's base + its rank. Ranks
+ * inside a segment follow arrival order, as the one-CTA kernel's. */
+__global__ void __launch_bounds__(kRouteThreads) hfp4_moe_route_cluster_kernel(
+    const void *__restrict__ ids, int ids_int64, int64_t routed_rows, int32_t num_experts, int32_t alignment,
+    int32_t *__restrict__ row_pos, int32_t *__restrict__ layout, int64_t layout_rows) {
+    extern __shared__ int32_t sm[]; /* [3][num_experts]: this CTA's counts, then its bases, then its
+                                       places' starts; in CTA 0 also the totals and the starts */
+    int32_t *mine = sm, *totals = sm + num_experts, *starts = sm + 2 * num_experts;
+    const uint32_t rank = cluster_cta_rank(), ctas = kRouteClusterCtas;
+    for (int e = threadIdx.x; e < num_experts; e += blockDim.x) mine[e] = 0, totals[e] = 0;
+    __syncthreads();
+    cluster_arrive(); /* (CTA 0's totals are zero before any CTA adds to them) */
+    const int64_t per = (routed_rows + ctas - 1) / ctas, r0 = rank * per;
+    const int64_t r1 = r0 + per < routed_rows ? r0 + per : routed_rows;
+    const int64_t step = (int64_t)blockDim.x * kRouteBatch;
+    for (int64_t base = r0 + threadIdx.x; base < r1; base += step) {
+        int64_t e[kRouteBatch];
+#pragma unroll
+        for (int u = 0; u < kRouteBatch; u++) {
+            const int64_t i = base + (int64_t)u * blockDim.x;
+            e[u] = i < r1 ? load_id(ids, ids_int64, i) : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < kRouteBatch; u++) {
+            const int64_t i = base + (int64_t)u * blockDim.x;
+            if (i < r1) row_pos[i] = e[u] >= 0 && e[u] < num_experts ? atomicAdd(&mine[e[u]], 1) : -1;
+        }
+    }
+    __syncthreads();
+    cluster_wait();
+    const uint32_t totals0 = cluster_map(smem_addr(totals), 0), starts0 = cluster_map(smem_addr(starts), 0);
+    for (int e = threadIdx.x; e < num_experts; e += blockDim.x)
+        mine[e] = mine[e] ? atomic_add_cluster_s32(totals0 + 4u * (uint32_t)e, mine[e]) : 0;
+    cluster_arrive();
+    cluster_wait(); /* (every CTA's adds are in CTA 0's totals) */
+    if (rank == 0 && threadIdx.x < 32) segment_starts(totals, starts, num_experts, alignment);
+    const int64_t lper = (layout_rows + ctas - 1) / ctas, l0 = rank * lper;
+    const int64_t l1 = l0 + lper < layout_rows ? l0 + lper : layout_rows;
+    for (int64_t r = l0 + threadIdx.x; r < l1; r += blockDim.x) layout[r] = -1;
+    __threadfence(); /* (the -1s before any CTA's places below; the cluster barrier orders them too) */
+    cluster_arrive();
+    cluster_wait(); /* (CTA 0's starts are complete, every -1 is written) */
+    for (int e = threadIdx.x; e < num_experts; e += blockDim.x)
+        mine[e] += ld_cluster_s32(starts0 + 4u * (uint32_t)e);
+    __syncthreads();
+    for (int64_t base = r0 + threadIdx.x; base < r1; base += step) {
+        int32_t rk[kRouteBatch];
+        int64_t e[kRouteBatch];
+#pragma unroll
+        for (int u = 0; u < kRouteBatch; u++) { /* (each thread reads back only the ranks it wrote) */
+            const int64_t i = base + (int64_t)u * blockDim.x;
+            rk[u] = i < r1 ? row_pos[i] : -1;
+            e[u] = i < r1 ? load_id(ids, ids_int64, i) : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < kRouteBatch; u++) {
+            if (rk[u] < 0) continue;
+            const int64_t i = base + (int64_t)u * blockDim.x;
+            const int32_t p = mine[e[u]] + rk[u];
+            row_pos[i] = p;
+            layout[p] = (int32_t)e[u];
+        }
+    }
+    cluster_arrive(); /* (CTA 0's shared memory outlives every CTA's reads of it) */
+    cluster_wait();
 }
 
 /* max that keeps NaN, as torch.amax (fmaxf would drop it) */
@@ -358,6 +439,29 @@ extern "C" hfp4_status hfp4__moe_route_launch(const char *fn, const void *ids, i
                                               int32_t *layout, int64_t layout_rows, hfp4_stream stream) {
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
+    /* NOTE: many rows take the cluster kernel (T = 16384, top-6: 130 -> ? us, bench/RESULTS.md
+     * v35); few keep one CTA, whose launch is the cheaper. HFP4_MOE_ROUTE_CLUSTER_ROWS overrides
+     * the bound (0: always the cluster; for the tests and comparison). */
+    int64_t cluster_rows = 4096;
+    const char *env = getenv("HFP4_MOE_ROUTE_CLUSTER_ROWS");
+    if (env && *env) cluster_rows = atoll(env);
+    if (routed_rows >= cluster_rows) {
+        cudaLaunchConfig_t config = {};
+        config.gridDim = dim3(kRouteClusterCtas, 1, 1);
+        config.blockDim = dim3(kRouteThreads, 1, 1);
+        config.dynamicSmemBytes = 3 * (size_t)num_experts * sizeof(int32_t); /* (<= 48 KB: E <= 4096) */
+        config.stream = reinterpret_cast<cudaStream_t>(stream);
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = kRouteClusterCtas;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        config.attrs = attr;
+        config.numAttrs = 1;
+        HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, hfp4_moe_route_cluster_kernel, ids, ids_int64, routed_rows,
+                                             num_experts, alignment, row_pos, layout, layout_rows));
+        return HFP4_OK;
+    }
     hfp4_moe_route_kernel<<<1, kRouteThreads, (size_t)num_experts * sizeof(int32_t),
                             reinterpret_cast<cudaStream_t>(stream)>>>(ids, ids_int64, routed_rows, num_experts,
                                                                       alignment, row_pos, layout, layout_rows);

@@ -260,3 +260,19 @@ TEST(gpu_moe_glue_matches_the_cpu_forms) {
                                                                  per routed row), the wide loads with a k tail */
     moe_case(5, 2, 16, 2056, 32, 64, 7, MOE_ROWS_ROUTED);     /* FP32 wide loads, 1x32, a k tail */
 }
+
+/* The route's cluster kernel (many routed rows, prefill): its layout bit for bit and each expert's
+ * places as a set, through moe_case; by default from 4096 routed rows, and every size with
+ * HFP4_MOE_ROUTE_CLUSTER_ROWS=0 (fewer rows than CTAs, sentinels, int32 ids, 4096 experts: the
+ * shared-memory limit) */
+TEST(gpu_moe_route_cluster) {
+    if (!moe_have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    moe_case(16384, 6, 256, 256, 128, 64, 11, 0);             /* V4-Flash prefill routing: 98304 rows */
+    moe_case(700, 6, 384, 256, 128, 64, 12, MOE_IDS32);       /* 4200 rows, int32 ids */
+    setenv("HFP4_MOE_ROUTE_CLUSTER_ROWS", "0", 1);
+    moe_case(1, 6, 256, 256, 128, 64, 13, 0);                 /* 6 rows over 8 CTAs */
+    moe_case(9, 3, 7, 300, 128, 64, 14, MOE_ROWS_ROUTED);
+    moe_case(37, 6, 256, 256, 32, 100, 15, MOE_IDS32);
+    moe_case(2000, 4, 4096, 128, 128, 32, 16, 0);             /* 4096 experts */
+    unsetenv("HFP4_MOE_ROUTE_CLUSTER_ROWS");
+}

@@ -307,6 +307,18 @@ static __device__ __forceinline__ void st_cluster_f32(uint32_t addr, float v) {
 static __device__ __forceinline__ void st_cluster_v4_f32(uint32_t addr, float x, float y, float z, float w) {
     asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
 }
+/* A 32-bit load from another CTA's shared memory (address from cluster_map) */
+static __device__ __forceinline__ int32_t ld_cluster_s32(uint32_t addr) {
+    int32_t v;
+    asm volatile("ld.shared::cluster.s32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+/* An atomic add to another CTA's shared memory (address from cluster_map); returns the old value */
+static __device__ __forceinline__ int32_t atomic_add_cluster_s32(uint32_t addr, int32_t v) {
+    int32_t old;
+    asm volatile("atom.shared::cluster.add.s32 %0, [%1], %2;" : "=r"(old) : "r"(addr), "r"(v) : "memory");
+    return old;
+}
 /* An arrival on another CTA's barrier (address from cluster_map) that releases this thread's
  * earlier shared-memory writes (and reads) to the threads that wait for the phase at cluster scope */
 static __device__ __forceinline__ void mbar_arrive_cluster(uint32_t remote_bar) {
