@@ -439,7 +439,7 @@ extern "C" hfp4_status hfp4__moe_route_launch(const char *fn, const void *ids, i
                                               int32_t *layout, int64_t layout_rows, hfp4_stream stream) {
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
-    /* NOTE: many rows take the cluster kernel (T = 16384, top-6: 130 -> ? us, bench/RESULTS.md
+    /* NOTE: many rows take the cluster kernel (T = 16384, top-6: 130 -> 23 us; T = 4096 37 -> 12; bench/RESULTS.md
      * v35); few keep one CTA, whose launch is the cheaper. HFP4_MOE_ROUTE_CLUSTER_ROWS overrides
      * the bound (0: always the cluster; for the tests and comparison). */
     int64_t cluster_rows = 4096;
