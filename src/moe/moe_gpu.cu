@@ -2,6 +2,7 @@
  * moe_gpu.cu - the MoE glue's kernels (hfp4.h, "MoE glue"; checks and CPU forms in moe.c):
  *   hfp4_moe_route_kernel          one CTA: per-expert counts and ranks (shared-memory atomics), the
  *                                  aligned segment starts (one warp's scan), the layout
+ *   hfp4_moe_route_cluster_kernel  the same by a cluster of 8 CTAs for many routed rows (prefill)
  *   hfp4_moe_quantize_rows_kernel  a CTA per (token's row, 1024 columns), read once for the token's
  *                                  top_k routed rows: amax, scale, FP8 codes stored to each of them
  *   hfp4_moe_swiglu_quantize_rows_kernel  the same per routed row, its values the clamped SwiGLU of
