@@ -268,11 +268,13 @@ class _Plan:
     pointer writes and the library's launches (bench/RESULTS.md v35: the GEMMs' generic wrappers
     were most of an eager step): the module's weights checked and repacked (the weight cache's
     buffers, reused only while the cache would hand out the same ones: equal _weights_state and both
-    liveness tokens alive) and the two GEMMs' problem descriptors for the last shape."""
-    __slots__ = ("E", "has_gate", "states", "tokens", "w_up", "w_down", "shape", "p_up", "p_down")
+    liveness tokens alive) and the two GEMMs' problem descriptors for the last shape, as one tuple
+    (shape, up's, down's) that calls copy before setting their pointers (so threads sharing a
+    module never write one descriptor)."""
+    __slots__ = ("E", "has_gate", "device", "states", "tokens", "w_up", "w_down", "problems")
 
-    def still_valid(self, E, has_gate, up, up_scale, down, down_scale):
-        return (E == self.E and has_gate == self.has_gate
+    def still_valid(self, E, has_gate, device, up, up_scale, down, down_scale):
+        return (E == self.E and has_gate == self.has_gate and device == self.device
                 and dg._weights_state(up, up_scale) == self.states[0]
                 and dg._weights_state(down, down_scale) == self.states[1]
                 and all(tok() is not None for pair in self.tokens for tok in pair))
@@ -293,12 +295,12 @@ def _weights_plan(module, has_gate, up, up_scale, device, capturing):
         plan = None if capturing else _plans.get(module)
     except TypeError:  # (not weakly referable: a plan per call)
         plan = None
-    if plan is not None and plan.still_valid(E, has_gate, up, up_scale, down, down_scale):
+    if plan is not None and plan.still_valid(E, has_gate, device, up, up_scale, down, down_scale):
         return plan
     _check_weights(module, has_gate, up)
     up_name = "gate_up_proj" if has_gate else "up_proj"
     plan = _Plan()
-    plan.E, plan.has_gate, plan.shape, plan.p_up, plan.p_down = E, has_gate, None, None, None
+    plan.E, plan.has_gate, plan.device, plan.problems = E, has_gate, device, None
     # (dg._weights: the operands' checks, the cache, and a captured graph's pin on the buffers)
     plan.w_up = dg._weights(up_name, (up, up_scale), 3, 2 * up.shape[-1], device)
     plan.w_down = dg._weights("down_proj", (down, down_scale), 3, 2 * down.shape[-1], device)
@@ -361,10 +363,11 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
         m_pad = int(lib.hfp4_moe_layout_rows(S, E, A))
         expected_m = _rows_per_expert(S, E)
         shape = (m_pad, H, I, gran_k, A, expected_m)
-        if plan.shape != shape:
-            plan.p_up = _grouped_problem(plan.w_up, m_pad, H, gran_k, A, expected_m)
-            plan.p_down = _grouped_problem(plan.w_down, m_pad, I, gran_k, A, expected_m)
-            plan.shape = shape
+        problems = plan.problems
+        if problems is None or problems[0] != shape:
+            problems = (shape, _grouped_problem(plan.w_up, m_pad, H, gran_k, A, expected_m),
+                        _grouped_problem(plan.w_down, m_pad, I, gran_k, A, expected_m))
+            plan.problems = problems
         c1, c2 = -(-H // gran_k), -(-I // gran_k)
         (o_pos, o_layout, o_sf, o_a1, o_a2, o_d1, o_d2), nbytes = _workspace_offsets(S, m_pad, H, I, N1, c1, c2)
         ws = hidden_states.new_empty((nbytes,), dtype=torch.uint8)
@@ -384,7 +387,7 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
         x = x.contiguous()
         L.check(lib.hfp4_moe_quantize_rows_gpu(x.data_ptr(), L.DTYPE_BF16 if x.dtype == torch.bfloat16 else
                                                L.DTYPE_FP32, T, H, H, k, pos, S, gran_k, a1, H, sfa1, m_pad, stream))
-        p = plan.p_up
+        p = L.hfp4_gemm_problem.from_buffer_copy(problems[1])
         p.a.data, p.a.scales.data, p.layout, p.d.data = a1, sfa1, layout, d1
         L.check(lib.hfp4_gemm(byref(p), stream))
         fused = _fused_gate(self) if has_gate else None
@@ -408,7 +411,7 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
             L.check(lib.hfp4_moe_quantize_rows_gpu(h.data_ptr(), L.DTYPE_BF16 if h.dtype == torch.bfloat16 else
                                                    L.DTYPE_FP32, S, I, I, 1, pos, S, gran_k, a2, I, sfa2, m_pad,
                                                    stream))
-        p = plan.p_down
+        p = L.hfp4_gemm_problem.from_buffer_copy(problems[2])
         p.a.data, p.a.scales.data, p.layout, p.d.data = a2, sfa2, layout, d2
         L.check(lib.hfp4_gemm(byref(p), stream))
         w = top_k_weights.reshape(-1)

@@ -230,6 +230,10 @@ def test_plan_is_kept_and_renewed(emu, monkeypatch, glue):
     mod.down_proj_scale_inv = fc(mod.down_proj_scale_inv.clone())  # new scales only
     _forward_matches(mod, 2, 2, 7)
     assert _repacks(emu) == 5
+    plan = X._plans[mod]  # (the same weights on another device: not this plan)
+    args = (mod.gate_up_proj, mod.gate_up_proj_scale_inv, mod.down_proj, mod.down_proj_scale_inv)
+    assert plan.still_valid(E, True, plan.device, *args)
+    assert not plan.still_valid(E, True, torch.device("meta"), *args)
     dg.clear_weight_cache()
     assert X._plans.get(mod) is None
     _forward_matches(mod, 2, 2, 8)
@@ -238,6 +242,28 @@ def test_plan_is_kept_and_renewed(emu, monkeypatch, glue):
     mod.num_experts = 3
     with pytest.raises(ValueError, match="num_experts = 3"):
         X.experts_forward(mod, fc(torch.randn(1, H)), fc(torch.zeros(1, 1, dtype=torch.int64)), fc(torch.ones(1, 1)))
+
+
+def test_plan_shared_by_threads(emu, monkeypatch):
+    # threads running one module at different token counts: each call copies the plan's descriptors
+    import threading
+    E, H, I = 4, 256, 128
+    mod = _Experts(E, H, I, 31)
+    _use_glue(monkeypatch, mod, "fused")
+    errors = []
+
+    def run(seed):
+        try:
+            for j in range(3):
+                _forward_matches(mod, 1 + (seed + j) % 4, 2, 100 * seed + j)
+        except Exception as e:  # (reported below, with the thread's seed)
+            errors.append((seed, e))
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
 
 
 def test_plan_off_without_cache_or_while_capturing(emu, monkeypatch):
