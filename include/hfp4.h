@@ -480,6 +480,46 @@ HFP4_API hfp4_status hfp4_moe_combine_gpu(const void *y, int64_t ldy, int64_t la
                                           int64_t tokens, int32_t top_k, void *out, hfp4_dtype out_dtype, int64_t ldo,
                                           hfp4_stream stream);
 
+/* A whole experts layer in one call, for steps whose host time counts (an eager decode step: one
+ * call where the steps above take seven): route, quantize the tokens' rows, the grouped GEMM over
+ * w13 (gate|up, 2I rows an expert, K = H), the clamped SwiGLU fused with the second quantization,
+ * the grouped GEMM over w2 (H rows an expert, K = I), combine; both GEMMs with D's padding rows left
+ * alone and the rows-per-expert hint ceil(T top_k / min(T top_k, E)). Everything between x and out
+ * lives in the caller's workspace (hfp4_moe_forward_workspace_size; no allocation inside). The
+ * plain form runs each step's CPU form (hfp4_ref_gemm for the GEMMs, w13/w2 as hfp4_ref_gemm
+ * takes them) and is the reference of the _gpu form (device memory, stream-ordered, capturable;
+ * the GEMMs as hfp4_gemm: w13/w2 repacked by hfp4_repack_sm90, the results within hfp4_gemm's
+ * bound of the reference). Errors name the field (hfp4_moe_forward: ...) or the step. */
+typedef struct hfp4_moe_forward_problem {
+    int64_t tokens;           /* T >= 0                                                           */
+    int32_t top_k;            /* k >= 1: routed rows a token                                      */
+    int32_t num_experts;      /* E >= 1; ids outside [0, E) are not routed (<= 4096 on the GPU)   */
+    const void *x;            /* [T, H] BF16 or FP32 (x_dtype), rows ldx elements apart           */
+    hfp4_dtype x_dtype;
+    int64_t ldx;
+    const void *ids;          /* [T x k] expert ids, int32 (int64 with ids_int64)                  */
+    int ids_int64;
+    const void *weights;      /* [T x k] routing weights, FP32 or BF16 (weights_dtype)            */
+    hfp4_dtype weights_dtype;
+    hfp4_matrix w13;          /* E groups of [2I, H] FP4 weights with (1, 32) scales              */
+    hfp4_matrix w2;           /* E groups of [H, I]                                               */
+    hfp4_gate_up gate_up;     /* where w13's output holds gate and up                             */
+    float swiglu_limit;       /* > 0, or INFINITY for no clamp                                    */
+    int32_t gran_k;           /* the activations' scale granularity: 32 or 128                    */
+    int32_t m_alignment;      /* segment alignment, a multiple of 8 (0: 128)                      */
+    void *out;                /* [T, H] BF16 or FP32 (out_dtype), rows ldo elements apart         */
+    hfp4_dtype out_dtype;
+    int64_t ldo;
+    void *workspace;          /* 256-byte aligned, workspace_bytes >= the size below              */
+    size_t workspace_bytes;
+} hfp4_moe_forward_problem;
+
+/* The workspace hfp4_moe_forward(_gpu) needs for this problem's T, k, E, H, I, gran_k and
+ * m_alignment (the pointers are not read). */
+HFP4_API hfp4_status hfp4_moe_forward_workspace_size(const hfp4_moe_forward_problem *problem, size_t *bytes);
+HFP4_API hfp4_status hfp4_moe_forward(const hfp4_moe_forward_problem *problem);
+HFP4_API hfp4_status hfp4_moe_forward_gpu(const hfp4_moe_forward_problem *problem, hfp4_stream stream);
+
 #ifdef __cplusplus
 }
 #endif

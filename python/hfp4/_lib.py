@@ -257,6 +257,32 @@ class hfp4_gemm_problem(Structure):
     ]
 
 
+class hfp4_moe_forward_problem(Structure):
+    _fields_ = [
+        ("tokens", c_int64),
+        ("top_k", c_int32),
+        ("num_experts", c_int32),
+        ("x", c_void_p),             # const void *x
+        ("x_dtype", c_int),          # hfp4_dtype
+        ("ldx", c_int64),
+        ("ids", c_void_p),           # const void *ids
+        ("ids_int64", c_int),
+        ("weights", c_void_p),       # const void *weights
+        ("weights_dtype", c_int),    # hfp4_dtype
+        ("w13", hfp4_matrix),
+        ("w2", hfp4_matrix),
+        ("gate_up", c_int),          # hfp4_gate_up
+        ("swiglu_limit", c_float),
+        ("gran_k", c_int32),
+        ("m_alignment", c_int32),
+        ("out", c_void_p),           # void *out
+        ("out_dtype", c_int),        # hfp4_dtype
+        ("ldo", c_int64),
+        ("workspace", c_void_p),
+        ("workspace_bytes", c_size_t),
+    ]
+
+
 class hfp4_device_info(Structure):
     _fields_ = [
         ("device", c_int32),
@@ -505,6 +531,12 @@ FUNCTIONS = [
     ("hfp4_moe_combine_gpu", _st,
      [c_void_p, c_int64, c_int64, c_int64, c_void_p, c_void_p, c_int, c_int64, c_int32, c_void_p, c_int, c_int64,
       _stream]),
+    # hfp4_status hfp4_moe_forward_workspace_size(const hfp4_moe_forward_problem *problem, size_t *bytes);
+    ("hfp4_moe_forward_workspace_size", _st, [_P(hfp4_moe_forward_problem), _P(c_size_t)]),
+    # hfp4_status hfp4_moe_forward(const hfp4_moe_forward_problem *problem);
+    ("hfp4_moe_forward", _st, [_P(hfp4_moe_forward_problem)]),
+    # hfp4_status hfp4_moe_forward_gpu(const hfp4_moe_forward_problem *problem, hfp4_stream stream);
+    ("hfp4_moe_forward_gpu", _st, [_P(hfp4_moe_forward_problem), _stream]),
 
     # --- hfp4_sf_layout.h ---
     # hfp4_status hfp4_sf_get_tma_aligned_size(int64_t x, int64_t element_size, int64_t *aligned);

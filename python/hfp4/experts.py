@@ -42,7 +42,7 @@ weights must hold ``num_experts`` experts (ValueError otherwise).
 """
 import os
 import weakref
-from ctypes import byref
+from ctypes import byref, c_size_t
 
 from . import _lib as L
 from . import deep_gemm as dg
@@ -331,6 +331,21 @@ def _grouped_problem(w, m_pad, k, gran_k, layout_rows_alignment, expected_m):
     return p
 
 
+def _layer_problem(lib, plan, T, k, gran_k, alignment):
+    """hfp4_moe_forward_problem of the module's layer for T tokens (hfp4_moe_forward_gpu: the whole
+    fused-SwiGLU forward in one library call), its workspace size filled in; x, ids, weights, the
+    gate's limit and layout, out and the workspace are set per call"""
+    p = L.hfp4_moe_forward_problem()
+    p.tokens, p.top_k, p.num_experts = T, k, plan.E
+    p.w13, p.w2 = plan.w_up.matrix, plan.w_down.matrix
+    p.gran_k, p.m_alignment = gran_k, alignment
+    p.ldx = p.ldo = plan.w_up.k
+    nbytes = c_size_t()
+    L.check(lib.hfp4_moe_forward_workspace_size(byref(p), byref(nbytes)))
+    p.workspace_bytes = nbytes.value
+    return p
+
+
 def _workspace_offsets(S, m_pad, H, I, N1, c1, c2):
     """Byte offsets in one workspace of everything between the input and the output (each region
     256-byte aligned, as TMA wants 16): pos [S] int32, layout [m_pad] int32, both GEMMs' activation
@@ -362,12 +377,42 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
         N1 = plan.w_up.n
         m_pad = int(lib.hfp4_moe_layout_rows(S, E, A))
         expected_m = _rows_per_expert(S, E)
-        shape = (m_pad, H, I, gran_k, A, expected_m)
+        fused = _fused_gate(self) if has_gate else None
+        one_call = fused is not None and N1 == 2 * I
+        shape = (T, k, m_pad, H, I, gran_k, A, expected_m, one_call)
         problems = plan.problems
         if problems is None or problems[0] != shape:
             problems = (shape, _grouped_problem(plan.w_up, m_pad, H, gran_k, A, expected_m),
-                        _grouped_problem(plan.w_down, m_pad, I, gran_k, A, expected_m))
+                        _grouped_problem(plan.w_down, m_pad, I, gran_k, A, expected_m),
+                        _layer_problem(lib, plan, T, k, gran_k, A) if one_call else None)
             plan.problems = problems
+        ids = top_k_index.reshape(-1)
+        if ids.dtype not in (torch.int32, torch.int64):
+            ids = ids.long()
+        ids = ids.contiguous()
+        x = hidden_states
+        if x.dtype not in (torch.bfloat16, torch.float32):
+            x = x.float()
+        x = x.contiguous()
+        w = top_k_weights.reshape(-1)
+        if w.dtype not in (torch.float32, torch.bfloat16):
+            w = w.float()
+        w = w.contiguous()
+        out_bf16 = hidden_states.dtype == torch.bfloat16
+        if one_call:
+            # the whole layer in one library call (hfp4_moe_forward_gpu): route, quantize, both GEMMs,
+            # the SwiGLU fused with the second quantization, combine (eager decode's host time)
+            p = L.hfp4_moe_forward_problem.from_buffer_copy(problems[3])
+            ws = hidden_states.new_empty((p.workspace_bytes + 256,), dtype=torch.uint8)  # (aligned below)
+            out = hidden_states.new_empty((T, H), dtype=torch.bfloat16 if out_bf16 else torch.float32)
+            p.x, p.x_dtype = x.data_ptr(), L.DTYPE_BF16 if x.dtype == torch.bfloat16 else L.DTYPE_FP32
+            p.ids, p.ids_int64 = ids.data_ptr(), int(ids.dtype == torch.int64)
+            p.weights, p.weights_dtype = w.data_ptr(), L.DTYPE_FP32 if w.dtype == torch.float32 else L.DTYPE_BF16
+            p.gate_up, p.swiglu_limit = fused[1], fused[0]
+            p.out, p.out_dtype = out.data_ptr(), L.DTYPE_BF16 if out_bf16 else L.DTYPE_FP32
+            p.workspace = (ws.data_ptr() + 255) // 256 * 256
+            L.check(lib.hfp4_moe_forward_gpu(byref(p), stream))
+            return out if out_bf16 else out.to(hidden_states.dtype)
         c1, c2 = -(-H // gran_k), -(-I // gran_k)
         (o_pos, o_layout, o_sf, o_a1, o_a2, o_d1, o_d2), nbytes = _workspace_offsets(S, m_pad, H, I, N1, c1, c2)
         ws = hidden_states.new_empty((nbytes,), dtype=torch.uint8)
@@ -375,50 +420,31 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
         pos, layout, sfa1, sfa2 = base + o_pos, base + o_layout, base + o_sf, base + o_sf + 4 * m_pad * c1
         a1, a2, d1, d2 = base + o_a1, base + o_a2, base + o_d1, base + o_d2
         # (the padding rows of a1, a2 and their scales stay unwritten: hfp4.h, no other row reads them)
-        ids = top_k_index.reshape(-1)
-        if ids.dtype not in (torch.int32, torch.int64):
-            ids = ids.long()
-        ids = ids.contiguous()
         L.check(lib.hfp4_moe_route_gpu(ids.data_ptr(), int(ids.dtype == torch.int64), S, E, A, pos, layout, m_pad,
                                        stream))
-        x = hidden_states
-        if x.dtype not in (torch.bfloat16, torch.float32):
-            x = x.float()
-        x = x.contiguous()
         L.check(lib.hfp4_moe_quantize_rows_gpu(x.data_ptr(), L.DTYPE_BF16 if x.dtype == torch.bfloat16 else
                                                L.DTYPE_FP32, T, H, H, k, pos, S, gran_k, a1, H, sfa1, m_pad, stream))
         p = L.hfp4_gemm_problem.from_buffer_copy(problems[1])
         p.a.data, p.a.scales.data, p.layout, p.d.data = a1, sfa1, layout, d1
         L.check(lib.hfp4_gemm(byref(p), stream))
-        fused = _fused_gate(self) if has_gate else None
-        if fused is not None and N1 == 2 * I:
-            # the activation and the quantization in one pass over D's routed rows
-            limit, gate_up = fused
-            L.check(lib.hfp4_moe_swiglu_quantize_rows_gpu(d1, N1, I, gate_up, limit, pos, S, gran_k, a2, I, sfa2,
-                                                          m_pad, stream))
-        else:
-            # (unrouted rows, pos -1, read row 0, whatever it holds: their quantization and sum skip them)
-            d = ws.narrow(0, o_d1, 2 * m_pad * N1).view(torch.bfloat16).view(m_pad, N1)
-            rows = ws.narrow(0, o_pos, 4 * S).view(torch.int32)
-            h = d[rows.clamp(min=0).long()]
-            h = self._apply_gate(h) if has_gate else self.act_fn(h)
-            if h.dim() != 2 or h.shape[1] != I:
-                raise L.invalid_argument("hfp4 experts: the activation gives %s columns; down_proj takes %d"
-                                         % (h.shape[1] if h.dim() == 2 else tuple(h.shape), I))
-            if h.dtype not in (torch.bfloat16, torch.float32):
-                h = h.float()
-            h = h.contiguous()
-            L.check(lib.hfp4_moe_quantize_rows_gpu(h.data_ptr(), L.DTYPE_BF16 if h.dtype == torch.bfloat16 else
-                                                   L.DTYPE_FP32, S, I, I, 1, pos, S, gran_k, a2, I, sfa2, m_pad,
-                                                   stream))
+        # the module's own activation between the GEMMs, then the second quantization
+        # (unrouted rows, pos -1, read row 0, whatever it holds: their quantization and sum skip them)
+        d = ws.narrow(0, o_d1, 2 * m_pad * N1).view(torch.bfloat16).view(m_pad, N1)
+        rows = ws.narrow(0, o_pos, 4 * S).view(torch.int32)
+        h = d[rows.clamp(min=0).long()]
+        h = self._apply_gate(h) if has_gate else self.act_fn(h)
+        if h.dim() != 2 or h.shape[1] != I:
+            raise L.invalid_argument("hfp4 experts: the activation gives %s columns; down_proj takes %d"
+                                     % (h.shape[1] if h.dim() == 2 else tuple(h.shape), I))
+        if h.dtype not in (torch.bfloat16, torch.float32):
+            h = h.float()
+        h = h.contiguous()
+        L.check(lib.hfp4_moe_quantize_rows_gpu(h.data_ptr(), L.DTYPE_BF16 if h.dtype == torch.bfloat16 else
+                                               L.DTYPE_FP32, S, I, I, 1, pos, S, gran_k, a2, I, sfa2, m_pad,
+                                               stream))
         p = L.hfp4_gemm_problem.from_buffer_copy(problems[2])
         p.a.data, p.a.scales.data, p.layout, p.d.data = a2, sfa2, layout, d2
         L.check(lib.hfp4_gemm(byref(p), stream))
-        w = top_k_weights.reshape(-1)
-        if w.dtype not in (torch.float32, torch.bfloat16):
-            w = w.float()
-        w = w.contiguous()
-        out_bf16 = hidden_states.dtype == torch.bfloat16
         out = hidden_states.new_empty((T, H), dtype=torch.bfloat16 if out_bf16 else torch.float32)
         L.check(lib.hfp4_moe_combine_gpu(d2, H, m_pad, H, pos, w.data_ptr(),
                                          L.DTYPE_FP32 if w.dtype == torch.float32 else L.DTYPE_BF16, T, k,

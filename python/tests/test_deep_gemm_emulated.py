@@ -47,6 +47,11 @@ class _Emulated:
                 self.calls.append(("repack", stream))
                 return real.hfp4_ref_repack_sm90(w, g, sdt, dst, n, out)
             return repack
+        if name == "hfp4_moe_forward_gpu":  # (the experts backend's one-call layer: its GEMMs run inside C)
+            def forward(pp, stream):
+                self.calls.append(("forward", stream))
+                return real.hfp4_moe_forward(pp)
+            return forward
         if name.endswith("_gpu"):
             cpu = getattr(real, name[:-4])
             return lambda *a: cpu(*a[:-1])

@@ -53,7 +53,8 @@ def test_every_declared_function_is_exported():
 @pytest.mark.skipif(not have_headers or shutil.which("cc") is None and shutil.which("gcc") is None,
                     reason="needs the headers and a C compiler")
 def test_structures_match_the_c_layout(tmp_path):
-    structs = [L.hfp4_scales, L.hfp4_matrix, L.hfp4_output, L.hfp4_gemm_problem, L.hfp4_device_info,
+    structs = [L.hfp4_scales, L.hfp4_matrix, L.hfp4_output, L.hfp4_gemm_problem, L.hfp4_moe_forward_problem,
+               L.hfp4_device_info,
                L.hfp4_sf_tensor, L.hfp4_sf_recipe, L.hfp4_sf_psum, L.hfp4_sf_options, L.hfp4_sf_k_groups,
                L.hfp4_sf_transform_request, L.hfp4_sf_pair_request, L.hfp4_sf_pair_result]
     lines = []
