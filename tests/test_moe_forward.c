@@ -171,6 +171,12 @@ TEST(moe_forward_rejections) {
     q.top_k = 0;
     CHECK_REJECT(hfp4_moe_forward(&q), HFP4_ERR_INVALID_ARGUMENT, "top_k = 0");
     q = p;
+    q.ids_int64 = 2;
+    CHECK_REJECT(hfp4_moe_forward(&q), HFP4_ERR_INVALID_ARGUMENT, "ids_int64 = 2");
+    q = p;
+    q.w13.cols = q.w2.rows = (int64_t)1 << 62; /* (sizes that would overflow the workspace's) */
+    CHECK_REJECT(hfp4_moe_forward_workspace_size(&q, &bytes), HFP4_ERR_INVALID_ARGUMENT, "H and I in [1, 2^24]");
+    q = p;
     q.m_alignment = 12;
     CHECK_REJECT(hfp4_moe_forward(&q), HFP4_ERR_INVALID_ARGUMENT, "m_alignment = 12");
     CHECK_STATUS(hfp4_moe_forward_workspace_size(&p, &bytes), HFP4_OK);
@@ -188,9 +194,7 @@ TEST(moe_forward_rejections) {
     q.x_dtype = HFP4_DTYPE_FP8_E4M3; /* (a step's own check: named after the step) */
     CHECK_REJECT(hfp4_moe_forward(&q), HFP4_ERR_INVALID_ARGUMENT, "x_dtype");
     q = p;
-    q.tokens = 0; /* nothing to do, out untouched */
-    q.workspace = ws;
-    q.workspace_bytes = bytes;
+    q.tokens = 0; /* nothing to do, out untouched, no workspace needed */
     out[0] = 5.0f;
     CHECK_STATUS(hfp4_moe_forward(&q), HFP4_OK);
     CHECK(out[0] == 5.0f);

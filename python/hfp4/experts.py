@@ -266,52 +266,64 @@ def _fused_swiglu_limit(module):
 class _Plan:
     """What a module's forward keeps between eager calls, so that a decode step's host work is a few
     pointer writes and the library's launches (bench/RESULTS.md v35: the GEMMs' generic wrappers
-    were most of an eager step): the module's weights checked and repacked (the weight cache's
-    buffers, reused only while the cache would hand out the same ones: equal _weights_state and both
-    liveness tokens alive) and the two GEMMs' problem descriptors for the last shape, as one tuple
-    (shape, up's, down's) that calls copy before setting their pointers (so threads sharing a
-    module never write one descriptor)."""
-    __slots__ = ("E", "has_gate", "device", "states", "tokens", "w_up", "w_down", "problems")
+    were most of an eager step): the module's weights checked and repacked, and the problem
+    descriptors for the last shape, as one tuple (shape, up's GEMM, down's GEMM, the one-call
+    layer's) that calls copy before setting their pointers (so threads sharing a module never write
+    one descriptor). The repacked weights are the weight cache's buffers, held weakly: the plan is
+    valid only while the cache would hand out the same ones (equal _weights_state, both liveness
+    tokens alive, the buffers alive) and keeps nothing alive the cache has let go."""
+    __slots__ = ("E", "has_gate", "device", "states", "tokens", "w_refs", "problems")
 
-    def still_valid(self, E, has_gate, device, up, up_scale, down, down_scale):
-        return (E == self.E and has_gate == self.has_gate and device == self.device
+    def weights(self, E, has_gate, device, up, up_scale, down, down_scale):
+        """(w_up, w_down) while the plan is valid for these arguments, else None"""
+        if not (E == self.E and has_gate == self.has_gate and device == self.device
                 and dg._weights_state(up, up_scale) == self.states[0]
                 and dg._weights_state(down, down_scale) == self.states[1]
-                and all(tok() is not None for pair in self.tokens for tok in pair))
+                and all(tok() is not None for pair in self.tokens for tok in pair)):
+            return None
+        w_up, w_down = self.w_refs[0](), self.w_refs[1]()
+        return None if w_up is None or w_down is None else (w_up, w_down)
 
 
-# module -> _Plan (weakly held); emptied by hfp4.deep_gemm.clear_weight_cache, so that its buffers
-# go back to torch as that function promises
+# module -> _Plan (weakly held); emptied by hfp4.deep_gemm.clear_weight_cache
 _plans = weakref.WeakKeyDictionary()
 dg._clear_hooks.append(_plans.clear)
 
 
 def _weights_plan(module, has_gate, up, up_scale, device, capturing):
-    """The module's _Plan: kept from the last call where the weights are unchanged, else built
-    (and kept unless a CUDA graph is being captured or the weight cache is off)"""
+    """(the module's _Plan, its repacked w_up, w_down): the plan kept from the last call where the
+    weights are unchanged, else built (and kept unless a CUDA graph is being captured or the weight
+    cache is off: HFP4_WEIGHT_CACHE=0, read at every call as the cache reads it)"""
     down, down_scale = module.down_proj, module.down_proj_scale_inv
     E = int(module.num_experts)
+    keep = not capturing and dg.weight_cache_enabled()
     try:
-        plan = None if capturing else _plans.get(module)
+        plan = _plans.get(module) if keep else None
     except TypeError:  # (not weakly referable: a plan per call)
         plan = None
-    if plan is not None and plan.still_valid(E, has_gate, device, up, up_scale, down, down_scale):
-        return plan
+    if plan is not None:
+        ws = plan.weights(E, has_gate, device, up, up_scale, down, down_scale)
+        if ws is not None:
+            return plan, ws[0], ws[1]
     _check_weights(module, has_gate, up)
     up_name = "gate_up_proj" if has_gate else "up_proj"
     plan = _Plan()
     plan.E, plan.has_gate, plan.device, plan.problems = E, has_gate, device, None
     # (dg._weights: the operands' checks, the cache, and a captured graph's pin on the buffers)
-    plan.w_up = dg._weights(up_name, (up, up_scale), 3, 2 * up.shape[-1], device)
-    plan.w_down = dg._weights("down_proj", (down, down_scale), 3, 2 * down.shape[-1], device)
+    w_up = dg._weights(up_name, (up, up_scale), 3, 2 * up.shape[-1], device)
+    w_down = dg._weights("down_proj", (down, down_scale), 3, 2 * down.shape[-1], device)
+    if w_down.n != w_up.k:
+        raise L.invalid_argument("hfp4 experts: down_proj has %d rows an expert; it must equal the hidden size %d "
+                                 "(%s's K)" % (w_down.n, w_up.k, up_name))
     plan.states = (dg._weights_state(up, up_scale), dg._weights_state(down, down_scale))
-    plan.tokens = (dg._cache_tokens(up, plan.w_up), dg._cache_tokens(down, plan.w_down))
-    if not capturing and None not in plan.tokens:
+    plan.tokens = (dg._cache_tokens(up, w_up), dg._cache_tokens(down, w_down))
+    plan.w_refs = (weakref.ref(w_up), weakref.ref(w_down))
+    if keep and None not in plan.tokens:
         try:
             _plans[module] = plan
         except TypeError:
             pass
-    return plan
+    return plan, w_up, w_down
 
 
 def _grouped_problem(w, m_pad, k, gran_k, layout_rows_alignment, expected_m):
@@ -331,15 +343,15 @@ def _grouped_problem(w, m_pad, k, gran_k, layout_rows_alignment, expected_m):
     return p
 
 
-def _layer_problem(lib, plan, T, k, gran_k, alignment):
+def _layer_problem(lib, E, w_up, w_down, T, k, gran_k, alignment):
     """hfp4_moe_forward_problem of the module's layer for T tokens (hfp4_moe_forward_gpu: the whole
     fused-SwiGLU forward in one library call), its workspace size filled in; x, ids, weights, the
     gate's limit and layout, out and the workspace are set per call"""
     p = L.hfp4_moe_forward_problem()
-    p.tokens, p.top_k, p.num_experts = T, k, plan.E
-    p.w13, p.w2 = plan.w_up.matrix, plan.w_down.matrix
+    p.tokens, p.top_k, p.num_experts = T, k, E
+    p.w13, p.w2 = w_up.matrix, w_down.matrix
     p.gran_k, p.m_alignment = gran_k, alignment
-    p.ldx = p.ldo = plan.w_up.k
+    p.ldx = p.ldo = w_up.k
     nbytes = c_size_t()
     L.check(lib.hfp4_moe_forward_workspace_size(byref(p), byref(nbytes)))
     p.workspace_bytes = nbytes.value
@@ -348,8 +360,9 @@ def _layer_problem(lib, plan, T, k, gran_k, alignment):
 
 def _workspace_offsets(S, m_pad, H, I, N1, c1, c2):
     """Byte offsets in one workspace of everything between the input and the output (each region
-    256-byte aligned, as TMA wants 16): pos [S] int32, layout [m_pad] int32, both GEMMs' activation
-    scales [m_pad, c1] and [m_pad, c2] FP32 (one region), a1 [m_pad, H] and a2 [m_pad, I] FP8, D1
+    256-byte aligned, as TMA wants 16; the second GEMM's scales 4-byte aligned inside the scales'
+    region): pos [S] int32, layout [m_pad] int32, both GEMMs' activation scales [m_pad, c1] and
+    [m_pad, c2] FP32 (one region), a1 [m_pad, H] and a2 [m_pad, I] FP8, D1
     [m_pad, N1] and D2 [m_pad, H] BF16. Returns (offsets, total bytes)."""
     sizes = (4 * S, 4 * m_pad, 4 * m_pad * (c1 + c2), m_pad * H, m_pad * I, 2 * m_pad * N1, 2 * m_pad * H)
     offsets, at = [], 0
@@ -368,13 +381,14 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
     lib, stream = L.lib(), dg._stream(device)
     A = _alignment()
     with torch.cuda.device(device):
-        plan = _weights_plan(self, has_gate, up, up_scale, device, torch.cuda.is_current_stream_capturing())
+        plan, w_up, w_down = _weights_plan(self, has_gate, up, up_scale, device,
+                                           torch.cuda.is_current_stream_capturing())
         E = plan.E
-        if plan.w_up.k != H:
+        if w_up.k != H:
             raise L.invalid_argument("hfp4 experts: hidden_states has %d columns; %s takes K = %d"
-                                     % (H, "gate_up_proj" if has_gate else "up_proj", plan.w_up.k))
-        I = plan.w_down.k  # (the second GEMM's K)
-        N1 = plan.w_up.n
+                                     % (H, "gate_up_proj" if has_gate else "up_proj", w_up.k))
+        I = w_down.k  # (the second GEMM's K)
+        N1 = w_up.n
         m_pad = int(lib.hfp4_moe_layout_rows(S, E, A))
         expected_m = _rows_per_expert(S, E)
         fused = _fused_gate(self) if has_gate else None
@@ -382,9 +396,9 @@ def _forward_with_library_glue(self, has_gate, up, up_scale, hidden_states, top_
         shape = (T, k, m_pad, H, I, gran_k, A, expected_m, one_call)
         problems = plan.problems
         if problems is None or problems[0] != shape:
-            problems = (shape, _grouped_problem(plan.w_up, m_pad, H, gran_k, A, expected_m),
-                        _grouped_problem(plan.w_down, m_pad, I, gran_k, A, expected_m),
-                        _layer_problem(lib, plan, T, k, gran_k, A) if one_call else None)
+            problems = (shape, _grouped_problem(w_up, m_pad, H, gran_k, A, expected_m),
+                        _grouped_problem(w_down, m_pad, I, gran_k, A, expected_m),
+                        _layer_problem(lib, E, w_up, w_down, T, k, gran_k, A) if one_call else None)
             plan.problems = problems
         ids = top_k_index.reshape(-1)
         if ids.dtype not in (torch.int32, torch.int64):

@@ -238,16 +238,41 @@ def test_plan_is_kept_and_renewed(emu, monkeypatch, glue):
     assert _repacks(emu) == 5
     plan = X._plans[mod]  # (the same weights on another device: not this plan)
     args = (mod.gate_up_proj, mod.gate_up_proj_scale_inv, mod.down_proj, mod.down_proj_scale_inv)
-    assert plan.still_valid(E, True, plan.device, *args)
-    assert not plan.still_valid(E, True, torch.device("meta"), *args)
+    assert plan.weights(E, True, plan.device, *args) is not None
+    assert plan.weights(E, True, torch.device("meta"), *args) is None
+    monkeypatch.setenv("HFP4_WEIGHT_CACHE", "0")  # (set after the plan was kept: a repack per call again)
+    n = _repacks(emu)
+    _forward_matches(mod, 2, 2, 9)
+    assert _repacks(emu) == n + 2
+    monkeypatch.setenv("HFP4_WEIGHT_CACHE", "1")
     dg.clear_weight_cache()
     assert X._plans.get(mod) is None
     _forward_matches(mod, 2, 2, 8)
-    assert _repacks(emu) == 7
+    assert _repacks(emu) == 9
     # a module whose weights no longer fit its plan is checked again
     mod.num_experts = 3
     with pytest.raises(ValueError, match="num_experts = 3"):
         X.experts_forward(mod, fc(torch.randn(1, H)), fc(torch.zeros(1, 1, dtype=torch.int64)), fc(torch.ones(1, 1)))
+
+
+def test_plan_keeps_no_weights_the_cache_let_go(emu, monkeypatch):
+    # the plan holds the repacked buffers weakly: once the cache drops them (their weights freed),
+    # a module that does not run again keeps nothing alive
+    import gc
+    E, H, I = 4, 256, 128
+    mod = _Experts(E, H, I, 41)
+    _use_glue(monkeypatch, mod, "fused")
+    _forward_matches(mod, 2, 2, 1)
+    plan = X._plans[mod]
+    assert all(r() is not None for r in plan.w_refs)
+    other = _Experts(E, H, I, 42)  # (weights reloaded as new tensors; the old ones freed)
+    mod.gate_up_proj, mod.gate_up_proj_scale_inv = other.gate_up_proj, other.gate_up_proj_scale_inv
+    mod.down_proj, mod.down_proj_scale_inv = other.down_proj, other.down_proj_scale_inv
+    del other
+    gc.collect()
+    dg.weight_cache_info()  # (any cache operation drops the entries of freed weights)
+    assert all(r() is None for r in plan.w_refs)
+    _forward_matches(mod, 2, 2, 2)
 
 
 def test_plan_shared_by_threads(emu, monkeypatch):
@@ -288,11 +313,19 @@ def test_plan_off_without_cache_or_while_capturing(emu, monkeypatch):
     emu.capturing = False
 
 
-def test_hidden_size_must_match_weights(emu):
+@pytest.mark.parametrize("glue", ["library", "fused"])
+def test_hidden_size_must_match_weights(emu, monkeypatch, glue):
     mod = _Experts(2, 256, 128, 3)
+    _use_glue(monkeypatch, mod, glue)
+    x, idx, w = fc(torch.randn(2, 256)), fc(torch.zeros(2, 1, dtype=torch.int64)), fc(torch.ones(2, 1))
     with pytest.raises(ValueError, match="hidden_states has 128 columns; gate_up_proj takes K = 256"):
-        X.experts_forward(mod, fc(torch.randn(2, 128)), fc(torch.zeros(2, 1, dtype=torch.int64)), fc(torch.ones(2, 1)))
-    assert not any(c[0] == "gemm" for c in emu.calls)
+        X.experts_forward(mod, fc(torch.randn(2, 128)), idx, w)
+    # down_proj's rows (the second GEMM's N) must be the hidden size, or its D would not fit
+    wide = _Experts(2, 384, 128, 4)
+    mod.down_proj, mod.down_proj_scale_inv = wide.down_proj, wide.down_proj_scale_inv
+    with pytest.raises(ValueError, match="down_proj has 384 rows an expert; it must equal the hidden size 256"):
+        X.experts_forward(mod, x, idx, w)
+    assert not any(c[0] in ("gemm", "forward") for c in emu.calls)
 
 
 def test_routed_layout_narrow_ids():

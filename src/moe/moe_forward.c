@@ -39,8 +39,12 @@ static hfp4_status forward_shape(const char *fn, const hfp4_moe_forward_problem 
     HFP4_CHECK_ARG(a > 0 && a % 8 == 0, "%s: m_alignment = %d must be a positive multiple of 8 (or 0: 128)", fn,
                    (int)p->m_alignment);
     const int64_t h = p->w13.cols, i2 = p->w13.rows;
-    HFP4_CHECK_ARG(h >= 1 && i2 >= 2 && i2 % 2 == 0, "%s: w13 is %lld x %lld; it must be [2I, H] a group, 2I even",
-                   fn, (long long)i2, (long long)h);
+    /* (H, I <= 2^24 and m_pad < 2^31 keep every region's size, and their sum, far inside int64) */
+    HFP4_CHECK_ARG(h >= 1 && h <= ((int64_t)1 << 24) && i2 >= 2 && i2 <= ((int64_t)1 << 25) && i2 % 2 == 0,
+                   "%s: w13 is %lld x %lld; it must be [2I, H] a group, 2I even, H and I in [1, 2^24]", fn,
+                   (long long)i2, (long long)h);
+    HFP4_CHECK_ARG(p->ids_int64 == 0 || p->ids_int64 == 1, "%s: ids_int64 = %d must be 0 (int32) or 1 (int64)", fn,
+                   p->ids_int64);
     HFP4_CHECK_ARG(p->w2.rows == h && p->w2.cols == i2 / 2,
                    "%s: w2 is %lld x %lld; after w13 [%lld, %lld] it must be [H = %lld, I = %lld] a group", fn,
                    (long long)p->w2.rows, (long long)p->w2.cols, (long long)i2, (long long)h, (long long)h,
@@ -116,11 +120,11 @@ static hfp4_status layer_gemm(const hfp4_moe_forward_problem *p, const moe_forwa
 static hfp4_status moe_forward(const char *fn, const hfp4_moe_forward_problem *p, int gpu, hfp4_stream stream) {
     moe_forward_shape s;
     HFP4_TRY(forward_shape(fn, p, &s));
+    if (s.tokens == 0) return HFP4_OK; /* (no rows: out has none either, and no workspace is needed) */
     HFP4_CHECK_ARG(p->workspace != NULL && (uintptr_t)p->workspace % 256 == 0,
                    "%s: workspace = %p must be a 256-byte aligned buffer", fn, p->workspace);
     HFP4_CHECK_ARG(p->workspace_bytes >= s.bytes, "%s: workspace_bytes = %zu; this layer needs %zu "
                    "(hfp4_moe_forward_workspace_size)", fn, p->workspace_bytes, s.bytes);
-    if (s.tokens == 0) return HFP4_OK; /* (no rows: out has none either) */
     char *ws = (char *)p->workspace;
     int32_t *pos = (int32_t *)(ws + s.off_pos), *layout = (int32_t *)(ws + s.off_layout);
     float *sf1 = (float *)(ws + s.off_sf1), *sf2 = (float *)(ws + s.off_sf2);

@@ -435,23 +435,60 @@ __global__ void __launch_bounds__(kCombineThreads)
 
 } // namespace
 
+static cudaLaunchConfig_t route_cluster_config(int32_t num_experts, cudaStream_t stream) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(kRouteClusterCtas, 1, 1);
+    config.blockDim = dim3(kRouteThreads, 1, 1);
+    config.dynamicSmemBytes = 3 * (size_t)num_experts * sizeof(int32_t); /* (<= 48 KB: E <= 4096) */
+    config.stream = stream;
+    return config;
+}
+
+/* Whether the device can run a cluster of kRouteClusterCtas route CTAs at the largest shared memory
+ * (E = 4096), asked once per device (cudaOccupancyMaxActiveClusters; a failed query says no) */
+static int route_cluster_fits(int device) {
+    enum { MAX_DEVICES = 64 };
+    static int answer[MAX_DEVICES]; /* 0: not asked, 1: fits, 2: does not */
+    if (device < 0 || device >= MAX_DEVICES) return 0;
+    int a = __atomic_load_n(&answer[device], __ATOMIC_RELAXED);
+    if (a == 0) {
+        cudaLaunchConfig_t config = route_cluster_config(HFP4_MOE_GPU_MAX_EXPERTS, 0);
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = kRouteClusterCtas;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        config.attrs = attr;
+        config.numAttrs = 1;
+        int clusters = 0;
+        if (cudaOccupancyMaxActiveClusters(&clusters, hfp4_moe_route_cluster_kernel, &config) != cudaSuccess) {
+            (void)cudaGetLastError(); /* (the query's own error, not the caller's) */
+            clusters = 0;
+        }
+        a = clusters >= 1 ? 1 : 2;
+        __atomic_store_n(&answer[device], a, __ATOMIC_RELAXED);
+    }
+    return a == 1;
+}
+
 extern "C" hfp4_status hfp4__moe_route_launch(const char *fn, const void *ids, int ids_int64, int64_t routed_rows,
                                               int32_t num_experts, int32_t alignment, int32_t *row_pos,
                                               int32_t *layout, int64_t layout_rows, hfp4_stream stream) {
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
-    /* NOTE: many rows take the cluster kernel (T = 16384, top-6: 130 -> 23 us; T = 4096 37 -> 12; bench/RESULTS.md
-     * v35); few keep one CTA, whose launch is the cheaper. HFP4_MOE_ROUTE_CLUSTER_ROWS overrides
-     * the bound (0: always the cluster; for the tests and comparison). */
+    /* NOTE: many rows take the cluster kernel (T = 16384, top-6: 130 -> 23 us; T = 4096 37 -> 12;
+     * bench/RESULTS.md v35); few keep one CTA, whose launch is the cheaper, as does a device that
+     * cannot hold a cluster of 8 such CTAs (a small MIG slice). HFP4_MOE_ROUTE_CLUSTER_ROWS, a
+     * number, overrides the bound (0: always the cluster; for the tests and comparison). */
     int64_t cluster_rows = 4096;
     const char *env = getenv("HFP4_MOE_ROUTE_CLUSTER_ROWS");
-    if (env && *env) cluster_rows = atoll(env);
-    if (routed_rows >= cluster_rows) {
-        cudaLaunchConfig_t config = {};
-        config.gridDim = dim3(kRouteClusterCtas, 1, 1);
-        config.blockDim = dim3(kRouteThreads, 1, 1);
-        config.dynamicSmemBytes = 3 * (size_t)num_experts * sizeof(int32_t); /* (<= 48 KB: E <= 4096) */
-        config.stream = reinterpret_cast<cudaStream_t>(stream);
+    if (env && *env) {
+        char *end = NULL;
+        const long long v = strtoll(env, &end, 10);
+        if (end && *end == '\0' && v >= 0) cluster_rows = v;
+    }
+    if (routed_rows >= cluster_rows && route_cluster_fits(dev.device)) {
+        cudaLaunchConfig_t config = route_cluster_config(num_experts, reinterpret_cast<cudaStream_t>(stream));
         cudaLaunchAttribute attr[1];
         attr[0].id = cudaLaunchAttributeClusterDimension;
         attr[0].val.clusterDim.x = kRouteClusterCtas;
