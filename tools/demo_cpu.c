@@ -161,7 +161,8 @@ int hfp4_cmd_demo_cpu(int argc, char **argv) {
     fp.ids = ids, fp.weights = weights, fp.weights_dtype = HFP4_DTYPE_FP32;
     fp.w13 = (hfp4_matrix){q1, HFP4_DTYPE_FP4_E2M1, 2 * I, H, H / 2, 2 * I * H / 2,
                            {s1, HFP4_DTYPE_UE8M0, 1, 32, H / 32, 1, 2 * I * (H / 32)}};
-    fp.w2 = (hfp4_matrix){q2, HFP4_DTYPE_FP4_E2M1, H, I, I / 2, H * I / 2, {s2, HFP4_DTYPE_UE8M0, 1, 32, I / 32, 1, H * (I / 32)}};
+    fp.w2 = (hfp4_matrix){q2, HFP4_DTYPE_FP4_E2M1, H, I, I / 2, H * I / 2,
+                          {s2, HFP4_DTYPE_UE8M0, 1, 32, I / 32, 1, H * (I / 32)}};
     fp.gate_up = HFP4_GATE_UP_STACKED, fp.swiglu_limit = LIMIT, fp.gran_k = 128, fp.m_alignment = ALIGN;
     fp.out = out1, fp.out_dtype = HFP4_DTYPE_FP32, fp.ldo = H;
     if (st == HFP4_OK) st = hfp4_moe_forward_workspace_size(&fp, &fp.workspace_bytes);
