@@ -56,10 +56,57 @@ __device__ __forceinline__ void segment_starts(const int32_t *counts, int32_t *s
     }
 }
 
+/* Rows [r0, r1) of the ids, this CTA's threads a batch of kRouteBatch each: row_pos[i] = the row's
+ * rank among this CTA's rows of its expert (shared-memory atomics on counts), -1 where the id is
+ * outside [0, num_experts). Each pass over the ids loads a batch of kRouteBatch a thread before
+ * using any: with one load in flight a thread, T = 4096 (24576 ids) took 24 dependent round trips a
+ * pass (44 us, bench/RESULTS.md v25). */
+__device__ __forceinline__ void rank_rows(const void *__restrict__ ids, int ids_int64, int64_t r0, int64_t r1,
+                                          int32_t num_experts, int32_t *counts, int32_t *__restrict__ row_pos) {
+    const int64_t step = (int64_t)blockDim.x * kRouteBatch;
+    for (int64_t base = r0 + threadIdx.x; base < r1; base += step) {
+        int64_t e[kRouteBatch];
+#pragma unroll
+        for (int u = 0; u < kRouteBatch; u++) {
+            const int64_t i = base + (int64_t)u * blockDim.x;
+            e[u] = i < r1 ? load_id(ids, ids_int64, i) : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < kRouteBatch; u++) {
+            const int64_t i = base + (int64_t)u * blockDim.x;
+            if (i < r1) row_pos[i] = e[u] >= 0 && e[u] < num_experts ? atomicAdd(&counts[e[u]], 1) : -1;
+        }
+    }
+}
+
+/* Rows [r0, r1) again (each thread reads back only the ranks it wrote): a ranked row's place is
+ * first[its expert] + its rank, into row_pos and the layout */
+__device__ __forceinline__ void place_rows(const void *__restrict__ ids, int ids_int64, int64_t r0, int64_t r1,
+                                           const int32_t *first, int32_t *__restrict__ row_pos,
+                                           int32_t *__restrict__ layout) {
+    const int64_t step = (int64_t)blockDim.x * kRouteBatch;
+    for (int64_t base = r0 + threadIdx.x; base < r1; base += step) {
+        int32_t rank[kRouteBatch];
+        int64_t e[kRouteBatch];
+#pragma unroll
+        for (int u = 0; u < kRouteBatch; u++) {
+            const int64_t i = base + (int64_t)u * blockDim.x;
+            rank[u] = i < r1 ? row_pos[i] : -1;
+            e[u] = i < r1 ? load_id(ids, ids_int64, i) : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < kRouteBatch; u++) {
+            if (rank[u] < 0) continue;
+            const int64_t i = base + (int64_t)u * blockDim.x;
+            const int32_t p = first[e[u]] + rank[u];
+            row_pos[i] = p;
+            layout[p] = (int32_t)e[u];
+        }
+    }
+}
+
 /* One CTA: counts[e] then the rank of each row inside its expert (row_pos holds the rank until the
- * starts are known), the starts of the aligned segments by a warp's scan, the layout. Each pass
- * over the ids loads a batch of kRouteBatch a thread before using any: with one load in flight a
- * thread, T = 4096 (24576 ids) took 24 dependent round trips a pass (44 us, bench/RESULTS.md v25). */
+ * starts are known), the starts of the aligned segments by a warp's scan, the layout. */
 __global__ void __launch_bounds__(kRouteThreads) hfp4_moe_route_kernel(const void *__restrict__ ids, int ids_int64,
                                                                       int64_t routed_rows, int32_t num_experts,
                                                                       int32_t alignment, int32_t *__restrict__ row_pos,
@@ -68,42 +115,12 @@ __global__ void __launch_bounds__(kRouteThreads) hfp4_moe_route_kernel(const voi
     extern __shared__ int32_t counts[]; /* [num_experts]: counts, then segment starts */
     for (int e = threadIdx.x; e < num_experts; e += blockDim.x) counts[e] = 0;
     __syncthreads();
-    const int64_t step = (int64_t)blockDim.x * kRouteBatch;
-    for (int64_t base = threadIdx.x; base < routed_rows; base += step) {
-        int64_t e[kRouteBatch];
-#pragma unroll
-        for (int u = 0; u < kRouteBatch; u++) {
-            const int64_t i = base + (int64_t)u * blockDim.x;
-            e[u] = i < routed_rows ? load_id(ids, ids_int64, i) : -1;
-        }
-#pragma unroll
-        for (int u = 0; u < kRouteBatch; u++) {
-            const int64_t i = base + (int64_t)u * blockDim.x;
-            if (i < routed_rows) row_pos[i] = e[u] >= 0 && e[u] < num_experts ? atomicAdd(&counts[e[u]], 1) : -1;
-        }
-    }
+    rank_rows(ids, ids_int64, 0, routed_rows, num_experts, counts, row_pos);
     __syncthreads();
     if (threadIdx.x < 32) segment_starts(counts, counts, num_experts, alignment);
     for (int64_t r = threadIdx.x; r < layout_rows; r += blockDim.x) layout[r] = -1;
     __syncthreads(); /* (orders the -1s before the ids below, and the starts before their reads) */
-    for (int64_t base = threadIdx.x; base < routed_rows; base += step) {
-        int32_t rank[kRouteBatch];
-        int64_t e[kRouteBatch];
-#pragma unroll
-        for (int u = 0; u < kRouteBatch; u++) { /* (each thread reads back only the ranks it wrote) */
-            const int64_t i = base + (int64_t)u * blockDim.x;
-            rank[u] = i < routed_rows ? row_pos[i] : -1;
-            e[u] = i < routed_rows ? load_id(ids, ids_int64, i) : -1;
-        }
-#pragma unroll
-        for (int u = 0; u < kRouteBatch; u++) {
-            if (rank[u] < 0) continue;
-            const int64_t i = base + (int64_t)u * blockDim.x;
-            const int32_t p = counts[e[u]] + rank[u];
-            row_pos[i] = p;
-            layout[p] = (int32_t)e[u];
-        }
-    }
+    place_rows(ids, ids_int64, 0, routed_rows, counts, row_pos, layout);
 }
 
 constexpr int kRouteClusterCtas = 8; /* (portable: every GPC of an H100/H200 holds 8 such CTAs) */
@@ -127,20 +144,7 @@ __global__ void __launch_bounds__(kRouteThreads) hfp4_moe_route_cluster_kernel(
     cluster_arrive(); /* (CTA 0's totals are zero before any CTA adds to them) */
     const int64_t per = (routed_rows + ctas - 1) / ctas, r0 = rank * per;
     const int64_t r1 = r0 + per < routed_rows ? r0 + per : routed_rows;
-    const int64_t step = (int64_t)blockDim.x * kRouteBatch;
-    for (int64_t base = r0 + threadIdx.x; base < r1; base += step) {
-        int64_t e[kRouteBatch];
-#pragma unroll
-        for (int u = 0; u < kRouteBatch; u++) {
-            const int64_t i = base + (int64_t)u * blockDim.x;
-            e[u] = i < r1 ? load_id(ids, ids_int64, i) : -1;
-        }
-#pragma unroll
-        for (int u = 0; u < kRouteBatch; u++) {
-            const int64_t i = base + (int64_t)u * blockDim.x;
-            if (i < r1) row_pos[i] = e[u] >= 0 && e[u] < num_experts ? atomicAdd(&mine[e[u]], 1) : -1;
-        }
-    }
+    rank_rows(ids, ids_int64, r0, r1, num_experts, mine, row_pos);
     __syncthreads();
     cluster_wait();
     const uint32_t totals0 = cluster_map(smem_addr(totals), 0), starts0 = cluster_map(smem_addr(starts), 0);
@@ -158,24 +162,7 @@ __global__ void __launch_bounds__(kRouteThreads) hfp4_moe_route_cluster_kernel(
     for (int e = threadIdx.x; e < num_experts; e += blockDim.x)
         mine[e] += ld_cluster_s32(starts0 + 4u * (uint32_t)e);
     __syncthreads();
-    for (int64_t base = r0 + threadIdx.x; base < r1; base += step) {
-        int32_t rk[kRouteBatch];
-        int64_t e[kRouteBatch];
-#pragma unroll
-        for (int u = 0; u < kRouteBatch; u++) { /* (each thread reads back only the ranks it wrote) */
-            const int64_t i = base + (int64_t)u * blockDim.x;
-            rk[u] = i < r1 ? row_pos[i] : -1;
-            e[u] = i < r1 ? load_id(ids, ids_int64, i) : -1;
-        }
-#pragma unroll
-        for (int u = 0; u < kRouteBatch; u++) {
-            if (rk[u] < 0) continue;
-            const int64_t i = base + (int64_t)u * blockDim.x;
-            const int32_t p = mine[e[u]] + rk[u];
-            row_pos[i] = p;
-            layout[p] = (int32_t)e[u];
-        }
-    }
+    place_rows(ids, ids_int64, r0, r1, mine, row_pos, layout);
     cluster_arrive(); /* (CTA 0's shared memory outlives every CTA's reads of it) */
     cluster_wait();
 }
