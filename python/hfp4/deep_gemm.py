@@ -540,6 +540,7 @@ def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
 
 
 _clear_hooks = []  # callables run by clear_weight_cache (hfp4.experts drops its per-module plans there)
+_cache_generation = 0  # bumped by clear_weight_cache: what was fetched before a clear is not kept after it
 
 
 def _weights_state(B, SFB):
@@ -570,10 +571,12 @@ def clear_weight_cache() -> None:
     reloads, RL weight syncs), DLPack/IPC writes, inference tensors. Otherwise the next GEMMs keep
     using the repacked copy of the old weights. (``HFP4_WEIGHT_CACHE=0`` avoids the cache
     altogether, at the cost of a repack per call.)"""
+    global _cache_generation
     with _cache_lock:
         _cache.clear()
         _repacks.clear()
         del _dead[:]
+        _cache_generation += 1
     for hook in _clear_hooks:
         hook()
 

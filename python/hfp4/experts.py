@@ -272,11 +272,12 @@ class _Plan:
     one descriptor). The repacked weights are the weight cache's buffers, held weakly: the plan is
     valid only while the cache would hand out the same ones (equal _weights_state, both liveness
     tokens alive, the buffers alive) and keeps nothing alive the cache has let go."""
-    __slots__ = ("E", "has_gate", "device", "states", "tokens", "w_refs", "problems")
+    __slots__ = ("E", "has_gate", "device", "generation", "states", "tokens", "w_refs", "problems")
 
     def weights(self, E, has_gate, device, up, up_scale, down, down_scale):
         """(w_up, w_down) while the plan is valid for these arguments, else None"""
         if not (E == self.E and has_gate == self.has_gate and device == self.device
+                and self.generation == dg._cache_generation
                 and dg._weights_state(up, up_scale) == self.states[0]
                 and dg._weights_state(down, down_scale) == self.states[1]
                 and all(tok() is not None for pair in self.tokens for tok in pair)):
@@ -309,6 +310,7 @@ def _weights_plan(module, has_gate, up, up_scale, device, capturing):
     up_name = "gate_up_proj" if has_gate else "up_proj"
     plan = _Plan()
     plan.E, plan.has_gate, plan.device, plan.problems = E, has_gate, device, None
+    plan.generation = dg._cache_generation  # (before the fetch: a clear_weight_cache() meanwhile voids the plan)
     # (dg._weights: the operands' checks, the cache, and a captured graph's pin on the buffers)
     w_up = dg._weights(up_name, (up, up_scale), 3, 2 * up.shape[-1], device)
     w_down = dg._weights("down_proj", (down, down_scale), 3, 2 * down.shape[-1], device)
@@ -318,7 +320,7 @@ def _weights_plan(module, has_gate, up, up_scale, device, capturing):
     plan.states = (dg._weights_state(up, up_scale), dg._weights_state(down, down_scale))
     plan.tokens = (dg._cache_tokens(up, w_up), dg._cache_tokens(down, w_down))
     plan.w_refs = (weakref.ref(w_up), weakref.ref(w_down))
-    if keep and None not in plan.tokens:
+    if keep and None not in plan.tokens and plan.generation == dg._cache_generation:
         try:
             _plans[module] = plan
         except TypeError:

@@ -275,6 +275,29 @@ def test_plan_keeps_no_weights_the_cache_let_go(emu, monkeypatch):
     _forward_matches(mod, 2, 2, 2)
 
 
+def test_plan_not_kept_across_a_clear(emu, monkeypatch):
+    # a clear_weight_cache() (from another thread) while a plan is being built: that plan is used for
+    # its own call but not kept, and the next call repacks
+    E, H, I = 4, 256, 128
+    mod = _Experts(E, H, I, 51)
+    _use_glue(monkeypatch, mod, "fused")
+    real, cleared = dg._weights, []
+
+    def weights_then_clear(*args):
+        w = real(*args)
+        if not cleared:
+            cleared.append(1)
+            dg.clear_weight_cache()
+        return w
+    monkeypatch.setattr(dg, "_weights", weights_then_clear)
+    _forward_matches(mod, 2, 2, 1)
+    assert X._plans.get(mod) is None
+    monkeypatch.setattr(dg, "_weights", real)
+    n = _repacks(emu)
+    _forward_matches(mod, 2, 2, 2)
+    assert _repacks(emu) == n + 1 and X._plans.get(mod) is not None  # (down_proj's repack was cleared)
+
+
 def test_plan_shared_by_threads(emu, monkeypatch):
     # threads running one module at different token counts: each call copies the plan's descriptors
     import threading
