@@ -11,20 +11,9 @@ import sys
 import torch
 
 import hfp4._lib as L
+from experts_forward import time_us  # (this folder: the same CUDA-event timing)
 
 E, H, I, TOPK, ALIGN = 256, 4096, 2048, 6, 128
-
-
-def time_us(fn, reps=20):
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1e3 / reps
 
 
 def main(tokens):
@@ -73,7 +62,7 @@ def main(tokens):
                 ("swiglu_quantize", swiglu, S * 2 * I * 2 + S * I + S * (I // 128) * 4),
                 ("combine", combine, S * H * 2 + S * 4 + T * H * 2)]
         for name, fn, nbytes in rows:
-            us = time_us(fn)
+            us = time_us(fn, reps=20)
             print("T %6d  %-16s %9.1f us  %7.1f MB  %5.2f TB/s" % (T, name, us, nbytes / 1e6, nbytes / us * 1e-6))
 
 

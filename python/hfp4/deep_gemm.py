@@ -513,11 +513,17 @@ def _note_repack_locked(key) -> None:
                       RuntimeWarning, stacklevel=4)
 
 
+def _cache_key(B):
+    """The cache's key of weights B: where they are and how they are laid out (their contents and
+    their scales are compared through _weights_state)"""
+    return (str(B.device), B.data_ptr(), tuple(B.shape), tuple(B.stride()), B.dtype)
+
+
 def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
     if not weight_cache_enabled():
         return repack_weights((B, SFB))
-    key = (str(B.device), B.data_ptr(), tuple(B.shape), tuple(B.stride()), B.dtype)
-    state = (_version(B), SFB.data_ptr(), tuple(SFB.shape), tuple(SFB.stride()), SFB.dtype, _version(SFB))
+    key = _cache_key(B)
+    state = _weights_state(B, SFB)
     with _cache_lock:
         _purge_locked()
         e = _cache.get(key)
@@ -556,9 +562,8 @@ def _cache_tokens(B, w):
     cache holds something else for B or is off): their referents die when the weights' or scales'
     storage is freed. A caller that keeps w across calls (hfp4.experts' plans) reuses it only while
     both tokens live and _weights_state is unchanged, as the cache itself does."""
-    key = (str(B.device), B.data_ptr(), tuple(B.shape), tuple(B.stride()), B.dtype)
     with _cache_lock:
-        e = _cache.get(key)
+        e = _cache.get(_cache_key(B))
         return e.tokens if e is not None and e.weights is w else None
 
 

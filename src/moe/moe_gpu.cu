@@ -422,12 +422,19 @@ __global__ void __launch_bounds__(kCombineThreads)
 
 } // namespace
 
-static cudaLaunchConfig_t route_cluster_config(int32_t num_experts, cudaStream_t stream) {
+/* The cluster kernel's launch: kRouteClusterCtas CTAs in one cluster (attr: its one attribute) */
+static cudaLaunchConfig_t route_cluster_config(int32_t num_experts, cudaStream_t stream, cudaLaunchAttribute *attr) {
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(kRouteClusterCtas, 1, 1);
     config.blockDim = dim3(kRouteThreads, 1, 1);
     config.dynamicSmemBytes = 3 * (size_t)num_experts * sizeof(int32_t); /* (<= 48 KB: E <= 4096) */
     config.stream = stream;
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = kRouteClusterCtas;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
     return config;
 }
 
@@ -439,14 +446,8 @@ static int route_cluster_fits(int device) {
     if (device < 0 || device >= MAX_DEVICES) return 0;
     int a = __atomic_load_n(&answer[device], __ATOMIC_RELAXED);
     if (a == 0) {
-        cudaLaunchConfig_t config = route_cluster_config(HFP4_MOE_GPU_MAX_EXPERTS, 0);
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = kRouteClusterCtas;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        config.attrs = attr;
-        config.numAttrs = 1;
+        cudaLaunchAttribute attr;
+        const cudaLaunchConfig_t config = route_cluster_config(HFP4_MOE_GPU_MAX_EXPERTS, 0, &attr);
         int clusters = 0;
         if (cudaOccupancyMaxActiveClusters(&clusters, hfp4_moe_route_cluster_kernel, &config) != cudaSuccess) {
             (void)cudaGetLastError(); /* (the query's own error, not the caller's) */
@@ -475,14 +476,9 @@ extern "C" hfp4_status hfp4__moe_route_launch(const char *fn, const void *ids, i
         if (end && *end == '\0' && v >= 0) cluster_rows = v;
     }
     if (routed_rows >= cluster_rows && route_cluster_fits(dev.device)) {
-        cudaLaunchConfig_t config = route_cluster_config(num_experts, reinterpret_cast<cudaStream_t>(stream));
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = kRouteClusterCtas;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        config.attrs = attr;
-        config.numAttrs = 1;
+        cudaLaunchAttribute attr;
+        const cudaLaunchConfig_t config =
+            route_cluster_config(num_experts, reinterpret_cast<cudaStream_t>(stream), &attr);
         HFP4_CUDA_TRY(fn, cudaLaunchKernelEx(&config, hfp4_moe_route_cluster_kernel, ids, ids_int64, routed_rows,
                                              num_experts, alignment, row_pos, layout, layout_rows));
         return HFP4_OK;
