@@ -47,6 +47,47 @@ void hfp4_test_skip(const char *why) {
     fprintf(stdout, "    skip: %s\n", why);
 }
 
+static hfp4_test_device_fn device_hook;
+void hfp4_test_set_device_hook(hfp4_test_device_fn fn) { device_hook = fn; }
+
+/* The test's body once per device of --devices (none given: once, on whatever device is current) */
+enum { MAX_DEVICES = 8 };
+static void run_body(hfp4_test_fn fn, const int *devices, int num_devices) {
+    if (num_devices == 0) {
+        fn();
+        return;
+    }
+    for (int d = 0; d < num_devices; d++) {
+        if (!device_hook) {
+            hfp4_test_fail(__FILE__, __LINE__, "--devices: this test binary cannot select a device (no GPU tests)");
+            return;
+        }
+        printf("    [device %d]\n", devices[d]);
+        if (device_hook(devices[d]) != 0) {
+            hfp4_test_fail(__FILE__, __LINE__, "--devices: device %d cannot be selected", devices[d]);
+            return;
+        }
+        fn();
+        if (current_skipped) return; /* (a skip on one device: the test is skipped) */
+    }
+}
+
+/* "0,1" -> {0, 1}; -1 on anything else (empty items, non-digits, more than MAX_DEVICES) */
+static int parse_devices(const char *list, int *devices) {
+    int n = 0;
+    const char *p = list;
+    for (;;) {
+        char *end = NULL;
+        if (*p < '0' || *p > '9' || n == MAX_DEVICES) return -1;
+        const long v = strtol(p, &end, 10);
+        if (v > 1024) return -1;
+        devices[n++] = (int)v;
+        if (*end == '\0') return n;
+        if (*end != ',') return -1;
+        p = end + 1;
+    }
+}
+
 int hfp4_test_failed(void) { return current_failed; }
 uint64_t hfp4_test_seed(void) { return seed; }
 
@@ -72,6 +113,7 @@ static int by_file_then_order(const void *a, const void *b) {
 int main(int argc, char **argv) {
     const char *filter = NULL;
     int list = 0, use_fork = 0;
+    int devices[MAX_DEVICES], num_devices = 0;
     /* --fork: a test process still running after this many seconds is stopped and counted failed,
      * so a hung kernel names its test and the suite goes on (0: no limit) */
     long time_limit = 600;
@@ -82,6 +124,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--list")) list = 1;
         else if (!strcmp(argv[i], "--fork")) use_fork = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--devices") && i + 1 < argc) {
+            num_devices = parse_devices(argv[++i], devices);
+            if (num_devices < 0) {
+                fprintf(stderr, "%s: --devices takes up to %d device numbers separated by commas (e.g. 0,1), not '%s'\n",
+                        argv[0], MAX_DEVICES, argv[i]);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--time-limit") && i + 1 < argc) {
             char *end = NULL;
             time_limit = strtol(argv[++i], &end, 10);
@@ -90,7 +140,8 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else {
-            fprintf(stderr, "usage: %s [--filter SUBSTR] [--list] [--seed N] [--fork [--time-limit SECONDS]]\n",
+            fprintf(stderr,
+                    "usage: %s [--filter SUBSTR] [--list] [--seed N] [--fork [--time-limit SECONDS]] [--devices 0,1,...]\n",
                     argv[0]);
             return 2;
         }
@@ -114,7 +165,7 @@ int main(int argc, char **argv) {
             pid_t pid = fork();
             if (pid == 0) {
                 if (time_limit > 0) alarm((unsigned)time_limit); /* (SIGALRM's default action ends the process) */
-                tests[i].fn();
+                run_body(tests[i].fn, devices, num_devices);
                 fflush(stdout);
                 _exit(current_failed ? 1 : current_skipped ? 2 : 0);
             }
@@ -133,7 +184,7 @@ int main(int argc, char **argv) {
                 current_skipped = WEXITSTATUS(st) == 2;
             }
         } else {
-            tests[i].fn();
+            run_body(tests[i].fn, devices, num_devices);
         }
         fflush(stdout);
         /* (each test's wall time: the GPU suite's whole run has to fit a device call) */

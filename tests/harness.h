@@ -7,7 +7,9 @@
  * Checks never abort: a failing check prints file:line, the expression and the values, marks the
  * test failed and the test goes on. The runner prints "N passed, N failed, N skipped" last and exits
  * non-zero on any failure. Options: --filter SUBSTR, --list, --seed N (also env HFP4_TEST_SEED),
- * --fork (each test in its own process: used for GPU tests, where a fault poisons the context).
+ * --fork (each test in its own process: used for GPU tests, where a fault poisons the context),
+ * --devices LIST (GPU tests: each test's body once per listed CUDA device, in order, in one process,
+ * e.g. "0,1": what a per-device cache set up on the first device does on the second).
  */
 #ifndef HFP4_TEST_HARNESS_H
 #define HFP4_TEST_HARNESS_H
@@ -31,6 +33,10 @@ void hfp4_test_fail(const char *file, int line, const char *fmt, ...)
 void hfp4_test_skip(const char *why);
 int hfp4_test_failed(void); /* has the current test failed so far? */
 uint64_t hfp4_test_seed(void);
+/* --devices: the GPU test binary registers how a device is selected (a constructor in
+ * tests/gpu/device_select.cu); the hook returns 0, or non-zero with a message printed. */
+typedef int (*hfp4_test_device_fn)(int device);
+void hfp4_test_set_device_hook(hfp4_test_device_fn fn);
 
 /* Deterministic xorshift RNG for test data; seeded from hfp4_test_seed() and a per-test salt. */
 typedef struct hfp4_rng { uint64_t s; } hfp4_rng;

@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_device.h"
 #include "harness.h"
 #include "hfp4.h"
 
 static int fw_have_sm90(void) {
-    hfp4_device_info info;
-    return hfp4_device_query(0, &info) == HFP4_OK && info.has_sm90_kernels;
+    return gpu_current_is_sm90();
 }
 
 typedef struct fw_case {

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "gemm_fixture.h"
+#include "gpu_device.h"
 #include "harness.h"
 #include "sm90/bf16_fp4_gemm.h"
 #include "sm90/dyn_slots.h"
@@ -18,8 +19,7 @@
 #include "sm90/fp8_fp4_gemm_params.h"
 
 static int have_sm90(void) {
-    hfp4_device_info info;
-    return hfp4_device_query(0, &info) == HFP4_OK && info.has_sm90_kernels;
+    return gpu_current_is_sm90();
 }
 
 static const char *const k_w_names[] = {"fp32", "ue8m0", "ue8m0-wide", "ue8m0-chunkbase", "ue8m0-mixed", "ue8m0-per32-at-33"}; /* by w_pow2 */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_device.h"
 #include "harness.h"
 
 /* ---- helpers --------------------------------------------------------------------------------- */
@@ -23,8 +24,7 @@
             cudaGetLastError();                                                                      \
             SKIP("no CUDA device");                                                                  \
         }                                                                                            \
-        hfp4_device_info info_;                                                                      \
-        if (hfp4_device_query(0, &info_) != HFP4_OK || !info_.has_sm90_kernels) SKIP("no SM90 GPU"); \
+        if (!gpu_current_is_sm90()) SKIP("no SM90 GPU");                                             \
     } while (0)
 
 #define CUDA_OK(call)                                                                                \
