@@ -466,19 +466,39 @@ static int cmp_double(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
+static baseline_clock_reader clock_reader;
+static int last_mhz, last_power_w; /* (the bench's thread only, as the timing itself) */
+
+void baseline_set_clock_reader(baseline_clock_reader fn) { clock_reader = fn; }
+void baseline_last_clock(int *sm_mhz, int *power_w) {
+    *sm_mhz = last_mhz;
+    *power_w = last_power_w;
+}
+
+typedef struct clock_sample {
+    int mhz, power_w;
+} clock_sample;
+static int by_sample_mhz(const void *x, const void *y) {
+    return ((const clock_sample *)x)->mhz - ((const clock_sample *)y)->mhz;
+}
+
 /* Median GPU time of one launch, in microseconds. Warm-up first (module load, clocks up, a power
  * state of its own: at least 3 launches and about 100 ms of work, at most 1000 launches, as
  * bench_time_launches settles the hfp4 rows of >= 1 ms), then batches of launches each bracketed by its own pair of
  * events, queued behind a spin kernel so the GPU never waits on the host between them. */
 static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStream_t stream, int iters,
                           double *median_us, char *err, size_t errlen) {
-    enum { BATCH = 64 };
+    enum { BATCH = 64, MAX_SAMPLES = 64 };
     const uint64_t spin_ns_per_launch = 40000; /* > host cost of one launch + two event records */
     cudaEvent_t ev[2 * BATCH];
     int nev = 0, rc = BASELINE_OK, lrc;
     double *times = (double *)malloc((size_t)iters * sizeof(double));
     float ms = 0;
     int warm = 3, done_iters = 0;
+    double per_ms = 0;
+    clock_sample samples[MAX_SAMPLES];
+    int nsamples = 0;
+    last_mhz = last_power_w = 0;
     if (!times) {
         seterr(err, errlen, "%s: out of host memory for %d timings", fn, iters);
         return BASELINE_ERR;
@@ -495,7 +515,7 @@ static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStrea
     BL_CUDA(cudaEventSynchronize(ev[1]));
     BL_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
     {
-        double per_ms = ms / warm;
+        per_ms = ms / warm;
         int extra = per_ms > 0 ? (int)fmin(1000.0, 100.0 / per_ms) : 1000;
         for (int w = 0; w < extra; w++)
             if ((lrc = launch(ctx, stream, err, errlen)) != 0) {
@@ -517,6 +537,14 @@ static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStrea
             }
             BL_CUDA(cudaEventRecord(ev[2 * j + 1], stream));
         }
+        /* the clock within the batch: once a launch a quarter, half and three quarters in has
+         * started (the rest of the batch is queued behind it, so the GPU never waits on this), for
+         * launches of >= 1 ms */
+        for (int q = 1; q <= 3 && clock_reader && per_ms >= 1.0 && nsamples < MAX_SAMPLES; q++) {
+            BL_CUDA(cudaEventSynchronize(ev[2 * (q * nb / 4)])); /* (a quarter, half, three quarters in) */
+            clock_reader(&samples[nsamples].mhz, &samples[nsamples].power_w);
+            if (samples[nsamples].mhz > 0) nsamples++;
+        }
         BL_CUDA(cudaStreamSynchronize(stream));
         for (int j = 0; j < nb; j++) {
             BL_CUDA(cudaEventElapsedTime(&ms, ev[2 * j], ev[2 * j + 1]));
@@ -526,6 +554,11 @@ static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStrea
     }
     qsort(times, (size_t)iters, sizeof(double), cmp_double);
     *median_us = (iters & 1) ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
+    if (nsamples > 0) {
+        qsort(samples, (size_t)nsamples, sizeof samples[0], by_sample_mhz);
+        last_mhz = samples[nsamples / 2].mhz;
+        last_power_w = samples[nsamples / 2].power_w;
+    }
 done:
     if (rc != BASELINE_OK) cudaStreamSynchronize(stream); /* nothing in flight when buffers are freed */
     for (int e = 0; e < nev; e++) cudaEventDestroy(ev[e]);

@@ -54,6 +54,16 @@ int baseline_cublaslt_fp8_rowwise(int64_t m, int64_t n, int64_t k, int iters, do
 /* cuBLASLt BF16 GEMM: A bf16 [m,k], B bf16 [n,k], FP32 compute, BF16 D [m,n]. Same conventions. */
 int baseline_cublaslt_bf16(int64_t m, int64_t n, int64_t k, int iters, double *us, char *err, size_t errlen);
 
+/* The clock a GEMM baseline ran at. The bench registers how to read the GPU's SM clock and power
+ * (NVML: bench_clock.cu); each GEMM baseline of >= 1 ms a launch then reads them in the middle of
+ * its timed batches, and baseline_last_clock gives the median reading (sm_mhz 0: none taken, e.g.
+ * short launches or no reader). Why: on the H200 a long GEMM runs at its 700 W cap, where the rate
+ * it reaches is set by its energy per FLOP, so a row compares both kernels' clocks and power draws
+ * as well as their times (bench/RESULTS.md v36). */
+typedef void (*baseline_clock_reader)(int *sm_mhz, int *power_w);
+void baseline_set_clock_reader(baseline_clock_reader fn);
+void baseline_last_clock(int *sm_mhz, int *power_w);
+
 /* Which cuBLASLt was loaded, e.g. "/path/libcublasLt.so.13 (version 130100)", loading it on first
  * use; "" with the reason in err (returns non-zero) if it cannot be loaded. Static storage. */
 int baseline_cublaslt_info(const char **info, char *err, size_t errlen);

@@ -261,6 +261,7 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
         return 3;
     }
     c.t0 = bench_now();
+    bench_clock_for_baselines(); /* (the baselines' rows then carry their clock and power too) */
     if (bench_timing_init(&c) != 0) {
         bench_timing_fini(&c);
         return 4;

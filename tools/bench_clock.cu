@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include "baselines.h"
 #include "bench_common.h"
 
 typedef struct nvml_device_st *nvml_device; /* NVML's opaque nvmlDevice_t */
@@ -67,3 +68,11 @@ bench_clock bench_read_clock(void) {
 }
 
 bench_clock bench_last_clock;
+
+static void read_for_baselines(int *sm_mhz, int *power_w) {
+    const bench_clock k = bench_read_clock();
+    *sm_mhz = k.sm_mhz;
+    *power_w = k.power_w;
+}
+
+void bench_clock_for_baselines(void) { baseline_set_clock_reader(read_for_baselines); }

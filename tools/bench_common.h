@@ -68,6 +68,8 @@ typedef struct bench_clock {
     unsigned long long reasons;
 } bench_clock;
 bench_clock bench_read_clock(void);
+/* registers bench_read_clock with the baselines (baseline_set_clock_reader), once */
+void bench_clock_for_baselines(void);
 extern bench_clock bench_last_clock; /* set by bench_time_gemm and bench_time_graphs */
 
 typedef struct bench_row {
@@ -88,6 +90,7 @@ typedef struct bench_row {
                                * the zeros the layout's contract has the GEMM write (deepgemm-compat.md
                                * 4.3); tbps counts useful bytes only */
     bench_clock clock;  /* the GPU's clock while (or right after) the case ran (bench_row_rates takes bench_last_clock) */
+    bench_clock base_clock; /* the baseline's, sampled while it ran (baseline_last_clock; sm_mhz 0: none) */
 } bench_row;
 
 /* ---- bench_util.cu ---- */

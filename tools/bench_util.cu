@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "baselines.h"
 #include "bench_common.h"
 
 static uint64_t rng_state = 0x12345678abcdefull;
@@ -89,6 +90,9 @@ void bench_row_rates(bench_row *r, double us, double flops, double bytes, const 
     r->base_tflops = base_us > 0 ? flops / base_us * 1e-6 : 0;
     r->base_tbps = base_us > 0 ? base_bytes / base_us * 1e-6 : 0;
     r->clock = bench_last_clock; /* (the baselines' timing does not touch it) */
+    memset(&r->base_clock, 0, sizeof r->base_clock);
+    if (base_us > 0) /* (the baseline timed last: each section times a row's baseline before the row) */
+        baseline_last_clock(&r->base_clock.sm_mhz, &r->base_clock.power_w);
 }
 
 double bench_floor_us(const bench_ctx *c, double bytes) {
@@ -120,6 +124,8 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         if (r->clock.sm_mhz > 0)
             printf(", \"sm_mhz\": %d, \"power_w\": %d, \"clock_reasons\": \"0x%llx\"", r->clock.sm_mhz, r->clock.power_w,
                    r->clock.reasons);
+        if (r->base_clock.sm_mhz > 0)
+            printf(", \"base_sm_mhz\": %d, \"base_power_w\": %d", r->base_clock.sm_mhz, r->base_clock.power_w);
         printf("}\n");
     } else {
         /* the columns of the first version, then the added figures */
@@ -141,6 +147,7 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         }
         if (bench_w_scales_drift) printf("  [w scales drift]");
         if (r->clock.sm_mhz > 0) printf("  [%d MHz %d W 0x%llx]", r->clock.sm_mhz, r->clock.power_w, r->clock.reasons);
+        if (r->base_clock.sm_mhz > 0) printf("  [baseline %d MHz %d W]", r->base_clock.sm_mhz, r->base_clock.power_w);
         printf("\n");
         if (r->tokens >= 0) printf("%*s(T = %lld)\n", 29, "", (long long)r->tokens);
     }
