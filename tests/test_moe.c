@@ -194,6 +194,63 @@ TEST(moe_swiglu_exp_is_close_to_exp) {
     CHECK(isnan(hfp4__expf(NAN)));
 }
 
+/* The SwiGLU as swiglu_math.h first defined it: -g clamped to the general exp's whole range, that
+ * exp (hfp4__expf_in_range: two-step scaling), and g itself selected past it */
+static float swiglu_general(float g, float u, float limit) {
+    const float lim = hfp4__round_bf16(limit);
+    g = g > lim ? lim : g;
+    u = u > lim ? lim : (u < -lim ? -lim : u);
+    float t = -g;
+    t = t >= HFP4_EXP_MIN ? t : HFP4_EXP_MIN;
+    t = t <= HFP4_EXP_MAX ? t : HFP4_EXP_MAX;
+    const float q = hfp4__round_bf16(g / (1.0f + hfp4__expf_in_range(t)));
+    const float s = g < -HFP4_EXP_MAX ? -0.0f : (g > -HFP4_EXP_MIN ? g : q);
+    return hfp4__round_bf16(s * u);
+}
+
+static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+TEST(moe_swiglu_fast_forms_equal_the_general_ones) {
+    /* hfp4__expf_mid is hfp4__expf_in_range bit for bit over its range (every FP32 value there
+     * with a 2^-5 stride in the bit pattern, and both ends), and the SwiGLU with -g clamped at
+     * HFP4_SWIGLU_T_MIN gives the general form's bits for every BF16 gate (NaN, infinities and
+     * subnormals included) against up values of both signs and magnitudes, with and without a limit */
+    int64_t bad = 0, n = 0;
+    for (uint32_t b = 0; b < 0x80000000u; b += 32) {
+        for (int sign = 0; sign < 2; sign++) {
+            const uint32_t bits = b | (sign ? 0x80000000u : 0u);
+            float x;
+            memcpy(&x, &bits, sizeof x);
+            if (!(x >= HFP4_SWIGLU_T_MIN && x <= HFP4_EXP_MAX)) continue;
+            n++;
+            bad += !same_bits(hfp4__expf_mid(x), hfp4__expf_in_range(x));
+        }
+    }
+    CHECK(same_bits(hfp4__expf_mid(HFP4_SWIGLU_T_MIN), hfp4__expf_in_range(HFP4_SWIGLU_T_MIN)));
+    CHECK(same_bits(hfp4__expf_mid(HFP4_EXP_MAX), hfp4__expf_in_range(HFP4_EXP_MAX)));
+    CHECK_MSG(bad == 0, "hfp4__expf_mid differs from hfp4__expf_in_range on %lld of %lld inputs", (long long)bad,
+              (long long)n);
+    static const float ups[] = {1.0f, -1.0f, 0.0f, -0.0f, 3.140625f, -250.0f, 1e-30f, 65280.0f, INFINITY, NAN};
+    static const float limits[] = {INFINITY, 10.0f, 7.0f};
+    int64_t bad2 = 0;
+    for (uint32_t h = 0; h < 0x10000u; h++) {
+        const uint32_t bits = h << 16;
+        float g;
+        memcpy(&g, &bits, sizeof g);
+        for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++)
+            for (size_t j = 0; j < sizeof limits / sizeof limits[0]; j++) {
+                const float got = hfp4__swiglu_bf16(g, ups[i], limits[j]), want = swiglu_general(g, ups[i], limits[j]);
+                if (!same_bits(got, want) && !(isnan(got) && isnan(want))) {
+                    if (bad2++ < 5)
+                        hfp4_test_fail(__FILE__, __LINE__, "g = %a (0x%04x), u = %g, limit = %g: %a, general %a",
+                                       (double)g, (unsigned)h, (double)ups[i], (double)limits[j], (double)got,
+                                       (double)want);
+                }
+            }
+    }
+    CHECK(bad2 == 0);
+}
+
 TEST(moe_swiglu_quantize_rows_match_the_activation_then_quantize_rows) {
     /* y [rows, ldy] BF16 (gate | up | stride gap), values past the limit both ways; routed rows on
      * some rows of the layout. The fused call's a and sf against: h by the SwiGLU of a double

@@ -86,6 +86,30 @@ static HFP4_HD inline float hfp4__expf_in_range(float x) {
     return hfp4__scale2(p, (int)k);
 }
 
+/* hfp4__expf_in_range's value for x in [HFP4_SWIGLU_T_MIN, HFP4_EXP_MAX], every bit the same, in
+ * fewer instructions: the polynomial with its coefficients doubled (exact: powers of two) gives 2p,
+ * and one multiply by 2^(k - 1), a normal float for every k there (-29..128), scales it, where
+ * hfp4__scale2 needs two and the halving of k for the subnormal results below this range. Both
+ * round p x 2^k once. */
+#define HFP4_SWIGLU_T_MIN (-20.0f)
+static HFP4_HD inline float hfp4__expf_mid(float x) {
+    const float k = rintf(HFP4_MUL(x, 1.44269504f)); /* -29 <= k <= 128 */
+    float r = fmaf(k, -0.693359375f, x);
+    r = fmaf(k, 2.12194440e-4f, r);
+    float p = 2.0f * 1.98412698e-4f; /* 2 x hfp4__expf_in_range's coefficients */
+    p = fmaf(p, r, 2.0f * 1.38888889e-3f);
+    p = fmaf(p, r, 2.0f * 8.33333333e-3f);
+    p = fmaf(p, r, 2.0f * 4.16666667e-2f);
+    p = fmaf(p, r, 2.0f * 1.66666667e-1f);
+    p = fmaf(p, r, 2.0f * 0.5f);
+    p = fmaf(p, r, 2.0f);
+    p = fmaf(p, r, 2.0f);
+    const uint32_t b = (uint32_t)((int)k - 1 + 127) << 23;
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return HFP4_MUL(p, f);
+}
+
 /* e^x in FP32 */
 static HFP4_HD inline float hfp4__expf(float x) {
     if (!(x == x)) return x;
@@ -104,14 +128,16 @@ static HFP4_HD inline float hfp4__swiglu_bf16(float g, float u, float limit) {
     const float lim = hfp4__round_bf16(limit);
     g = g > lim ? lim : g;
     u = u > lim ? lim : (u < -lim ? -lim : u);
-    /* silu(g) = g / (1 + e^-g). Where e^-g overflows to inf it is -0, where e^-g is 0 it is g: the
-     * same values, selected, so the exp and the division only ever see -g within the polynomial's
-     * range (clamped into it; a NaN g becomes the range's end there and gives NaN in the division) */
+    /* silu(g) = g / (1 + e^-g). Where e^-g overflows to inf it is -0 (selected). Below
+     * HFP4_SWIGLU_T_MIN, e^-g < 2^-28 and 1 + e^-g is 1 in FP32 whatever its exact value, so -g is
+     * clamped there (g itself comes out, as it must; so do g = +inf and the g whose e^-g is 0, where
+     * the general exp would have been needed); a NaN g becomes the range's end and gives NaN in the
+     * division. The exp then only sees its fast range (hfp4__expf_mid). */
     float t = -g;
-    t = t >= HFP4_EXP_MIN ? t : HFP4_EXP_MIN; /* (NaN: false) */
+    t = t >= HFP4_SWIGLU_T_MIN ? t : HFP4_SWIGLU_T_MIN; /* (NaN: false) */
     t = t <= HFP4_EXP_MAX ? t : HFP4_EXP_MAX;
-    const float q = hfp4__round_bf16(g / HFP4_ADD(1.0f, hfp4__expf_in_range(t)));
-    const float s = g < -HFP4_EXP_MAX ? -0.0f : (g > -HFP4_EXP_MIN ? g : q);
+    const float q = hfp4__round_bf16(g / HFP4_ADD(1.0f, hfp4__expf_mid(t)));
+    const float s = g < -HFP4_EXP_MAX ? -0.0f : q;
     return hfp4__round_bf16(HFP4_MUL(s, u));
 }
 
