@@ -539,8 +539,8 @@ static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStrea
         }
         /* the clock within the batch: once a launch a quarter, half and three quarters in has
          * started (the rest of the batch is queued behind it, so the GPU never waits on this), for
-         * launches of >= 1 ms */
-        for (int q = 1; q <= 3 && clock_reader && per_ms >= 1.0 && nsamples < MAX_SAMPLES; q++) {
+         * batches of >= 5 ms (a reading takes tens of microseconds: each falls inside its batch) */
+        for (int q = 1; q <= 3 && clock_reader && per_ms * nb >= 5.0 && nsamples < MAX_SAMPLES; q++) {
             BL_CUDA(cudaEventSynchronize(ev[2 * (q * nb / 4)])); /* (a quarter, half, three quarters in) */
             clock_reader(&samples[nsamples].mhz, &samples[nsamples].power_w);
             if (samples[nsamples].mhz > 0) nsamples++;

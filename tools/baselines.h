@@ -55,9 +55,9 @@ int baseline_cublaslt_fp8_rowwise(int64_t m, int64_t n, int64_t k, int iters, do
 int baseline_cublaslt_bf16(int64_t m, int64_t n, int64_t k, int iters, double *us, char *err, size_t errlen);
 
 /* The clock a GEMM baseline ran at. The bench registers how to read the GPU's SM clock and power
- * (NVML: bench_clock.cu); each GEMM baseline of >= 1 ms a launch then reads them in the middle of
- * its timed batches, and baseline_last_clock gives the median reading (sm_mhz 0: none taken, e.g.
- * short launches or no reader). Why: on the H200 a long GEMM runs at its 700 W cap, where the rate
+ * (NVML: bench_clock.cu); each baseline whose timed batches take >= 5 ms then reads them a quarter,
+ * half and three quarters into each batch, and baseline_last_clock gives the median reading (sm_mhz
+ * 0: none taken, e.g. short batches or no reader). Why: on the H200 a long GEMM runs at its 700 W cap, where the rate
  * it reaches is set by its energy per FLOP, so a row compares both kernels' clocks and power draws
  * as well as their times (bench/RESULTS.md v36). */
 typedef void (*baseline_clock_reader)(int *sm_mhz, int *power_w);
