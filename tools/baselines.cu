@@ -470,6 +470,11 @@ static baseline_clock_reader clock_reader;
 static int last_mhz, last_power_w; /* (the bench's thread only, as the timing itself) */
 
 void baseline_set_clock_reader(baseline_clock_reader fn) { clock_reader = fn; }
+
+static baseline_energy_reader energy_reader;
+static double last_energy_mj;
+void baseline_set_energy_reader(baseline_energy_reader fn) { energy_reader = fn; }
+double baseline_last_energy_mj(void) { return last_energy_mj; }
 void baseline_last_clock(int *sm_mhz, int *power_w) {
     *sm_mhz = last_mhz;
     *power_w = last_power_w;
@@ -499,6 +504,7 @@ static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStrea
     clock_sample samples[MAX_SAMPLES];
     int nsamples = 0;
     last_mhz = last_power_w = 0;
+    last_energy_mj = 0;
     if (!times) {
         seterr(err, errlen, "%s: out of host memory for %d timings", fn, iters);
         return BASELINE_ERR;
@@ -554,6 +560,22 @@ static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStrea
     }
     qsort(times, (size_t)iters, sizeof(double), cmp_double);
     *median_us = (iters & 1) ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
+    /* the energy a launch takes: ~200 ms of launches back to back between two readings of the
+     * counter (its updates come every few ms), the GPU idle at both (synchronized) */
+    if (energy_reader && per_ms >= 0.2) {
+        const int n = (int)fmin(1000.0, fmax(5.0, 200.0 / per_ms));
+        unsigned long long e0 = 0, e1 = 0;
+        BL_CUDA(cudaStreamSynchronize(stream));
+        if (energy_reader(&e0)) {
+            for (int j = 0; j < n; j++)
+                if ((lrc = launch(ctx, stream, err, errlen)) != 0) {
+                    rc = lrc;
+                    goto done;
+                }
+            BL_CUDA(cudaStreamSynchronize(stream));
+            if (energy_reader(&e1) && e1 > e0) last_energy_mj = (double)(e1 - e0) / n;
+        }
+    }
     if (nsamples > 0) {
         qsort(samples, (size_t)nsamples, sizeof samples[0], by_sample_mhz);
         last_mhz = samples[nsamples / 2].mhz;

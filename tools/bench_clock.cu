@@ -22,6 +22,7 @@ typedef int (*nvml_handle_by_pci_fn)(const char *, nvml_device *);
 typedef int (*nvml_clock_fn)(nvml_device, int, unsigned int *);
 typedef int (*nvml_power_fn)(nvml_device, unsigned int *);
 typedef int (*nvml_reasons_fn)(nvml_device, unsigned long long *);
+typedef int (*nvml_energy_fn)(nvml_device, unsigned long long *);
 
 enum { NVML_SUCCESS = 0, NVML_CLOCK_SM = 1 };
 
@@ -31,6 +32,7 @@ static struct {
     nvml_clock_fn clock;
     nvml_power_fn power;
     nvml_reasons_fn reasons;
+    nvml_energy_fn energy; /* the total energy since the driver loaded, mJ (Volta and later) */
 } nvml;
 
 /* Opens NVML for the current CUDA device, matched by PCI bus id (NVML's device order need not be
@@ -45,6 +47,7 @@ static int nvml_open(void) {
     nvml.clock = (nvml_clock_fn)dlsym(lib, "nvmlDeviceGetClockInfo");
     nvml.power = (nvml_power_fn)dlsym(lib, "nvmlDeviceGetPowerUsage");
     nvml.reasons = (nvml_reasons_fn)dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons");
+    nvml.energy = (nvml_energy_fn)dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption");
     if (!nvml.reasons) nvml.reasons = (nvml_reasons_fn)dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
     int device = 0;
     char bus[64];
@@ -69,10 +72,19 @@ bench_clock bench_read_clock(void) {
 
 bench_clock bench_last_clock;
 
+int bench_read_energy_mj(unsigned long long *mj) {
+    return nvml_open() == 1 && nvml.energy && nvml.energy(nvml.dev, mj) == NVML_SUCCESS;
+}
+
+static int energy_for_baselines(unsigned long long *mj) { return bench_read_energy_mj(mj); }
+
 static void read_for_baselines(int *sm_mhz, int *power_w) {
     const bench_clock k = bench_read_clock();
     *sm_mhz = k.sm_mhz;
     *power_w = k.power_w;
 }
 
-void bench_clock_for_baselines(void) { baseline_set_clock_reader(read_for_baselines); }
+void bench_clock_for_baselines(void) {
+    baseline_set_clock_reader(read_for_baselines);
+    baseline_set_energy_reader(energy_for_baselines);
+}

@@ -68,8 +68,13 @@ typedef struct bench_clock {
     unsigned long long reasons;
 } bench_clock;
 bench_clock bench_read_clock(void);
-/* registers bench_read_clock with the baselines (baseline_set_clock_reader), once */
+/* registers bench_read_clock and bench_read_energy_mj with the baselines, once */
 void bench_clock_for_baselines(void);
+/* the GPU's energy counter (mJ since the driver loaded); 0 where NVML has none */
+int bench_read_energy_mj(unsigned long long *mj);
+/* mJ a launch of the last case bench_time_gemm timed, from a window of back-to-back launches after
+ * its timing (0: not measured); bench_row_rates takes it once */
+extern double bench_last_energy_mj;
 extern bench_clock bench_last_clock; /* set by bench_time_gemm and bench_time_graphs */
 
 typedef struct bench_row {
@@ -91,6 +96,7 @@ typedef struct bench_row {
                                * 4.3); tbps counts useful bytes only */
     bench_clock clock;  /* the GPU's clock while (or right after) the case ran (bench_row_rates takes bench_last_clock) */
     bench_clock base_clock; /* the baseline's, sampled while it ran (baseline_last_clock; sm_mhz 0: none) */
+    double pj_per_flop, base_pj_per_flop; /* energy a FLOP of the case and of its baseline (0: not measured) */
 } bench_row;
 
 /* ---- bench_util.cu ---- */

@@ -222,11 +222,28 @@ void bench_watch(const char *case_name) {
     alarm((unsigned)limit_s);
 }
 
+double bench_last_energy_mj;
+
+/* mJ a launch of fn takes: ~200 ms of launches back to back (no flushes between them, as the
+ * baselines run: baselines.cu) between two readings of the GPU's energy counter, for launches of
+ * >= 0.2 ms; 0 where there is no counter. Why: at the H200's 700 W cap a long GEMM's rate is its
+ * energy per FLOP (bench/RESULTS.md v36), which the row then shows next to its baseline's. */
+static double energy_per_launch_mj(bench_launch_fn fn, void *arg, cudaStream_t s, double us) {
+    unsigned long long e0 = 0, e1 = 0;
+    if (us < 200 || !BENCH_CUDA(cudaStreamSynchronize(s)) || !bench_read_energy_mj(&e0)) return 0;
+    const int n = (int)(200e3 / us) < 5 ? 5 : (int)(200e3 / us) > 1000 ? 1000 : (int)(200e3 / us);
+    for (int i = 0; i < n; i++)
+        if (fn(arg, s) != 0) return 0;
+    if (!BENCH_CUDA(cudaStreamSynchronize(s)) || !bench_read_energy_mj(&e1) || e1 <= e0) return 0;
+    return (double)(e1 - e0) / n;
+}
+
 int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *label, double *us) {
     bench_gemm_launch g = {p, label, 0};
     bench_watch(label);
     if (getenv("HFP4_DIAG_TIMELINE")) (void)hfp4__diag_phases_print(NULL); /* (make DIAG=1) this case only */
-    const int rc = bench_time_launches(c, bench_launch_gemm, &g, 0, us);
+    int rc = bench_time_launches(c, bench_launch_gemm, &g, 0, us);
+    bench_last_energy_mj = rc == 0 ? energy_per_launch_mj(bench_launch_gemm, &g, 0, *us) : 0;
     bench_watch(NULL);
     /* the clock it ran at (bench_clock.cu), for its row: sampled while it ran where it is long
      * enough, else read right after */
@@ -304,6 +321,7 @@ done:
     for (int i = 0; i < nev; i++) (void)BENCH_CUDA(cudaEventDestroy(ev[i]));
     free(t);
     bench_last_clock = bench_read_clock();
+    bench_last_energy_mj = 0; /* (graph rows: not measured) */
     return rc;
 }
 

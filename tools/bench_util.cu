@@ -91,8 +91,14 @@ void bench_row_rates(bench_row *r, double us, double flops, double bytes, const 
     r->base_tbps = base_us > 0 ? base_bytes / base_us * 1e-6 : 0;
     r->clock = bench_last_clock; /* (the baselines' timing does not touch it) */
     memset(&r->base_clock, 0, sizeof r->base_clock);
-    if (base_us > 0) /* (the baseline timed last: each section times a row's baseline before the row) */
+    r->pj_per_flop = r->base_pj_per_flop = 0;
+    if (bench_last_energy_mj > 0 && flops > 0) r->pj_per_flop = bench_last_energy_mj * 1e9 / flops;
+    bench_last_energy_mj = 0; /* (this row's: a row timed otherwise gets none) */
+    if (base_us > 0) { /* (the baseline timed last: each section times a row's baseline before the row) */
         baseline_last_clock(&r->base_clock.sm_mhz, &r->base_clock.power_w);
+        const double base_mj = baseline_last_energy_mj();
+        if (base_mj > 0 && flops > 0) r->base_pj_per_flop = base_mj * 1e9 / flops;
+    }
 }
 
 double bench_floor_us(const bench_ctx *c, double bytes) {
@@ -126,6 +132,8 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
                    r->clock.reasons);
         if (r->base_clock.sm_mhz > 0)
             printf(", \"base_sm_mhz\": %d, \"base_power_w\": %d", r->base_clock.sm_mhz, r->base_clock.power_w);
+        if (r->pj_per_flop > 0) printf(", \"pj_per_flop\": %.3f", r->pj_per_flop);
+        if (r->base_pj_per_flop > 0) printf(", \"base_pj_per_flop\": %.3f", r->base_pj_per_flop);
         printf("}\n");
     } else {
         /* the columns of the first version, then the added figures */
@@ -148,6 +156,8 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         if (bench_w_scales_drift) printf("  [w scales drift]");
         if (r->clock.sm_mhz > 0) printf("  [%d MHz %d W 0x%llx]", r->clock.sm_mhz, r->clock.power_w, r->clock.reasons);
         if (r->base_clock.sm_mhz > 0) printf("  [baseline %d MHz %d W]", r->base_clock.sm_mhz, r->base_clock.power_w);
+        if (r->pj_per_flop > 0 || r->base_pj_per_flop > 0)
+            printf("  [%.3f pJ/FLOP, baseline %.3f]", r->pj_per_flop, r->base_pj_per_flop);
         printf("\n");
         if (r->tokens >= 0) printf("%*s(T = %lld)\n", 29, "", (long long)r->tokens);
     }
