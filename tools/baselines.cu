@@ -472,8 +472,11 @@ static int last_mhz, last_power_w; /* (the bench's thread only, as the timing it
 void baseline_set_clock_reader(baseline_clock_reader fn) { clock_reader = fn; }
 
 static baseline_energy_reader energy_reader;
-static double last_energy_mj;
-void baseline_set_energy_reader(baseline_energy_reader fn) { energy_reader = fn; }
+static double energy_window_ms, last_energy_mj;
+void baseline_set_energy_reader(baseline_energy_reader fn, double window_ms) {
+    energy_reader = window_ms > 0 ? fn : NULL;
+    energy_window_ms = window_ms;
+}
 double baseline_last_energy_mj(void) { return last_energy_mj; }
 void baseline_last_clock(int *sm_mhz, int *power_w) {
     *sm_mhz = last_mhz;
@@ -560,10 +563,10 @@ static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStrea
     }
     qsort(times, (size_t)iters, sizeof(double), cmp_double);
     *median_us = (iters & 1) ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
-    /* the energy a launch takes: ~200 ms of launches back to back between two readings of the
-     * counter (its updates come every few ms), the GPU idle at both (synchronized) */
+    /* the energy a launch takes: energy_window_ms of launches back to back between two readings
+     * of the counter, the GPU idle at both (synchronized) */
     if (energy_reader && per_ms >= 0.2) {
-        const int n = (int)fmin(1000.0, fmax(5.0, 200.0 / per_ms));
+        const int n = (int)fmin(5000.0, fmax(5.0, energy_window_ms / per_ms));
         unsigned long long e0 = 0, e1 = 0;
         BL_CUDA(cudaStreamSynchronize(stream));
         if (energy_reader(&e0)) {

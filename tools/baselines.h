@@ -64,10 +64,10 @@ typedef void (*baseline_clock_reader)(int *sm_mhz, int *power_w);
 void baseline_set_clock_reader(baseline_clock_reader fn);
 void baseline_last_clock(int *sm_mhz, int *power_w);
 /* The energy a launch of the last baseline took, in mJ: the bench registers the GPU's energy counter
- * (NVML, returning 1 on success); after its timed batches each baseline of >= 0.2 ms a launch runs
- * ~200 ms of launches back to back between two readings. 0: not measured. */
+ * (NVML, returning 1 on success) and a window; after its timed batches each baseline of >= 0.2 ms a
+ * launch runs window_ms of launches back to back between two readings. 0: not measured. */
 typedef int (*baseline_energy_reader)(unsigned long long *mj);
-void baseline_set_energy_reader(baseline_energy_reader fn);
+void baseline_set_energy_reader(baseline_energy_reader fn, double window_ms);
 double baseline_last_energy_mj(void);
 
 /* Which cuBLASLt was loaded, e.g. "/path/libcublasLt.so.13 (version 130100)", loading it on first

@@ -77,6 +77,7 @@ int bench_read_energy_mj(unsigned long long *mj) {
 }
 
 static int energy_for_baselines(unsigned long long *mj) { return bench_read_energy_mj(mj); }
+static double window_for_baselines(void) { return bench_energy_window_ms(); }
 
 static void read_for_baselines(int *sm_mhz, int *power_w) {
     const bench_clock k = bench_read_clock();
@@ -86,5 +87,5 @@ static void read_for_baselines(int *sm_mhz, int *power_w) {
 
 void bench_clock_for_baselines(void) {
     baseline_set_clock_reader(read_for_baselines);
-    baseline_set_energy_reader(energy_for_baselines);
+    baseline_set_energy_reader(energy_for_baselines, window_for_baselines());
 }

@@ -75,6 +75,7 @@ int bench_read_energy_mj(unsigned long long *mj);
 /* mJ a launch of the last case bench_time_gemm timed, from a window of back-to-back launches after
  * its timing (0: not measured); bench_row_rates takes it once */
 extern double bench_last_energy_mj;
+double bench_energy_window_ms(void); /* HFP4_BENCH_ENERGY_MS (default 1000; 0: no energy windows) */
 extern bench_clock bench_last_clock; /* set by bench_time_gemm and bench_time_graphs */
 
 typedef struct bench_row {
