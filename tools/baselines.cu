@@ -472,12 +472,13 @@ static int last_mhz, last_power_w; /* (the bench's thread only, as the timing it
 void baseline_set_clock_reader(baseline_clock_reader fn) { clock_reader = fn; }
 
 static baseline_energy_reader energy_reader;
-static double energy_window_ms, last_energy_mj;
+static double energy_window_ms, last_energy_mj, last_sustained_us;
 void baseline_set_energy_reader(baseline_energy_reader fn, double window_ms) {
     energy_reader = window_ms > 0 ? fn : NULL;
     energy_window_ms = window_ms;
 }
 double baseline_last_energy_mj(void) { return last_energy_mj; }
+double baseline_last_sustained_us(void) { return last_sustained_us; }
 void baseline_last_clock(int *sm_mhz, int *power_w) {
     *sm_mhz = last_mhz;
     *power_w = last_power_w;
@@ -507,7 +508,7 @@ static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStrea
     clock_sample samples[MAX_SAMPLES];
     int nsamples = 0;
     last_mhz = last_power_w = 0;
-    last_energy_mj = 0;
+    last_energy_mj = last_sustained_us = 0;
     if (!times) {
         seterr(err, errlen, "%s: out of host memory for %d timings", fn, iters);
         return BASELINE_ERR;
@@ -570,13 +571,19 @@ static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStrea
         unsigned long long e0 = 0, e1 = 0;
         BL_CUDA(cudaStreamSynchronize(stream));
         if (energy_reader(&e0)) {
+            BL_CUDA(cudaEventRecord(ev[0], stream));
             for (int j = 0; j < n; j++)
                 if ((lrc = launch(ctx, stream, err, errlen)) != 0) {
                     rc = lrc;
                     goto done;
                 }
+            BL_CUDA(cudaEventRecord(ev[1], stream));
             BL_CUDA(cudaStreamSynchronize(stream));
-            if (energy_reader(&e1) && e1 > e0) last_energy_mj = (double)(e1 - e0) / n;
+            if (energy_reader(&e1) && e1 > e0) {
+                last_energy_mj = (double)(e1 - e0) / n;
+                BL_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+                last_sustained_us = (double)ms * 1e3 / n;
+            }
         }
     }
     if (nsamples > 0) {

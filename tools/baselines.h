@@ -69,6 +69,8 @@ void baseline_last_clock(int *sm_mhz, int *power_w);
 typedef int (*baseline_energy_reader)(unsigned long long *mj);
 void baseline_set_energy_reader(baseline_energy_reader fn, double window_ms);
 double baseline_last_energy_mj(void);
+/* the same window's mean launch time, us (0: not measured) */
+double baseline_last_sustained_us(void);
 
 /* Which cuBLASLt was loaded, e.g. "/path/libcublasLt.so.13 (version 130100)", loading it on first
  * use; "" with the reason in err (returns non-zero) if it cannot be loaded. Static storage. */

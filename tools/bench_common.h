@@ -75,6 +75,7 @@ int bench_read_energy_mj(unsigned long long *mj);
 /* mJ a launch of the last case bench_time_gemm timed, from a window of back-to-back launches after
  * its timing (0: not measured); bench_row_rates takes it once */
 extern double bench_last_energy_mj;
+extern double bench_last_sustained_us; /* the same window's mean launch time (0: not measured) */
 double bench_energy_window_ms(void); /* HFP4_BENCH_ENERGY_MS (default 1000; 0: no energy windows) */
 extern bench_clock bench_last_clock; /* set by bench_time_gemm and bench_time_graphs */
 
@@ -98,6 +99,7 @@ typedef struct bench_row {
     bench_clock clock;  /* the GPU's clock while (or right after) the case ran (bench_row_rates takes bench_last_clock) */
     bench_clock base_clock; /* the baseline's, sampled while it ran (baseline_last_clock; sm_mhz 0: none) */
     double pj_per_flop, base_pj_per_flop; /* energy a FLOP of the case and of its baseline (0: not measured) */
+    double sustained_tflops, base_sustained_tflops; /* their rates over the energy windows (0: not measured) */
 } bench_row;
 
 /* ---- bench_util.cu ---- */

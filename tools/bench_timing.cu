@@ -222,7 +222,7 @@ void bench_watch(const char *case_name) {
     alarm((unsigned)limit_s);
 }
 
-double bench_last_energy_mj;
+double bench_last_energy_mj, bench_last_sustained_us;
 
 /* The energy window of a long case, ms (HFP4_BENCH_ENERGY_MS, default 1000; 0: none). NOTE: why
  * this long: NVML's counter moves in steps; over 200 ms windows the same cuBLASLt shape read 0.52
@@ -238,15 +238,30 @@ double bench_energy_window_ms(void) {
  * launches of >= 0.2 ms; 0 where there is no counter. Why: at the H200's 700 W cap a long GEMM's
  * rate is its energy per FLOP (bench/RESULTS.md v36), which the row then shows next to its
  * baseline's. */
-static double energy_per_launch_mj(bench_launch_fn fn, void *arg, cudaStream_t s, double us) {
+static double energy_per_launch_mj(bench_launch_fn fn, void *arg, cudaStream_t s, double us, double *sustained_us) {
     unsigned long long e0 = 0, e1 = 0;
+    cudaEvent_t t0 = NULL, t1 = NULL;
+    double mj = 0;
+    float ms = 0;
+    *sustained_us = 0;
     const double window_us = bench_energy_window_ms() * 1e3;
     if (window_us <= 0 || us < 200 || !BENCH_CUDA(cudaStreamSynchronize(s)) || !bench_read_energy_mj(&e0)) return 0;
     const int n = (int)(window_us / us) < 5 ? 5 : (int)(window_us / us) > 5000 ? 5000 : (int)(window_us / us);
+    if (!BENCH_CUDA(cudaEventCreate(&t0)) || !BENCH_CUDA(cudaEventCreate(&t1)) || !BENCH_CUDA(cudaEventRecord(t0, s)))
+        goto done;
     for (int i = 0; i < n; i++)
-        if (fn(arg, s) != 0) return 0;
-    if (!BENCH_CUDA(cudaStreamSynchronize(s)) || !bench_read_energy_mj(&e1) || e1 <= e0) return 0;
-    return (double)(e1 - e0) / n;
+        if (fn(arg, s) != 0) goto done;
+    if (!BENCH_CUDA(cudaEventRecord(t1, s)) || !BENCH_CUDA(cudaStreamSynchronize(s)) || !bench_read_energy_mj(&e1) ||
+        e1 <= e0)
+        goto done;
+    mj = (double)(e1 - e0) / n;
+    /* (the window's mean launch time: the rate it sustains at the power cap, where the timed
+     * median's ~20 launches after a 100 ms settle may still ride the controller's transient) */
+    if (BENCH_CUDA(cudaEventElapsedTime(&ms, t0, t1))) *sustained_us = ms * 1e3 / n;
+done:
+    if (t0) (void)cudaEventDestroy(t0);
+    if (t1) (void)cudaEventDestroy(t1);
+    return mj;
 }
 
 int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *label, double *us) {
@@ -254,7 +269,7 @@ int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *
     bench_watch(label);
     if (getenv("HFP4_DIAG_TIMELINE")) (void)hfp4__diag_phases_print(NULL); /* (make DIAG=1) this case only */
     int rc = bench_time_launches(c, bench_launch_gemm, &g, 0, us);
-    bench_last_energy_mj = rc == 0 ? energy_per_launch_mj(bench_launch_gemm, &g, 0, *us) : 0;
+    bench_last_energy_mj = rc == 0 ? energy_per_launch_mj(bench_launch_gemm, &g, 0, *us, &bench_last_sustained_us) : 0;
     bench_watch(NULL);
     /* the clock it ran at (bench_clock.cu), for its row: sampled while it ran where it is long
      * enough, else read right after */
@@ -332,7 +347,7 @@ done:
     for (int i = 0; i < nev; i++) (void)BENCH_CUDA(cudaEventDestroy(ev[i]));
     free(t);
     bench_last_clock = bench_read_clock();
-    bench_last_energy_mj = 0; /* (graph rows: not measured) */
+    bench_last_energy_mj = bench_last_sustained_us = 0; /* (graph rows: not measured) */
     return rc;
 }
 

@@ -92,12 +92,16 @@ void bench_row_rates(bench_row *r, double us, double flops, double bytes, const 
     r->clock = bench_last_clock; /* (the baselines' timing does not touch it) */
     memset(&r->base_clock, 0, sizeof r->base_clock);
     r->pj_per_flop = r->base_pj_per_flop = 0;
+    r->sustained_tflops = r->base_sustained_tflops = 0;
     if (bench_last_energy_mj > 0 && flops > 0) r->pj_per_flop = bench_last_energy_mj * 1e9 / flops;
-    bench_last_energy_mj = 0; /* (this row's: a row timed otherwise gets none) */
+    if (bench_last_sustained_us > 0) r->sustained_tflops = flops / bench_last_sustained_us * 1e-6;
+    bench_last_energy_mj = bench_last_sustained_us = 0; /* (this row's: a row timed otherwise gets none) */
     if (base_us > 0) { /* (the baseline timed last: each section times a row's baseline before the row) */
         baseline_last_clock(&r->base_clock.sm_mhz, &r->base_clock.power_w);
         const double base_mj = baseline_last_energy_mj();
         if (base_mj > 0 && flops > 0) r->base_pj_per_flop = base_mj * 1e9 / flops;
+        const double base_sus = baseline_last_sustained_us();
+        if (base_sus > 0) r->base_sustained_tflops = flops / base_sus * 1e-6;
     }
 }
 
@@ -134,6 +138,8 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
             printf(", \"base_sm_mhz\": %d, \"base_power_w\": %d", r->base_clock.sm_mhz, r->base_clock.power_w);
         if (r->pj_per_flop > 0) printf(", \"pj_per_flop\": %.3f", r->pj_per_flop);
         if (r->base_pj_per_flop > 0) printf(", \"base_pj_per_flop\": %.3f", r->base_pj_per_flop);
+        if (r->sustained_tflops > 0) printf(", \"sustained_tflops\": %.1f", r->sustained_tflops);
+        if (r->base_sustained_tflops > 0) printf(", \"base_sustained_tflops\": %.1f", r->base_sustained_tflops);
         printf("}\n");
     } else {
         /* the columns of the first version, then the added figures */
@@ -158,6 +164,9 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
         if (r->base_clock.sm_mhz > 0) printf("  [baseline %d MHz %d W]", r->base_clock.sm_mhz, r->base_clock.power_w);
         if (r->pj_per_flop > 0 || r->base_pj_per_flop > 0)
             printf("  [%.3f pJ/FLOP, baseline %.3f]", r->pj_per_flop, r->base_pj_per_flop);
+        if (r->sustained_tflops > 0 && r->base_sustained_tflops > 0)
+            printf("  [sustained %.0f TFLOP/s, baseline %.0f: %.2fx]", r->sustained_tflops, r->base_sustained_tflops,
+                   r->sustained_tflops / r->base_sustained_tflops);
         printf("\n");
         if (r->tokens >= 0) printf("%*s(T = %lld)\n", 29, "", (long long)r->tokens);
     }
