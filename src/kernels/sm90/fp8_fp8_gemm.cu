@@ -152,6 +152,57 @@ static __device__ __forceinline__ void fw_finish_block(float *acc, const float *
     mbar_arrive(&empty[s]);
 }
 
+/* HFP4_FW_LEAN (1 default; 0 for A/Bs): the non-overlapped consumer loop (the 192-row tile) steps
+ * its stage and phase instead of dividing a running count by STAGES (5) twice a block, counts K
+ * blocks in 32 bits, and forms its descriptors, barrier and factor addresses from shared-window
+ * bases set once per kernel, the stage in a uniform register.
+ * NOTE: why: at the H200's 700 W cap a kernel's rate is its energy a FLOP (bench/RESULTS.md v36), and
+ * ncu counted 136 instructions a consumer warp and block here against cuBLASLt's ~104 (64 FADD and
+ * mostly uniform-datapath overhead): the stage arithmetic (a division by 5 as IMAD.WIDE), the
+ * shared-window base recomputed from the generic pointers (S2UR SR_CgaCtaId) and the descriptors
+ * moved to uniform registers (R2UR) every block. */
+#ifndef HFP4_FW_LEAN
+#define HFP4_FW_LEAN 1
+#endif
+
+/* A consumer thread's shared-window addresses of what its loop reads, for stage 0 (stage s is a
+ * stage stride further), set once per kernel */
+typedef struct fw_lean_addrs {
+    uint32_t a_lo;    /* its warpgroup's 64 rows of the A tile: descriptor low word */
+    uint32_t b_lo;    /* the B tile: descriptor low word */
+    uint32_t full;    /* the stage's full barrier (empty: STAGES x 8 bytes on) */
+    uint32_t factors; /* the factor of its row r0 (r0 + 8: 32 bytes on) */
+} fw_lean_addrs;
+
+/* One K-block in stage s (a uniform register) of the lean loop: wait, the wgmmas into acc, the
+ * rows' factors, the wait for the wgmmas, the stage released; then (s, phase) stepped */
+template <int BM>
+static __device__ __forceinline__ void fw_lean_block(float *acc, const fw_lean_addrs &ad, int &s, uint32_t &phase,
+                                                     float &f0, float &f1) {
+    typedef fw_cfg<BM> cfg;
+    const uint32_t su = (uint32_t)warp_uniform(s);
+    mbar_wait_sa(ad.full + su * 8, phase);
+    sm90_desc da, db;
+    da.lo = ad.a_lo + su * (uint32_t)(cfg::A_BYTES >> 4);
+    da.hi = SM90_DESC_HI_K128_SWIZZLE128;
+    db.lo = ad.b_lo + su * (uint32_t)(FW_B_BYTES >> 4);
+    db.hi = SM90_DESC_HI_K128_SWIZZLE128;
+    wgmma_fence();
+    wgmma_fp8_ss_chunk_n128(acc, da, db);
+    wgmma_commit();
+    const uint32_t fa = ad.factors + su * (uint32_t)(BM * 4);
+    f0 = *(const float *)smem_ptr(fa);
+    f1 = *(const float *)smem_ptr(fa + 32);
+    wgmma_wait<0>();
+#pragma unroll
+    for (int r = 0; r < 64; r++) reg_fence(acc[r]);
+    mbar_arrive_sa(ad.full + (cfg::STAGES + su) * 8);
+    if (++s == cfg::STAGES) {
+        s = 0;
+        phase ^= 1;
+    }
+}
+
 /* A tile's K-blocks with block kb's promotion after block kb + 1's wgmmas are issued, so that it runs
  * under them; each block's stage is released as soon as its own wgmmas are done. The two blocks'
  * sums are in two register sets taken in turn (the loop unrolled by two, no branch inside, so each
@@ -284,6 +335,13 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
     const int lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
     const int r0 = 64 * wg + warp * 16 + g; /* the thread's token rows r0 and r0 + 8 of the tile */
     uint32_t it = 0;
+    fw_lean_addrs lean;
+    lean.a_lo = (uint32_t)warp_uniform((int32_t)(smem_desc_lo_k128(smem_addr(a_tiles) & 0x3FFFFu) + 64u * wg * 8u));
+    lean.b_lo = (uint32_t)warp_uniform((int32_t)smem_desc_lo_k128(smem_addr(b_tiles) & 0x3FFFFu));
+    lean.full = (uint32_t)warp_uniform((int32_t)smem_addr(full));
+    lean.factors = smem_addr(factors) + 4u * (uint32_t)r0;
+    int lean_s = 0;
+    uint32_t lean_phase = 0;
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         int64_t mt, nt;
         fw_tile(t, tiles_m, tiles_n, mt, nt);
@@ -294,7 +352,15 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
         if constexpr (cfg::OVERLAP) {
             fw_consume_tile_overlapped<BM>(fin, a_tiles, b_tiles, factors, full, empty, it, kblocks, wg, r0);
             it += (uint32_t)kblocks;
-        } else { /* (the 192-row tile: its consumers have no registers for a second set) */
+        } else if constexpr (HFP4_FW_LEAN) { /* (the 192-row tile: its consumers have no registers for a second set) */
+            float acc[64];
+            const int32_t kb32 = (int32_t)kblocks;
+            for (int32_t kb = 0; kb < kb32; kb++) {
+                float f0, f1;
+                fw_lean_block<BM>(acc, lean, lean_s, lean_phase, f0, f1);
+                promote_token_rows_n128(fin, acc, f0, f1);
+            }
+        } else {
             float acc[64];
             for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                 const int s = (int)(it % STAGES);
