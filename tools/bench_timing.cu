@@ -235,25 +235,27 @@ double bench_energy_window_ms(void) {
 
 /* mJ a launch of fn takes: bench_energy_window_ms of launches back to back (no flushes between
  * them, as the baselines run: baselines.cu) between two readings of the GPU's energy counter, for
- * launches of >= 0.2 ms; 0 where there is no counter. Why: at the H200's 700 W cap a long GEMM's
- * rate is its energy per FLOP (bench/RESULTS.md v36), which the row then shows next to its
- * baseline's. */
+ * launches of >= 0.2 ms; 0 where there is no counter, -1 if a launch or CUDA call failed. Why: at
+ * the H200's 700 W cap a long GEMM's rate is its energy per FLOP (bench/RESULTS.md v36), which the
+ * row then shows next to its baseline's. */
 static double energy_per_launch_mj(bench_launch_fn fn, void *arg, cudaStream_t s, double us, double *sustained_us) {
     unsigned long long e0 = 0, e1 = 0;
     cudaEvent_t t0 = NULL, t1 = NULL;
-    double mj = 0;
+    double mj = -1;
     float ms = 0;
     *sustained_us = 0;
     const double window_us = bench_energy_window_ms() * 1e3;
-    if (window_us <= 0 || us < 200 || !BENCH_CUDA(cudaStreamSynchronize(s)) || !bench_read_energy_mj(&e0)) return 0;
+    if (window_us <= 0 || us < 200) return 0;
+    if (!BENCH_CUDA(cudaStreamSynchronize(s))) return -1;
+    if (!bench_read_energy_mj(&e0)) return 0;
     const int n = (int)(window_us / us) < 5 ? 5 : (int)(window_us / us) > 5000 ? 5000 : (int)(window_us / us);
     if (!BENCH_CUDA(cudaEventCreate(&t0)) || !BENCH_CUDA(cudaEventCreate(&t1)) || !BENCH_CUDA(cudaEventRecord(t0, s)))
         goto done;
     for (int i = 0; i < n; i++)
         if (fn(arg, s) != 0) goto done;
-    if (!BENCH_CUDA(cudaEventRecord(t1, s)) || !BENCH_CUDA(cudaStreamSynchronize(s)) || !bench_read_energy_mj(&e1) ||
-        e1 <= e0)
-        goto done;
+    if (!BENCH_CUDA(cudaEventRecord(t1, s)) || !BENCH_CUDA(cudaStreamSynchronize(s))) goto done;
+    mj = 0; /* (the launches ran; a counter that did not move measures nothing) */
+    if (!bench_read_energy_mj(&e1) || e1 <= e0) goto done;
     mj = (double)(e1 - e0) / n;
     /* (the window's mean launch time: the rate it sustains at the power cap, where the timed
      * median's ~20 launches after a 100 ms settle may still ride the controller's transient) */
@@ -270,6 +272,10 @@ int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *
     if (getenv("HFP4_DIAG_TIMELINE")) (void)hfp4__diag_phases_print(NULL); /* (make DIAG=1) this case only */
     int rc = bench_time_launches(c, bench_launch_gemm, &g, 0, us);
     bench_last_energy_mj = rc == 0 ? energy_per_launch_mj(bench_launch_gemm, &g, 0, *us, &bench_last_sustained_us) : 0;
+    if (bench_last_energy_mj < 0) { /* (a launch of the energy window failed: the case fails) */
+        bench_last_energy_mj = bench_last_sustained_us = 0;
+        rc = -1;
+    }
     bench_watch(NULL);
     /* the clock it ran at (bench_clock.cu), for its row: sampled while it ran where it is long
      * enough, else read right after */
