@@ -152,8 +152,8 @@ static __device__ __forceinline__ void fw_finish_block(float *acc, const float *
     mbar_arrive(&empty[s]);
 }
 
-/* HFP4_FW_LEAN (1 default; 0 for A/Bs): the non-overlapped consumer loop (the 192-row tile) steps
- * its stage and phase instead of dividing a running count by STAGES (5) twice a block, counts K
+/* HFP4_FW_LEAN (1 default; 0 for A/Bs): the consumer loops (the 192-row tile's, and the 128-row
+ * tile's overlapped one) step their stage and phase instead of dividing a running count by STAGES (5) twice a block, counts K
  * blocks in 32 bits, and forms its descriptors, barrier and factor addresses from shared-window
  * bases set once per kernel, the stage in a uniform register.
  * NOTE: why: at the H200's 700 W cap a kernel's rate is its energy a FLOP (bench/RESULTS.md v36), and
@@ -174,13 +174,12 @@ typedef struct fw_lean_addrs {
     uint32_t factors; /* the factor of its row r0 (r0 + 8: 32 bytes on) */
 } fw_lean_addrs;
 
-/* One K-block in stage s (a uniform register) of the lean loop: wait, the wgmmas into acc, the
- * rows' factors, the wait for the wgmmas, the stage released; then (s, phase) stepped */
+/* The lean loop's block in stage s (a uniform register, as the caller's warp_uniform made it): the
+ * wait for the stage, its wgmmas into acc, committed */
 template <int BM>
-static __device__ __forceinline__ void fw_lean_block(float *acc, const fw_lean_addrs &ad, int &s, uint32_t &phase,
-                                                     float &f0, float &f1) {
+static __device__ __forceinline__ void fw_lean_issue(float *acc, const fw_lean_addrs &ad, uint32_t su,
+                                                     uint32_t phase) {
     typedef fw_cfg<BM> cfg;
-    const uint32_t su = (uint32_t)warp_uniform(s);
     mbar_wait_sa(ad.full + su * 8, phase);
     sm90_desc da, db;
     da.lo = ad.a_lo + su * (uint32_t)(cfg::A_BYTES >> 4);
@@ -190,6 +189,14 @@ static __device__ __forceinline__ void fw_lean_block(float *acc, const fw_lean_a
     wgmma_fence();
     wgmma_fp8_ss_chunk_n128(acc, da, db);
     wgmma_commit();
+}
+
+/* Its end (its wgmmas the only ones running): the rows' factors, the wait for the wgmmas, the stage
+ * released, (s, phase) stepped; the sums stay in acc for a later promotion */
+template <int BM>
+static __device__ __forceinline__ void fw_lean_finish(float *acc, const fw_lean_addrs &ad, uint32_t su, int &s,
+                                                      uint32_t &phase, float &f0, float &f1) {
+    typedef fw_cfg<BM> cfg;
     const uint32_t fa = ad.factors + su * (uint32_t)(BM * 4);
     f0 = *(const float *)smem_ptr(fa);
     f1 = *(const float *)smem_ptr(fa + 32);
@@ -200,6 +207,46 @@ static __device__ __forceinline__ void fw_lean_block(float *acc, const fw_lean_a
     if (++s == cfg::STAGES) {
         s = 0;
         phase ^= 1;
+    }
+}
+
+/* One K-block of the lean loop: issue, then finish */
+template <int BM>
+static __device__ __forceinline__ void fw_lean_block(float *acc, const fw_lean_addrs &ad, int &s, uint32_t &phase,
+                                                     float &f0, float &f1) {
+    const uint32_t su = (uint32_t)warp_uniform(s);
+    fw_lean_issue<BM>(acc, ad, su, phase);
+    fw_lean_finish<BM>(acc, ad, su, s, phase, f0, f1);
+}
+
+/* fw_consume_tile_overlapped's loop with the lean loop's addressing (HFP4_FW_LEAN): the same order
+ * of issues, promotions, waits and releases */
+template <int BM>
+static __device__ __forceinline__ void fw_consume_tile_overlapped_lean(float *fin, const fw_lean_addrs &ad, int &s,
+                                                                       uint32_t &phase, int32_t kblocks) {
+    float acc0[64], acc1[64], g0, g1, h0, h1; /* g: acc0's block's factors, h: acc1's */
+    uint32_t su = (uint32_t)warp_uniform(s);
+    fw_lean_issue<BM>(acc0, ad, su, phase);
+    fw_lean_finish<BM>(acc0, ad, su, s, phase, g0, g1);
+    int32_t kb = 1;
+    for (; kb + 1 < kblocks; kb += 2) {
+        su = (uint32_t)warp_uniform(s);
+        fw_lean_issue<BM>(acc1, ad, su, phase);
+        promote_token_rows_n128(fin, acc0, g0, g1);
+        fw_lean_finish<BM>(acc1, ad, su, s, phase, h0, h1);
+        su = (uint32_t)warp_uniform(s);
+        fw_lean_issue<BM>(acc0, ad, su, phase);
+        promote_token_rows_n128(fin, acc1, h0, h1);
+        fw_lean_finish<BM>(acc0, ad, su, s, phase, g0, g1);
+    }
+    if (kb < kblocks) { /* an even number of blocks: the last one */
+        su = (uint32_t)warp_uniform(s);
+        fw_lean_issue<BM>(acc1, ad, su, phase);
+        promote_token_rows_n128(fin, acc0, g0, g1);
+        fw_lean_finish<BM>(acc1, ad, su, s, phase, h0, h1);
+        promote_token_rows_n128(fin, acc1, h0, h1);
+    } else {
+        promote_token_rows_n128(fin, acc0, g0, g1);
     }
 }
 
@@ -349,7 +396,9 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
         float fin[64];
 #pragma unroll
         for (int i = 0; i < 64; i++) fin[i] = 0.0f;
-        if constexpr (cfg::OVERLAP) {
+        if constexpr (cfg::OVERLAP && HFP4_FW_LEAN) {
+            fw_consume_tile_overlapped_lean<BM>(fin, lean, lean_s, lean_phase, (int32_t)kblocks);
+        } else if constexpr (cfg::OVERLAP) {
             fw_consume_tile_overlapped<BM>(fin, a_tiles, b_tiles, factors, full, empty, it, kblocks, wg, r0);
             it += (uint32_t)kblocks;
         } else if constexpr (HFP4_FW_LEAN) { /* (the 192-row tile: its consumers have no registers for a second set) */
