@@ -128,43 +128,16 @@ static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64
     }
 }
 
-/* One block's wgmmas into acc from stage s (a consumer warpgroup's 64 token rows of the tile) */
-template <int BM>
-static __device__ __forceinline__ void fw_issue_block(float *acc, const uint8_t *a_tiles, const uint8_t *b_tiles,
-                                                      int s, int wg) {
-    const sm90_desc da = desc_advance_rows(smem_desc_k128_swizzle128(a_tiles + s * fw_cfg<BM>::A_BYTES), 64 * wg);
-    const sm90_desc db = smem_desc_k128_swizzle128(b_tiles + s * FW_B_BYTES);
-    wgmma_fence();
-    wgmma_fp8_ss_chunk_n128(acc, da, db);
-    wgmma_commit();
-}
-
-/* Block kb's end (stage s, its wgmmas the only ones running): the rows' factors into f0, f1, the
- * wait for the wgmmas, the stage released; its sums stay in acc for a later promotion */
-template <int BM>
-static __device__ __forceinline__ void fw_finish_block(float *acc, const float *factors, uint64_t *empty, int s,
-                                                       int r0, float &f0, float &f1) {
-    f0 = factors[s * BM + r0];
-    f1 = factors[s * BM + r0 + 8];
-    wgmma_wait<0>();
-#pragma unroll
-    for (int r = 0; r < 64; r++) reg_fence(acc[r]);
-    mbar_arrive(&empty[s]);
-}
-
-/* HFP4_FW_LEAN (1 default; 0 for A/Bs): the consumer loops (the 192-row tile's, and the 128-row
- * tile's overlapped one) step their stage and phase instead of dividing a running count by STAGES (5) twice a block, counts K
- * blocks in 32 bits, and forms its descriptors, barrier and factor addresses from shared-window
- * bases set once per kernel, the stage in a uniform register.
+/* The consumer loops step their stage and phase (rather than dividing a running count by STAGES,
+ * 5 or 6, twice a block), count K blocks in 32 bits, and form their descriptors, barrier and factor
+ * addresses from shared-window bases set once per kernel, the stage in a uniform register.
  * NOTE: why: at the H200's 700 W cap a kernel's rate is its energy a FLOP (bench/RESULTS.md v36), and
- * ncu counted 136 instructions a consumer warp and block here against cuBLASLt's ~104 (64 FADD and
- * mostly uniform-datapath overhead): the stage arithmetic (a division by 5 as IMAD.WIDE), the
- * shared-window base recomputed from the generic pointers (S2UR SR_CgaCtaId) and the descriptors
- * moved to uniform registers (R2UR) every block. */
-#ifndef HFP4_FW_LEAN
-#define HFP4_FW_LEAN 1
-#endif
-
+ * ncu counted 136 instructions a consumer warp and block in the 192-row tile's loop against
+ * cuBLASLt's ~104 (64 FADD and mostly uniform-datapath overhead): the stage arithmetic (a division by
+ * 5 as IMAD.WIDE), the shared-window base recomputed from the generic pointers (S2UR SR_CgaCtaId)
+ * and the descriptors moved to uniform registers (R2UR) every block. Now 107 (the 128-row tile's
+ * overlapped loop 251 -> 213 a warp and two blocks): 8192^3 sustained 930-938 -> 953-965 TFLOP/s
+ * (192 rows), 901-914 -> 919-921 (128 rows forced). */
 /* A consumer thread's shared-window addresses of what its loop reads, for stage 0 (stage s is a
  * stage stride further), set once per kernel */
 typedef struct fw_lean_addrs {
@@ -174,7 +147,7 @@ typedef struct fw_lean_addrs {
     uint32_t factors; /* the factor of its row r0 (r0 + 8: 32 bytes on) */
 } fw_lean_addrs;
 
-/* The lean loop's block in stage s (a uniform register, as the caller's warp_uniform made it): the
+/* A consumer warpgroup's K-block in stage su (a uniform register: the caller's warp_uniform): the
  * wait for the stage, its wgmmas into acc, committed */
 template <int BM>
 static __device__ __forceinline__ void fw_lean_issue(float *acc, const fw_lean_addrs &ad, uint32_t su,
@@ -210,7 +183,7 @@ static __device__ __forceinline__ void fw_lean_finish(float *acc, const fw_lean_
     }
 }
 
-/* One K-block of the lean loop: issue, then finish */
+/* One K-block (the 192-row tile's loop): issue, then finish */
 template <int BM>
 static __device__ __forceinline__ void fw_lean_block(float *acc, const fw_lean_addrs &ad, int &s, uint32_t &phase,
                                                      float &f0, float &f1) {
@@ -219,10 +192,13 @@ static __device__ __forceinline__ void fw_lean_block(float *acc, const fw_lean_a
     fw_lean_finish<BM>(acc, ad, su, s, phase, f0, f1);
 }
 
-/* fw_consume_tile_overlapped's loop with the lean loop's addressing (HFP4_FW_LEAN): the same order
- * of issues, promotions, waits and releases */
+/* A tile's K-blocks with block kb's promotion after block kb + 1's wgmmas are issued, so that it runs
+ * under them; each block's stage is released as soon as its own wgmmas are done. The two blocks'
+ * sums are in two register sets taken in turn (the loop unrolled by two, no branch inside, so each
+ * set stays in fixed registers: with a branch inside, ptxas serialized every wgmma). (s, phase): the
+ * consumers' place in the CTA's stage sequence, stepped. */
 template <int BM>
-static __device__ __forceinline__ void fw_consume_tile_overlapped_lean(float *fin, const fw_lean_addrs &ad, int &s,
+static __device__ __forceinline__ void fw_consume_tile_overlapped(float *fin, const fw_lean_addrs &ad, int &s,
                                                                        uint32_t &phase, int32_t kblocks) {
     float acc0[64], acc1[64], g0, g1, h0, h1; /* g: acc0's block's factors, h: acc1's */
     uint32_t su = (uint32_t)warp_uniform(s);
@@ -250,47 +226,6 @@ static __device__ __forceinline__ void fw_consume_tile_overlapped_lean(float *fi
     }
 }
 
-/* A tile's K-blocks with block kb's promotion after block kb + 1's wgmmas are issued, so that it runs
- * under them; each block's stage is released as soon as its own wgmmas are done. The two blocks'
- * sums are in two register sets taken in turn (the loop unrolled by two, no branch inside, so each
- * set stays in fixed registers: with a branch inside, ptxas serialized every wgmma). it: the first
- * block's index in the CTA's stage sequence. */
-template <int BM>
-static __device__ __forceinline__ void fw_consume_tile_overlapped(float *fin, const uint8_t *a_tiles,
-                                                                  const uint8_t *b_tiles, const float *factors,
-                                                                  uint64_t *full, uint64_t *empty, uint32_t it,
-                                                                  int64_t kblocks, int wg, int r0) {
-    constexpr int STAGES = fw_cfg<BM>::STAGES;
-    float acc0[64], acc1[64], g0, g1, h0, h1; /* g: acc0's block's factors, h: acc1's */
-#define FW_STAGE_OF(i) ((int)((i) % STAGES))
-#define FW_WAIT_FULL(i) mbar_wait(&full[FW_STAGE_OF(i)], ((i) / STAGES) & 1)
-    FW_WAIT_FULL(it);
-    fw_issue_block<BM>(acc0, a_tiles, b_tiles, FW_STAGE_OF(it), wg);
-    fw_finish_block<BM>(acc0, factors, empty, FW_STAGE_OF(it), r0, g0, g1);
-    int64_t kb = 1;
-    it++;
-    for (; kb + 1 < kblocks; kb += 2, it += 2) {
-        FW_WAIT_FULL(it);
-        fw_issue_block<BM>(acc1, a_tiles, b_tiles, FW_STAGE_OF(it), wg);
-        promote_token_rows_n128(fin, acc0, g0, g1);
-        fw_finish_block<BM>(acc1, factors, empty, FW_STAGE_OF(it), r0, h0, h1);
-        FW_WAIT_FULL(it + 1);
-        fw_issue_block<BM>(acc0, a_tiles, b_tiles, FW_STAGE_OF(it + 1), wg);
-        promote_token_rows_n128(fin, acc1, h0, h1);
-        fw_finish_block<BM>(acc0, factors, empty, FW_STAGE_OF(it + 1), r0, g0, g1);
-    }
-    if (kb < kblocks) { /* an even number of blocks: the last one */
-        FW_WAIT_FULL(it);
-        fw_issue_block<BM>(acc1, a_tiles, b_tiles, FW_STAGE_OF(it), wg);
-        promote_token_rows_n128(fin, acc0, g0, g1);
-        fw_finish_block<BM>(acc1, factors, empty, FW_STAGE_OF(it), r0, h0, h1);
-        promote_token_rows_n128(fin, acc1, h0, h1);
-    } else {
-        promote_token_rows_n128(fin, acc0, g0, g1);
-    }
-#undef FW_WAIT_FULL
-#undef FW_STAGE_OF
-}
 
 template <int BM>
 __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
@@ -381,7 +316,6 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
     warpgroup_reg_alloc<cfg::CONSUMER_REGS>();
     const int lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
     const int r0 = 64 * wg + warp * 16 + g; /* the thread's token rows r0 and r0 + 8 of the tile */
-    uint32_t it = 0;
     fw_lean_addrs lean;
     lean.a_lo = (uint32_t)warp_uniform((int32_t)(smem_desc_lo_k128(smem_addr(a_tiles) & 0x3FFFFu) + 64u * wg * 8u));
     lean.b_lo = (uint32_t)warp_uniform((int32_t)smem_desc_lo_k128(smem_addr(b_tiles) & 0x3FFFFu));
@@ -396,27 +330,14 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
         float fin[64];
 #pragma unroll
         for (int i = 0; i < 64; i++) fin[i] = 0.0f;
-        if constexpr (cfg::OVERLAP && HFP4_FW_LEAN) {
-            fw_consume_tile_overlapped_lean<BM>(fin, lean, lean_s, lean_phase, (int32_t)kblocks);
-        } else if constexpr (cfg::OVERLAP) {
-            fw_consume_tile_overlapped<BM>(fin, a_tiles, b_tiles, factors, full, empty, it, kblocks, wg, r0);
-            it += (uint32_t)kblocks;
-        } else if constexpr (HFP4_FW_LEAN) { /* (the 192-row tile: its consumers have no registers for a second set) */
+        if constexpr (cfg::OVERLAP) {
+            fw_consume_tile_overlapped<BM>(fin, lean, lean_s, lean_phase, (int32_t)kblocks);
+        } else { /* (the 192-row tile: its consumers have no registers for a second set) */
             float acc[64];
             const int32_t kb32 = (int32_t)kblocks;
             for (int32_t kb = 0; kb < kb32; kb++) {
                 float f0, f1;
                 fw_lean_block<BM>(acc, lean, lean_s, lean_phase, f0, f1);
-                promote_token_rows_n128(fin, acc, f0, f1);
-            }
-        } else {
-            float acc[64];
-            for (int64_t kb = 0; kb < kblocks; kb++, it++) {
-                const int s = (int)(it % STAGES);
-                mbar_wait(&full[s], (it / STAGES) & 1);
-                fw_issue_block<BM>(acc, a_tiles, b_tiles, s, wg);
-                float f0, f1;
-                fw_finish_block<BM>(acc, factors, empty, s, r0, f0, f1);
                 promote_token_rows_n128(fin, acc, f0, f1);
             }
         }
