@@ -78,17 +78,18 @@ def _three_gemms(device, w, sf):
 
 def test_gemms_run_on_their_operands_device():
     w, sf = _fp4_weights(10, 4, 256, 512)
-    got = {}
+    runs = []
     for device in ("cuda:1", "cuda:0", "cuda:1"):  # cuda:1 first: its per-device state set up before cuda:0's
-        got[device] = [t.cpu() for t in _three_gemms(device, w, sf)]
+        runs.append([t.cpu() for t in _three_gemms(device, w, sf)])
         assert torch.cuda.current_device() == 0
-    for a0, a1 in zip(got["cuda:0"], got["cuda:1"]):
-        assert torch.isfinite(a0.float()).all()
-        assert torch.equal(a0, a1)
+    for run in runs[1:]:
+        for a0, a1 in zip(runs[0], run):
+            assert torch.isfinite(a0.float()).all()
+            assert torch.equal(a0, a1)
     with torch.cuda.device(1):  # and the other way round: current cuda:1, operands on cuda:0
         again = [t.cpu() for t in _three_gemms("cuda:0", w, sf)]
         assert torch.cuda.current_device() == 1
-    for a0, a1 in zip(got["cuda:0"], again):
+    for a0, a1 in zip(runs[0], again):
         assert torch.equal(a0, a1)
 
 
