@@ -50,26 +50,28 @@ void hfp4_test_skip(const char *why) {
 static hfp4_test_device_fn device_hook;
 void hfp4_test_set_device_hook(hfp4_test_device_fn fn) { device_hook = fn; }
 
-/* The test's body once per device of --devices (none given: once, on whatever device is current) */
+/* The test's body once per device of --devices (none given: once, on whatever device is current).
+ * Every listed device runs; the test counts as skipped only if it skipped on all of them, as failed
+ * if it failed on any (each device's skip or failure is printed under its "[device N]" line). */
 enum { MAX_DEVICES = 8 };
 static void run_body(hfp4_test_fn fn, const int *devices, int num_devices) {
     if (num_devices == 0) {
         fn();
         return;
     }
+    int skipped_all = 1;
     for (int d = 0; d < num_devices; d++) {
-        if (!device_hook) {
-            hfp4_test_fail(__FILE__, __LINE__, "--devices: this test binary cannot select a device (no GPU tests)");
-            return;
-        }
         printf("    [device %d]\n", devices[d]);
+        current_skipped = 0;
         if (device_hook(devices[d]) != 0) {
             hfp4_test_fail(__FILE__, __LINE__, "--devices: device %d cannot be selected", devices[d]);
-            return;
+            skipped_all = 0;
+            continue;
         }
         fn();
-        if (current_skipped) return; /* (a skip on one device: the test is skipped) */
+        skipped_all = skipped_all && current_skipped;
     }
+    current_skipped = skipped_all && !current_failed;
 }
 
 /* "0,1" -> {0, 1}; -1 on anything else (empty items, non-digits, more than MAX_DEVICES) */
@@ -147,6 +149,10 @@ int main(int argc, char **argv) {
         }
     }
     (void)by_file_then_order;
+    if (num_devices > 0 && !device_hook) {
+        fprintf(stderr, "%s: --devices: this test binary has no GPU tests (it cannot select a device)\n", argv[0]);
+        return 2;
+    }
     int passed = 0, failed = 0, skipped = 0;
     printf("hfp4 tests (seed %llu; replay with --seed or HFP4_TEST_SEED)\n", (unsigned long long)seed);
     for (int i = 0; i < num_tests; i++) {

@@ -34,7 +34,8 @@ void hfp4_test_skip(const char *why);
 int hfp4_test_failed(void); /* has the current test failed so far? */
 uint64_t hfp4_test_seed(void);
 /* --devices: the GPU test binary registers how a device is selected (a constructor in
- * tests/gpu/device_select.cu); the hook returns 0, or non-zero with a message printed. */
+ * tests/gpu/test_devices.cu); the hook returns 0, or non-zero with a message printed. A binary
+ * without one answers --devices with a usage error. (--time-limit covers all of a test's devices.) */
 typedef int (*hfp4_test_device_fn)(int device);
 void hfp4_test_set_device_hook(hfp4_test_device_fn fn);
 

@@ -472,13 +472,14 @@ static int last_mhz, last_power_w; /* (the bench's thread only, as the timing it
 void baseline_set_clock_reader(baseline_clock_reader fn) { clock_reader = fn; }
 
 static baseline_energy_reader energy_reader;
-static double energy_window_ms, last_energy_mj, last_sustained_us;
+static double energy_window_ms, last_energy_mj, last_sustained_us, last_median_us;
 void baseline_set_energy_reader(baseline_energy_reader fn, double window_ms) {
     energy_reader = window_ms > 0 ? fn : NULL;
     energy_window_ms = window_ms;
 }
 double baseline_last_energy_mj(void) { return last_energy_mj; }
 double baseline_last_sustained_us(void) { return last_sustained_us; }
+double baseline_last_median_us(void) { return last_median_us; }
 void baseline_last_clock(int *sm_mhz, int *power_w) {
     *sm_mhz = last_mhz;
     *power_w = last_power_w;
@@ -508,7 +509,7 @@ static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStrea
     clock_sample samples[MAX_SAMPLES];
     int nsamples = 0;
     last_mhz = last_power_w = 0;
-    last_energy_mj = last_sustained_us = 0;
+    last_energy_mj = last_sustained_us = last_median_us = 0;
     if (!times) {
         seterr(err, errlen, "%s: out of host memory for %d timings", fn, iters);
         return BASELINE_ERR;
@@ -564,10 +565,12 @@ static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStrea
     }
     qsort(times, (size_t)iters, sizeof(double), cmp_double);
     *median_us = (iters & 1) ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
+    last_median_us = *median_us;
     /* the energy a launch takes: energy_window_ms of launches back to back between two readings
-     * of the counter, the GPU idle at both (synchronized) */
-    if (energy_reader && per_ms >= 0.2) {
-        const int n = (int)fmin(5000.0, fmax(5.0, energy_window_ms / per_ms));
+     * of the counter, the GPU idle at both (synchronized); sized and gated by the median, as the
+     * hfp4 rows are (the warm-up's first launches carry first-call host work) */
+    if (energy_reader && *median_us >= 200.0) {
+        const int n = (int)fmin(5000.0, fmax(5.0, energy_window_ms * 1e3 / *median_us));
         unsigned long long e0 = 0, e1 = 0;
         BL_CUDA(cudaStreamSynchronize(stream));
         if (energy_reader(&e0)) {

@@ -71,6 +71,9 @@ void baseline_set_energy_reader(baseline_energy_reader fn, double window_ms);
 double baseline_last_energy_mj(void);
 /* the same window's mean launch time, us (0: not measured) */
 double baseline_last_sustained_us(void);
+/* the last GEMM or copy baseline's median time, us: which baseline the three above belong to (a row
+ * whose baseline time is another, or a sum of several, takes none of them) */
+double baseline_last_median_us(void);
 
 /* Which cuBLASLt was loaded, e.g. "/path/libcublasLt.so.13 (version 130100)", loading it on first
  * use; "" with the reason in err (returns non-zero) if it cannot be loaded. Static storage. */

@@ -96,7 +96,8 @@ void bench_row_rates(bench_row *r, double us, double flops, double bytes, const 
     if (bench_last_energy_mj > 0 && flops > 0) r->pj_per_flop = bench_last_energy_mj * 1e9 / flops;
     if (bench_last_sustained_us > 0) r->sustained_tflops = flops / bench_last_sustained_us * 1e-6;
     bench_last_energy_mj = bench_last_sustained_us = 0; /* (this row's: a row timed otherwise gets none) */
-    if (base_us > 0) { /* (the baseline timed last: each section times a row's baseline before the row) */
+    /* (the baseline timed last, if it is this row's: a layer row's baseline is a sum of two) */
+    if (base_us > 0 && base_us == baseline_last_median_us()) {
         baseline_last_clock(&r->base_clock.sm_mhz, &r->base_clock.power_w);
         const double base_mj = baseline_last_energy_mj();
         if (base_mj > 0 && flops > 0) r->base_pj_per_flop = base_mj * 1e9 / flops;

@@ -106,11 +106,12 @@ def test_operands_on_two_devices_are_refused():
 
 def test_weight_cache_keeps_devices_apart():
     w, sf = _fp4_weights(12, 1, 256, 512)
-    outs = []
+    outs, kept = [], []  # (kept: the device copies stay alive; the cache lets freed weights' entries go)
     for device in DEVICES:
         a, sfa = _fp8_acts(5, 32, 512, device)
         d = torch.empty(32, 256, dtype=torch.bfloat16, device=device)
-        dg.fp8_fp4_gemm_nt((a, sfa), (w[0].to(device), sf[0].to(device)), d)
+        kept.append((w[0].to(device), sf[0].to(device)))
+        dg.fp8_fp4_gemm_nt((a, sfa), kept[-1], d)
         outs.append(d.cpu())
     assert dg.weight_cache_info()["entries"] == 2  # the same bytes on two devices: two repacks
     assert torch.equal(outs[0], outs[1])

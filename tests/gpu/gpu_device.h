@@ -17,3 +17,14 @@ static inline int gpu_current_is_sm90(void) {
     hfp4_device_info info;
     return hfp4_device_query(device, &info) == HFP4_OK && info.has_sm90_kernels;
 }
+
+/* The current CUDA device (0 where none can be read): the device the library's per-device state of
+ * a test belongs to under --devices */
+static inline int gpu_current_device(void) {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return device;
+}

@@ -55,16 +55,22 @@ static void run_on(int device, gemm_case c, const char *label) {
 /* Alternating devices in one process, each launch family's first use on device 1 after device 0:
  * the 128-token tile (dense), the two-CTA 8-token tile with the dynamic walk (masked, expected_m),
  * the contiguous layout's narrow-block split, 1x32 activation scales */
+static int both_sm90(void) {
+    for (int d = 0; d < 2; d++)
+        if (cudaSetDevice(d) != cudaSuccess || !gpu_current_is_sm90()) return 0;
+    return 1;
+}
+
 TEST(gpu_two_devices_one_process) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) {
         cudaGetLastError();
         SKIP("needs two CUDA devices");
     }
-    for (int d = 0; d < 2; d++) {
-        CHECK(cudaSetDevice(d) == cudaSuccess);
-        if (!gpu_current_is_sm90()) SKIP("needs two SM90 (Hopper) GPUs");
-    }
+    const int entry = gpu_current_device(); /* (restored on every way out: later tests ask the current one) */
+    const int ok = both_sm90();
+    cudaSetDevice(entry);
+    if (!ok) SKIP("needs two SM90 (Hopper) GPUs");
     static const int order[] = {0, 1, 0, 1};
     for (int i = 0; i < 4; i++) {
         const int d = order[i];
@@ -88,5 +94,5 @@ TEST(gpu_two_devices_one_process) {
         c.seed = 4130 + i;
         run_on(d, c, "masked, 1x32 scales");
     }
-    cudaSetDevice(0);
+    cudaSetDevice(entry);
 }
