@@ -59,18 +59,22 @@ if [ -n "${MICROS:-}" ]; then
         cut -c1-260 "$OUT/micro_$m.txt"
     done
 fi
-# A summary over the rounds (every build's mean and range per row: TFLOP/s, and TB/s for the rows
-# below 4096 tokens), then the logs packed into one file: the device tool returns at most 8 files.
+# A summary over the rounds (every build's mean and range per row: TFLOP/s, TB/s for the rows below
+# 4096 tokens, and for long rows the mean rate sustained over the bench's energy window, which at the
+# H200's power cap is the fairer comparison: bench/RESULTS.md v36), then the logs packed into one
+# file: the device tool returns at most 8 files.
 for f in "$OUT"/bench_hfp4*.txt; do
     [ -e "$f" ] || continue
     b=$(basename "$f" .txt); b=${b#bench_}; b=${b%.[0-9]*}
-    awk -v b="$b" '/^fp8/ { if ($2 == "dense") { key = $2 " " $5 "x" $6 "x" $7; t = $10; s = $11 }
+    awk -v b="$b" '/^fp8/ { if ($2 == "dense") { key = $2 " " $3 " " $5 "x" $6 "x" $7; t = $10; s = $11 }
                              else { key = $2 " " $3 " m=" $4; t = $9; s = $10 }
-                             print b "\t" key "\t" t "\t" s }' "$f"
+                             sus = 0; if (match($0, /\[sustained [0-9.]+/)) sus = substr($0, RSTART + 11, RLENGTH - 11)
+                             print b "\t" key "\t" t "\t" s "\t" sus }' "$f"
 done | sort -k2,2 -k1,1 | awk -F'\t' '
-    { k = $2 "\t" $1; n[k]++; sum[k] += $3; ssum[k] += $4;
+    { k = $2 "\t" $1; n[k]++; sum[k] += $3; ssum[k] += $4; if ($5 > 0) { nsus[k]++; sus[k] += $5 }
       if (!(k in lo) || $3 < lo[k]) lo[k] = $3; if (!(k in hi) || $3 > hi[k]) hi[k] = $3; order[k] = NR }
-    END { for (k in n) printf "%s\t%.1f TFLOP/s (%.1f-%.1f, %d rounds)\t%.3f TB/s\n", k, sum[k] / n[k], lo[k], hi[k], n[k], ssum[k] / n[k] }' |
+    END { for (k in n) printf "%s\t%.1f TFLOP/s (%.1f-%.1f, %d rounds)\t%.3f TB/s\t%s\n", k, sum[k] / n[k], lo[k], hi[k],
+                              n[k], ssum[k] / n[k], nsus[k] ? sprintf("sustained %.1f TFLOP/s", sus[k] / nsus[k]) : "" }' |
     sort | tee "$OUT/ab_summary.txt"
 (
     cd "$OUT" || exit
