@@ -76,9 +76,6 @@ int bench_read_energy_mj(unsigned long long *mj) {
     return nvml_open() == 1 && nvml.energy && nvml.energy(nvml.dev, mj) == NVML_SUCCESS;
 }
 
-static int energy_for_baselines(unsigned long long *mj) { return bench_read_energy_mj(mj); }
-static double window_for_baselines(void) { return bench_energy_window_ms(); }
-
 static void read_for_baselines(int *sm_mhz, int *power_w) {
     const bench_clock k = bench_read_clock();
     *sm_mhz = k.sm_mhz;
@@ -87,5 +84,5 @@ static void read_for_baselines(int *sm_mhz, int *power_w) {
 
 void bench_clock_for_baselines(void) {
     baseline_set_clock_reader(read_for_baselines);
-    baseline_set_energy_reader(energy_for_baselines, window_for_baselines());
+    baseline_set_energy_reader(bench_read_energy_mj, bench_energy_window_ms());
 }

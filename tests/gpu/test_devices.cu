@@ -52,15 +52,15 @@ static void run_on(int device, gemm_case c, const char *label) {
     fx_free(&h);
 }
 
-/* Alternating devices in one process, each launch family's first use on device 1 after device 0:
- * the 128-token tile (dense), the two-CTA 8-token tile with the dynamic walk (masked, expected_m),
- * the contiguous layout's narrow-block split, 1x32 activation scales */
 static int both_sm90(void) {
     for (int d = 0; d < 2; d++)
         if (cudaSetDevice(d) != cudaSuccess || !gpu_current_is_sm90()) return 0;
     return 1;
 }
 
+/* Alternating devices in one process, each launch family's first use on device 1 after device 0:
+ * the 128-token tile (dense), the two-CTA 8-token tile with the dynamic walk (masked, expected_m),
+ * the contiguous layout's narrow-block split, 1x32 activation scales */
 TEST(gpu_two_devices_one_process) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) {

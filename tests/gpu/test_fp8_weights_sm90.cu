@@ -18,10 +18,6 @@
 #include "harness.h"
 #include "hfp4.h"
 
-static int fw_have_sm90(void) {
-    return gpu_current_is_sm90();
-}
-
 typedef struct fw_case {
     int64_t m, n, k;
     hfp4_dtype a_scale; /* FP32, UE8M0 or UE8M0_PACKED (1 x 128) */
@@ -203,7 +199,7 @@ static void fw_run(const fw_case *c, const char *label) {
 }
 
 TEST(gpu_fp8_weights_dense) {
-    if (!fw_have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const fw_case cases[] = {
         /* m and n tails, 12 tiles; FP32 scales both sides, BF16 D */
         {300, 400, 1024, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 1, 0},
@@ -258,7 +254,7 @@ TEST(gpu_fp8_weights_dense) {
 }
 
 TEST(gpu_fp8_weights_rejections) {
-    if (!fw_have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
     /* what the path does not cover yet is UNSUPPORTED (callers fall back), named in the message;
      * hfp4_gemm_supported reads no operand */

@@ -18,10 +18,6 @@
 #include "sm90/warp_decode.h"
 #include "sm90/fp8_fp4_gemm_params.h"
 
-static int have_sm90(void) {
-    return gpu_current_is_sm90();
-}
-
 static const char *const k_w_names[] = {"fp32", "ue8m0", "ue8m0-wide", "ue8m0-chunkbase", "ue8m0-mixed", "ue8m0-per32-at-33"}; /* by w_pow2 */
 
 static void check_case(const gemm_case *cs, const char *label) {
@@ -65,7 +61,7 @@ static gemm_case base_case(hfp4_grouping g, int64_t m, int64_t n, int64_t k, int
 }
 
 TEST(gpu_dense_shapes_and_tails) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int64_t shapes[][3] = {{1, 128, 128}, {7, 200, 96},   {8, 4096, 4096}, {33, 1000, 160},
                                         {64, 512, 4096}, {129, 256, 2048}, {257, 4096, 2048}, {1000, 1024, 1024},
                                         {4096, 2048, 512}};
@@ -76,7 +72,7 @@ TEST(gpu_dense_shapes_and_tails) {
 }
 
 TEST(gpu_output_row_strides_and_n_tails) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* D rows n + pad apart: 16-byte aligned rows with N % 8 != 0 (vector stores with an element
      * tail), unaligned rows (element stores), FP32 output and C; the pad must stay untouched */
     static const int64_t cfg[][3] = {{37, 100, 4}, {70, 1004, 4}, {33, 200, 3}, {129, 92, 0}, {16, 4100, 0}};
@@ -93,7 +89,7 @@ TEST(gpu_output_row_strides_and_n_tails) {
 }
 
 TEST(gpu_tma_store_tiles) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* the 128-token tile stores BF16 D without C by TMA where all of a tile's rows are written
      * (epilogue.cuh): D rows n + 8 apart (the map's row stride is not n), N and M tails the map
      * clips, masked groups whose masked_m ends inside a tile (those tiles take the vector stores;
@@ -138,7 +134,7 @@ TEST(gpu_tma_store_tiles) {
 }
 
 TEST(gpu_persistent_items_with_k_chunks_not_multiple_of_4) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* many work items per CTA and K/128 = 7 or 11: the producer warps' chunk split must stay in
      * step across items (a review found a parity hazard here; K = 896 is Qwen's hidden size) */
     static const int64_t shapes[][3] = {{2048, 2048, 896}, {2048, 2048, 1408}, {4096, 1024, 640}, {1000, 4096, 96}};
@@ -149,7 +145,7 @@ TEST(gpu_persistent_items_with_k_chunks_not_multiple_of_4) {
 }
 
 TEST(gpu_dense_scale_forms_and_outputs) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     for (int v = 0; v < 8; v++) {
         gemm_case c = base_case(HFP4_GROUPING_NONE, 77, 384, 1056, 1, 200 + v);
         c.a_gran = (v & 1) ? 32 : 128;
@@ -162,7 +158,7 @@ TEST(gpu_dense_scale_forms_and_outputs) {
 }
 
 TEST(gpu_mn_major_activation_scales) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* DeepGEMM's MN-major FP32 activation scales: the 128-token tile copies a full tile's scales
      * of a k-group as one block; partial tiles, padding rows, K not a multiple of 128 (1x32's last
      * chunk), a misaligned base and an unaligned k-group stride take the per-value copies. Every
@@ -181,7 +177,7 @@ TEST(gpu_mn_major_activation_scales) {
 }
 
 TEST(gpu_folded_and_per32_chunks_mixed) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* wide exponent spreads force per-32 chunks next to folded ones; zero groups are ignored */
     for (int v = 0; v < 4; v++) {
         gemm_case c = base_case(v < 2 ? HFP4_GROUPING_NONE : HFP4_GROUPING_MASKED, v < 2 ? 100 : 20, 512, 2048,
@@ -194,7 +190,7 @@ TEST(gpu_folded_and_per32_chunks_mixed) {
 }
 
 TEST(gpu_grouped_contiguous) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     for (int v = 0; v < 4; v++) {
         gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, v < 2 ? 600 : 3000, 512, 1024, v < 2 ? 8 : 16, 300 + v);
         c.a_gran = v & 1 ? 32 : 128;
@@ -205,7 +201,7 @@ TEST(gpu_grouped_contiguous) {
 }
 
 TEST(gpu_grouped_psum) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     for (int v = 0; v < 3; v++) {
         gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 900, 256, 512, 6 + v, 400 + v);
         c.alignment = v == 2 ? 32 : 0;
@@ -224,7 +220,7 @@ TEST(gpu_grouped_psum) {
  * FP32 D with C; K of 8, 7 and 32 chunks; real rows with holes (not one prefix of the tile); a
  * row-scaled weight set (not one-base: whole tiles); the psum layout; and with HFP4_SM90_NARROW=0. */
 TEST(gpu_narrow_items) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int32_t seg[8] = {1, 8, 9, 32, 33, 100, 128, 0};
     static const int32_t decode[8] = {3, 0, 5, 2, 7, 1, 4, 6};
     struct narrow_variant {
@@ -351,7 +347,7 @@ TEST(gpu_narrow_items) {
 }
 
 TEST(gpu_grouped_masked) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int64_t cfg[][3] = {{1, 6, 4096}, {5, 32, 2048}, {24, 8, 1024}, {128, 4, 512}, {200, 3, 256}};
     for (unsigned i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
         gemm_case c = base_case(HFP4_GROUPING_MASKED, cfg[i][0], 4096 / (i + 1), cfg[i][2], (int32_t)cfg[i][1], 500 + i);
@@ -361,7 +357,7 @@ TEST(gpu_grouped_masked) {
 }
 
 TEST(gpu_deepseek_v4_flash_decode_shapes) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* 256 experts, masked, a few rows each: w13 and w2 of V4-Flash */
     gemm_case c = base_case(HFP4_GROUPING_MASKED, 2, 4096, 4096, 256, 600);
     check_case(&c, "v4-flash w13 masked");
@@ -378,7 +374,7 @@ TEST(gpu_deepseek_v4_flash_decode_shapes) {
  * chunks of moving levels, 1x32 UE8M0 activation scales), and contiguous 8-row segments with ids and
  * padding rows after them. */
 TEST(gpu_decode_more_items_than_sms) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int32_t six[16] = {0, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1};
     static const int32_t seven[16] = {1, 0, 0, 1, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1, 0};
     static const int64_t cfg[][3] = {{6, 4096, 4096}, {6, 4096, 2048}, {7, 2560, 1024}, {6, 4224, 1024},
@@ -412,7 +408,7 @@ TEST(gpu_decode_more_items_than_sms) {
 }
 
 TEST(gpu_masked_two_chunk_items) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* V4-Flash's TP8 w2 shard at decode: N = 4096, K = 256 (items of two chunks), 256 experts with
      * 0-2 rows each, so thousands of short items and producer warps that lag posting their headers.
      * A first cut of the landing window (producer.cuh, HFP4_SM90_LAND_WINDOW) hung on this shape in
@@ -429,7 +425,7 @@ TEST(gpu_masked_two_chunk_items) {
 }
 
 TEST(gpu_deepseek_v4_pro_expert_shapes) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* V4-Pro experts (w13 N=6144 K=7168, w2 N=7168 K=3072) with a few experts (the weights of all
      * 384 would be 8 GB on the host): decode (masked, a few rows) and prefill (contiguous, the
      * 128-token tile) */
@@ -442,7 +438,7 @@ TEST(gpu_deepseek_v4_pro_expert_shapes) {
 }
 
 TEST(gpu_384_groups) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* as many experts as V4-Pro, on small matrices: masked (some empty, masked_m = 0) and
      * contiguous with 8-row segments */
     gemm_case c = base_case(HFP4_GROUPING_MASKED, 4, 256, 512, 384, 620);
@@ -453,7 +449,7 @@ TEST(gpu_384_groups) {
 }
 
 TEST(gpu_decode_tile_chunk_pairs) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* the 8-token tile takes folded chunks two at a time: odd chunk counts (K = 1408: 11 chunks),
      * folded chunks next to per-32 ones (wide spreads), 1x32 activation scales, UE8M0 scales */
     static const int64_t ks[] = {1408, 4096, 384, 128};
@@ -473,7 +469,7 @@ TEST(gpu_decode_tile_chunk_pairs) {
 }
 
 TEST(gpu_decode_k_split) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* the 8-token tile's K-split (split_k.cuh, HFP4_SM90_SPLIT=1): the two CTAs of a cluster take
      * halves of each item's chunks and the leader adds the partner's sums. Forced on for every launch
      * (HFP4_SM90_SPLIT_ITEMS large), at the default bound (these small cases then stay unsplit), and
@@ -505,7 +501,7 @@ TEST(gpu_decode_k_split) {
 }
 
 TEST(gpu_v4_flash_w13_k_split) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* gpu_decode_k_split at V4-Flash w13's size (256 experts, 8192 items: split only when forced);
      * a test of its own so that compute-sanitizer can run the small cases alone (--filter
      * gpu_decode_k_split) */
@@ -522,7 +518,7 @@ TEST(gpu_v4_flash_w13_k_split) {
 }
 
 TEST(gpu_folded_items_whose_row_base_changes) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* every chunk folded, so the look-ahead loop runs, but a row's base exponent moves from chunk
      * to chunk (scale mode 3): the item's sums change units mid-item. K = 1408: 11 chunks, odd for
      * the loop's pairs. Masked max_m picks the token tile: 3 -> 8, 12 -> 16, 20 -> 32, 40 -> 64;
@@ -543,7 +539,7 @@ TEST(gpu_folded_items_whose_row_base_changes) {
 }
 
 TEST(gpu_tiles_with_folded_and_per32_chunks) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* scale mode 4: every third 128-row weight tile alternates folded and per-32 chunks (the
      * general loop), the others are all folded (the look-ahead loop), so CTAs switch between the
      * two loops from item to item */
@@ -560,7 +556,7 @@ TEST(gpu_tiles_with_folded_and_per32_chunks) {
 }
 
 TEST(gpu_per32_chunks_every_token_tile) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* per-32 chunks issue 4 (tiles <= 32 tokens), 2 (64) or 1 (128) k32 steps at a time into as
      * many accumulators: FP32 weight scales (mode 0) and wide UE8M0 spreads (mode 2), with 1x32 and
      * 1x128 activation scales, at every token tile */
@@ -577,7 +573,7 @@ TEST(gpu_per32_chunks_every_token_tile) {
 }
 
 TEST(gpu_contiguous_padding_tiles) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* a small expected_m picks the 8-token tile for the contiguous layout, so most tiles are all
      * padding and are written as zeros without computing: 16-byte stores (BF16 and FP32, N = 1000),
      * element stores for the N tail (N = 1001, padded rows) and for rows that are not 16-byte
@@ -598,7 +594,7 @@ TEST(gpu_contiguous_padding_tiles) {
  * zeros, every real row as always; through the 8-token tile's balanced walk (expected_m 4), the
  * narrow-block split (no hint, 128-row segments of a few rows), the 128-token tile, and psum */
 TEST(gpu_contiguous_padding_left_alone) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int32_t few[16] = {3, 1, 0, 2, 5, 1, 1, 8, 2, 0, 1, 3, 7, 1, 2, 1};
     for (int v = 0; v < 4; v++) {
         gemm_case c = base_case(v == 3 ? HFP4_GROUPING_CONTIGUOUS_PSUM : HFP4_GROUPING_CONTIGUOUS,
@@ -619,7 +615,7 @@ TEST(gpu_contiguous_padding_left_alone) {
  * rows with holes (contiguous), masked_m that ends inside an 8-token tile, and the one-base items
  * mixed with per-32 ones (w_pow2 4: those take store_tile) */
 TEST(gpu_decode_direct_stores) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int32_t masked_rows[6] = {1, 7, 8, 9, 15, 3};
     for (int v = 0; v < 6; v++) {
         const int masked = v >= 3;
@@ -637,7 +633,7 @@ TEST(gpu_decode_direct_stores) {
 /* Two GEMMs launched back to back on one stream (programmatic dependent launch lets the second start
  * while the first runs): the second reads the first's D as its C, or overwrites the first's C. */
 TEST(gpu_chained_launches) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int32_t masked_rows[6] = {3, 0, 8, 1, 5, 2};
     for (int chain = 1; chain <= 2; chain++) {
         gemm_case c = base_case(HFP4_GROUPING_NONE, 300, 1000, 4096, 1, 900 + chain); /* 128-token tile */
@@ -667,7 +663,7 @@ TEST(gpu_chained_launches) {
  * stages (K = 256), FP32 and UE8M0 activation scales; and launches that ignore the flag (16-,
  * 64- and 128-token tiles, FP32 weight scales), which must still be right. */
 TEST(gpu_overlap_previous) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int32_t masked_rows[6] = {3, 0, 8, 1, 5, 2};
     int32_t many_rows[80]; /* 14 groups of 1-2 rows: 448 items of 32 weight tiles (the grid: 264 CTAs on an H200) */
     for (int g = 0; g < 80; g++) many_rows[g] = g == 0 ? 2 : g % 6 == 0 ? 1 : 0;
@@ -738,7 +734,7 @@ TEST(gpu_overlap_previous) {
  * dyn_slots.h): a slot per stream, the legacy stream's one slot under both its names, a new slot for
  * every launch captured into a graph, and never a captured launch's slot for a stream's. */
 TEST(gpu_dyn_slots) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     const int dev = gpu_current_device(); /* (the current one: --devices) */
     cudaStream_t s1, s2;
     CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) == cudaSuccess);
@@ -766,7 +762,7 @@ TEST(gpu_dyn_slots) {
  * object: dyn_slots.cu), one after the other from its start, then, once it is spent, slots that come
  * back, below it (this test runs before gpu_dyn_slots_returned, which spends the plain range). */
 TEST(gpu_dyn_slots_plain) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     enum { PLAIN_START = HFP4_SM90_DYN_SLOTS - HFP4_SM90_DYN_PLAIN_SLOTS };
     const int dev = gpu_current_device(); /* (the current one: --devices) */
     cudaStream_t s1;
@@ -823,7 +819,7 @@ static cudaGraph_t capture_one_slot(cudaStream_t s, int32_t *slot) {
  * once it completed (CUDA runs the destructor asynchronously, so the test polls); graphs alive at
  * the same time never share a slot. */
 TEST(gpu_dyn_slots_returned) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     enum { MAX_HELD = 2048, PENDING_ROUNDS = 50, POLL_MS = 1000 };
     static cudaGraph_t held[MAX_HELD]; /* graphs kept alive to the end, so their slots stay taken */
     static int32_t held_slot[MAX_HELD];
@@ -914,7 +910,7 @@ TEST(gpu_dyn_slots_returned) {
 /* The same GEMM on two streams at once, with enough items for the dynamic walk (>= 3 a CTA, 8 chunks
  * each): 64 groups x 32 weight tiles of the 8-token tile, K = 1024. */
 TEST(gpu_two_streams_at_once) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     gemm_case c = base_case(HFP4_GROUPING_MASKED, 8, 4096, 1024, 64, 930);
     c.expected_m = 4;
     c.chain = 3;
@@ -935,7 +931,7 @@ TEST(gpu_two_streams_at_once) {
  * tile whose only per-32 chunk is its 34th (w_pow2 5, K = 4352: the vote and the header read more
  * than 32 mode bytes); K not a multiple of 128; the contiguous layout; dense. */
 TEST(gpu_1x32_activation_scales_g32) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const int64_t ms[] = {8, 16, 32, 64};
     for (int v = 0; v < 12; v++) {
         gemm_case c = base_case(HFP4_GROUPING_MASKED, ms[v % 4], 2048, v < 4 ? 1024 : 1408, 24, 960 + v);
@@ -984,7 +980,7 @@ TEST(gpu_1x32_activation_scales_g32) {
  * through BF16 tensor cores, against the reference: dense with token and N tails, masked with an odd
  * chunk count, contiguous, per-32 and mixed weight chunks, K % 128 != 0, both UE8M0 forms. */
 TEST(gpu_bf16_path_1x32) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     hfp4__sm90_bf16_set(1);
     gemm_case c = base_case(HFP4_GROUPING_NONE, 300, 1000, 1024, 1, 1972);
     c.a_gran = 32;
@@ -1055,7 +1051,7 @@ TEST(gpu_bf16_path_1x32) {
  * more units than CTAs, the K-split (most masked cases above run in clusters of 2 and split when
  * their units are few; the K-split's own cases below), and a problem it leaves to the main kernel. */
 TEST(gpu_warp_decode) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     hfp4__sm90_warp_set(1);
     gemm_case c = base_case(HFP4_GROUPING_MASKED, 8, 512, 1024, 6, 2001);
     c.expected_m = 2;
@@ -1205,7 +1201,7 @@ TEST(gpu_warp_decode) {
 }
 
 TEST(gpu_unsupported_is_reported) {
-    if (!have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* plain FP4 B has no kernel: UNSUPPORTED, never a wrong answer */
     gemm_case cs = base_case(HFP4_GROUPING_NONE, 8, 128, 128, 1, 700);
     gemm_host h;

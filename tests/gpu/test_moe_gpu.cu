@@ -13,10 +13,6 @@
 #include "harness.h"
 #include "hfp4.h"
 
-static int moe_have_sm90(void) {
-    return gpu_current_is_sm90();
-}
-
 static int cmp_i32(const void *a, const void *b) {
     const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     return (x > y) - (x < y);
@@ -195,7 +191,7 @@ static void moe_case(int64_t tokens, int32_t top_k, int32_t E, int64_t k, int32_
  * each group's scale is |h_i| / 448 and shows h_i's bits; at limits 7 (BF16), 7.3 (rounded to BF16
  * first) and none, and at 7 with gate|up interleaved. A NaN h only has to stay NaN. */
 TEST(gpu_moe_swiglu_every_bf16_gate) {
-    if (!moe_have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     const int64_t groups = 65536, n = groups * 32, ldy = 2 * n;
     uint16_t *y = (uint16_t *)malloc(sizeof(uint16_t) * ldy);
     for (int64_t c = 0; c < n; c++) {
@@ -250,7 +246,7 @@ TEST(gpu_moe_swiglu_every_bf16_gate) {
 }
 
 TEST(gpu_moe_glue_matches_the_cpu_forms) {
-    if (!moe_have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     moe_case(1, 6, 256, 4096, 128, 512, 1, 0);                /* decode T = 1 */
     moe_case(37, 6, 256, 4096, 32, 1000, 2, MOE_IDS32);       /* decode, 1x32, int32 ids */
     moe_case(9, 3, 7, 300, 128, 64, 3, MOE_ROWS_ROUTED);      /* k with a partial group, FP32 routed rows */
@@ -267,7 +263,7 @@ TEST(gpu_moe_glue_matches_the_cpu_forms) {
  * HFP4_MOE_ROUTE_CLUSTER_ROWS=0 (fewer rows than CTAs, sentinels, int32 ids, 4096 experts: the
  * shared-memory limit) */
 TEST(gpu_moe_route_cluster) {
-    if (!moe_have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     moe_case(16384, 6, 256, 256, 128, 64, 11, 0);             /* V4-Flash prefill routing: 98304 rows */
     moe_case(700, 6, 384, 256, 128, 64, 12, MOE_IDS32);       /* 4200 rows, int32 ids */
     setenv("HFP4_MOE_ROUTE_CLUSTER_ROWS", "0", 1);
@@ -400,7 +396,7 @@ static void moe_forward_case(int64_t T, int32_t k, int32_t E, int64_t H, int64_t
 }
 
 TEST(gpu_moe_forward_matches_the_cpu_form) {
-    if (!moe_have_sm90()) SKIP("no SM90 (Hopper) GPU");
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     moe_forward_case(1, 6, 16, 512, 256, 0, 31);     /* decode, 1x128, stacked */
     moe_forward_case(8, 6, 16, 512, 256, 3, 32);     /* 1x32, interleaved */
     moe_forward_case(8, 4, 8, 256, 128, 4, 33);      /* FP32 x and out, BF16 weights, int32 ids, strides */

@@ -130,7 +130,8 @@ static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64
 
 /* The consumer loops step their stage and phase (rather than dividing a running count by STAGES,
  * 5 or 6, twice a block), count K blocks in 32 bits, and form their descriptors, barrier and factor
- * addresses from shared-window bases set once per kernel, the stage in a uniform register.
+ * addresses from shared-window bases set once per kernel (fw_consumer_addrs), the stage in a
+ * uniform register.
  * NOTE: why: at the H200's 700 W cap a kernel's rate is its energy a FLOP (bench/RESULTS.md v36), and
  * ncu counted 136 instructions a consumer warp and block in the 192-row tile's loop against
  * cuBLASLt's ~104 (64 FADD and mostly uniform-datapath overhead): the stage arithmetic (a division by
@@ -138,20 +139,21 @@ static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64
  * and the descriptors moved to uniform registers (R2UR) every block. Now 107 (the 128-row tile's
  * overlapped loop 251 -> 213 a warp and two blocks): 8192^3 sustained 930-938 -> 953-965 TFLOP/s
  * (192 rows), 901-914 -> 919-921 (128 rows forced). */
+
 /* A consumer thread's shared-window addresses of what its loop reads, for stage 0 (stage s is a
  * stage stride further), set once per kernel */
-typedef struct fw_lean_addrs {
+typedef struct fw_consumer_addrs {
     uint32_t a_lo;    /* its warpgroup's 64 rows of the A tile: descriptor low word */
     uint32_t b_lo;    /* the B tile: descriptor low word */
     uint32_t full;    /* the stage's full barrier (empty: STAGES x 8 bytes on) */
     uint32_t factors; /* the factor of its row r0 (r0 + 8: 32 bytes on) */
-} fw_lean_addrs;
+} fw_consumer_addrs;
 
 /* A consumer warpgroup's K-block in stage su (a uniform register: the caller's warp_uniform): the
  * wait for the stage, its wgmmas into acc, committed */
 template <int BM>
-static __device__ __forceinline__ void fw_lean_issue(float *acc, const fw_lean_addrs &ad, uint32_t su,
-                                                     uint32_t phase) {
+static __device__ __forceinline__ void fw_block_issue(float *acc, const fw_consumer_addrs &ad, uint32_t su,
+                                                      uint32_t phase) {
     typedef fw_cfg<BM> cfg;
     mbar_wait_sa(ad.full + su * 8, phase);
     sm90_desc da, db;
@@ -167,8 +169,8 @@ static __device__ __forceinline__ void fw_lean_issue(float *acc, const fw_lean_a
 /* Its end (its wgmmas the only ones running): the rows' factors, the wait for the wgmmas, the stage
  * released, (s, phase) stepped; the sums stay in acc for a later promotion */
 template <int BM>
-static __device__ __forceinline__ void fw_lean_finish(float *acc, const fw_lean_addrs &ad, uint32_t su, int &s,
-                                                      uint32_t &phase, float &f0, float &f1) {
+static __device__ __forceinline__ void fw_block_finish(float *acc, const fw_consumer_addrs &ad, uint32_t su,
+                                                       int &s, uint32_t &phase, float &f0, float &f1) {
     typedef fw_cfg<BM> cfg;
     const uint32_t fa = ad.factors + su * (uint32_t)(BM * 4);
     f0 = *(const float *)smem_ptr(fa);
@@ -185,11 +187,11 @@ static __device__ __forceinline__ void fw_lean_finish(float *acc, const fw_lean_
 
 /* One K-block (the 192-row tile's loop): issue, then finish */
 template <int BM>
-static __device__ __forceinline__ void fw_lean_block(float *acc, const fw_lean_addrs &ad, int &s, uint32_t &phase,
-                                                     float &f0, float &f1) {
+static __device__ __forceinline__ void fw_block(float *acc, const fw_consumer_addrs &ad, int &s, uint32_t &phase,
+                                                float &f0, float &f1) {
     const uint32_t su = (uint32_t)warp_uniform(s);
-    fw_lean_issue<BM>(acc, ad, su, phase);
-    fw_lean_finish<BM>(acc, ad, su, s, phase, f0, f1);
+    fw_block_issue<BM>(acc, ad, su, phase);
+    fw_block_finish<BM>(acc, ad, su, s, phase, f0, f1);
 }
 
 /* A tile's K-blocks with block kb's promotion after block kb + 1's wgmmas are issued, so that it runs
@@ -198,34 +200,33 @@ static __device__ __forceinline__ void fw_lean_block(float *acc, const fw_lean_a
  * set stays in fixed registers: with a branch inside, ptxas serialized every wgmma). (s, phase): the
  * consumers' place in the CTA's stage sequence, stepped. */
 template <int BM>
-static __device__ __forceinline__ void fw_consume_tile_overlapped(float *fin, const fw_lean_addrs &ad, int &s,
-                                                                       uint32_t &phase, int32_t kblocks) {
+static __device__ __forceinline__ void fw_consume_tile_overlapped(float *fin, const fw_consumer_addrs &ad, int &s,
+                                                                  uint32_t &phase, int32_t kblocks) {
     float acc0[64], acc1[64], g0, g1, h0, h1; /* g: acc0's block's factors, h: acc1's */
     uint32_t su = (uint32_t)warp_uniform(s);
-    fw_lean_issue<BM>(acc0, ad, su, phase);
-    fw_lean_finish<BM>(acc0, ad, su, s, phase, g0, g1);
+    fw_block_issue<BM>(acc0, ad, su, phase);
+    fw_block_finish<BM>(acc0, ad, su, s, phase, g0, g1);
     int32_t kb = 1;
     for (; kb + 1 < kblocks; kb += 2) {
         su = (uint32_t)warp_uniform(s);
-        fw_lean_issue<BM>(acc1, ad, su, phase);
+        fw_block_issue<BM>(acc1, ad, su, phase);
         promote_token_rows_n128(fin, acc0, g0, g1);
-        fw_lean_finish<BM>(acc1, ad, su, s, phase, h0, h1);
+        fw_block_finish<BM>(acc1, ad, su, s, phase, h0, h1);
         su = (uint32_t)warp_uniform(s);
-        fw_lean_issue<BM>(acc0, ad, su, phase);
+        fw_block_issue<BM>(acc0, ad, su, phase);
         promote_token_rows_n128(fin, acc1, h0, h1);
-        fw_lean_finish<BM>(acc0, ad, su, s, phase, g0, g1);
+        fw_block_finish<BM>(acc0, ad, su, s, phase, g0, g1);
     }
     if (kb < kblocks) { /* an even number of blocks: the last one */
         su = (uint32_t)warp_uniform(s);
-        fw_lean_issue<BM>(acc1, ad, su, phase);
+        fw_block_issue<BM>(acc1, ad, su, phase);
         promote_token_rows_n128(fin, acc0, g0, g1);
-        fw_lean_finish<BM>(acc1, ad, su, s, phase, h0, h1);
+        fw_block_finish<BM>(acc1, ad, su, s, phase, h0, h1);
         promote_token_rows_n128(fin, acc1, h0, h1);
     } else {
         promote_token_rows_n128(fin, acc0, g0, g1);
     }
 }
-
 
 template <int BM>
 __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
@@ -316,13 +317,13 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
     warpgroup_reg_alloc<cfg::CONSUMER_REGS>();
     const int lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
     const int r0 = 64 * wg + warp * 16 + g; /* the thread's token rows r0 and r0 + 8 of the tile */
-    fw_lean_addrs lean;
-    lean.a_lo = (uint32_t)warp_uniform((int32_t)(smem_desc_lo_k128(smem_addr(a_tiles) & 0x3FFFFu) + 64u * wg * 8u));
-    lean.b_lo = (uint32_t)warp_uniform((int32_t)smem_desc_lo_k128(smem_addr(b_tiles) & 0x3FFFFu));
-    lean.full = (uint32_t)warp_uniform((int32_t)smem_addr(full));
-    lean.factors = smem_addr(factors) + 4u * (uint32_t)r0;
-    int lean_s = 0;
-    uint32_t lean_phase = 0;
+    fw_consumer_addrs ad;
+    ad.a_lo = (uint32_t)warp_uniform((int32_t)(smem_desc_lo_k128(smem_addr(a_tiles) & 0x3FFFFu) + 64u * wg * 8u));
+    ad.b_lo = (uint32_t)warp_uniform((int32_t)smem_desc_lo_k128(smem_addr(b_tiles) & 0x3FFFFu));
+    ad.full = (uint32_t)warp_uniform((int32_t)smem_addr(full));
+    ad.factors = smem_addr(factors) + 4u * (uint32_t)r0;
+    int stage = 0; /* the consumers' place in the CTA's stage sequence, as the producer counts it */
+    uint32_t phase = 0;
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         int64_t mt, nt;
         fw_tile(t, tiles_m, tiles_n, mt, nt);
@@ -331,13 +332,13 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 64; i++) fin[i] = 0.0f;
         if constexpr (cfg::OVERLAP) {
-            fw_consume_tile_overlapped<BM>(fin, lean, lean_s, lean_phase, (int32_t)kblocks);
+            fw_consume_tile_overlapped<BM>(fin, ad, stage, phase, (int32_t)kblocks);
         } else { /* (the 192-row tile: its consumers have no registers for a second set) */
             float acc[64];
             const int32_t kb32 = (int32_t)kblocks;
             for (int32_t kb = 0; kb < kb32; kb++) {
                 float f0, f1;
-                fw_lean_block<BM>(acc, lean, lean_s, lean_phase, f0, f1);
+                fw_block<BM>(acc, ad, stage, phase, f0, f1);
                 promote_token_rows_n128(fin, acc, f0, f1);
             }
         }
