@@ -232,6 +232,74 @@ __global__ void __launch_bounds__(384, 1) quarters_kernel(float *out) {
     out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
 }
 
+/* The 256-token tile as 2 halves of N = 128 sharing one converted A: per chunk, half 0's 4 k32
+ * wgmmas into one 64-register accumulator, a wait, its promotion into fin[0..63], then half 1 the
+ * same way into fin[64..127]. Conversion (and the chunk's loop and stage overhead) per FLOP halve
+ * against the 128-token tile, with two waits a chunk where the quarters take four. fin 128 + acc 64
+ * + fragments 16 (32 with the look-ahead, which converts chunk k + 1 under half 0's wgmmas). */
+template <bool LOOKAHEAD>
+__global__ void __launch_bounds__(384, 1) halves_kernel(float *out) {
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+    for (int s = 0; s < STAGES; s++) {
+        uint8_t *st = smem + s * STAGE2;
+        for (int i = threadIdx.x; i < BT2 * 128 / 4; i += blockDim.x)
+            ((uint32_t *)st)[i] = 0x38383838u ^ ((i * 0x9E3779B1u >> 5) & 0x07070707u);
+        for (int i = threadIdx.x; i < 2 * W_WG / 4; i += blockDim.x) ((uint32_t *)(st + BT2 * 128))[i] = (i + s) * 0x9E3779B1u;
+        for (int i = threadIdx.x; i < 2 * WS_WG / 4; i += blockDim.x)
+            ((uint32_t *)(st + BT2 * 128 + 2 * W_WG))[i] = 0x00860000u | (0x1111u * (1 + (i + s) % 12));
+        for (int i = threadIdx.x; i < BT2; i += blockDim.x)
+            ((float *)(st + BT2 * 128 + 2 * (W_WG + WS_WG)))[i] = 1.0f + ((i + s) % 7) * 0x1p-12f;
+    }
+    __syncthreads();
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, lane = threadIdx.x % 32;
+    if (wg == 2) {
+        warpgroup_reg_dealloc<24>();
+        return;
+    }
+    warpgroup_reg_alloc<240>();
+    const int t4 = lane % 4, r0 = (tid / 32) * 16 + lane / 4;
+    float fin[BT2 / 2];
+#pragma unroll
+    for (int i = 0; i < BT2 / 2; i++) fin[i] = 0.0f;
+    uint32_t cur[4][4];
+    uint4 q0, q1;
+    uint32_t e0, e1;
+    auto load2 = [&](int s) {
+        const uint8_t *st = smem + s * STAGE2;
+        const uint8_t *w = st + BT2 * 128 + wg * W_WG + tid * 16;
+        const uint32_t *ws = (const uint32_t *)(st + BT2 * 128 + 2 * W_WG + wg * WS_WG);
+        q0 = *(const uint4 *)w;
+        q1 = *(const uint4 *)(w + 2048);
+        e0 = ws[r0];
+        e1 = ws[r0 + 8];
+    };
+    auto chunk = [&](int kc) {
+        const int s = kc % STAGES;
+        if (!LOOKAHEAD) load2(s);
+        convert_folded_chunk(cur, q0, q1, e0, e1);
+        const sm90_desc d0 = smem_desc_k128_swizzle128(smem + s * STAGE2);
+        const float *sa = (const float *)(smem + s * STAGE2 + BT2 * 128 + 2 * (W_WG + WS_WG));
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float acc[64];
+            sm90_desc dh = d0;
+            dh.lo += (uint32_t)(h * 128 * 128 >> 4); /* half h: token rows 128h.. (16 KB further) */
+            wgmma_fp8_rs_chunk<128>(acc, cur, dh);
+            if (LOOKAHEAD && h == 1) load2((kc + 1) % STAGES);
+            wgmma_wait<0>();
+            wgmma_chunk_waited<128>(acc, cur);
+            promote<128, false>(fin + 64 * h, acc, 1.0f, 1.0f, sa + 128 * h, t4);
+        }
+    };
+    if (LOOKAHEAD) load2(0);
+    for (int kc = 0; kc < CHUNKS; kc++) chunk(kc);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < BT2 / 2; i++) sum += fin[i];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+}
+
 /* what the launch functions need (micro_time_ms passes it through) */
 typedef struct micro_args {
     int sms;
@@ -250,6 +318,23 @@ static void run_quarters(const char *name, int sms, float *out) {
     micro_args args = {sms, out};
     cudaError_t err;
     const float ms = micro_time_ms(launch_quarters<LOOKAHEAD>, &args, &err);
+    const double flop = (double)sms * 2 * 64.0 * BT2 * 128.0 * 2.0 * CHUNKS * MICRO_REPS;
+    printf("%-44s NWG=2 BT=256  %7.1f TFLOP/s%s%s\n", name, err == cudaSuccess ? flop / (ms * 1e-3) / 1e12 : 0.0,
+           err == cudaSuccess ? "" : "  ERROR ", err == cudaSuccess ? "" : cudaGetErrorString(err));
+}
+
+template <bool LOOKAHEAD>
+static void launch_halves(void *arg) {
+    const micro_args *x = (const micro_args *)arg;
+    halves_kernel<LOOKAHEAD><<<x->sms, 384, SMEM2>>>(x->out);
+}
+
+template <bool LOOKAHEAD>
+static void run_halves(const char *name, int sms, float *out) {
+    cudaFuncSetAttribute(halves_kernel<LOOKAHEAD>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM2);
+    micro_args args = {sms, out};
+    cudaError_t err;
+    const float ms = micro_time_ms(launch_halves<LOOKAHEAD>, &args, &err);
     const double flop = (double)sms * 2 * 64.0 * BT2 * 128.0 * 2.0 * CHUNKS * MICRO_REPS;
     printf("%-44s NWG=2 BT=256  %7.1f TFLOP/s%s%s\n", name, err == cudaSuccess ? flop / (ms * 1e-3) / 1e12 : 0.0,
            err == cudaSuccess ? "" : "  ERROR ", err == cudaSuccess ? "" : cudaGetErrorString(err));
@@ -292,6 +377,8 @@ int main(void) {
     run<4, true, false, true>("rescaled acc, no look-ahead, scales LDS.128", sms, out);
     run_quarters<false>("256 tokens as 4 x n64, fin 128, no look-ahead", sms, out);
     run_quarters<true>("256 tokens as 4 x n64, fin 128, look-ahead", sms, out);
+    run_halves<false>("256 tokens as 2 x n128, fin 128, no look-ahead", sms, out);
+    run_halves<true>("256 tokens as 2 x n128, fin 128, words early", sms, out);
     cudaFree(out);
     return 0;
 }

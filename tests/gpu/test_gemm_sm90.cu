@@ -69,6 +69,20 @@ TEST(gpu_dense_shapes_and_tails) {
         gemm_case c = base_case(HFP4_GROUPING_NONE, shapes[i][0], shapes[i][1], shapes[i][2], 1, 100 + i);
         check_case(&c, "dense");
     }
+    /* the 128-token tile's raster groups of 16 token tiles (work_items.cuh resolve_tile), which the
+     * launcher takes for large weights only, forced: two whole groups; one whole and one of 6 token
+     * tiles, the last a tail of 50 rows, with an N tail */
+    char saved[16] = "";
+    const char *was = getenv("HFP4_SM90_RASTER");
+    if (was) snprintf(saved, sizeof saved, "%s", was);
+    setenv("HFP4_SM90_RASTER", "1", 1);
+    static const int64_t rastered[][3] = {{4096, 2048, 512}, {2738, 1000, 256}};
+    for (unsigned i = 0; i < sizeof rastered / sizeof rastered[0]; i++) {
+        gemm_case c = base_case(HFP4_GROUPING_NONE, rastered[i][0], rastered[i][1], rastered[i][2], 1, 120 + i);
+        check_case(&c, "dense, raster groups");
+    }
+    if (was) setenv("HFP4_SM90_RASTER", saved, 1);
+    else unsetenv("HFP4_SM90_RASTER");
 }
 
 TEST(gpu_output_row_strides_and_n_tails) {
