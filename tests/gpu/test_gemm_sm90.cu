@@ -69,7 +69,7 @@ TEST(gpu_dense_shapes_and_tails) {
         gemm_case c = base_case(HFP4_GROUPING_NONE, shapes[i][0], shapes[i][1], shapes[i][2], 1, 100 + i);
         check_case(&c, "dense");
     }
-    /* the 128-token tile's raster groups of 16 token tiles (work_items.cuh resolve_tile), which the
+    /* the 128-token tile's raster groups of 16 token tiles (work_items.cuh item_tiles), which the
      * launcher takes for large weights only, forced: two whole groups; one whole and one of 6 token
      * tiles, the last a tail of 50 rows, with an N tail */
     char saved[16] = "";

@@ -61,19 +61,25 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
      * can (the TP shards' short K, 1x32 scales on a tile without a header slot) hold no slot */
     const bool dyn_possible = (cfg::HEADER_SLOT || params.a_gran_k != 32) && params.w_chunks >= 8;
     if (BT <= 64 && params.dynamic && dyn_possible) params.dyn_slot = hfp4__sm90_dyn_slot(dev->device, stream);
-    /* dense prefill in raster groups of 16 token tiles (work_items.cuh resolve_tile; the FP8 x FP8
-     * kernel's FW_GROUP_M) where the weights are too large to stay in L2 while n-tile-fastest waves
-     * stream all of them (more than 16 MB of FP4: a third of the H200's 50 MB L2), and where there is
-     * more than one group (a group's items, 16 x tiles_n, then stay below the plan's 2^30).
-     * H200, dense 8192^3 (32 MB of FP4): L2 hits 72 -> 92 %, DRAM reads 1.00 -> 0.29 GB a launch,
-     * sustained 787-791 -> 815-817 TFLOP/s; 4096 x 4096 x 7168 (15 MB) and 16384 x 7168 x 2048
-     * (7 MB), where the weights stay in L2 either way, measured ~1 % slower with it, so they keep
-     * n-tile fastest (bench/RESULTS.md v37). HFP4_SM90_RASTER=0 turns it off and 1 on whatever the
-     * weights' size (comparisons; the GPU tests' small shapes), read at each such launch. */
-    if (BT == 128 && params.grouping == HFP4_K_DENSE && params.tiles_m > 16) {
+    /* Prefill items in raster groups of token tiles (work_items.cuh item_tiles), the 128-token tile
+     * only, where there is more than one group (a group's items, G x tiles_n, then stay below the
+     * plan's 2^30):
+     * - dense, 16 token tiles (the FP8 x FP8 kernel's FW_GROUP_M), where the weights are too large to
+     *   stay in L2 while n-tile-fastest waves stream all of them (more than 16 MB of FP4: a third of
+     *   the H200's 50 MB L2). H200, 8192^3 (32 MB of FP4): L2 hits 72 -> 92 %, DRAM reads 1.00 ->
+     *   0.29 GB a launch, sustained 787-791 -> 815-817 TFLOP/s; 4096 x 4096 x 7168 (15 MB) and
+     *   16384 x 7168 x 2048 (7 MB), whose weights stay in L2 either way, measured ~1 % slower with it.
+     * - contiguous and psum, 4 token tiles (about one expert's rows at V4-Flash T = 16384): V4-Flash
+     *   w13 T = 16384 DRAM reads 6.44 -> 5.25 GB, sustained 677-681 -> 690 TFLOP/s; w2 and T = 4096
+     *   level; 16 tiles read as much DRAM as none (a group's first and last experts straddle it).
+     * (bench/RESULTS.md v37.) HFP4_SM90_RASTER=0 turns both off, 1 takes them whatever the weights'
+     * size (comparisons; the GPU tests' small shapes); read at each such launch. */
+    if (BT == 128 && params.grouping != HFP4_K_MASKED) {
         const char *env = getenv("HFP4_SM90_RASTER");
         const int forced = env && strcmp(env, "1") == 0, off = env && strcmp(env, "0") == 0;
-        if (!off && (forced || params.n * params.k / 2 > ((int64_t)16 << 20))) params.raster_m = 16;
+        const int g = params.grouping == HFP4_K_DENSE ? 16 : 4;
+        const int big = params.grouping != HFP4_K_DENSE || params.n * params.k / 2 > ((int64_t)16 << 20);
+        if (!off && params.tiles_m > g && (forced || big)) params.raster_m = g;
     }
     if (SPLIT) {
         /* the K-split (split_k.cuh): clusters of two CTAs, so an even grid; they split when the live

@@ -74,8 +74,9 @@ typedef struct hfp4_sm90_gemm_params {
      * the same in both launches; 0: each launch picks 16 or 8 the same way, work_items.cuh
      * split_row_auto): a 128-row block is narrow when this row of it is padding */
     int32_t narrow, split_row;
-    /* dense only (the launcher sets it for the 128-token tile): items run in groups of raster_m token
-     * tiles, token tile fastest within a weight tile (work_items.cuh resolve_tile); 0: n-tile fastest */
+    /* the 128-token tile's prefill layouts without groups (dense, contiguous, psum; the launcher sets
+     * it): items run in groups of raster_m token tiles, token tile fastest within a weight tile
+     * (work_items.cuh item_tiles); 0: n-tile fastest */
     int32_t raster_m;
 } hfp4_sm90_gemm_params;
 

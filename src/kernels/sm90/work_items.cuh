@@ -24,11 +24,43 @@ static __device__ __forceinline__ int32_t div_m_alignment(const hfp4_sm90_gemm_p
     return (int32_t)((__umulhi((uint32_t)x, p.m_align_mul) + (uint32_t)x) >> p.m_align_shift);
 }
 
-/* The token-tile index (within its group) of work item `item`: items run n-tile fastest, then
- * token tile, then group. */
-static __device__ __forceinline__ int32_t item_m_tile(const hfp4_sm90_gemm_params &p, int32_t item) {
+/* Work item -> (token tile within its group, weight tile, group z). Items run n-tile fastest, then
+ * token tile, then group; or, at the 128-token tile where the launcher sets p.raster_m (layouts
+ * without groups: dense, contiguous, psum), in groups of raster_m token tiles (the last group may
+ * have fewer), token tile fastest within a weight tile, so that the CTAs resident at one time
+ * share ~raster_m activation tiles and a few weight tiles in L2 (n-tile fastest, a dense 8192^3
+ * wave covered 2 token tiles and all 64 weight tiles: 32 MB of FP4 streamed through L2 every wave,
+ * 72 % L2 hits; 92 % with groups of 16, bench/RESULTS.md v37). */
+template <int BT>
+static __device__ __forceinline__ void item_tiles(const hfp4_sm90_gemm_params &p, int32_t item, int32_t &m_tile,
+                                                  int32_t &n_tile, int32_t &z) {
+    const int32_t tiles_n = (int32_t)p.tiles_n, tiles_m = (int32_t)p.tiles_m; /* items < 2^30 (the plan checks) */
+    if (BT == 128 && p.raster_m > 0) { /* (the 128-token tile only: the other tiles' code stays as it was) */
+        const int32_t per = p.raster_m * tiles_n, grp = item / per, within = item - grp * per;
+        const int32_t left = tiles_m - grp * p.raster_m, rows = left < p.raster_m ? left : p.raster_m;
+        n_tile = within / rows;
+        m_tile = grp * p.raster_m + within - n_tile * rows;
+        z = 0;
+        return;
+    }
     const int32_t rest = div_tiles_n(p, item);
-    return rest - div_tiles_m(p, rest) * (int32_t)p.tiles_m;
+    n_tile = item - rest * tiles_n;
+    z = div_tiles_m(p, rest);
+    m_tile = rest - z * tiles_m;
+}
+
+/* The token-tile index (within its group) of work item `item` (item_tiles; the other tiles keep their
+ * code's own form: the decode kernels' SASS moved with a shared one) */
+template <int BT>
+static __device__ __forceinline__ int32_t item_m_tile(const hfp4_sm90_gemm_params &p, int32_t item) {
+    if constexpr (BT == 128) {
+        int32_t m_tile, n_tile, z;
+        item_tiles<BT>(p, item, m_tile, n_tile, z);
+        return m_tile;
+    } else {
+        const int32_t rest = div_tiles_n(p, item);
+        return rest - div_tiles_m(p, rest) * (int32_t)p.tiles_m;
+    }
 }
 
 /* Which rows a CTA's token tile covers. rows [m0, valid_end) are computed, [valid_end, zero_end)
@@ -59,7 +91,7 @@ template <int BT>
 static __device__ __forceinline__ int32_t probe_layout(const hfp4_sm90_gemm_params &p, int32_t item) {
     if (p.grouping == HFP4_K_MASKED) return p.layout[div_tiles_m(p, div_tiles_n(p, item))];
     if (p.grouping == HFP4_K_CONTIGUOUS) {
-        const int64_t m0 = (int64_t)item_m_tile(p, item) * BT;
+        const int64_t m0 = (int64_t)item_m_tile<BT>(p, item) * BT;
         return m0 < p.m ? p.layout[m0] : -1;
     }
     return 0;
@@ -96,9 +128,9 @@ template <int BT>
 static __device__ __forceinline__ bool work_item_live(const hfp4_sm90_gemm_params &p, int32_t item, int32_t probe,
                                                       int32_t split_row) {
     if (BT == 128 && p.narrow == 2 && p.grouping == HFP4_K_CONTIGUOUS)
-        return contiguous_row_real(p, (int64_t)item_m_tile(p, item) * BT + split_row);
+        return contiguous_row_real(p, (int64_t)item_m_tile<BT>(p, item) * BT + split_row);
     if (p.grouping != HFP4_K_MASKED) return true;
-    const int64_t m0 = (int64_t)item_m_tile(p, item) * BT;
+    const int64_t m0 = (int64_t)item_m_tile<BT>(p, item) * BT;
     return m0 < min((int64_t)probe, p.m);
 }
 
@@ -328,27 +360,18 @@ static __device__ __forceinline__ bool walk_next(const hfp4_sm90_gemm_params &p,
 
 /* (the producer's loop over its items: FOR_EACH_ITEM, dynamic_walk.cuh) */
 
-/* Work item -> (weight tile pair, token tile, group); false when the item has nothing to write.
- * `lay` is probe_layout's value for the item. Items run n-tile fastest, so the CTAs resident at one
- * time share activation tiles and one expert's weights in L2; or, for large dense weights, in the
- * raster groups of p.raster_m token tiles below. */
+/* Work item -> (weight tile pair, token tile, group) in item_tiles' order; false when the item has
+ * nothing to write. `lay` is probe_layout's value for the item. */
 template <int BT>
 static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params &p, int32_t item, int32_t lay,
                                                     sm90_tile &t) {
-    const int32_t tiles_n = (int32_t)p.tiles_n, tiles_m = (int32_t)p.tiles_m; /* items < 2^30 (the plan checks) */
-    int32_t z = 0;
-    if (BT == 128 && p.raster_m > 0) { /* (the 128-token tile only: the other tiles' code stays as it was) */
-        /* dense, in groups of raster_m token tiles (the last group may have fewer), token tile fastest
-         * within the group: the CTAs resident at one time share ~raster_m activation tiles and a few
-         * weight tiles, so both stay in L2 (n-tile fastest, a dense 8192^3 wave covered 2 token tiles
-         * and all 64 weight tiles, 32 MB of FP4 streamed through L2 every wave: 77 % L2 hits against
-         * cuBLASLt's 87 %, bench/RESULTS.md v31; 92 % with groups, v37). Two divisions an item. */
-        const int32_t per = p.raster_m * tiles_n, grp = item / per, within = item - grp * per;
-        const int32_t left = tiles_m - grp * p.raster_m, rows = left < p.raster_m ? left : p.raster_m;
-        const int32_t q = within / rows;
-        t.n_tile = q;
-        t.m0 = (grp * p.raster_m + within - q * rows) * BT;
-    } else {
+    int32_t z;
+    if constexpr (BT == 128) {
+        int32_t m_tile;
+        item_tiles<BT>(p, item, m_tile, t.n_tile, z);
+        t.m0 = m_tile * BT;
+    } else { /* (item_m_tile says why this form stays) */
+        const int32_t tiles_n = (int32_t)p.tiles_n, tiles_m = (int32_t)p.tiles_m;
         const int32_t rest = div_tiles_n(p, item);
         t.n_tile = item - rest * tiles_n;
         z = div_tiles_m(p, rest);
