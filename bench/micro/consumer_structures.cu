@@ -16,7 +16,8 @@
  *   LOOKAHEAD  chunk k+1 loaded and converted while chunk k's wgmmas run (two fragment sets)
  *   SA128      activation scales read as float4 from a per-thread permuted copy (8 LDS.128 per
  *              chunk) instead of float2 (16 LDS.64)
- * and the 256-token tile computed as 4 quarters of N = 64 that share one converted A (quarters_kernel).
+ * and the 256-token tile computed as 4 quarters of N = 64 (quarters_kernel) or 2 halves of N = 128
+ * (halves_kernel) that share one converted A. MICRO_WARM_MS (micro_timing.cuh) times at the power cap.
  * NOTE: the rescaled rows measure speed only: a sum carried in the FP8 wgmma accumulator across K is
  * not exact enough (bench/RESULTS.md v5).
  * One producer warpgroup is present (it only gives back registers, as the kernel's would), so the
@@ -172,10 +173,8 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1) structure_kernel(float *ou
 #define BT2 256
 #define STAGE2 (BT2 * 128 + 2 * W_WG + 2 * WS_WG + BT2 * 4)
 #define SMEM2 (1024 + STAGES * STAGE2)
-template <bool LOOKAHEAD>
-__global__ void __launch_bounds__(384, 1) quarters_kernel(float *out) {
-    extern __shared__ uint8_t smem_raw[];
-    uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+/* The 256-token kernels' stages, filled once (as structure_kernel's), by the whole CTA */
+static __device__ void fill_stages_256(uint8_t *smem) {
     for (int s = 0; s < STAGES; s++) {
         uint8_t *st = smem + s * STAGE2;
         for (int i = threadIdx.x; i < BT2 * 128 / 4; i += blockDim.x)
@@ -187,6 +186,13 @@ __global__ void __launch_bounds__(384, 1) quarters_kernel(float *out) {
             ((float *)(st + BT2 * 128 + 2 * (W_WG + WS_WG)))[i] = 1.0f + ((i + s) % 7) * 0x1p-12f;
     }
     __syncthreads();
+}
+
+template <bool LOOKAHEAD>
+__global__ void __launch_bounds__(384, 1) quarters_kernel(float *out) {
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+    fill_stages_256(smem);
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, lane = threadIdx.x % 32;
     if (wg == 2) {
         warpgroup_reg_dealloc<24>();
@@ -236,22 +242,14 @@ __global__ void __launch_bounds__(384, 1) quarters_kernel(float *out) {
  * wgmmas into one 64-register accumulator, a wait, its promotion into fin[0..63], then half 1 the
  * same way into fin[64..127]. Conversion (and the chunk's loop and stage overhead) per FLOP halve
  * against the 128-token tile, with two waits a chunk where the quarters take four. fin 128 + acc 64
- * + fragments 16 (32 with the look-ahead, which converts chunk k + 1 under half 0's wgmmas). */
+ * + fragments 16. LOOKAHEAD: chunk k + 1's raw words (10 registers) are loaded under half 1's wgmmas
+ * and converted after its promotion (converted fragments under half 0 spill: 20 bytes at 240).
+ * (The prologue repeats quarters_kernel's: two variants of a micro-benchmark.) */
 template <bool LOOKAHEAD>
 __global__ void __launch_bounds__(384, 1) halves_kernel(float *out) {
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
-    for (int s = 0; s < STAGES; s++) {
-        uint8_t *st = smem + s * STAGE2;
-        for (int i = threadIdx.x; i < BT2 * 128 / 4; i += blockDim.x)
-            ((uint32_t *)st)[i] = 0x38383838u ^ ((i * 0x9E3779B1u >> 5) & 0x07070707u);
-        for (int i = threadIdx.x; i < 2 * W_WG / 4; i += blockDim.x) ((uint32_t *)(st + BT2 * 128))[i] = (i + s) * 0x9E3779B1u;
-        for (int i = threadIdx.x; i < 2 * WS_WG / 4; i += blockDim.x)
-            ((uint32_t *)(st + BT2 * 128 + 2 * W_WG))[i] = 0x00860000u | (0x1111u * (1 + (i + s) % 12));
-        for (int i = threadIdx.x; i < BT2; i += blockDim.x)
-            ((float *)(st + BT2 * 128 + 2 * (W_WG + WS_WG)))[i] = 1.0f + ((i + s) % 7) * 0x1p-12f;
-    }
-    __syncthreads();
+    fill_stages_256(smem);
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, lane = threadIdx.x % 32;
     if (wg == 2) {
         warpgroup_reg_dealloc<24>();

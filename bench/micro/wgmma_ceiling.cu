@@ -113,16 +113,7 @@ __global__ void __launch_bounds__(256, 1) ceiling_kernel(const uint4 *wsrc, floa
     const uint32_t w_tile0 = smem_addr(w_tiles + wg * 2 * W_TILE), w_tile1 = w_tile0 + W_TILE;
     if (V == 8) {
         float acc2[BT / 2];
-        auto promote_acc = [&](float *x) {
-#pragma unroll
-            for (int j = 0; j < BT / 8; j++) {
-                const float2 s2 = *(const float2 *)(sa + 8 * j + 2 * t4);
-                fin[4 * j + 0] += x[4 * j + 0] * s2.x;
-                fin[4 * j + 1] += x[4 * j + 1] * s2.y;
-                fin[4 * j + 2] += x[4 * j + 2] * s2.x;
-                fin[4 * j + 3] += x[4 * j + 3] * s2.y;
-            }
-        };
+        auto promote_acc = [&](const float *x) { promote<BT, false>(fin, x, 1.0f, 1.0f, sa, t4); };
         /* the FP4 words from shared memory, 4 variants by chunk (registers are what this row lacks; the
          * kernel loads them from its stages too) */
         uint4 *wq = (uint4 *)(w_tiles + 4 * W_TILE);
@@ -197,14 +188,7 @@ __global__ void __launch_bounds__(256, 1) ceiling_kernel(const uint4 *wsrc, floa
             wgmma_wait<0>();
 #pragma unroll
             for (int r = 0; r < BT / 2; r++) reg_fence(acc[r]);
-#pragma unroll
-            for (int j = 0; j < BT / 8; j++) {
-                const float2 s2 = *(const float2 *)(sa + 8 * j + 2 * t4);
-                fin[4 * j + 0] += acc[4 * j + 0] * s2.x;
-                fin[4 * j + 1] += acc[4 * j + 1] * s2.y;
-                fin[4 * j + 2] += acc[4 * j + 2] * s2.x;
-                fin[4 * j + 3] += acc[4 * j + 3] * s2.y;
-            }
+            promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, t4); /* (the kernel's promotion, as rows 2-4) */
             if (V == 7) { /* the next tile's writes, visible to the next chunk's wgmmas */
                 fence_proxy_async_shared();
                 warpgroup_barrier<false>(wg);
@@ -228,16 +212,7 @@ __global__ void __launch_bounds__(256, 1) ceiling_kernel(const uint4 *wsrc, floa
             wgmma_wait<0>();
             wgmma_chunk_waited<BT>(acc, cur);
         }
-        if (V >= 2) {
-#pragma unroll
-            for (int j = 0; j < BT / 8; j++) {
-                const float2 s2 = *(const float2 *)(sa + 8 * j + 2 * t4);
-                fin[4 * j + 0] += acc[4 * j + 0] * s2.x;
-                fin[4 * j + 1] += acc[4 * j + 1] * s2.y;
-                fin[4 * j + 2] += acc[4 * j + 2] * s2.x;
-                fin[4 * j + 3] += acc[4 * j + 3] * s2.y;
-            }
-        }
+        if (V >= 2) promote<BT, false>(fin, acc, 1.0f, 1.0f, sa, t4); /* fin += acc x the token's scale */
     };
     for (int kc = 0; kc < CHUNKS; kc += 2) {
         chunk(kc, a, b);
