@@ -76,8 +76,10 @@ typedef struct hfp4_sm90_gemm_params {
     int32_t narrow, split_row;
     /* the 128-token tile's prefill layouts without groups (dense, contiguous, psum; the launcher sets
      * it): items run in groups of raster_m token tiles, token tile fastest within a weight tile
-     * (work_items.cuh item_tiles); 0: n-tile fastest */
-    int32_t raster_m;
+     * (work_items.cuh item_tiles); 0: n-tile fastest. raster_m is a power of two (2^raster_shift);
+     * (raster_per_mul, raster_per_shift) divide by raster_m x tiles_n (hfp4_sm90_divisor) */
+    int32_t raster_m, raster_shift;
+    uint32_t raster_per_mul, raster_per_shift;
 } hfp4_sm90_gemm_params;
 
 /* The (mul, shift) that divide any 0 <= x < 2^31 by 1 <= d <= 2^31 as (umulhi(x, mul) + x) >>
