@@ -110,6 +110,41 @@ TEST(sm90_plan_fast_division_bound) {
     CHECK(divisor_bound_ok(1u << 30) && divisor_bound_ok((1u << 30) - 1) && divisor_bound_ok(1u << 31));
 }
 
+/* The 128-token tile's raster order (hfp4_sm90_raster_tiles, which work_items.cuh runs): every item of
+ * tiles_m x tiles_n maps to its own (token tile, weight tile), in range, token tile fastest within a
+ * group, for groups of 4 and 16 (the launcher's) with whole and shorter last groups, up to the
+ * V4-Flash T = 16384 contiguous shape (~900 x 32) and dense 8192^3's 64 x 64. */
+TEST(sm90_raster_order_is_a_bijection) {
+    static const int32_t ms[] = {5, 17, 18, 32, 33, 64, 100, 129, 903};
+    static const int32_t ns[] = {1, 2, 7, 32, 56, 64, 100};
+    static uint8_t seen[903 * 100];
+    for (int si = 0; si < 2; si++)
+        for (unsigned a = 0; a < sizeof ms / sizeof ms[0]; a++)
+            for (unsigned b = 0; b < sizeof ns / sizeof ns[0]; b++) {
+                const int shift = si ? 4 : 2;
+                if (ms[a] <= (1 << shift)) continue;
+                hfp4_sm90_gemm_params k;
+                memset(&k, 0, sizeof k);
+                k.tiles_m = ms[a];
+                k.tiles_n = ns[b];
+                hfp4_sm90_set_raster(&k, shift);
+                memset(seen, 0, sizeof seen);
+                int bad = 0;
+                int32_t prev_m = -1, prev_n = -1;
+                for (int32_t item = 0; item < ms[a] * ns[b] && !bad; item++) {
+                    int32_t m, n;
+                    hfp4_sm90_raster_tiles(item, (int32_t)k.tiles_m, (int32_t)k.tiles_n, k.raster_m, k.raster_shift,
+                                           k.raster_per_mul, k.raster_per_shift, &m, &n);
+                    bad = m < 0 || m >= ms[a] || n < 0 || n >= ns[b] || seen[m * ns[b] + n]++;
+                    /* within a group, the next item is the next token tile or the next weight tile */
+                    if (!bad && item % (1 << shift) != 0 && prev_n == n) bad = m != prev_m + 1;
+                    prev_m = m, prev_n = n;
+                }
+                CHECK_MSG(!bad, "raster of %d x %d token x weight tiles, groups of %d", ms[a], ns[b], 1 << shift);
+                if (bad) return;
+            }
+}
+
 /* The plan's vector-store decision for p (-1 if p does not plan). */
 static int planned_d_vec(const hfp4_gemm_problem *p) {
     hfp4_sm90_plan plan;

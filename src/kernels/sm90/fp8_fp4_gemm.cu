@@ -79,11 +79,7 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
         const int forced = env && strcmp(env, "1") == 0, off = env && strcmp(env, "0") == 0;
         const int shift = params.grouping == HFP4_K_DENSE ? 4 : 2, g = 1 << shift; /* (a power of two: item_tiles) */
         const int big = params.grouping != HFP4_K_DENSE || params.n * params.k / 2 > ((int64_t)16 << 20);
-        if (!off && params.tiles_m > g && (forced || big)) {
-            params.raster_m = g;
-            params.raster_shift = shift;
-            hfp4_sm90_divisor((uint32_t)(g * params.tiles_n), &params.raster_per_mul, &params.raster_per_shift);
-        }
+        if (!off && params.tiles_m > g && (forced || big)) hfp4_sm90_set_raster(&params, shift);
     }
     if (SPLIT) {
         /* the K-split (split_k.cuh): clusters of two CTAs, so an even grid; they split when the live

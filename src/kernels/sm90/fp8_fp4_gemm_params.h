@@ -94,4 +94,46 @@ static inline void hfp4_sm90_divisor(uint32_t d, uint32_t *mul, uint32_t *shift)
     *mul = (uint32_t)((((uint64_t)1 << 32) * ((((uint64_t)1 << l) - d)) / d) + 1);
 }
 
+/* Host-and-device functions of this header (plain C on the host) */
+#if defined(__CUDACC__)
+#define HFP4_SM90_HD __host__ __device__
+#else
+#define HFP4_SM90_HD
+#endif
+
+/* Sets raster groups of 2^shift token tiles (work_items.cuh item_tiles) on k, whose tiles_n and
+ * tiles_m are set; the caller has checked tiles_m > 2^shift (so a group's items, 2^shift x tiles_n,
+ * stay below the plan's 2^30 items) */
+static inline void hfp4_sm90_set_raster(hfp4_sm90_gemm_params *k, int shift) {
+    k->raster_m = 1 << shift;
+    k->raster_shift = shift;
+    hfp4_sm90_divisor((uint32_t)(k->raster_m * k->tiles_n), &k->raster_per_mul, &k->raster_per_shift);
+}
+
+/* Item -> (token tile, weight tile) in raster groups of raster_m = 2^raster_shift token tiles (the
+ * fields of hfp4_sm90_set_raster, by value: through a pointer to the kernel's parameter block the
+ * 128-token kernels' code came out differently): the group by a multiply-high (a runtime division is
+ * ~20 dependent instructions, bench/RESULTS.md v10), the tiles within it by a shift, but in a shorter
+ * last group, whose items divide by its length. Token tile fastest within a weight tile. A bijection
+ * on [0, tiles_m x tiles_n) (test_sm90_plan.c). */
+static inline HFP4_SM90_HD void hfp4_sm90_raster_tiles(int32_t item, int32_t tiles_m, int32_t tiles_n, int32_t raster_m,
+                                                      int32_t raster_shift, uint32_t per_mul, uint32_t per_shift,
+                                                      int32_t *m_tile, int32_t *n_tile) {
+    const uint32_t x = (uint32_t)item;
+#if defined(__CUDA_ARCH__)
+    const uint32_t hi = __umulhi(x, per_mul); /* (as div_tiles_n) */
+#else
+    const uint32_t hi = (uint32_t)(((uint64_t)x * per_mul) >> 32);
+#endif
+    const int32_t grp = (int32_t)((hi + x) >> per_shift);
+    const int32_t within = item - grp * raster_m * tiles_n, left = tiles_m - grp * raster_m;
+    if (left >= raster_m) {
+        *n_tile = within >> raster_shift;
+        *m_tile = grp * raster_m + (within & (raster_m - 1));
+    } else {
+        *n_tile = within / left;
+        *m_tile = grp * raster_m + within - *n_tile * left;
+    }
+}
+
 #endif

@@ -36,18 +36,8 @@ static __device__ __forceinline__ void item_tiles(const hfp4_sm90_gemm_params &p
                                                   int32_t &n_tile, int32_t &z) {
     const int32_t tiles_n = (int32_t)p.tiles_n, tiles_m = (int32_t)p.tiles_m; /* items < 2^30 (the plan checks) */
     if (BT == 128 && p.raster_m > 0) { /* (the 128-token tile only: the other tiles' code stays as it was) */
-        /* the group by the plan's multiply-high (a runtime division is ~20 dependent instructions,
-         * v10), the tiles within it by a shift (raster_m is a power of two), but in a shorter last
-         * group, whose items divide by its length */
-        const int32_t grp = (int32_t)((__umulhi((uint32_t)item, p.raster_per_mul) + (uint32_t)item) >> p.raster_per_shift);
-        const int32_t within = item - grp * p.raster_m * tiles_n, left = tiles_m - grp * p.raster_m;
-        if (left >= p.raster_m) {
-            n_tile = within >> p.raster_shift;
-            m_tile = grp * p.raster_m + (within & (p.raster_m - 1));
-        } else {
-            n_tile = within / left;
-            m_tile = grp * p.raster_m + within - n_tile * left;
-        }
+        hfp4_sm90_raster_tiles(item, tiles_m, tiles_n, p.raster_m, p.raster_shift, p.raster_per_mul, p.raster_per_shift,
+                               &m_tile, &n_tile);
         z = 0;
         return;
     }
