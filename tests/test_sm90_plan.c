@@ -111,9 +111,10 @@ TEST(sm90_plan_fast_division_bound) {
 }
 
 /* The 128-token tile's raster order (hfp4_sm90_raster_tiles, which work_items.cuh runs): every item of
- * tiles_m x tiles_n maps to its own (token tile, weight tile), in range, token tile fastest within a
- * group, for groups of 4 and 16 (the launcher's) with whole and shorter last groups, up to the
- * V4-Flash T = 16384 contiguous shape (~900 x 32) and dense 8192^3's 64 x 64. */
+ * tiles_m x tiles_n maps to its own (token tile, weight tile), in range, in the order plain division
+ * gives (groups of tiles_n x G items, token tile fastest within one), for groups of 4 and 16 (the
+ * launcher's) with whole and shorter last groups, up to the V4-Flash T = 16384 contiguous shape
+ * (~900 x 32) and dense 8192^3's 64 x 64. */
 TEST(sm90_raster_order_is_a_bijection) {
     static const int32_t ms[] = {5, 17, 18, 32, 33, 64, 100, 129, 903};
     static const int32_t ns[] = {1, 2, 7, 32, 56, 64, 100};
@@ -130,15 +131,17 @@ TEST(sm90_raster_order_is_a_bijection) {
                 hfp4_sm90_set_raster(&k, shift);
                 memset(seen, 0, sizeof seen);
                 int bad = 0;
-                int32_t prev_m = -1, prev_n = -1;
+                const int32_t g = 1 << shift, per = g * ns[b];
                 for (int32_t item = 0; item < ms[a] * ns[b] && !bad; item++) {
                     int32_t m, n;
                     hfp4_sm90_raster_tiles(item, (int32_t)k.tiles_m, (int32_t)k.tiles_n, k.raster_m, k.raster_shift,
                                            k.raster_per_mul, k.raster_per_shift, &m, &n);
                     bad = m < 0 || m >= ms[a] || n < 0 || n >= ns[b] || seen[m * ns[b] + n]++;
-                    /* within a group, the next item is the next token tile or the next weight tile */
-                    if (!bad && item % (1 << shift) != 0 && prev_n == n) bad = m != prev_m + 1;
-                    prev_m = m, prev_n = n;
+                    /* the order itself, by plain division: group item / per, token tile fastest in it
+                     * (a last group of fewer tiles cycles over those) */
+                    const int32_t grp = item / per, within = item % per;
+                    const int32_t len = ms[a] - grp * g < g ? ms[a] - grp * g : g;
+                    bad = bad || n != within / len || m != grp * g + within % len;
                 }
                 CHECK_MSG(!bad, "raster of %d x %d token x weight tiles, groups of %d", ms[a], ns[b], 1 << shift);
                 if (bad) return;

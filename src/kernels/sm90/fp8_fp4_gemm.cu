@@ -62,8 +62,8 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     const bool dyn_possible = (cfg::HEADER_SLOT || params.a_gran_k != 32) && params.w_chunks >= 8;
     if (BT <= 64 && params.dynamic && dyn_possible) params.dyn_slot = hfp4__sm90_dyn_slot(dev->device, stream);
     /* Prefill items in raster groups of token tiles (work_items.cuh item_tiles), the 128-token tile
-     * only, where there is more than one group (a group's items, G x tiles_n, then stay below the
-     * plan's 2^30):
+     * only, in the layouts whose items carry no group index (all but masked), where there is more
+     * than one group (a group's items, G x tiles_n, then stay below the plan's 2^30):
      * - dense, 16 token tiles (the FP8 x FP8 kernel's FW_GROUP_M), where the weights are too large to
      *   stay in L2 while n-tile-fastest waves stream all of them (more than 16 MB of FP4: a third of
      *   the H200's 50 MB L2). H200, 8192^3 (32 MB of FP4): L2 hits 72 -> 92 %, DRAM reads 1.00 ->
@@ -72,6 +72,8 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
      * - contiguous and psum, 4 token tiles (about one expert's rows at V4-Flash T = 16384): V4-Flash
      *   w13 T = 16384 DRAM reads 6.44 -> 5.25 GB, sustained 677-681 -> 690 TFLOP/s; w2 and T = 4096
      *   level; 16 tiles read as much DRAM as none (a group's first and last experts straddle it).
+     *   Not in the narrow-block split's 128-token launch (p.narrow 2: contiguous without a hint, up
+     *   to ~48k rows, decode sizes among them), where it was not measured.
      * (bench/RESULTS.md v37.) HFP4_SM90_RASTER=0 turns both off, 1 takes them whatever the weights'
      * size (comparisons; the GPU tests' small shapes); read at each such launch. */
     if (BT == 128 && params.grouping != HFP4_K_MASKED) {
@@ -79,7 +81,7 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
         const int forced = env && strcmp(env, "1") == 0, off = env && strcmp(env, "0") == 0;
         const int shift = params.grouping == HFP4_K_DENSE ? 4 : 2, g = 1 << shift; /* (a power of two: item_tiles) */
         const int big = params.grouping != HFP4_K_DENSE || params.n * params.k / 2 > ((int64_t)16 << 20);
-        if (!off && params.tiles_m > g && (forced || big)) hfp4_sm90_set_raster(&params, shift);
+        if (!off && params.tiles_m > g && params.narrow != 2 && (forced || big)) hfp4_sm90_set_raster(&params, shift);
     }
     if (SPLIT) {
         /* the K-split (split_k.cuh): clusters of two CTAs, so an even grid; they split when the live

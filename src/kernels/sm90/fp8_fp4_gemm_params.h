@@ -74,8 +74,9 @@ typedef struct hfp4_sm90_gemm_params {
      * the same in both launches; 0: each launch picks 16 or 8 the same way, work_items.cuh
      * split_row_auto): a 128-row block is narrow when this row of it is padding */
     int32_t narrow, split_row;
-    /* the 128-token tile's prefill layouts without groups (dense, contiguous, psum; the launcher sets
-     * it): items run in groups of raster_m token tiles, token tile fastest within a weight tile
+    /* the 128-token tile's prefill launches whose items carry no group index (dense, contiguous,
+     * psum; the launcher sets it): items run in groups of raster_m token tiles, token tile fastest
+     * within a weight tile
      * (work_items.cuh item_tiles); 0: n-tile fastest. raster_m is a power of two (2^raster_shift);
      * (raster_per_mul, raster_per_shift) divide by raster_m x tiles_n (hfp4_sm90_divisor) */
     int32_t raster_m, raster_shift;

@@ -25,8 +25,9 @@ static __device__ __forceinline__ int32_t div_m_alignment(const hfp4_sm90_gemm_p
 }
 
 /* Work item -> (token tile within its group, weight tile, group z). Items run n-tile fastest, then
- * token tile, then group; or, at the 128-token tile where the launcher sets p.raster_m (layouts
- * without groups: dense, contiguous, psum), in groups of raster_m token tiles (the last group may
+ * token tile, then group; or, where the launcher sets p.raster_m (the 128-token tile, whose callers
+ * alone come here; layouts whose items carry no group index: all but masked), in groups of raster_m
+ * token tiles (the last group may
  * have fewer), token tile fastest within a weight tile, so that the CTAs resident at one time
  * share ~raster_m activation tiles and a few weight tiles in L2 (n-tile fastest, a dense 8192^3
  * wave covered 2 token tiles and all 64 weight tiles: 32 MB of FP4 streamed through L2 every wave,
@@ -35,7 +36,7 @@ template <int BT>
 static __device__ __forceinline__ void item_tiles(const hfp4_sm90_gemm_params &p, int32_t item, int32_t &m_tile,
                                                   int32_t &n_tile, int32_t &z) {
     const int32_t tiles_n = (int32_t)p.tiles_n, tiles_m = (int32_t)p.tiles_m; /* items < 2^30 (the plan checks) */
-    if (BT == 128 && p.raster_m > 0) { /* (the 128-token tile only: the other tiles' code stays as it was) */
+    if (p.raster_m > 0) {
         hfp4_sm90_raster_tiles(item, tiles_m, tiles_n, p.raster_m, p.raster_shift, p.raster_per_mul, p.raster_per_shift,
                                &m_tile, &n_tile);
         z = 0;
