@@ -214,6 +214,27 @@ TEST(gpu_grouped_contiguous) {
     }
 }
 
+/* The contiguous layout's raster groups at the 128-token tile (work_items.cuh): ~500 token tiles in
+ * segments of 1..9 tiles (partial last tiles, empty groups, two padding tiles after the last), with
+ * expected_m so that the plan takes the 128-token tile without the narrow-block split: groups of 4
+ * from tile 0 by default; in the expert-raster build (HFP4_SM90_RASTER_EXPERTS=1) the table's groups
+ * of 1..4 tiles that follow the segments, two tiles or more per thread of its scan. */
+TEST(gpu_contiguous_raster_groups) {
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
+    enum { GROUPS = 100 };
+    static int32_t rows[GROUPS];
+    int64_t m = 0;
+    for (int g = 0; g < GROUPS; g++) {
+        rows[g] = g % 13 == 0 ? 0 : (g * 37 % 9 + 1) * 128 - (g % 5) * 17;
+        m += (rows[g] + 127) / 128 * 128;
+    }
+    gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS, m + 256, 192, 256, GROUPS, 410);
+    c.rows = rows;
+    c.extra_rows = 256;
+    c.expected_m = 512;
+    check_case(&c, "contiguous, raster groups");
+}
+
 TEST(gpu_grouped_psum) {
     if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     for (int v = 0; v < 3; v++) {

@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(384, MINB)
         }
 #if HFP4_SM90_RASTER_EXPERTS
         /* the expert raster's table (work_items.cuh; never with the split above: the launcher) */
-        if (p.raster_experts) build_raster_table(p, (uint32_t *)sm.live_prefix, (int32_t *)sm.out_s, (int)threadIdx.x, 384);
+        if (p.raster_experts) build_raster_table<384>(p, (uint32_t *)sm.live_prefix, (int32_t *)sm.out_s, (int)threadIdx.x);
 #endif
     }
     __syncthreads();

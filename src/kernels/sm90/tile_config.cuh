@@ -92,7 +92,10 @@ struct sm90_tile_config {
     static constexpr int FIT = BUDGET / STAGE_BYTES;
     static constexpr int STAGES = FIT < MAX_STAGES ? FIT : MAX_STAGES;
     static_assert(STAGES >= 4, "the producer warps' parity waits need at least 4 stages");
-    static_assert(!(BT == 128 && HFP4_SM90_RASTER_EXPERTS) || STAGES >= 5, "the expert raster's table costs a stage");
+    static constexpr int FIT_NO_TABLE = (BUDGET + PREFIX_BYTES - 16) / STAGE_BYTES; /* (the 128-token tile's 16) */
+    static_assert(!(BT == 128 && HFP4_SM90_RASTER_EXPERTS) ||
+                      STAGES == (FIT_NO_TABLE < MAX_STAGES ? FIT_NO_TABLE : MAX_STAGES),
+                  "the expert raster's table costs a stage");
     /* setmaxnreg split; PRODUCER + 2 x CONSUMER must stay <= 3 x the registers per thread the CTA is
      * launched with (168 for one CTA per SM, 80 for two), or setmaxnreg.inc waits forever */
     static constexpr int LAUNCH_REGS = (65536 / (384 * MINB)) & ~7; /* 168 or 80 */

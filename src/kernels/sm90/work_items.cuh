@@ -35,14 +35,15 @@ static __device__ __forceinline__ int32_t div_m_alignment(const hfp4_sm90_gemm_p
 #if HFP4_SM90_RASTER_EXPERTS
 /* The expert raster (an A/B build, HFP4_SM90_RASTER_EXPERTS=1; the launcher sets p.raster_experts for
  * the contiguous layout's 128-token launches of at most HFP4_SM90_RASTER_TABLE_TILES token tiles):
- * groups of at most RASTER_EXPERT_G token tiles that follow the experts, so that an expert's weight
- * tiles are read by all its token tiles at once (with groups of 4 from tile 0, an expert's ~3.5 tiles
+ * groups of at most HFP4_SM90_RASTER_EXPERT_G token tiles that follow the experts, so that an
+ * expert's weight tiles are read by all its token tiles at once (with groups of 4 from tile 0, an
+ * expert's ~3.5 tiles
  * straddle two groups: V4-Flash w13 T = 16384 still read 5.25 GB of DRAM against ~2.6 GB of operands,
  * bench/RESULTS.md v37). A segment is a run of token tiles with one expert id (layout[128 t]; ids
  * outside [0, groups) and tiles past m count as padding, -1), cut into groups from its first tile.
  * Groups tile the token tiles in order, so the group that starts at tile s owns items
  * [s tiles_n, (s + len) tiles_n): an item's group is the table word of token tile item / tiles_n. */
-#define RASTER_EXPERT_G 4
+#define HFP4_SM90_RASTER_EXPERT_G 4
 static __device__ __forceinline__ int32_t raster_tile_id(const hfp4_sm90_gemm_params &p, int32_t t) {
     const int64_t row = (int64_t)t * 128;
     if (row >= p.m) return -1;
@@ -50,11 +51,15 @@ static __device__ __forceinline__ int32_t raster_tile_id(const hfp4_sm90_gemm_pa
     return id >= 0 && id < p.num_groups ? id : -1;
 }
 
-/* The table (tiles_m words: group start | length << 16) by all nthreads threads of the CTA; scratch:
- * nthreads + 32 ints of shared memory that are free at the kernel's start. The caller syncs after. */
-static __device__ void build_raster_table(const hfp4_sm90_gemm_params &p, uint32_t *table, int32_t *scratch, int tid,
-                                          int nthreads) {
-    const int32_t T = (int32_t)p.tiles_m, per = (T + nthreads - 1) / nthreads;
+/* The table (tiles_m words: group start | length << 16) by all NTHREADS threads of the CTA; scratch:
+ * NTHREADS / 32 ints of shared memory that are free at the kernel's start. The caller syncs after.
+ * (Each pass reads the tiles' ids from global memory again: a few microseconds a launch.) */
+static_assert(HFP4_SM90_RASTER_TABLE_TILES <= 65536, "a table word packs a group start in 16 bits");
+template <int NTHREADS>
+static __device__ void build_raster_table(const hfp4_sm90_gemm_params &p, uint32_t *table, int32_t *scratch, int tid) {
+    constexpr int WORDS = (HFP4_SM90_RASTER_TABLE_TILES + NTHREADS - 1) / NTHREADS; /* a thread's tiles at most */
+    static_assert(NTHREADS % 32 == 0 && WORDS <= 16, "whole warps; a thread's table words stay in registers");
+    const int32_t T = (int32_t)p.tiles_m, per = (T + NTHREADS - 1) / NTHREADS;
     const int32_t t0 = min(tid * per, T), t1 = min(t0 + per, T);
     /* the last segment start in this thread's tiles (-1: none) */
     int32_t prev = t0 > 0 ? raster_tile_id(p, t0 - 1) : -2, last = -1;
@@ -83,25 +88,24 @@ static __device__ void build_raster_table(const hfp4_sm90_gemm_params &p, uint32
         const int32_t id = raster_tile_id(p, t);
         if (t == 0 || id != prev) carry = t;
         prev = id;
-        table[t] = (uint32_t)(carry + ((t - carry) & ~(RASTER_EXPERT_G - 1)));
+        table[t] = (uint32_t)(carry + ((t - carry) & ~(HFP4_SM90_RASTER_EXPERT_G - 1)));
     }
     __syncthreads();
     /* each group's length: the run of tiles from its start that share it (at most G) */
-    uint32_t words[(HFP4_SM90_RASTER_TABLE_TILES + 383) / 384];
-    static_assert((HFP4_SM90_RASTER_TABLE_TILES + 383) / 384 <= 16, "a thread's table words stay in registers");
+    uint32_t words[WORDS];
 #pragma unroll
-    for (int i = 0; i < (HFP4_SM90_RASTER_TABLE_TILES + 383) / 384; i++) {
+    for (int i = 0; i < WORDS; i++) {
         const int32_t t = t0 + i;
         if (t < t1) {
             const uint32_t s = table[t];
             uint32_t len = 1;
-            while (len < RASTER_EXPERT_G && (int32_t)(s + len) < T && table[s + len] == s) len++;
+            while (len < HFP4_SM90_RASTER_EXPERT_G && (int32_t)(s + len) < T && table[s + len] == s) len++;
             words[i] = s | len << 16;
         }
     }
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < (HFP4_SM90_RASTER_TABLE_TILES + 383) / 384; i++)
+    for (int i = 0; i < WORDS; i++)
         if (t0 + i < t1) table[t0 + i] = words[i];
 }
 
