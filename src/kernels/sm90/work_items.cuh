@@ -24,23 +24,15 @@ static __device__ __forceinline__ int32_t div_m_alignment(const hfp4_sm90_gemm_p
     return (int32_t)((__umulhi((uint32_t)x, p.m_align_mul) + (uint32_t)x) >> p.m_align_shift);
 }
 
-/* Work item -> (token tile within its group, weight tile, group z). Items run n-tile fastest, then
- * token tile, then group; or, where the launcher sets p.raster_m (the 128-token tile, whose callers
- * alone come here; layouts whose items carry no group index: all but masked), in groups of raster_m
- * token tiles (the last group may
- * have fewer), token tile fastest within a weight tile, so that the CTAs resident at one time
- * share ~raster_m activation tiles and a few weight tiles in L2 (n-tile fastest, a dense 8192^3
- * wave covered 2 token tiles and all 64 weight tiles: 32 MB of FP4 streamed through L2 every wave,
- * 72 % L2 hits; 92 % with groups of 16, bench/RESULTS.md v37). */
 #if HFP4_SM90_RASTER_EXPERTS
 /* The expert raster (an A/B build, HFP4_SM90_RASTER_EXPERTS=1; the launcher sets p.raster_experts for
  * the contiguous layout's 128-token launches of at most HFP4_SM90_RASTER_TABLE_TILES token tiles):
  * groups of at most HFP4_SM90_RASTER_EXPERT_G token tiles that follow the experts, so that an
  * expert's weight tiles are read by all its token tiles at once (with groups of 4 from tile 0, an
- * expert's ~3.5 tiles
- * straddle two groups: V4-Flash w13 T = 16384 still read 5.25 GB of DRAM against ~2.6 GB of operands,
- * bench/RESULTS.md v37). A segment is a run of token tiles with one expert id (layout[128 t]; ids
- * outside [0, groups) and tiles past m count as padding, -1), cut into groups from its first tile.
+ * expert's ~3.5 tiles straddle two groups: V4-Flash w13 T = 16384 still read 5.25 GB of DRAM against
+ * ~2.6 GB of operands, bench/RESULTS.md v37). A segment is a run of token tiles with one expert id
+ * (layout[128 t]; ids outside [0, groups) and tiles past m count as padding, -1), cut into groups from
+ * its first tile.
  * Groups tile the token tiles in order, so the group that starts at tile s owns items
  * [s tiles_n, (s + len) tiles_n): an item's group is the table word of token tile item / tiles_n. */
 #define HFP4_SM90_RASTER_EXPERT_G 4
@@ -123,7 +115,14 @@ static __device__ __forceinline__ void raster_expert_tiles(const hfp4_sm90_gemm_
 }
 #endif
 
-template <int BT>
+/* Work item -> (token tile within its group, weight tile, group z), for the 128-token tile (the other
+ * tiles keep their own form: item_m_tile). Items run n-tile fastest, then token tile, then group;
+ * or, where the launcher sets p.raster_m (layouts whose items carry no group index: all but masked),
+ * in groups of raster_m token tiles (the last group may have fewer), token tile fastest within a
+ * weight tile, so that the CTAs resident at one time share ~raster_m activation tiles and a few
+ * weight tiles in L2 (n-tile fastest, a dense 8192^3 wave covered 2 token tiles and all 64 weight
+ * tiles: 32 MB of FP4 streamed through L2 every wave, 72 % L2 hits; 92 % with groups of 16,
+ * bench/RESULTS.md v37). */
 static __device__ __forceinline__ void item_tiles(const hfp4_sm90_gemm_params &p, int32_t item, int32_t &m_tile,
                                                   int32_t &n_tile, int32_t &z) {
     const int32_t tiles_n = (int32_t)p.tiles_n, tiles_m = (int32_t)p.tiles_m; /* items < 2^30 (the plan checks) */
@@ -152,7 +151,7 @@ template <int BT>
 static __device__ __forceinline__ int32_t item_m_tile(const hfp4_sm90_gemm_params &p, int32_t item) {
     if constexpr (BT == 128) {
         int32_t m_tile, n_tile, z;
-        item_tiles<BT>(p, item, m_tile, n_tile, z);
+        item_tiles(p, item, m_tile, n_tile, z);
         return m_tile;
     } else {
         const int32_t rest = div_tiles_n(p, item);
@@ -465,7 +464,7 @@ static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params 
     int32_t z;
     if constexpr (BT == 128) {
         int32_t m_tile;
-        item_tiles<BT>(p, item, m_tile, t.n_tile, z);
+        item_tiles(p, item, m_tile, t.n_tile, z);
         t.m0 = m_tile * BT;
     } else { /* (item_m_tile says why this form stays) */
         const int32_t tiles_n = (int32_t)p.tiles_n, tiles_m = (int32_t)p.tiles_m;
