@@ -217,8 +217,7 @@ TEST(gpu_grouped_contiguous) {
 /* The contiguous layout's raster groups at the 128-token tile (work_items.cuh): ~500 token tiles in
  * segments of 1..9 tiles (partial last tiles, empty groups, two padding tiles after the last), with
  * expected_m so that the plan takes the 128-token tile without the narrow-block split: groups of 4
- * from tile 0 by default; in the expert-raster build (HFP4_SM90_RASTER_EXPERTS=1) the table's groups
- * of 1..4 tiles that follow the segments, two tiles or more per thread of its scan. */
+ * from tile 0 (groups that follow the experts measured no faster: bench/RESULTS.md v38). */
 TEST(gpu_contiguous_raster_groups) {
     if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     enum { GROUPS = 100 };

@@ -82,13 +82,6 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
         const int shift = params.grouping == HFP4_K_DENSE ? 4 : 2, g = 1 << shift; /* (a power of two: item_tiles) */
         const int big = params.grouping != HFP4_K_DENSE || params.n * params.k / 2 > ((int64_t)16 << 20);
         if (!off && params.tiles_m > g && params.narrow != 2 && (forced || big)) hfp4_sm90_set_raster(&params, shift);
-#if HFP4_SM90_RASTER_EXPERTS
-        /* (the A/B build) the contiguous layout's groups follow its experts (work_items.cuh) */
-        if (params.raster_m > 0 && params.grouping == HFP4_K_CONTIGUOUS && params.tiles_m <= HFP4_SM90_RASTER_TABLE_TILES) {
-            params.raster_experts = 1;
-            params.raster_table_off = cfg::PREFIX_OFF;
-        }
-#endif
     }
     if (SPLIT) {
         /* the K-split (split_k.cuh): clusters of two CTAs, so an even grid; they split when the live

@@ -152,10 +152,6 @@ __global__ void __launch_bounds__(384, MINB)
                                                       contiguous_row_real(p, (int64_t)threadIdx.x * BT + 8));
             if (threadIdx.x == 0) sm.live_prefix[0] = split_row_auto(over8);
         }
-#if HFP4_SM90_RASTER_EXPERTS
-        /* the expert raster's table (work_items.cuh; never with the split above: the launcher) */
-        if (p.raster_experts) build_raster_table<384>(p, (uint32_t *)sm.live_prefix, (int32_t *)sm.out_s, (int)threadIdx.x);
-#endif
     }
     __syncthreads();
     if (threadIdx.x == 0) HFP4_DIAG(HFP4_DIAG_SETUP);

@@ -81,10 +81,6 @@ typedef struct hfp4_sm90_gemm_params {
      * (raster_per_mul, raster_per_shift) divide by raster_m x tiles_n (hfp4_sm90_divisor) */
     int32_t raster_m, raster_shift;
     uint32_t raster_per_mul, raster_per_shift;
-    /* (builds with HFP4_SM90_RASTER_EXPERTS=1 only, work_items.cuh) the contiguous layout's raster
-     * groups follow its experts: a table of tiles_m words at this shared-memory offset, built at the
-     * kernel's start, gives each token tile its group's first tile and length */
-    int32_t raster_experts, raster_table_off;
 } hfp4_sm90_gemm_params;
 
 /* The (mul, shift) that divide any 0 <= x < 2^31 by 1 <= d <= 2^31 as (umulhi(x, mul) + x) >>

@@ -22,10 +22,6 @@
 #define HFP4_SM90_G32_HEADER_SLOT 1 /* G32 kernels trade a stage for item headers where they must (below) */
 #endif
 #define HFP4_SM90_DYN_RING 16 /* dynamic_walk.cuh's ring: more slots than items a producer warp can lag */
-#ifndef HFP4_SM90_RASTER_EXPERTS
-#define HFP4_SM90_RASTER_EXPERTS 0 /* 1 builds the expert-following raster groups (work_items.cuh): an A/B build */
-#endif
-#define HFP4_SM90_RASTER_TABLE_TILES 4096 /* token tiles the expert raster's table holds (16 KB) */
 
 /* MINB = CTAs per SM the kernel is built for: 1, or 2 for the 8-token decode tile (larger tiles
  * spill in 96 registers), which trades registers for a second resident CTA: twice the warps to hide
@@ -55,10 +51,7 @@ struct sm90_tile_config {
      * live-item prefix [groups + 1], or the contiguous layout's tile bitmask and word prefix [2W + 1] */
     static constexpr bool BALANCE = BT <= 64;
     /* (the 128-token tile: one word, the narrow-block split's row when the launch picks it) */
-    /* (with HFP4_SM90_RASTER_EXPERTS, the 128-token tile's space holds the expert raster's table:
-     * 16 KB that cost none of its 5 stages, asserted below) */
-    static constexpr int PREFIX_BYTES = BALANCE ? (4 * (HFP4_SM90_BALANCE_MAX_GROUPS + 1) + 15) / 16 * 16
-                                        : BT == 128 && HFP4_SM90_RASTER_EXPERTS ? 4 * HFP4_SM90_RASTER_TABLE_TILES : 16;
+    static constexpr int PREFIX_BYTES = BALANCE ? (4 * (HFP4_SM90_BALANCE_MAX_GROUPS + 1) + 15) / 16 * 16 : 16;
     static_assert(2 * (HFP4_SM90_BALANCE_MAX_TILES / 32) + 1 <= HFP4_SM90_BALANCE_MAX_GROUPS + 1,
                   "the contiguous layout's tile bitmask and word prefix share the masked prefix's space");
     static constexpr int SPLIT_WORDS = (HFP4_SM90_SPLIT_MAX_TILES + 31) / 32; /* the split's bitmask words */
@@ -92,10 +85,6 @@ struct sm90_tile_config {
     static constexpr int FIT = BUDGET / STAGE_BYTES;
     static constexpr int STAGES = FIT < MAX_STAGES ? FIT : MAX_STAGES;
     static_assert(STAGES >= 4, "the producer warps' parity waits need at least 4 stages");
-    static constexpr int FIT_NO_TABLE = (BUDGET + PREFIX_BYTES - 16) / STAGE_BYTES; /* (the 128-token tile's 16) */
-    static_assert(!(BT == 128 && HFP4_SM90_RASTER_EXPERTS) ||
-                      STAGES == (FIT_NO_TABLE < MAX_STAGES ? FIT_NO_TABLE : MAX_STAGES),
-                  "the expert raster's table costs a stage");
     /* setmaxnreg split; PRODUCER + 2 x CONSUMER must stay <= 3 x the registers per thread the CTA is
      * launched with (168 for one CTA per SM, 80 for two), or setmaxnreg.inc waits forever */
     static constexpr int LAUNCH_REGS = (65536 / (384 * MINB)) & ~7; /* 168 or 80 */

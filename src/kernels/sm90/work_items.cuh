@@ -24,97 +24,6 @@ static __device__ __forceinline__ int32_t div_m_alignment(const hfp4_sm90_gemm_p
     return (int32_t)((__umulhi((uint32_t)x, p.m_align_mul) + (uint32_t)x) >> p.m_align_shift);
 }
 
-#if HFP4_SM90_RASTER_EXPERTS
-/* The expert raster (an A/B build, HFP4_SM90_RASTER_EXPERTS=1; the launcher sets p.raster_experts for
- * the contiguous layout's 128-token launches of at most HFP4_SM90_RASTER_TABLE_TILES token tiles):
- * groups of at most HFP4_SM90_RASTER_EXPERT_G token tiles that follow the experts, so that an
- * expert's weight tiles are read by all its token tiles at once (with groups of 4 from tile 0, an
- * expert's ~3.5 tiles straddle two groups: V4-Flash w13 T = 16384 still read 5.25 GB of DRAM against
- * ~2.6 GB of operands, bench/RESULTS.md v37). A segment is a run of token tiles with one expert id
- * (layout[128 t]; ids outside [0, groups) and tiles past m count as padding, -1), cut into groups from
- * its first tile.
- * Groups tile the token tiles in order, so the group that starts at tile s owns items
- * [s tiles_n, (s + len) tiles_n): an item's group is the table word of token tile item / tiles_n. */
-#define HFP4_SM90_RASTER_EXPERT_G 4
-static __device__ __forceinline__ int32_t raster_tile_id(const hfp4_sm90_gemm_params &p, int32_t t) {
-    const int64_t row = (int64_t)t * 128;
-    if (row >= p.m) return -1;
-    const int32_t id = p.layout[row];
-    return id >= 0 && id < p.num_groups ? id : -1;
-}
-
-/* The table (tiles_m words: group start | length << 16) by all NTHREADS threads of the CTA; scratch:
- * NTHREADS / 32 ints of shared memory that are free at the kernel's start. The caller syncs after.
- * (Each pass reads the tiles' ids from global memory again: a few microseconds a launch.) */
-static_assert(HFP4_SM90_RASTER_TABLE_TILES <= 65536, "a table word packs a group start in 16 bits");
-template <int NTHREADS>
-static __device__ void build_raster_table(const hfp4_sm90_gemm_params &p, uint32_t *table, int32_t *scratch, int tid) {
-    constexpr int WORDS = (HFP4_SM90_RASTER_TABLE_TILES + NTHREADS - 1) / NTHREADS; /* a thread's tiles at most */
-    static_assert(NTHREADS % 32 == 0 && WORDS <= 16, "whole warps; a thread's table words stay in registers");
-    const int32_t T = (int32_t)p.tiles_m, per = (T + NTHREADS - 1) / NTHREADS;
-    const int32_t t0 = min(tid * per, T), t1 = min(t0 + per, T);
-    /* the last segment start in this thread's tiles (-1: none) */
-    int32_t prev = t0 > 0 ? raster_tile_id(p, t0 - 1) : -2, last = -1;
-    for (int32_t t = t0; t < t1; t++) {
-        const int32_t id = raster_tile_id(p, t);
-        if (t == 0 || id != prev) last = t;
-        prev = id;
-    }
-    /* an exclusive max-scan over the threads: the segment start carried into this thread's first tile */
-    const int lane = tid % 32, warp = tid / 32;
-    int32_t incl = last;
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-        const int32_t o = __shfl_up_sync(0xFFFFFFFFu, incl, d);
-        if (lane >= d) incl = max(incl, o);
-    }
-    if (lane == 31) scratch[warp] = incl;
-    __syncthreads();
-    int32_t carry = -1;
-    for (int w = 0; w < warp; w++) carry = max(carry, scratch[w]);
-    const int32_t before = __shfl_up_sync(0xFFFFFFFFu, incl, 1);
-    if (lane > 0) carry = max(carry, before);
-    /* each tile's group start */
-    prev = t0 > 0 ? raster_tile_id(p, t0 - 1) : -2;
-    for (int32_t t = t0; t < t1; t++) {
-        const int32_t id = raster_tile_id(p, t);
-        if (t == 0 || id != prev) carry = t;
-        prev = id;
-        table[t] = (uint32_t)(carry + ((t - carry) & ~(HFP4_SM90_RASTER_EXPERT_G - 1)));
-    }
-    __syncthreads();
-    /* each group's length: the run of tiles from its start that share it (at most G) */
-    uint32_t words[WORDS];
-#pragma unroll
-    for (int i = 0; i < WORDS; i++) {
-        const int32_t t = t0 + i;
-        if (t < t1) {
-            const uint32_t s = table[t];
-            uint32_t len = 1;
-            while (len < HFP4_SM90_RASTER_EXPERT_G && (int32_t)(s + len) < T && table[s + len] == s) len++;
-            words[i] = s | len << 16;
-        }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < WORDS; i++)
-        if (t0 + i < t1) table[t0 + i] = words[i];
-}
-
-/* Item -> (token tile, weight tile) through the table */
-static __device__ __forceinline__ void raster_expert_tiles(const hfp4_sm90_gemm_params &p, int32_t item,
-                                                           int32_t &m_tile, int32_t &n_tile) {
-    extern __shared__ uint8_t hfp4_raster_smem[]; /* (the kernel's dynamic shared memory, aligned as it is) */
-    const uint8_t *base = hfp4_raster_smem + ((1024u - (smem_addr(hfp4_raster_smem) & 1023u)) & 1023u);
-    const int32_t tiles_n = (int32_t)p.tiles_n;
-    const uint32_t w = *(const uint32_t *)(base + p.raster_table_off + 4 * div_tiles_n(p, item));
-    const int32_t s = (int32_t)(w & 0xFFFFu), len = (int32_t)(w >> 16), within = item - s * tiles_n;
-    n_tile = len == 4 ? within >> 2 : len == 2 ? within >> 1 : len == 1 ? within
-                                                          : (int32_t)(__umulhi((uint32_t)within, 0xAAAAAAABu) >> 1);
-    m_tile = s + within - n_tile * len;
-}
-#endif
-
 /* Work item -> (token tile within its group, weight tile, group z), for the 128-token tile (the other
  * tiles keep their own form: item_m_tile). Items run n-tile fastest, then token tile, then group;
  * or, where the launcher sets p.raster_m (layouts whose items carry no group index: all but masked),
@@ -126,13 +35,6 @@ static __device__ __forceinline__ void raster_expert_tiles(const hfp4_sm90_gemm_
 static __device__ __forceinline__ void item_tiles(const hfp4_sm90_gemm_params &p, int32_t item, int32_t &m_tile,
                                                   int32_t &n_tile, int32_t &z) {
     const int32_t tiles_n = (int32_t)p.tiles_n, tiles_m = (int32_t)p.tiles_m; /* items < 2^30 (the plan checks) */
-#if HFP4_SM90_RASTER_EXPERTS
-    if (p.raster_experts) {
-        raster_expert_tiles(p, item, m_tile, n_tile);
-        z = 0;
-        return;
-    }
-#endif
     if (p.raster_m > 0) {
         hfp4_sm90_raster_tiles(item, tiles_m, tiles_n, p.raster_m, p.raster_shift, p.raster_per_mul, p.raster_per_shift,
                                &m_tile, &n_tile);
