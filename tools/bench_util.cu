@@ -161,8 +161,16 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
             else printf("  [contiguous hint %d]", bench_contiguous_hint);
         }
         if (bench_w_scales_drift) printf("  [w scales drift]");
-        if (r->clock.sm_mhz > 0) printf("  [%d MHz %d W 0x%llx]", r->clock.sm_mhz, r->clock.power_w, r->clock.reasons);
-        if (r->base_clock.sm_mhz > 0) printf("  [baseline %d MHz %d W]", r->base_clock.sm_mhz, r->base_clock.power_w);
+        /* (a GPU that runs draws power: 0 W means the device reports none, as one H200 host did,
+         * bench/RESULTS.md v38, and then its energy windows measure nothing either) */
+        if (r->clock.sm_mhz > 0) {
+            if (r->clock.power_w > 0) printf("  [%d MHz %d W 0x%llx]", r->clock.sm_mhz, r->clock.power_w, r->clock.reasons);
+            else printf("  [%d MHz, power not reported, 0x%llx]", r->clock.sm_mhz, r->clock.reasons);
+        }
+        if (r->base_clock.sm_mhz > 0) {
+            if (r->base_clock.power_w > 0) printf("  [baseline %d MHz %d W]", r->base_clock.sm_mhz, r->base_clock.power_w);
+            else printf("  [baseline %d MHz]", r->base_clock.sm_mhz);
+        }
         if (r->pj_per_flop > 0 || r->base_pj_per_flop > 0)
             printf("  [%.3f pJ/FLOP, baseline %.3f]", r->pj_per_flop, r->base_pj_per_flop);
         if (r->sustained_tflops > 0 && r->base_sustained_tflops > 0)
