@@ -3,6 +3,7 @@
 # device call. Timing-only builds (results wrong on purpose), built here first:
 #   make -j3 BUILD=build-fl NVFLAGS_EXTRA=-DHFP4_DIAG_FEW_LOADS build-fl/hfp4      (an item's chunks past
 #       the first STAGES reuse their stage: real data without the memory traffic)
+#   (-DHFP4_DIAG_FEW_LOADS=2: the activation tiles only, the weights still copied)
 #   make -j3 BUILD=build-ne NVFLAGS_EXTRA=-DHFP4_DIAG_NO_EPILOGUE build-ne/hfp4    (no stores of D)
 #   make -j3 BUILD=build-fn NVFLAGS_EXTRA="-DHFP4_DIAG_FEW_LOADS -DHFP4_DIAG_NO_EPILOGUE" build-fn/hfp4
 #   make BUILD=build-dev build-dev/consumer_structures                           (the loop alone)

@@ -91,7 +91,12 @@ static __device__ __forceinline__ void issue_stage_loads(const hfp4_sm90_gemm_pa
      * the stage as the earlier chunk left it, real data without the memory traffic) */
     typedef sm90_tile_config<BT, W_FP32, MINB> cfg;
     if (kc >= cfg::STAGES) {
+#if HFP4_DIAG_FEW_LOADS == 2 /* (=2: the activation tiles only; the weights still copied) */
+        mbar_complete_tx(bar, cfg::A_TILE_BYTES);
+        if (!weights_issued) issue_stage_weights<BT, W_FP32, MINB>(p, kc, s, w_stages, ws_stages, w_src, ws_src, bar);
+#else
         mbar_complete_tx(bar, cfg::A_TILE_BYTES + (weights_issued ? 0 : cfg::W_STAGE_BYTES + cfg::WS_STAGE_BYTES));
+#endif
         return;
     }
 #endif
