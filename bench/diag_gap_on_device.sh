@@ -9,21 +9,22 @@
 #   make BUILD=build-dev build-dev/consumer_structures                           (the loop alone)
 # carry: build/hfp4 build-fl/hfp4 build-ne/hfp4 build-fn/hfp4 build-dev/consumer_structures (~60 MB).
 # Interleaved rounds of the prefill rows until ROUNDS_UNTIL seconds, then the loop micro on random
-# operands (its ceiling in the same call). Logs: $OUT/logs.tgz.
+# operands (its ceiling in the same call) when build-dev/consumer_structures was carried. Logs: $OUT/logs.tgz.
+# BUILDS="main fl fa" picks the builds (build-<name>, main = build); ARGS replaces the bench arguments.
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-A="bench --only dense,w13,w2 --tokens 4096,16384 --sf-layout mn --routing-seed 1"
+A=${ARGS:-"bench --only dense,w13,w2 --tokens 4096,16384 --sf-layout mn --routing-seed 1"}
 r=1
 while [ "$(el)" -lt "${ROUNDS_UNTIL:-240}" ]; do
-    for b in main fl ne fn; do
+    for b in ${BUILDS:-main fl ne fn}; do
         d=build-$b; [ $b = main ] && d=build
         timeout 120 $d/hfp4 $A > "$OUT/bench_$b.$r.txt" 2>&1
         echo "round $r $b rc=$? at $(el)s"
     done
     r=$((r + 1))
 done
-MICRO_RANDOM=1 MICRO_WARM_MS=1500 timeout 90 build-dev/consumer_structures > "$OUT/micro_random.txt" 2>&1
+[ -x build-dev/consumer_structures ] && MICRO_RANDOM=1 MICRO_WARM_MS=1500 timeout 90 build-dev/consumer_structures > "$OUT/micro_random.txt" 2>&1
 echo "micro rc=$? at $(el)s"
 cd "$OUT" && tar czf logs.tgz ./*.txt && rm -f ./*.txt
