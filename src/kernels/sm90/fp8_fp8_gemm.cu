@@ -41,6 +41,21 @@
  * the overlap: 883-894 -> 941-948 TFLOP/s (3 interleaved rounds), 1.64 M cycles a launch. A first
  * form that released a block's stage only after the next block's wgmmas were out (the warpgroup held
  * two stages) gained 2 %: the producer then ran a stage less ahead, and the consumers waited for it. */
+/* Timing-only builds (results wrong on purpose; bench/diag_gap_on_device.sh): -DHFP4_FW_DIAG_NO_FACTORS
+ * has the factor warps write no promotion factors (no scale loads: they only wait for the stage and
+ * arrive; the consumers read whatever the stage holds), -DHFP4_FW_DIAG_NO_STORES skips D's stores
+ * behind a test the compiler cannot decide (p.m >= 0), so the sums are still computed. */
+#ifdef HFP4_FW_DIAG_NO_FACTORS
+#define FW_DIAG_NO_FACTORS(p) ((p).m >= 0)
+#else
+#define FW_DIAG_NO_FACTORS(p) false
+#endif
+#ifdef HFP4_FW_DIAG_NO_STORES
+#define FW_DIAG_NO_STORES(p) ((p).m >= 0)
+#else
+#define FW_DIAG_NO_STORES(p) false
+#endif
+
 #ifndef HFP4_FW_OVERLAP
 #define HFP4_FW_OVERLAP 1
 #endif
@@ -266,6 +281,11 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
                 for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                     if ((int)(it % FW_SCALE_WARPS) != sw) continue;
                     const int s = (int)(it % STAGES);
+                    if (FW_DIAG_NO_FACTORS(p)) { /* (timing-only builds) */
+                        if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
+                        mbar_arrive(&full[s]);
+                        continue;
+                    }
                     /* NOTE: the scales are loaded before the wait for the stage (they do not depend on
                      * it), so their L2 round trip overlaps that wait instead of following it: loaded
                      * after it, the factors held each stage's full barrier back by a round trip, and a
@@ -344,6 +364,7 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
         }
         /* D from the registers: rows row0 (registers 4j, 4j + 1) and row0 + 8 (4j + 2, 4j + 3),
          * columns 8 j + 2 t4 and + 1 of the tile */
+        if (FW_DIAG_NO_STORES(p)) continue; /* (timing-only builds) */
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int64_t row = row0 + 8 * h;
