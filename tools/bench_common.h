@@ -29,7 +29,7 @@ static inline int bench_cuda_ok(cudaError_t e, const char *call, const char *fil
 #define BENCH_CUDA(call) bench_cuda_ok((call), #call, __FILE__, __LINE__)
 
 /* Largest number of kernels per graph whose empty-kernel replay floor is cached. */
-#define BENCH_MAX_GRAPH_KERNELS 8
+#define BENCH_MAX_GRAPH_KERNELS 16
 
 /* One run: its options and the reference points measured once. */
 /* --l2-flush: READ a 256 MB buffer (leaves clean lines, as another kernel's reads do; default), WRITE

@@ -84,11 +84,19 @@ static void print_warm_start(const bench_ctx *c, const char *layout, const char 
  *                     it; the glue under PDL lost 2-6 %, bench/RESULTS.md v34); only where w13's N
  *                     is 2 x w2's K and w2's activation scales are FP32 K-major (the glue's output);
  *   layers2(_overlap) two layers, the second on the other weight set (a decode step's graph holds
- *                     many), plain or every GEMM flagged; only with two weight sets.
+ *                     many), plain or every GEMM flagged; only with two weight sets;
+ *   layers8_overlap   eight layers, the weight sets taking turns, every GEMM flagged: what a layer
+ *                     costs inside a decode step's graph, where the graph's launch is paid once and
+ *                     each GEMM starts under the one before (the set a layer reads was last read two
+ *                     layers before, with the other set's ~78 MB at V4-Flash T = 1 streamed between:
+ *                     more than L2 holds).
  * The layer rows count both GEMMs' bytes and FLOPs (not the glue's), the two-layer rows both layers'. */
-enum { K_W13, K_W2, K_LAYER, K_LAYER_OVL, K_GLUE, K_GLUE_OVL, K_LAYERS2, K_LAYERS2_OVL, KINDS };
-static const char *const kind_suffix[KINDS] = {"w13", "w2", "layer", "layer_overlap", "layer_glue",
-                                               "layer_glue_overlap", "layers2", "layers2_overlap"};
+enum { K_W13, K_W2, K_LAYER, K_LAYER_OVL, K_GLUE, K_GLUE_OVL, K_LAYERS2, K_LAYERS2_OVL, K_LAYERS8_OVL, KINDS };
+static const char *const kind_suffix[KINDS] = {"w13",     "w2",         "layer",           "layer_overlap",
+                                               "layer_glue", "layer_glue_overlap", "layers2", "layers2_overlap",
+                                               "layers8_overlap"};
+/* layers a kind's graph holds */
+static int kind_layers(int i) { return i == K_LAYERS8_OVL ? 8 : i >= K_LAYERS2 ? 2 : 1; }
 
 /* One launch of a graph: a GEMM (bench_launch_gemm) or the glue */
 typedef struct graph_step {
@@ -167,7 +175,7 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
     kind[K_LAYER].weight_bytes += kind[K_W2].weight_bytes;
     kind[K_LAYER].pad_bytes += kind[K_W2].pad_bytes;
     for (int i = K_LAYER_OVL; i < KINDS; i++) {
-        const double layers = i >= K_LAYERS2 ? 2.0 : 1.0;
+        const double layers = kind_layers(i);
         kind[i] = kind[K_LAYER];
         snprintf(kind[i].name, sizeof kind[i].name, "%s-%s", m->prefix, kind_suffix[i]);
         kind[i].flops *= layers;
@@ -209,7 +217,7 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
     glue.gran = c->gran;
     glue.a = (uint8_t *)x2.a;
     glue.sf = (float *)x2.sf;
-    have[K_LAYERS2] = have[K_LAYERS2_OVL] = nsets == 2;
+    have[K_LAYERS2] = have[K_LAYERS2_OVL] = have[K_LAYERS8_OVL] = nsets == 2;
     /* standalone stream launches; they are also the warm-up a capture needs (one-time set-up) */
     if (bench_time_gemm(c, &p13[0], lab13, &kind[K_W13].stream_us) != 0 ||
         bench_time_gemm(c, &p2[0], lab2, &kind[K_W2].stream_us) != 0)
@@ -217,7 +225,7 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
     if (have[K_GLUE] && (launch_glue(&glue, 0) != 0 || !BENCH_CUDA(cudaDeviceSynchronize())))
         goto done; /* (the glue's warm-up, as the GEMMs' timed launches are theirs) */
     for (int i = K_LAYER; i < KINDS; i++) /* (the glue rows: the GEMMs' launches only) */
-        kind[i].stream_us = (i >= K_LAYERS2 ? 2 : 1) * (kind[K_W13].stream_us + kind[K_W2].stream_us);
+        kind[i].stream_us = kind_layers(i) * (kind[K_W13].stream_us + kind[K_W2].stream_us);
     for (int s = 0; s < nsets; s++) {
         const int o = nsets - 1 - s; /* the other set: a second layer's weights */
         const graph_step G13 = {bench_launch_gemm, &l13[s]}, G2 = {bench_launch_gemm, &l2[s]};
@@ -225,12 +233,13 @@ static int layer_case(bench_ctx *c, const bench_moe_model *m, const bench_weight
         const graph_step G13o = {bench_launch_gemm, &l13[o]}, G2o = {bench_launch_gemm, &l2[o]};
         const graph_step O13o = {bench_launch_gemm, &o13[o]}, O2o = {bench_launch_gemm, &o2[o]};
         const graph_step GL = {launch_glue, &glue};
-        const graph_step steps[KINDS][4] = {{G13}, {G2}, {G13, G2}, {O13, O2}, {G13, GL, G2}, {O13, GL, O2},
-                                            {G13, G2, G13o, G2o}, {O13, O2, O13o, O2o}};
-        static const int nsteps[KINDS] = {1, 1, 2, 2, 3, 3, 4, 4};
+        const graph_step steps[KINDS][16] = {{G13}, {G2}, {G13, G2}, {O13, O2}, {G13, GL, G2}, {O13, GL, O2},
+                                             {G13, G2, G13o, G2o}, {O13, O2, O13o, O2o},
+                                             {O13, O2, O13o, O2o, O13, O2, O13o, O2o, O13, O2, O13o, O2o, O13, O2, O13o, O2o}};
+        static const int nsteps[KINDS] = {1, 1, 2, 2, 3, 3, 4, 4, 16};
         for (int i = 0; i < KINDS; i++) {
             if (!have[i]) continue;
-            void *args[4];
+            void *args[16];
             for (int j = 0; j < nsteps[i]; j++) args[j] = (void *)&steps[i][j];
             if (bench_capture(c, launch_step, args, nsteps[i], &kind[i].exec[s], &kind[i].kernels) != 0) {
                 fprintf(stderr, "bench: %s: graph capture failed\n", kind[i].name);
