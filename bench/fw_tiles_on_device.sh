@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The FP8 x FP8 kernel's tiles side by side (src/kernels/sm90/fp8_fp8_gemm.cu: HFP4_SM90_FP8_WEIGHTS_TILE
-# = 128, 192 (token rows); 128x192 (128 tokens, 192 weight rows) with bench/patches/v39-fw-weight-tile-192.patch
-# applied (measured slower, RESULTS v39)), in one device call: the FP8-weight
-# GPU tests (every tile forced), memcheck on them, then interleaved rounds of the dense section.
+# = 128, 192 or 256 token rows; 128x192 (128 tokens, 192 weight rows) only with
+# bench/patches/v39-fw-weight-tile-192.patch applied: measured slower, RESULTS v39), in one device call:
+# the FP8-weight GPU tests (every tile forced), memcheck on them, then interleaved rounds of the dense section.
 # Built here first: make -j3 BUILD=build all build/hfp4_gpu_tests. carry: build/hfp4 build/hfp4_gpu_tests.
-# TILES (default "auto 128x192 128") and SHAPES (--dense-shape arguments) pick the rows. Logs: $OUT/logs.tgz.
+# TILES (default "auto 256 128") and SHAPES (--dense-shape arguments) pick the rows. Logs: $OUT/logs.tgz.
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
@@ -18,7 +18,7 @@ fi
 S=${SHAPES:-"--dense-shape 8192,8192,8192 --dense-shape 16384,7168,2048"}
 r=1
 while [ "$(el)" -lt "${ROUNDS_UNTIL:-300}" ]; do
-    for t in ${TILES:-auto 128x192 128}; do
+    for t in ${TILES:-auto 256 128}; do
         if [ "$t" = auto ]; then timeout 120 build/hfp4 bench --only dense --sf-layout mn $S > "$OUT/bench_$t.$r.txt" 2>&1
         else HFP4_SM90_FP8_WEIGHTS_TILE=$t timeout 120 build/hfp4 bench --only dense --sf-layout mn $S > "$OUT/bench_$t.$r.txt" 2>&1; fi
         echo "round $r $t rc=$? at $(el)s"

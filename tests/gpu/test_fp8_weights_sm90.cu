@@ -234,14 +234,15 @@ TEST(gpu_fp8_weights_dense) {
         {2100, 1152, 256, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 13, 1},
         {2000, 1408, 384, HFP4_DTYPE_UE8M0, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 1, 0, 14, 0},
     };
-    /* both token tiles forced (HFP4_SM90_FP8_WEIGHTS_TILE: 128, 192), then the launcher's choice
-     * (192 for the cases with many token tiles); the caller's setting is restored after */
+    /* every token tile forced (HFP4_SM90_FP8_WEIGHTS_TILE: 128, 192, 256: the opt-in tile of two
+     * 64-row sub-blocks a warpgroup), then the launcher's choice (192 for the cases with many token
+     * tiles); the caller's setting is restored after */
     const char *had = getenv("HFP4_SM90_FP8_WEIGHTS_TILE");
     char saved[16] = "";
     if (had) snprintf(saved, sizeof saved, "%s", had);
-    static const char *const tiles[] = {"128", "192", "auto"}; /* (auto: the launcher's choice) */
-    for (unsigned t = 0; t < 3; t++) {
-        if (t < 2) setenv("HFP4_SM90_FP8_WEIGHTS_TILE", tiles[t], 1);
+    static const char *const tiles[] = {"128", "192", "256", "auto"}; /* (auto: the launcher's choice) */
+    for (unsigned t = 0; t < 4; t++) {
+        if (t < 3) setenv("HFP4_SM90_FP8_WEIGHTS_TILE", tiles[t], 1);
         else unsetenv("HFP4_SM90_FP8_WEIGHTS_TILE");
         for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             char label[64];

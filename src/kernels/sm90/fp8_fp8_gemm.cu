@@ -65,19 +65,25 @@
  * registers the CTA is launched with (more would make setmaxnreg.inc wait forever).
  * BM = 192 (fw_pick_tile's choice for large M; +4-6 % at 8192^3, RESULTS v27): three consumer warpgroups
  * of fin + acc (128 registers) in 152 registers each, so the SM has 12 consumer warps where BM = 128
- * has 8, each weight tile's B reads serve 192 token rows, and the L2 reads per FLOP drop by 17 %. */
+ * has 8, each weight tile's B reads serve 192 token rows, and the L2 reads per FLOP drop by 17 %.
+ * BM = 256 (opt-in, HFP4_SM90_FP8_WEIGHTS_TILE=256; DeepGEMM's choice at 8192^3, not yet measured
+ * here: bench/RESULTS.md v39): two consumer warpgroups of 128 token rows each, run as two m64
+ * sub-blocks a K-block one after the other (fw_consume_tile_sub2: fin 128 + acc 64 registers), so
+ * a B tile serves 256 token rows (B copies a FLOP -25 % against 192) with 8 consumer warps. */
 template <int BM>
 struct fw_cfg {
-    static_assert(BM == 128 || BM == 192, "token tiles of 128 or 192 rows");
-    static constexpr int WGS = BM / 64;
+    static_assert(BM == 128 || BM == 192 || BM == 256, "token tiles of 128, 192 or 256 rows");
+    static constexpr int SUB = BM == 256 ? 2 : 1; /* m64 sub-blocks a consumer warpgroup */
+    static constexpr int WG_ROWS = 64 * SUB;      /* token rows a consumer warpgroup */
+    static constexpr int WGS = BM / WG_ROWS;
     static constexpr int THREADS = (WGS + 1) * 128;
     static constexpr int A_BYTES = BM * FW_TILE;
     static constexpr int STAGE_BYTES = A_BYTES + FW_B_BYTES + BM * 4; /* A, B, the BM promotion factors */
-    static constexpr int STAGES = BM == 128 ? 6 : 5;
+    static constexpr int STAGES = BM == 128 ? 6 : BM == 192 ? 5 : 4;
     static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
     static constexpr int LAUNCH_REGS = (65536 / THREADS) & ~7; /* 168 or 128 */
-    static constexpr int PRODUCER_REGS = BM == 128 ? 40 : 56; /* (192: six scale loads a lane in flight) */
-    static constexpr int CONSUMER_REGS = BM == 128 ? 232 : 152;
+    static constexpr int PRODUCER_REGS = BM == 128 ? 40 : 56; /* (192, 256: six, eight scale loads a lane in flight) */
+    static constexpr int CONSUMER_REGS = BM == 128 ? 232 : BM == 192 ? 152 : 224;
     /* the consumers issue block kb + 1's wgmmas before they promote block kb's sums (two sets of
      * partial sums: 64 more registers, which only the 128-row tile's consumers have) */
     static constexpr bool OVERLAP = BM == 128 && HFP4_FW_OVERLAP;
@@ -243,6 +249,44 @@ static __device__ __forceinline__ void fw_consume_tile_overlapped(float *fin, co
     }
 }
 
+/* A tile's K-blocks at BM = 256: each block's two m64 sub-blocks of the warpgroup's 128 token rows,
+ * one after the other (4 wgmmas, the wait, the promotion into fin's half), the stage released after
+ * the second; ad.a_lo and ad.factors point at the warpgroup's first sub-block. (s, phase) as in
+ * fw_consume_tile_overlapped. */
+static __device__ __forceinline__ void fw_consume_tile_sub2(float *fin, const fw_consumer_addrs &ad, int &s,
+                                                            uint32_t &phase, int32_t kblocks) {
+    typedef fw_cfg<256> cfg;
+    float acc[64];
+    for (int32_t kb = 0; kb < kblocks; kb++) {
+        const uint32_t su = (uint32_t)warp_uniform(s);
+        mbar_wait_sa(ad.full + su * 8, phase);
+        const uint32_t fa = ad.factors + su * (uint32_t)(256 * 4);
+#pragma unroll
+        for (int sub = 0; sub < 2; sub++) {
+            sm90_desc da, db;
+            da.lo = ad.a_lo + su * (uint32_t)(cfg::A_BYTES >> 4) + (uint32_t)sub * 64u * 8u;
+            da.hi = SM90_DESC_HI_K128_SWIZZLE128;
+            db.lo = ad.b_lo + su * (uint32_t)(FW_B_BYTES >> 4);
+            db.hi = SM90_DESC_HI_K128_SWIZZLE128;
+            wgmma_fence();
+            wgmma_fp8_ss_chunk_n128(acc, da, db);
+            wgmma_commit();
+            const float f0 = *(const float *)smem_ptr(fa + sub * 256), f1 = *(const float *)smem_ptr(fa + sub * 256 + 32);
+            wgmma_wait<0>();
+#pragma unroll
+            for (int r = 0; r < 64; r++) reg_fence(acc[r]);
+            if (sub == 1) {
+                mbar_arrive_sa(ad.full + (cfg::STAGES + su) * 8);
+                if (++s == cfg::STAGES) {
+                    s = 0;
+                    phase ^= 1;
+                }
+            }
+            promote_token_rows_n128(fin + 64 * sub, acc, f0, f1);
+        }
+    }
+}
+
 template <int BM>
 __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
     hfp4_sm90_fp8_weights_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
@@ -336,9 +380,11 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
     }
     warpgroup_reg_alloc<cfg::CONSUMER_REGS>();
     const int lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
-    const int r0 = 64 * wg + warp * 16 + g; /* the thread's token rows r0 and r0 + 8 of the tile */
+    /* the thread's token rows r0 and r0 + 8 of the tile (and, at BM = 256, r0 + 64 and r0 + 72) */
+    const int r0 = cfg::WG_ROWS * wg + warp * 16 + g;
     fw_consumer_addrs ad;
-    ad.a_lo = (uint32_t)warp_uniform((int32_t)(smem_desc_lo_k128(smem_addr(a_tiles) & 0x3FFFFu) + 64u * wg * 8u));
+    ad.a_lo = (uint32_t)warp_uniform(
+        (int32_t)(smem_desc_lo_k128(smem_addr(a_tiles) & 0x3FFFFu) + (uint32_t)cfg::WG_ROWS * wg * 8u));
     ad.b_lo = (uint32_t)warp_uniform((int32_t)smem_desc_lo_k128(smem_addr(b_tiles) & 0x3FFFFu));
     ad.full = (uint32_t)warp_uniform((int32_t)smem_addr(full));
     ad.factors = smem_addr(factors) + 4u * (uint32_t)r0;
@@ -348,10 +394,12 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
         int64_t mt, nt;
         fw_tile(t, tiles_m, tiles_n, mt, nt);
         const int64_t row0 = mt * BM + r0;
-        float fin[64];
+        float fin[64 * cfg::SUB];
 #pragma unroll
-        for (int i = 0; i < 64; i++) fin[i] = 0.0f;
-        if constexpr (cfg::OVERLAP) {
+        for (int i = 0; i < 64 * cfg::SUB; i++) fin[i] = 0.0f;
+        if constexpr (cfg::SUB == 2) {
+            fw_consume_tile_sub2(fin, ad, stage, phase, (int32_t)kblocks);
+        } else if constexpr (cfg::OVERLAP) {
             fw_consume_tile_overlapped<BM>(fin, ad, stage, phase, (int32_t)kblocks);
         } else { /* (the 192-row tile: its consumers have no registers for a second set) */
             float acc[64];
@@ -366,13 +414,16 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
          * columns 8 j + 2 t4 and + 1 of the tile */
         if (FW_DIAG_NO_STORES(p)) continue; /* (timing-only builds) */
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int64_t row = row0 + 8 * h;
-            if (row >= p.m) continue;
+        for (int sub = 0; sub < cfg::SUB; sub++) {
 #pragma unroll
-            for (int j = 0; j < 16; j++) {
-                const int64_t col = nt * FW_TILE + 8 * j + 2 * t4;
-                if (col < p.n) fw_store(p, row, col, fin[4 * j + 2 * h], fin[4 * j + 2 * h + 1]);
+            for (int h = 0; h < 2; h++) {
+                const int64_t row = row0 + 64 * sub + 8 * h;
+                if (row >= p.m) continue;
+#pragma unroll
+                for (int j = 0; j < 16; j++) {
+                    const int64_t col = nt * FW_TILE + 8 * j + 2 * t4;
+                    if (col < p.n) fw_store(p, row, col, fin[64 * sub + 4 * j + 2 * h], fin[64 * sub + 4 * j + 2 * h + 1]);
+                }
             }
         }
     }
@@ -453,13 +504,14 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     const int esz = p->d.dtype == HFP4_DTYPE_FP32 ? 4 : 2;
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
-    /* the token tile (fw_pick_tile); HFP4_SM90_FP8_WEIGHTS_TILE=128 or 192 forces one (a comparison
-     * switch: any other value means the choice) */
+    /* the token tile (fw_pick_tile); HFP4_SM90_FP8_WEIGHTS_TILE=128, 192 or 256 forces one (a
+     * comparison switch: any other value means the choice; 256 is never chosen, not yet measured) */
     const char *tile_env = getenv("HFP4_SM90_FP8_WEIGHTS_TILE");
-    const int bm = tile_env && !strcmp(tile_env, "192")   ? 192
+    const int bm = tile_env && !strcmp(tile_env, "256")   ? 256
+                   : tile_env && !strcmp(tile_env, "192") ? 192
                    : tile_env && !strcmp(tile_env, "128") ? 128
                                                           : fw_pick_tile(p->m, p->n, dev.num_sms);
-    const int smem = bm == 192 ? fw_cfg<192>::SMEM : fw_cfg<128>::SMEM;
+    const int smem = bm == 256 ? fw_cfg<256>::SMEM : bm == 192 ? fw_cfg<192>::SMEM : fw_cfg<128>::SMEM;
     HFP4_REQUIRE(smem <= dev.max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
                  "device has %d", fn, smem, dev.max_smem_optin);
     if (!launch) return HFP4_OK;
@@ -483,5 +535,6 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     k.d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;
     k.d_pairs = p->d.ld % 2 == 0 && (uintptr_t)p->d.data % (2 * esz) == 0 &&
                 (p->d.c == NULL || (uintptr_t)p->d.c % (2 * esz) == 0);
+    if (bm == 256) return fw_launch<256>(fn, p, &dev, &k, stream);
     return bm == 192 ? fw_launch<192>(fn, p, &dev, &k, stream) : fw_launch<128>(fn, p, &dev, &k, stream);
 }
