@@ -170,21 +170,29 @@ typedef struct fw_consumer_addrs {
     uint32_t factors; /* the factor of its row r0 (r0 + 8: 32 bytes on) */
 } fw_consumer_addrs;
 
-/* A consumer warpgroup's K-block in stage su (a uniform register: the caller's warp_uniform): the
- * wait for the stage, its wgmmas into acc, committed */
+/* The 4 wgmmas of stage su's block for the m64 rows a_off (16-byte units) past the warpgroup's first
+ * in the A tile, into acc, committed */
 template <int BM>
-static __device__ __forceinline__ void fw_block_issue(float *acc, const fw_consumer_addrs &ad, uint32_t su,
-                                                      uint32_t phase) {
+static __device__ __forceinline__ void fw_issue_wgmmas(float *acc, const fw_consumer_addrs &ad, uint32_t su,
+                                                       uint32_t a_off) {
     typedef fw_cfg<BM> cfg;
-    mbar_wait_sa(ad.full + su * 8, phase);
     sm90_desc da, db;
-    da.lo = ad.a_lo + su * (uint32_t)(cfg::A_BYTES >> 4);
+    da.lo = ad.a_lo + su * (uint32_t)(cfg::A_BYTES >> 4) + a_off;
     da.hi = SM90_DESC_HI_K128_SWIZZLE128;
     db.lo = ad.b_lo + su * (uint32_t)(FW_B_BYTES >> 4);
     db.hi = SM90_DESC_HI_K128_SWIZZLE128;
     wgmma_fence();
     wgmma_fp8_ss_chunk_n128(acc, da, db);
     wgmma_commit();
+}
+
+/* A consumer warpgroup's K-block in stage su (a uniform register: the caller's warp_uniform): the
+ * wait for the stage, its wgmmas into acc, committed */
+template <int BM>
+static __device__ __forceinline__ void fw_block_issue(float *acc, const fw_consumer_addrs &ad, uint32_t su,
+                                                      uint32_t phase) {
+    mbar_wait_sa(ad.full + su * 8, phase);
+    fw_issue_wgmmas<BM>(acc, ad, su, 0);
 }
 
 /* Its end (its wgmmas the only ones running): the rows' factors, the wait for the wgmmas, the stage
@@ -263,14 +271,7 @@ static __device__ __forceinline__ void fw_consume_tile_sub2(float *fin, const fw
         const uint32_t fa = ad.factors + su * (uint32_t)(256 * 4);
 #pragma unroll
         for (int sub = 0; sub < 2; sub++) {
-            sm90_desc da, db;
-            da.lo = ad.a_lo + su * (uint32_t)(cfg::A_BYTES >> 4) + (uint32_t)sub * 64u * 8u;
-            da.hi = SM90_DESC_HI_K128_SWIZZLE128;
-            db.lo = ad.b_lo + su * (uint32_t)(FW_B_BYTES >> 4);
-            db.hi = SM90_DESC_HI_K128_SWIZZLE128;
-            wgmma_fence();
-            wgmma_fp8_ss_chunk_n128(acc, da, db);
-            wgmma_commit();
+            fw_issue_wgmmas<256>(acc, ad, su, (uint32_t)sub * 64u * 8u);
             const float f0 = *(const float *)smem_ptr(fa + sub * 256), f1 = *(const float *)smem_ptr(fa + sub * 256 + 32);
             wgmma_wait<0>();
 #pragma unroll
