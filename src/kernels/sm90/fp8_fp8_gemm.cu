@@ -3,13 +3,14 @@
  * under 1x128 activation scales and B FP8 e4m3 [N, K] under 128 x 128 block scales, dense.
  *
  * DeepGEMM's FP8 structure, as measured first in bench/micro/fp8_ss_gemm.cu: a persistent kernel over
- * BM x 128 tiles of D (BM token rows: 128, or 192 for large M, fw_pick_tile) rastered in groups of 16 token
+ * BM x 128 tiles of D (BM token rows: 128, or 192 for large M, fw_pick_tile; 256 opt-in) rastered in groups of 16 token
  * tiles (a wave's A and B slices stay in L2); one producer thread loads BM x 128-byte tiles of A
  * (tokens) and 128 x 128-byte tiles of B (weight rows) with TMA (128-byte swizzle, zeros past m, n)
- * into 6 (5) stages, and three more producer warps take turns writing each stage's BM promotion
+ * into 6 (5, 4) stages, and three more producer warps take turns writing each stage's BM promotion
  * factors next to them (the token's activation scale times the block's weight scale, one value for
- * the tile's 128 weight rows); BM / 64 consumer warpgroups each run 4 wgmma m64n128k32 with both
- * operands in shared memory a 128-K block (tokens 64 wg .. 64 wg + 63 of the tile) and promote the
+ * the tile's 128 weight rows); BM / 64 consumer warpgroups (two at BM = 256, each twice) each run 4
+ * wgmma m64n128k32 with both operands in shared memory a 128-K block (tokens 64 wg .. 64 wg + 63 of
+ * the tile; at 256, 128 wg .. 128 wg + 127 as two sub-blocks, fw_consume_tile_sub2) and promote the
  * block's sums into FP32 with one FFMA per accumulator (at BM = 128 under the next block's wgmmas,
  * HFP4_FW_OVERLAP). D (BF16 or FP32, + C) is stored from the registers.
  * Why the scales go through shared memory: read by the consumers from global memory a block ahead,
@@ -60,7 +61,8 @@
 #define HFP4_FW_OVERLAP 1
 #endif
 
-/* The tile's shape: BM token rows, one consumer warpgroup per 64 of them (wgmma m64n128k32 each),
+/* The tile's shape: BM token rows, one consumer warpgroup per 64 of them (wgmma m64n128k32 each;
+ * at BM = 256 one per 128, as two m64 sub-blocks),
  * one producer warpgroup; stages as shared memory allows; the setmaxnreg split within the
  * registers the CTA is launched with (more would make setmaxnreg.inc wait forever).
  * BM = 192 (fw_pick_tile's choice for large M; +4-6 % at 8192^3, RESULTS v27): three consumer warpgroups
@@ -164,10 +166,10 @@ static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64
 /* A consumer thread's shared-window addresses of what its loop reads, for stage 0 (stage s is a
  * stage stride further), set once per kernel */
 typedef struct fw_consumer_addrs {
-    uint32_t a_lo;    /* its warpgroup's 64 rows of the A tile: descriptor low word */
+    uint32_t a_lo;    /* its warpgroup's first 64 rows of the A tile: descriptor low word */
     uint32_t b_lo;    /* the B tile: descriptor low word */
     uint32_t full;    /* the stage's full barrier (empty: STAGES x 8 bytes on) */
-    uint32_t factors; /* the factor of its row r0 (r0 + 8: 32 bytes on) */
+    uint32_t factors; /* the factor of its row r0 (r0 + 8: 32 bytes on; at BM = 256 r0 + 64: 256 bytes on) */
 } fw_consumer_addrs;
 
 /* The 4 wgmmas of stage su's block for the m64 rows a_off (16-byte units) past the warpgroup's first
