@@ -14,14 +14,6 @@
 #include "consumer_pipelined.cuh"
 #include "diag_timeline.cuh"
 #include "epilogue.cuh"
-
-/* Timing-only builds (results wrong on purpose): -DHFP4_DIAG_NO_EPILOGUE skips the stores of D behind
- * a condition the compiler cannot decide (m is never negative), so the sums are still computed */
-#ifdef HFP4_DIAG_NO_EPILOGUE
-#define HFP4_DIAG_SKIP_STORE(p) ((p).m >= 0)
-#else
-#define HFP4_DIAG_SKIP_STORE(p) false
-#endif
 #include "fp4_to_fp8.cuh"
 #include "fp8_fp4_gemm_params.h"
 #include "item_header.cuh"
@@ -33,6 +25,14 @@
 #include "tile_config.cuh"
 #include "wgmma_fp8_rs.cuh"
 #include "work_items.cuh"
+
+/* Timing-only builds (results wrong on purpose): -DHFP4_DIAG_NO_EPILOGUE skips the stores of D behind
+ * a condition the compiler cannot decide (m is never negative), so the sums are still computed */
+#ifdef HFP4_DIAG_NO_EPILOGUE
+#define HFP4_DIAG_SKIP_STORE(p) ((p).m >= 0)
+#else
+#define HFP4_DIAG_SKIP_STORE(p) false
+#endif
 
 /* the tables and weight scales of k32 step st of a per-32 chunk (mode: the chunk's mode byte; e0,
  * e1 or f0, f1: the rows' weight-scale words) */
