@@ -4,7 +4,8 @@
 # bench/patches/v39-fw-weight-tile-192.patch applied: measured slower, RESULTS v39), in one device call:
 # the FP8-weight GPU tests (every tile forced), memcheck on them, then interleaved rounds of the dense section.
 # Built here first: make -j3 BUILD=build all build/hfp4_gpu_tests. carry: build/hfp4 build/hfp4_gpu_tests.
-# TILES (default "auto 256 128") and SHAPES (--dense-shape arguments) pick the rows. Logs: $OUT/logs.tgz.
+# TILES (default "auto 256 128") or RUNS (below) and SHAPES (--dense-shape arguments) pick the rows.
+# Logs: $OUT/logs.tgz.
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
@@ -16,12 +17,22 @@ if [ -n "${MEMCHECK:-}" ]; then
     echo "memcheck rc=$? at $(el)s"
 fi
 S=${SHAPES:-"--dense-shape 8192,8192,8192 --dense-shape 16384,7168,2048"}
+# RUNS (replaces TILES): space-separated LABEL:ENV=VAL,ENV=VAL:BUILD_DIR entries (build dir default build),
+# e.g. RUNS="tma:: reg:HFP4_SM90_FP8_WEIGHTS_DTMA=0: reg4:HFP4_SM90_FP8_WEIGHTS_DTMA=0:build-s4"
+if [ -z "${RUNS:-}" ]; then
+    RUNS=""
+    for t in ${TILES:-auto 256 128}; do
+        if [ "$t" = auto ]; then RUNS="$RUNS auto::"; else RUNS="$RUNS $t:HFP4_SM90_FP8_WEIGHTS_TILE=$t:"; fi
+    done
+fi
 r=1
 while [ "$(el)" -lt "${ROUNDS_UNTIL:-300}" ]; do
-    for t in ${TILES:-auto 256 128}; do
-        if [ "$t" = auto ]; then timeout 120 build/hfp4 bench --only dense --sf-layout mn $S > "$OUT/bench_$t.$r.txt" 2>&1
-        else HFP4_SM90_FP8_WEIGHTS_TILE=$t timeout 120 build/hfp4 bench --only dense --sf-layout mn $S > "$OUT/bench_$t.$r.txt" 2>&1; fi
-        echo "round $r $t rc=$? at $(el)s"
+    for run in $RUNS; do
+        label=${run%%:*} rest=${run#*:}
+        envs=${rest%%:*} dir=${rest#*:}
+        [ -z "$dir" ] && dir=build
+        env $(echo "$envs" | tr ',' ' ') timeout 120 "$dir/hfp4" bench --only dense --sf-layout mn $S > "$OUT/bench_$label.$r.txt" 2>&1
+        echo "round $r $label rc=$? at $(el)s"
     done
     r=$((r + 1))
 done

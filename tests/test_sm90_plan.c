@@ -189,12 +189,15 @@ static int planned_d_tma(const hfp4_gemm_problem *p) {
 
 TEST(sm90_plan_tma_store_only_for_the_128_token_tile_bf16_without_c) {
     /* D goes out by TMA store (epilogue.cuh) at the 128-token tile, BF16 D without C, rows aligned
-     * as for the vector stores; everything else keeps the vector or element stores */
+     * as for the vector stores, n a multiple of 8; everything else keeps the vector or element stores */
     hfp4_gemm_problem p = valid_problem(300, 1000, 256);
     CHECK_EQ_I64(planned_d_tma(&p), 1);
     p.d.ld = 1008; /* padded rows, still 16-byte multiples */
     CHECK_EQ_I64(planned_d_tma(&p), 1);
     p.d.ld = 1004; /* not 16-byte rows */
+    CHECK_EQ_I64(planned_d_tma(&p), 0);
+    p = valid_problem(300, 996, 256); /* n % 8 = 4 with 16-byte rows: the map would clip at 16 bytes */
+    p.d.ld = 1000;
     CHECK_EQ_I64(planned_d_tma(&p), 0);
     p = valid_problem(300, 1000, 256);
     p.d.dtype = HFP4_DTYPE_FP32;

@@ -199,10 +199,13 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     /* NOTE: the 128-token tile stores D by TMA (the consumers write the tile once to shared memory
      * and go on; their global-store loop was ~8 % of prefill: V4-Flash w13 T = 16384 574 -> 629
      * TFLOP/s with no epilogue at all, H200). BF16 without C: FP32 output and C keep the vector
-     * stores. HFP4_SM90_TMA_STORE=0 turns it off, for comparison. */
+     * stores. HFP4_SM90_TMA_STORE=0 turns it off, for comparison. N a multiple of 8: the TMA store
+     * clips a row at n only to 16 bytes (the FP8-weight kernel's wrote D's padding columns so,
+     * bench/RESULTS.md v40). */
     {
         const char *env = getenv("HFP4_SM90_TMA_STORE");
-        k->d_tma = plan->block_tokens == 128 && k->d_vec && !k->d_fp32 && p->d.c == NULL && !(env && !strcmp(env, "0"));
+        k->d_tma = plan->block_tokens == 128 && k->d_vec && !k->d_fp32 && p->d.c == NULL && p->n % 8 == 0 &&
+                   !(env && !strcmp(env, "0"));
     }
 
     /* NOTE: HFP4_SM90_SPLIT=1 (off by default) runs the 8-token tile in clusters of two CTAs, which

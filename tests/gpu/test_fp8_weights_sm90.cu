@@ -118,14 +118,15 @@ static void fw_run(const fw_case *c, const char *label) {
     const size_t sa_bytes = (size_t)a_sf_units * (c->a_scale == HFP4_DTYPE_UE8M0 ? 1 : 4);
     const size_t sb_bytes = (size_t)nb * kg * (c->b_scale == HFP4_DTYPE_UE8M0 ? 1 : 4);
     const size_t d_bytes = (size_t)m * ldd * esz;
+    const size_t guard = (size_t)64 * ldd * esz; /* 64 rows past m, poisoned: nothing may land there */
     CHECK(cudaMalloc(&da, m * k) == cudaSuccess && cudaMalloc(&db, n * k) == cudaSuccess &&
           cudaMalloc(&dsa, sa_bytes) == cudaSuccess && cudaMalloc(&dsb, sb_bytes) == cudaSuccess &&
-          cudaMalloc(&dd, d_bytes) == cudaSuccess);
+          cudaMalloc(&dd, d_bytes + guard) == cudaSuccess);
     cudaMemcpy(da, qa, m * k, cudaMemcpyHostToDevice);
     cudaMemcpy(db, qb, n * k, cudaMemcpyHostToDevice);
     cudaMemcpy(dsa, sa_host, sa_bytes, cudaMemcpyHostToDevice);
     cudaMemcpy(dsb, sb_host, sb_bytes, cudaMemcpyHostToDevice);
-    cudaMemset(dd, 0xFF, d_bytes); /* NaN in BF16 and FP32 */
+    cudaMemset(dd, 0xFF, d_bytes + guard); /* NaN in BF16 and FP32 */
     if (c->with_c) {
         uint8_t *tmp = (uint8_t *)malloc(d_bytes);
         for (int64_t i = 0; i < m * ldd; i++) {
@@ -146,8 +147,10 @@ static void fw_run(const fw_case *c, const char *label) {
     pd.d.c = dc;
     CHECK_STATUS(hfp4_gemm(&pd, NULL), HFP4_OK);
     CHECK_MSG(cudaDeviceSynchronize() == cudaSuccess, "%s: %s", label, cudaGetErrorString(cudaGetLastError()));
-    uint8_t *out = (uint8_t *)malloc(d_bytes);
-    cudaMemcpy(out, dd, d_bytes, cudaMemcpyDeviceToHost);
+    uint8_t *out = (uint8_t *)malloc(d_bytes + guard);
+    cudaMemcpy(out, dd, d_bytes + guard, cudaMemcpyDeviceToHost);
+    int64_t guard_lost = 0;
+    for (size_t i = d_bytes; i < d_bytes + guard; i++) guard_lost += out[i] != 0xFF;
     /* every element, and the padding columns untouched */
     double ss = 0.0, es = 0.0;
     for (int64_t i = 0; i < m * ldd; i++)
@@ -177,6 +180,7 @@ static void fw_run(const fw_case *c, const char *label) {
            (long long)bad, rel);
     CHECK_MSG(bad == 0, "%s: %lld elements beyond the bound", label, (long long)bad);
     CHECK_MSG(poison_lost == 0, "%s: %lld padding elements of D written", label, (long long)poison_lost);
+    CHECK_MSG(guard_lost == 0, "%s: %lld bytes written past D's last row", label, (long long)guard_lost);
     CHECK_MSG(rel <= (esz == 4 ? 5e-4 : 2e-3), "%s: relative Frobenius error %.3g", label, rel);
     cudaFree(da);
     cudaFree(db);
@@ -233,25 +237,43 @@ TEST(gpu_fp8_weights_dense) {
          * (153 and 176 at 128 rows), so that the stage ring and its parity wrap at odd offsets */
         {2100, 1152, 256, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 13, 1},
         {2000, 1408, 384, HFP4_DTYPE_UE8M0, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 1, 0, 14, 0},
+        /* BF16 D without C, rows 16-byte aligned (ld 400) but n = 389 inside an 8-column block: the
+         * register stores (the TMA store clips at 16 bytes: it wrote D's padding, v40); then the
+         * TMA store with a 64-column box wholly past n (n = 328, ld 336) and rows past m */
+        {333, 389, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 11, 15, 0},
+        {333, 328, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 8, 16, 0},
     };
     /* every token tile forced (HFP4_SM90_FP8_WEIGHTS_TILE: 128, 192, 256: the opt-in tile of two
      * 64-row sub-blocks a warpgroup), then the launcher's choice (192 for the cases with many token
-     * tiles); the caller's setting is restored after */
-    const char *had = getenv("HFP4_SM90_FP8_WEIGHTS_TILE");
-    char saved[16] = "";
-    if (had) snprintf(saved, sizeof saved, "%s", had);
+     * tiles); each with D's TMA store where D allows it (the default) and with the register stores
+     * (HFP4_SM90_FP8_WEIGHTS_DTMA=0); the caller's settings are restored after */
+    static const char *const names[2] = {"HFP4_SM90_FP8_WEIGHTS_TILE", "HFP4_SM90_FP8_WEIGHTS_DTMA"};
+    char saved[2][16] = {"", ""};
+    int had[2];
+    for (int e = 0; e < 2; e++) {
+        const char *v = getenv(names[e]);
+        had[e] = v != NULL;
+        if (v) snprintf(saved[e], sizeof saved[e], "%s", v);
+    }
     static const char *const tiles[] = {"128", "192", "256", "auto"}; /* (auto: the launcher's choice) */
     for (unsigned t = 0; t < 4; t++) {
-        if (t < 3) setenv("HFP4_SM90_FP8_WEIGHTS_TILE", tiles[t], 1);
-        else unsetenv("HFP4_SM90_FP8_WEIGHTS_TILE");
-        for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-            char label[64];
-            snprintf(label, sizeof label, "fp8 weights, tile %s, case %u", tiles[t], i);
-            fw_run(&cases[i], label);
+        if (t < 3) setenv(names[0], tiles[t], 1);
+        else unsetenv(names[0]);
+        for (int dtma = 1; dtma >= 0; dtma--) {
+            if (dtma) unsetenv(names[1]);
+            else setenv(names[1], "0", 1);
+            for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                char label[80];
+                snprintf(label, sizeof label, "fp8 weights, tile %s, %s stores, case %u", tiles[t],
+                         dtma ? "default" : "register", i);
+                fw_run(&cases[i], label);
+            }
         }
     }
-    if (had) setenv("HFP4_SM90_FP8_WEIGHTS_TILE", saved, 1);
-    else unsetenv("HFP4_SM90_FP8_WEIGHTS_TILE");
+    for (int e = 0; e < 2; e++) {
+        if (had[e]) setenv(names[e], saved[e], 1);
+        else unsetenv(names[e]);
+    }
 }
 
 TEST(gpu_fp8_weights_rejections) {

@@ -12,7 +12,8 @@
  * wgmma m64n128k32 with both operands in shared memory a 128-K block (tokens 64 wg .. 64 wg + 63 of
  * the tile; at 256, 128 wg .. 128 wg + 127 as two sub-blocks, fw_consume_tile_sub2) and promote the
  * block's sums into FP32 with one FFMA per accumulator (at BM = 128 under the next block's wgmmas,
- * HFP4_FW_OVERLAP). D (BF16 or FP32, + C) is stored from the registers.
+ * HFP4_FW_OVERLAP). BF16 D without C goes through a staging buffer a warpgroup to TMA stores
+ * (fw_store_tile_tma); FP32 D, C, or rows that are not 16-byte aligned: stored from the registers.
  * Why the scales go through shared memory: read by the consumers from global memory a block ahead,
  * their L2 latency outlasted the block's wgmmas, and the kernel ran at 739 TFLOP/s at 8192^3 against
  * the micro's 1078 with its scales staged (RESULTS v24).
@@ -60,6 +61,12 @@
 #ifndef HFP4_FW_OVERLAP
 #define HFP4_FW_OVERLAP 1
 #endif
+/* the 192-row tile's stages with D stored from the registers (a stage fewer with the TMA store);
+ * -DHFP4_FW_STAGES_192=4 builds the register stores with 4, to time the stage apart from the store */
+#ifndef HFP4_FW_STAGES_192
+#define HFP4_FW_STAGES_192 5
+#endif
+#define FW_STAGING_BYTES (64 * FW_TILE * 2) /* a consumer warpgroup's 64 x 128 BF16 tile of D */
 
 /* The tile's shape: BM token rows, one consumer warpgroup per 64 of them (wgmma m64n128k32 each;
  * at BM = 256 one per 128, as two m64 sub-blocks),
@@ -68,21 +75,26 @@
  * BM = 192 (fw_pick_tile's choice for large M; +4-6 % at 8192^3, RESULTS v27): three consumer warpgroups
  * of fin + acc (128 registers) in 152 registers each, so the SM has 12 consumer warps where BM = 128
  * has 8, each weight tile's B reads serve 192 token rows, and the L2 reads per FLOP drop by 17 %.
- * BM = 256 (opt-in, HFP4_SM90_FP8_WEIGHTS_TILE=256; DeepGEMM's choice at 8192^3, not yet measured
- * here: bench/RESULTS.md v39): two consumer warpgroups of 128 token rows each, run as two m64
- * sub-blocks a K-block one after the other (fw_consume_tile_sub2: fin 128 + acc 64 registers), so
- * a B tile serves 256 token rows (B copies a FLOP -25 % against 192) with 8 consumer warps. */
-template <int BM>
+ * BM = 256 (opt-in, HFP4_SM90_FP8_WEIGHTS_TILE=256; DeepGEMM's choice at 8192^3): two consumer
+ * warpgroups of 128 token rows each, run as two m64 sub-blocks a K-block one after the other
+ * (fw_consume_tile_sub2: fin 128 + acc 64 registers), so a B tile serves 256 token rows (B copies a
+ * FLOP -25 % against 192) with 8 consumer warps; measured 5 % slower than 192 at 8192^3 (each
+ * warpgroup's tensor work stops while it promotes, and two warpgroups fill less of it than three:
+ * bench/RESULTS.md v40). Register stores only (its 32 KB staging buffers would leave 3 stages). */
+template <int BM, bool DTMA>
 struct fw_cfg {
     static_assert(BM == 128 || BM == 192 || BM == 256, "token tiles of 128, 192 or 256 rows");
     static constexpr int SUB = BM == 256 ? 2 : 1; /* m64 sub-blocks a consumer warpgroup */
+    static_assert(!DTMA || SUB == 1, "the TMA store of D: 64-row warpgroups only");
     static constexpr int WG_ROWS = 64 * SUB;      /* token rows a consumer warpgroup */
     static constexpr int WGS = BM / WG_ROWS;
     static constexpr int THREADS = (WGS + 1) * 128;
     static constexpr int A_BYTES = BM * FW_TILE;
     static constexpr int STAGE_BYTES = A_BYTES + FW_B_BYTES + BM * 4; /* A, B, the BM promotion factors */
-    static constexpr int STAGES = BM == 128 ? 6 : BM == 192 ? 5 : 4;
-    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
+    /* DTMA: a stage fewer, for a 16 KB staging buffer of D a consumer warpgroup (fw_store_tile_tma) */
+    static constexpr int STAGES = BM == 128 ? 6 - DTMA : BM == 192 ? HFP4_FW_STAGES_192 - DTMA : 4;
+    static constexpr int STAGING_BYTES = DTMA ? WGS * FW_STAGING_BYTES : 0;
+    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + STAGING_BYTES + 2 * STAGES * 8;
     static constexpr int LAUNCH_REGS = (65536 / THREADS) & ~7; /* 168 or 128 */
     static constexpr int PRODUCER_REGS = BM == 128 ? 40 : 56; /* (192, 256: six, eight scale loads a lane in flight) */
     static constexpr int CONSUMER_REGS = BM == 128 ? 232 : BM == 192 ? 152 : 224;
@@ -151,6 +163,41 @@ static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64
     }
 }
 
+/* A consumer warpgroup's 64 x 128 tile of D (BF16, no C) from fin through its staging buffer (16 KB,
+ * 1024-aligned: two 64-column halves of 64 rows x 128 bytes, 16-byte chunks XOR-ed with the row's
+ * index in its 8-row atom, the 128-byte swizzle of D's map) to two TMA stores of 64 x 64 boxes,
+ * which clip rows past m and columns past n. The previous tile's stores have read the buffer before
+ * it is written again (their issuing thread waits, then the warpgroup's barrier).
+ * NOTE: why: D stored from the registers is 32 four-byte stores a thread and tile, each warp's
+ * covering 8 rows x 16 bytes, with 64-bit address arithmetic, while the CTA's tensor pipe idles
+ * (all its warpgroups finish a tile together); a timing build without the stores ran 10 % faster
+ * at 8192^3 (1066 against 967 TFLOP/s sustained, bench/RESULTS.md v40). Here a thread issues 8
+ * stmatrix and 32 packed conversions, and the stores run while the next tile's blocks do. */
+static __device__ __forceinline__ void fw_store_tile_tma(const CUtensorMap *d_map, const float *fin, uint32_t staging,
+                                                         int wg, int tid, int32_t col0, int32_t row0) {
+    const int lane = tid % 32;
+    if (tid == 0) bulk_wait_read();
+    warpgroup_barrier<false>(wg);
+    /* stmatrix x4: lanes 8i .. 8i + 7 address matrix i's rows; matrix i = column block j + i / 2,
+     * rows + 8 if i is odd; registers: (row g, block j), (g + 8, j), (g, j + 1), (g + 8, j + 1) */
+    const int r = (tid / 32) * 16 + 8 * ((lane >> 3) & 1) + (lane & 7);
+    const uint32_t row_addr = staging + (uint32_t)r * 128u;
+#pragma unroll
+    for (int j = 0; j < 16; j += 2) {
+        const int cb = j + (lane >> 4); /* the lane's column block (8 columns, 16 bytes) */
+        const uint32_t addr = row_addr + (uint32_t)(cb >> 3) * 8192u + (uint32_t)(((cb & 7) ^ (lane & 7)) << 4);
+        stmatrix_x4(addr, bf16x2_bits(fin[4 * j], fin[4 * j + 1]), bf16x2_bits(fin[4 * j + 2], fin[4 * j + 3]),
+                    bf16x2_bits(fin[4 * j + 4], fin[4 * j + 5]), bf16x2_bits(fin[4 * j + 6], fin[4 * j + 7]));
+    }
+    fence_proxy_async_shared(); /* the writes, visible to the TMA unit */
+    warpgroup_barrier<false>(wg);
+    if (tid == 0) {
+        tma_store_3d(d_map, staging, col0, row0, 0);
+        tma_store_3d(d_map, staging + 8192u, col0 + 64, row0, 0);
+        bulk_commit();
+    }
+}
+
 /* The consumer loops step their stage and phase (rather than dividing a running count by STAGES,
  * 5 or 6, twice a block), count K blocks in 32 bits, and form their descriptors, barrier and factor
  * addresses from shared-window bases set once per kernel (fw_consumer_addrs), the stage in a
@@ -174,10 +221,10 @@ typedef struct fw_consumer_addrs {
 
 /* The 4 wgmmas of stage su's block for the m64 rows a_off (16-byte units) past the warpgroup's first
  * in the A tile, into acc, committed */
-template <int BM>
+template <int BM, bool DTMA>
 static __device__ __forceinline__ void fw_issue_wgmmas(float *acc, const fw_consumer_addrs &ad, uint32_t su,
                                                        uint32_t a_off) {
-    typedef fw_cfg<BM> cfg;
+    typedef fw_cfg<BM, DTMA> cfg;
     sm90_desc da, db;
     da.lo = ad.a_lo + su * (uint32_t)(cfg::A_BYTES >> 4) + a_off;
     da.hi = SM90_DESC_HI_K128_SWIZZLE128;
@@ -190,19 +237,19 @@ static __device__ __forceinline__ void fw_issue_wgmmas(float *acc, const fw_cons
 
 /* A consumer warpgroup's K-block in stage su (a uniform register: the caller's warp_uniform): the
  * wait for the stage, its wgmmas into acc, committed */
-template <int BM>
+template <int BM, bool DTMA>
 static __device__ __forceinline__ void fw_block_issue(float *acc, const fw_consumer_addrs &ad, uint32_t su,
                                                       uint32_t phase) {
     mbar_wait_sa(ad.full + su * 8, phase);
-    fw_issue_wgmmas<BM>(acc, ad, su, 0);
+    fw_issue_wgmmas<BM, DTMA>(acc, ad, su, 0);
 }
 
 /* Its end (its wgmmas the only ones running): the rows' factors, the wait for the wgmmas, the stage
  * released, (s, phase) stepped; the sums stay in acc for a later promotion */
-template <int BM>
+template <int BM, bool DTMA>
 static __device__ __forceinline__ void fw_block_finish(float *acc, const fw_consumer_addrs &ad, uint32_t su,
                                                        int &s, uint32_t &phase, float &f0, float &f1) {
-    typedef fw_cfg<BM> cfg;
+    typedef fw_cfg<BM, DTMA> cfg;
     const uint32_t fa = ad.factors + su * (uint32_t)(BM * 4);
     f0 = *(const float *)smem_ptr(fa);
     f1 = *(const float *)smem_ptr(fa + 32);
@@ -217,12 +264,12 @@ static __device__ __forceinline__ void fw_block_finish(float *acc, const fw_cons
 }
 
 /* One K-block (the 192-row tile's loop): issue, then finish */
-template <int BM>
+template <int BM, bool DTMA>
 static __device__ __forceinline__ void fw_block(float *acc, const fw_consumer_addrs &ad, int &s, uint32_t &phase,
                                                 float &f0, float &f1) {
     const uint32_t su = (uint32_t)warp_uniform(s);
-    fw_block_issue<BM>(acc, ad, su, phase);
-    fw_block_finish<BM>(acc, ad, su, s, phase, f0, f1);
+    fw_block_issue<BM, DTMA>(acc, ad, su, phase);
+    fw_block_finish<BM, DTMA>(acc, ad, su, s, phase, f0, f1);
 }
 
 /* A tile's K-blocks with block kb's promotion after block kb + 1's wgmmas are issued, so that it runs
@@ -230,29 +277,29 @@ static __device__ __forceinline__ void fw_block(float *acc, const fw_consumer_ad
  * sums are in two register sets taken in turn (the loop unrolled by two, no branch inside, so each
  * set stays in fixed registers: with a branch inside, ptxas serialized every wgmma). (s, phase): the
  * consumers' place in the CTA's stage sequence, stepped. */
-template <int BM>
+template <int BM, bool DTMA>
 static __device__ __forceinline__ void fw_consume_tile_overlapped(float *fin, const fw_consumer_addrs &ad, int &s,
                                                                   uint32_t &phase, int32_t kblocks) {
     float acc0[64], acc1[64], g0, g1, h0, h1; /* g: acc0's block's factors, h: acc1's */
     uint32_t su = (uint32_t)warp_uniform(s);
-    fw_block_issue<BM>(acc0, ad, su, phase);
-    fw_block_finish<BM>(acc0, ad, su, s, phase, g0, g1);
+    fw_block_issue<BM, DTMA>(acc0, ad, su, phase);
+    fw_block_finish<BM, DTMA>(acc0, ad, su, s, phase, g0, g1);
     int32_t kb = 1;
     for (; kb + 1 < kblocks; kb += 2) {
         su = (uint32_t)warp_uniform(s);
-        fw_block_issue<BM>(acc1, ad, su, phase);
+        fw_block_issue<BM, DTMA>(acc1, ad, su, phase);
         promote_token_rows_n128(fin, acc0, g0, g1);
-        fw_block_finish<BM>(acc1, ad, su, s, phase, h0, h1);
+        fw_block_finish<BM, DTMA>(acc1, ad, su, s, phase, h0, h1);
         su = (uint32_t)warp_uniform(s);
-        fw_block_issue<BM>(acc0, ad, su, phase);
+        fw_block_issue<BM, DTMA>(acc0, ad, su, phase);
         promote_token_rows_n128(fin, acc1, h0, h1);
-        fw_block_finish<BM>(acc0, ad, su, s, phase, g0, g1);
+        fw_block_finish<BM, DTMA>(acc0, ad, su, s, phase, g0, g1);
     }
     if (kb < kblocks) { /* an even number of blocks: the last one */
         su = (uint32_t)warp_uniform(s);
-        fw_block_issue<BM>(acc1, ad, su, phase);
+        fw_block_issue<BM, DTMA>(acc1, ad, su, phase);
         promote_token_rows_n128(fin, acc0, g0, g1);
-        fw_block_finish<BM>(acc1, ad, su, s, phase, h0, h1);
+        fw_block_finish<BM, DTMA>(acc1, ad, su, s, phase, h0, h1);
         promote_token_rows_n128(fin, acc1, h0, h1);
     } else {
         promote_token_rows_n128(fin, acc0, g0, g1);
@@ -265,7 +312,7 @@ static __device__ __forceinline__ void fw_consume_tile_overlapped(float *fin, co
  * fw_consume_tile_overlapped. */
 static __device__ __forceinline__ void fw_consume_tile_sub2(float *fin, const fw_consumer_addrs &ad, int &s,
                                                             uint32_t &phase, int32_t kblocks) {
-    typedef fw_cfg<256> cfg;
+    typedef fw_cfg<256, false> cfg;
     float acc[64];
     for (int32_t kb = 0; kb < kblocks; kb++) {
         const uint32_t su = (uint32_t)warp_uniform(s);
@@ -273,7 +320,7 @@ static __device__ __forceinline__ void fw_consume_tile_sub2(float *fin, const fw
         const uint32_t fa = ad.factors + su * (uint32_t)(256 * 4);
 #pragma unroll
         for (int sub = 0; sub < 2; sub++) {
-            fw_issue_wgmmas<256>(acc, ad, su, (uint32_t)sub * 64u * 8u);
+            fw_issue_wgmmas<256, false>(acc, ad, su, (uint32_t)sub * 64u * 8u);
             const float f0 = *(const float *)smem_ptr(fa + sub * 256), f1 = *(const float *)smem_ptr(fa + sub * 256 + 32);
             wgmma_wait<0>();
 #pragma unroll
@@ -290,17 +337,18 @@ static __device__ __forceinline__ void fw_consume_tile_sub2(float *fin, const fw
     }
 }
 
-template <int BM>
-__global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
+template <int BM, bool DTMA>
+__global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     hfp4_sm90_fp8_weights_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-                                 const __grid_constant__ sm90_fp8w_params p) {
+                                 const __grid_constant__ CUtensorMap d_map, const __grid_constant__ sm90_fp8w_params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef fw_cfg<BM> cfg;
+    typedef fw_cfg<BM, DTMA> cfg;
     constexpr int STAGES = cfg::STAGES;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     uint8_t *a_tiles = smem, *b_tiles = smem + STAGES * cfg::A_BYTES;
-    float *factors = (float *)(b_tiles + STAGES * FW_B_BYTES);
+    uint8_t *staging = b_tiles + STAGES * FW_B_BYTES; /* (DTMA: a consumer warpgroup's D tile each) */
+    float *factors = (float *)(staging + cfg::STAGING_BYTES);
     uint64_t *full = (uint64_t *)(factors + STAGES * BM), *empty = full + STAGES;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
@@ -403,57 +451,77 @@ __global__ void __launch_bounds__(fw_cfg<BM>::THREADS, 1)
         if constexpr (cfg::SUB == 2) {
             fw_consume_tile_sub2(fin, ad, stage, phase, (int32_t)kblocks);
         } else if constexpr (cfg::OVERLAP) {
-            fw_consume_tile_overlapped<BM>(fin, ad, stage, phase, (int32_t)kblocks);
+            fw_consume_tile_overlapped<BM, DTMA>(fin, ad, stage, phase, (int32_t)kblocks);
         } else { /* (the 192-row tile: its consumers have no registers for a second set) */
             float acc[64];
             const int32_t kb32 = (int32_t)kblocks;
             for (int32_t kb = 0; kb < kb32; kb++) {
                 float f0, f1;
-                fw_block<BM>(acc, ad, stage, phase, f0, f1);
+                fw_block<BM, DTMA>(acc, ad, stage, phase, f0, f1);
                 promote_token_rows_n128(fin, acc, f0, f1);
             }
         }
-        /* D from the registers: rows row0 (registers 4j, 4j + 1) and row0 + 8 (4j + 2, 4j + 3),
-         * columns 8 j + 2 t4 and + 1 of the tile */
         if (FW_DIAG_NO_STORES(p)) continue; /* (timing-only builds) */
+        if constexpr (DTMA) {
+            fw_store_tile_tma(&d_map, fin, smem_addr(staging) + (uint32_t)(wg * FW_STAGING_BYTES), wg, tid,
+                              (int32_t)(nt * FW_TILE), (int32_t)(mt * BM + 64 * wg));
+        } else {
+            /* D from the registers: rows row0 (registers 4j, 4j + 1) and row0 + 8 (4j + 2, 4j + 3),
+             * columns 8 j + 2 t4 and + 1 of the tile */
 #pragma unroll
-        for (int sub = 0; sub < cfg::SUB; sub++) {
+            for (int sub = 0; sub < cfg::SUB; sub++) {
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int64_t row = row0 + 64 * sub + 8 * h;
-                if (row >= p.m) continue;
+                for (int h = 0; h < 2; h++) {
+                    const int64_t row = row0 + 64 * sub + 8 * h;
+                    if (row >= p.m) continue;
 #pragma unroll
-                for (int j = 0; j < 16; j++) {
-                    const int64_t col = nt * FW_TILE + 8 * j + 2 * t4;
-                    if (col < p.n) fw_store(p, row, col, fin[64 * sub + 4 * j + 2 * h], fin[64 * sub + 4 * j + 2 * h + 1]);
+                    for (int j = 0; j < 16; j++) {
+                        const int64_t col = nt * FW_TILE + 8 * j + 2 * t4;
+                        if (col < p.n)
+                            fw_store(p, row, col, fin[64 * sub + 4 * j + 2 * h], fin[64 * sub + 4 * j + 2 * h + 1]);
+                    }
                 }
             }
         }
     }
+    if (DTMA && tid == 0) bulk_wait_all(); /* (the last stores' reads of shared memory, before the CTA ends) */
 #else
     __trap(); /* built for another architecture: never launched there (the host checks the device) */
 #endif
 }
 
-/* The launch of the BM-row tile's kernel (the caller checked its shared memory against the device) */
-template <int BM>
+/* The launch of the BM-row tile's kernel (the caller checked its shared memory against the device);
+ * DTMA: D through shared memory to TMA stores (BF16 D, no C, ld and D 16-byte multiples, checked by
+ * the caller), or, where the driver rejects D's map, the same tile storing from the registers */
+template <int BM, bool DTMA>
 static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const hfp4_current_device *dev,
                              const sm90_fp8w_params *k, cudaStream_t stream) {
-    typedef fw_cfg<BM> cfg;
-    CUtensorMap a_map, b_map;
+    typedef fw_cfg<BM, DTMA> cfg;
+    CUtensorMap a_map, b_map, d_map;
     const uint32_t a_box[3] = {FW_TILE, BM, 1}, b_box[3] = {FW_TILE, FW_TILE, 1};
     const int64_t a_dims[3] = {p->k, p->m, 1}, a_strides[2] = {p->a.ld, p->a.ld * p->m};
     const int64_t b_dims[3] = {p->k, p->n, 1}, b_strides[2] = {p->b.ld, p->b.ld * p->n};
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &a_map, p->a.data, a_dims, a_strides, a_box));
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &b_map, p->b.data, b_dims, b_strides, b_box));
-    auto kernel = hfp4_sm90_fp8_weights_kernel<BM>;
+    d_map = a_map; /* (unused without the TMA store) */
+    if (DTMA) {
+        /* D as [1][m][n] BF16; a consumer warpgroup's box: 64 columns (128 bytes, the swizzle's row)
+         * x its 64 token rows, two a tile */
+        const int64_t d_dims[3] = {p->n, p->m, 1}, d_strides[2] = {p->d.ld * 2, p->d.ld * 2 * p->m};
+        const uint32_t d_box[3] = {64, 64, 1};
+        if (hfp4__make_tensor_map_bf16_3d(fn, "D", &d_map, p->d.data, d_dims, d_strides, d_box) != HFP4_OK) {
+            hfp4_clear_error(); /* (the call succeeds: no stale message) */
+            return fw_launch<BM, false>(fn, p, dev, k, stream);
+        }
+    }
+    auto kernel = hfp4_sm90_fp8_weights_kernel<BM, DTMA>;
     HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::SMEM));
     static int built_regs = 0; /* (per instantiation) */
     HFP4_TRY(hfp4__require_kernel_regs(fn, "fp8-weights kernel", (const void *)kernel, &built_regs, cfg::WGS + 1,
                                        cfg::PRODUCER_REGS + cfg::WGS * cfg::CONSUMER_REGS));
     const int64_t tiles = ((p->m + BM - 1) / BM) * ((p->n + FW_TILE - 1) / FW_TILE);
     const int grid = (int)(tiles < dev->num_sms ? tiles : dev->num_sms);
-    kernel<<<grid, cfg::THREADS, cfg::SMEM, stream>>>(a_map, b_map, *k);
+    kernel<<<grid, cfg::THREADS, cfg::SMEM, stream>>>(a_map, b_map, d_map, *k);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;
 }
@@ -508,13 +576,23 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
     /* the token tile (fw_pick_tile); HFP4_SM90_FP8_WEIGHTS_TILE=128, 192 or 256 forces one (a
-     * comparison switch: any other value means the choice; 256 is never chosen, not yet measured) */
+     * comparison switch: any other value means the choice; 256 is never chosen: 5 % slower, v40) */
     const char *tile_env = getenv("HFP4_SM90_FP8_WEIGHTS_TILE");
     const int bm = tile_env && !strcmp(tile_env, "256")   ? 256
                    : tile_env && !strcmp(tile_env, "192") ? 192
                    : tile_env && !strcmp(tile_env, "128") ? 128
                                                           : fw_pick_tile(p->m, p->n, dev.num_sms);
-    const int smem = bm == 256 ? fw_cfg<256>::SMEM : bm == 192 ? fw_cfg<192>::SMEM : fw_cfg<128>::SMEM;
+    /* D through shared memory to TMA stores (fw_store_tile_tma) where D allows: BF16 without C, its
+     * rows and start 16-byte aligned, n a multiple of 8; HFP4_SM90_FP8_WEIGHTS_DTMA=0 keeps the
+     * register stores (a comparison switch, read at each call).
+     * NOTE: n % 8: the TMA store clips a row at n only to 16 bytes: with n = 389 it wrote columns
+     * 389-391 of D's padding (H200, gpu_fp8_weights_dense case 14, bench/RESULTS.md v40) */
+    const char *dtma_env = getenv("HFP4_SM90_FP8_WEIGHTS_DTMA");
+    const int dtma = bm != 256 && p->d.dtype == HFP4_DTYPE_BF16 && p->d.c == NULL && (p->d.ld * 2) % 16 == 0 &&
+                     p->n % 8 == 0 && (uintptr_t)p->d.data % 16 == 0 && !(dtma_env && !strcmp(dtma_env, "0"));
+    const int smem = bm == 256   ? fw_cfg<256, false>::SMEM
+                     : bm == 192 ? (dtma ? fw_cfg<192, true>::SMEM : fw_cfg<192, false>::SMEM)
+                                 : (dtma ? fw_cfg<128, true>::SMEM : fw_cfg<128, false>::SMEM);
     HFP4_REQUIRE(smem <= dev.max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
                  "device has %d", fn, smem, dev.max_smem_optin);
     if (!launch) return HFP4_OK;
@@ -538,6 +616,7 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     k.d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;
     k.d_pairs = p->d.ld % 2 == 0 && (uintptr_t)p->d.data % (2 * esz) == 0 &&
                 (p->d.c == NULL || (uintptr_t)p->d.c % (2 * esz) == 0);
-    if (bm == 256) return fw_launch<256>(fn, p, &dev, &k, stream);
-    return bm == 192 ? fw_launch<192>(fn, p, &dev, &k, stream) : fw_launch<128>(fn, p, &dev, &k, stream);
+    if (bm == 256) return fw_launch<256, false>(fn, p, &dev, &k, stream);
+    if (bm == 192) return dtma ? fw_launch<192, true>(fn, p, &dev, &k, stream) : fw_launch<192, false>(fn, p, &dev, &k, stream);
+    return dtma ? fw_launch<128, true>(fn, p, &dev, &k, stream) : fw_launch<128, false>(fn, p, &dev, &k, stream);
 }

@@ -4,6 +4,7 @@
  * Each wrapper is one instruction or one idiom; the kernels read as plain CUDA C on top of them.
  */
 #pragma once
+#include <cuda_bf16.h>
 #include <stdint.h>
 
 static __device__ __forceinline__ uint32_t smem_addr(const void *p) {
@@ -134,6 +135,19 @@ static __device__ __forceinline__ void bulk_wait_read(void) {
 static __device__ __forceinline__ void bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 static __device__ __forceinline__ void fence_proxy_async_shared(void) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+/* Two floats as BF16 (round to nearest even), lo in the low half: one packed conversion */
+static __device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
+    const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
+    return *(const uint32_t *)&b;
+}
+/* Four 8x8 matrices of 16-bit elements from mma fragments (register i: matrix i, lane l holding
+ * row l / 4, columns 2 (l % 4) and + 1), stored as they are: lanes 8i..8i+7 give the addresses of
+ * matrix i's 8 rows (16 bytes each). */
+static __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+                 "r"(r2), "r"(r3)
+                 : "memory");
 }
 /* Four 8x8 matrices of 16-bit elements from mma fragments (register i: matrix i, lane l holding
  * row l / 4, columns 2 (l % 4) and + 1), stored transposed: lanes 8i..8i+7 give the addresses of

@@ -20,12 +20,6 @@ static __device__ __forceinline__ uint32_t staging_offset(int c, int r) {
     return (uint32_t)(c * 128 + ((((r >> 3) ^ c) & 7) << 4) + (r & 7) * 2);
 }
 
-/* Two floats as BF16 (round to nearest even), lo in the low half: one packed conversion */
-static __device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) {
-    const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
-    return *(const uint32_t *)&b;
-}
-
 /* The 128-token tile's TMA store (p.d_tma): the thread's sums as BF16 into the warpgroup's staging
  * buffer (zeros for rows that are not real), then one thread stores the 64 x 128 box. The caller
  * has waited for the previous store's reads of the buffer.
