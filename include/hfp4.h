@@ -396,6 +396,26 @@ HFP4_API hfp4_status hfp4_gemm_supported(const hfp4_gemm_problem *problem);
 HFP4_API hfp4_status hfp4_repack_sm90(const hfp4_matrix *w, int32_t num_groups, hfp4_dtype scale_dtype,
                                       void *dst, size_t dst_bytes, hfp4_matrix *out, hfp4_stream stream);
 
+/* FP4 weights as FP8 under 128 x 128 block scales, exactly (docs/FP8_ROUTE.md): the library's
+ * FP8 x FP8 GEMM then takes them (hfp4_gemm with b.dtype FP8_E4M3). w: [n, k] FP4_E2M1 (one group,
+ * k a multiple of 128) with (1, 32) scales that are powers of two (UE8M0, UE8M0_PACKED, or FP32
+ * holding 2^e). Writes q [n, k] e4m3 (row stride ldq bytes) and sf (FP32 or UE8M0, gran_mn 128,
+ * gran_k 128, its strides as given): block (i, j)'s scale is 2^(e_max - 6), e_max the largest
+ * exponent among the block's (row, 32-K) scales, and a value c 2^e (c an e2m1 value) becomes the
+ * e4m3 value c 2^(e - e_max + 6): exact while e >= e_max - 14 (2^-9, e4m3's smallest step, is
+ * 0.5 2^-8). A block whose scales span more binades returns HFP4_ERR_UNSUPPORTED naming it (keep
+ * the FP4 GEMM, which is exact for any scales), as does an FP32 scale that is not a power of two
+ * or a block scale outside UE8M0's range; q and sf are then unspecified. Host memory. */
+HFP4_API hfp4_status hfp4_fp4_weights_to_fp8(const hfp4_matrix *w, uint8_t *q, int64_t ldq, const hfp4_scales *sf);
+
+/* The same on the GPU (device pointers; stream-ordered on `stream`, no synchronization): the
+ * blocks the host form refuses are written as e4m3 NaN (0x7F, scale 1), so a GEMM on them gives
+ * NaN rather than a rounded result, and counted into *inexact_blocks (a device int32 the call
+ * sets): read it before trusting q. Rows of w and q 16-byte aligned (ld and data), else
+ * HFP4_ERR_UNSUPPORTED. */
+HFP4_API hfp4_status hfp4_fp4_weights_to_fp8_gpu(const hfp4_matrix *w, uint8_t *q, int64_t ldq, const hfp4_scales *sf,
+                                                 int32_t *inexact_blocks, hfp4_stream stream);
+
 /* ------------------------------------------------------------------------------------------- */
 /* MoE glue: routing, quantization into the layout, and the combine around the grouped GEMMs    */
 /* ------------------------------------------------------------------------------------------- */

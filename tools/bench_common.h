@@ -122,6 +122,8 @@ int bench_fill_random(void *dev, size_t bytes, int fp8);
 int bench_fill_f32(void *dev, size_t count, float value);
 /* count BF16 values with random signs and mantissas, magnitudes 2^-7 .. 2^4 (activations' range) */
 int bench_fill_bf16(void *dev, size_t count);
+/* count UE8M0 weight scales, exponents 118..123 (2^-9 .. 2^-4: any 128 x 128 block converts to FP8 exactly) */
+int bench_fill_w_scales(void *sf, size_t count);
 
 /* Repacked random FP4 weights of `experts` experts [n, k] with power-of-two UE8M0 scales. */
 typedef struct bench_weights {

@@ -159,10 +159,130 @@ done:
     (void)BENCH_CUDA(cudaFree(d));
 }
 
+/* FP4 weights through their FP8 form (hfp4_fp4_weights_to_fp8_gpu, docs/FP8_ROUTE.md): the
+ * conversion and the FP8 x FP8 GEMM timed together as one launch of the route, against the same
+ * cuBLASLt FP8 baseline; the conversion alone as its own row (bytes: FP4 + scales in, FP8 out). */
+typedef struct route_launch {
+    hfp4_matrix w;
+    uint8_t *q;
+    hfp4_scales sf;
+    int32_t *inexact;
+    hfp4_gemm_problem p; /* b = q under sf */
+    int gemm;            /* 0: the conversion only */
+} route_launch;
+
+static int launch_route(void *arg, cudaStream_t s) {
+    const route_launch *l = (const route_launch *)arg;
+    if (hfp4_fp4_weights_to_fp8_gpu(&l->w, l->q, l->p.k, &l->sf, l->inexact, s) != HFP4_OK ||
+        (l->gemm && hfp4_gemm(&l->p, s) != HFP4_OK)) {
+        fprintf(stderr, "bench: fp4 via fp8: %s\n", hfp4_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static void dense_fp4_via_fp8_case(bench_ctx *c, int64_t m, int64_t n, int64_t k) {
+    if (k % 128 != 0) return;
+    void *a = NULL, *sfa = NULL, *w = NULL, *ws = NULL, *q = NULL, *sfb = NULL, *d = NULL, *inexact = NULL;
+    const int64_t kg = k / 128, nb = (n + 127) / 128;
+    route_launch l;
+    memset(&l, 0, sizeof l);
+    hfp4_gemm_problem *p = &l.p;
+    p->grouping = HFP4_GROUPING_NONE;
+    p->m = m;
+    p->n = n;
+    p->k = k;
+    p->num_groups = 1;
+    p->a.dtype = p->b.dtype = HFP4_DTYPE_FP8_E4M3;
+    p->a.rows = m;
+    p->b.rows = n;
+    p->a.cols = p->b.cols = k;
+    p->a.ld = p->b.ld = k;
+    p->a.scales.dtype = p->b.scales.dtype = HFP4_DTYPE_FP32;
+    p->a.scales.gran_mn = 1;
+    p->b.scales.gran_mn = 128;
+    p->a.scales.gran_k = p->b.scales.gran_k = 128;
+    p->b.scales.stride_mn = kg;
+    p->b.scales.stride_k = 1;
+    bench_set_a_scale_strides(&p->a.scales, m, kg);
+    p->d.dtype = HFP4_DTYPE_BF16;
+    p->d.ld = n;
+    p->a.data = p->b.data = p->a.scales.data = p->b.scales.data = p->d.data = (void *)(uintptr_t)256;
+    if (hfp4_gemm_supported(p) != HFP4_OK) {
+        hfp4_clear_error(); /* (the fp8_fp8 row said why) */
+        return;
+    }
+    double us = 0, conv_us = 0, base_us = 0;
+    const char *base_name = NULL;
+    const double flops = 2.0 * m * n * k, w_bytes = (double)n * k / 2 + (double)n * k / 32;
+    const double bytes = w_bytes + (double)m * k + m * n * 2.0, conv_bytes = w_bytes + (double)n * k;
+    bench_row r;
+    if (!BENCH_CUDA(cudaMalloc(&a, (size_t)m * k)) || !BENCH_CUDA(cudaMalloc(&sfa, (size_t)m * kg * 4)) ||
+        !BENCH_CUDA(cudaMalloc(&w, (size_t)n * k / 2)) || !BENCH_CUDA(cudaMalloc(&ws, (size_t)n * k / 32)) ||
+        !BENCH_CUDA(cudaMalloc(&q, (size_t)n * k)) || !BENCH_CUDA(cudaMalloc(&sfb, (size_t)nb * kg * 4)) ||
+        !BENCH_CUDA(cudaMalloc(&d, (size_t)m * n * 2)) || !BENCH_CUDA(cudaMalloc(&inexact, 4)) ||
+        bench_fill_random(a, (size_t)m * k, 1) != 0 || bench_fill_a_scales(sfa, (size_t)m * kg) != 0 ||
+        bench_fill_random(w, (size_t)n * k / 2, 0) != 0 || bench_fill_w_scales(ws, (size_t)n * k / 32) != 0)
+        goto fail;
+    l.w.data = w;
+    l.w.dtype = HFP4_DTYPE_FP4_E2M1;
+    l.w.rows = n;
+    l.w.cols = k;
+    l.w.ld = k / 2;
+    l.w.scales.data = ws;
+    l.w.scales.dtype = HFP4_DTYPE_UE8M0;
+    l.w.scales.gran_mn = 1;
+    l.w.scales.gran_k = 32;
+    l.w.scales.stride_mn = k / 32;
+    l.w.scales.stride_k = 1;
+    l.q = (uint8_t *)q;
+    l.sf = p->b.scales;
+    l.sf.data = sfb;
+    l.inexact = (int32_t *)inexact;
+    p->a.data = a;
+    p->a.scales.data = sfa;
+    p->b.data = q;
+    p->b.scales.data = sfb;
+    p->d.data = d;
+    l.gemm = 0;
+    if (bench_time_launches(c, launch_route, &l, 0, &conv_us) != 0) goto fail;
+    l.gemm = 1;
+    if (bench_time_launches(c, launch_route, &l, 0, &us) != 0) goto fail;
+    {
+        int32_t refused = -1;
+        if (!BENCH_CUDA(cudaMemcpy(&refused, inexact, 4, cudaMemcpyDeviceToHost)) || refused != 0) {
+            fprintf(stderr, "bench: fp4 via fp8: %d blocks refused\n", (int)refused);
+            goto fail;
+        }
+    }
+    base_name = fp8_baseline(c, m, n, k, &base_us);
+    dense_row(&r, "fp8_fp4", "via-fp8", m, n, k);
+    bench_row_rates(&r, us, flops, bytes, base_name, base_us, (double)n * k + (double)m * k + m * n * 2.0);
+    r.gran = 128;
+    r.floor_us = bench_floor_us(c, bytes + 2.0 * n * k); /* (+ the FP8 form written and read) */
+    bench_print_row(c, &r);
+    if (!c->json)
+        printf("fp4_to_fp8 dense      %lldx%lld: %.1f us = %.3f TB/s (FP4 + scales in, FP8 out), %.0f %% of the route\n",
+               (long long)n, (long long)k, conv_us, conv_bytes / conv_us * 1e-6, 100.0 * conv_us / us);
+    goto done;
+fail:
+    c->failed++;
+done:
+    (void)BENCH_CUDA(cudaFree(a));
+    (void)BENCH_CUDA(cudaFree(sfa));
+    (void)BENCH_CUDA(cudaFree(w));
+    (void)BENCH_CUDA(cudaFree(ws));
+    (void)BENCH_CUDA(cudaFree(q));
+    (void)BENCH_CUDA(cudaFree(sfb));
+    (void)BENCH_CUDA(cudaFree(d));
+    (void)BENCH_CUDA(cudaFree(inexact));
+}
+
 void bench_dense(bench_ctx *c, int64_t m, int64_t n, int64_t k) {
     if (!bench_budget_ok(c, "dense %lldx%lldx%lld", (long long)m, (long long)n, (long long)k)) return;
     dense_case(c, "dense", m, n, k, 0, 0, 1);
     dense_fp8_weights_case(c, m, n, k);
+    dense_fp4_via_fp8_case(c, m, n, k);
 }
 
 /* M = 1: a handful of microseconds of weight streaming, where the fixed cost of a launch weighs

@@ -253,6 +253,8 @@ int bench_fill_random(void *dev, size_t bytes, int fp8) { return fill_mode(dev, 
 
 int bench_fill_bf16(void *dev, size_t count) { return fill_mode(dev, count * 2, FILL_BF16); }
 
+int bench_fill_w_scales(void *sf, size_t count) { return fill_mode(sf, count, FILL_UE8M0); }
+
 int bench_fill_f32(void *dev, size_t count, float value) {
     if (count == 0) return 0;
     bench_fill_f32_kernel<<<fill_blocks(count), 256>>>((float *)dev, count, value);

@@ -8,6 +8,7 @@
 #include "internal.h"
 #include "../layout/sf_internal.h"
 #include "../moe/moe_internal.h"
+#include "../quant/fp4_to_fp8.h"
 #include "../weights/repack_sm90.h"
 
 hfp4_status hfp4_device_query(int device, hfp4_device_info *info) {
@@ -81,5 +82,11 @@ hfp4_status hfp4__moe_combine_launch(const char *fn, const void *y, int64_t ldy,
                                      hfp4_stream stream) {
     (void)y, (void)ldy, (void)layout_rows, (void)n, (void)row_pos, (void)weights, (void)weights_dtype, (void)tokens;
     (void)top_k, (void)out, (void)out_dtype, (void)ldo, (void)stream;
+    return hfp4__fail(HFP4_ERR_NO_DEVICE, "%s: this hfp4 was built without CUDA", fn);
+}
+
+hfp4_status hfp4__fp4_to_fp8_launch(const char *fn, const hfp4_matrix *w, uint8_t *q, int64_t ldq,
+                                    const hfp4_scales *sf, int32_t *inexact_blocks, hfp4_stream stream) {
+    (void)w, (void)q, (void)ldq, (void)sf, (void)inexact_blocks, (void)stream;
     return hfp4__fail(HFP4_ERR_NO_DEVICE, "%s: this hfp4 was built without CUDA", fn);
 }

@@ -1,0 +1,142 @@
+/*
+ * fp4_to_fp8_gpu.cu - the GPU form of hfp4_fp4_weights_to_fp8 (include/hfp4.h; the host form in
+ * fp4_to_fp8.c is its reference, byte for byte): one CTA a 128 x 128 block, 256 threads, a thread
+ * two (row, 32-K) groups of one row: 32 bytes of FP4 in, 64 bytes of FP8 out, 16-byte accesses.
+ * The pass is bound by memory (1.5 bytes a weight); the block's exponent range is found first
+ * (shared-memory min / max over its 512 scales), so a refused block writes NaN and counts itself.
+ */
+#include <cuda_fp8.h>
+#include <stdint.h>
+
+#include "../runtime/cuda_runtime.h"
+#include "fp4_to_fp8.h"
+
+typedef struct fp4_to_fp8_params {
+    const uint8_t *w;
+    int64_t ldw, n;
+    const void *ws; /* w's (1, 32) scales */
+    int32_t ws_dtype;
+    int64_t ws_stride_mn, ws_stride_k;
+    uint8_t *q;
+    int64_t ldq;
+    void *sf; /* the 128 x 128 block scales written */
+    int32_t sf_fp32;
+    int64_t sf_stride_mn, sf_stride_k;
+    int32_t *inexact;
+} fp4_to_fp8_params;
+
+/* The exponent e of scale (row, K-group j) = 2^e; invalid (NaN byte, FP32 not a power of two) sets *bad */
+static __device__ __forceinline__ int32_t scale_exponent(const fp4_to_fp8_params &p, int64_t row, int64_t j, int &bad) {
+    if (p.ws_dtype == HFP4_DTYPE_FP32) {
+        const uint32_t u = __float_as_uint(((const float *)p.ws)[row * p.ws_stride_mn + j * p.ws_stride_k]);
+        const uint32_t ef = (u >> 23) & 255u;
+        /* a positive normal power of two (sign 0, mantissa 0, exponent field 1..254) */
+        if ((u & 0x807FFFFFu) != 0 || ef == 0 || ef == 255) bad = 1;
+        return (int32_t)ef - 127;
+    }
+    uint8_t b;
+    if (p.ws_dtype == HFP4_DTYPE_UE8M0_PACKED)
+        b = (uint8_t)(((const uint32_t *)p.ws)[row * p.ws_stride_mn + (j >> 2) * p.ws_stride_k] >> (8 * (j & 3)));
+    else
+        b = ((const uint8_t *)p.ws)[row * p.ws_stride_mn + j * p.ws_stride_k];
+    if (b == 255) bad = 1;
+    return (int32_t)b - 127;
+}
+
+/* e4m3 bits of e2m1 code c times `step` (an exact power of two: the product is an e4m3 value) */
+static __device__ __forceinline__ uint32_t fp8_of_code(uint32_t c, float step) {
+    const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    const float m = mag[c & 7] * step;
+    /* (the zero codes, +0 and -0, both give +0, as hfp4_fp4_decode reads -0) */
+    const uint32_t bits = (uint32_t)__nv_cvt_float_to_fp8(m, __NV_SATFINITE, __NV_E4M3);
+    return (c & 8) && m != 0.0f ? bits | 0x80u : bits;
+}
+
+__global__ void __launch_bounds__(256) hfp4_fp4_to_fp8_kernel(const fp4_to_fp8_params p) {
+    __shared__ int32_t lo_s, hi_s, bad_s;
+    const int t = threadIdx.x;
+    const int64_t bi = blockIdx.x, bj = blockIdx.y;
+    if (t == 0) {
+        lo_s = INT32_MAX;
+        hi_s = INT32_MIN;
+        bad_s = 0;
+    }
+    __syncthreads();
+    const int64_t row = bi * 128 + t / 2;
+    const int64_t j0 = bj * 4 + 2 * (t % 2); /* the thread's two K-groups: j0, j0 + 1 */
+    int32_t e[2] = {0, 0};
+    if (row < p.n) {
+        int bad = 0;
+        e[0] = scale_exponent(p, row, j0, bad);
+        e[1] = scale_exponent(p, row, j0 + 1, bad);
+        atomicMin(&lo_s, min(e[0], e[1]));
+        atomicMax(&hi_s, max(e[0], e[1]));
+        if (bad) atomicOr(&bad_s, 1);
+    }
+    __syncthreads();
+    const int32_t lo = lo_s, hi = hi_s, base = hi - HFP4_FP8_BLOCK_TOP;
+    const bool inexact = bad_s != 0 || hi - lo > HFP4_FP8_BLOCK_SPAN || base < -127 || base > 127;
+    if (t == 0) {
+        const int64_t si = bi * p.sf_stride_mn + bj * p.sf_stride_k;
+        if (p.sf_fp32) ((float *)p.sf)[si] = inexact ? 1.0f : ldexpf(1.0f, base);
+        else ((uint8_t *)p.sf)[si] = inexact ? (uint8_t)127 : (uint8_t)(base + 127);
+        if (inexact) atomicAdd(p.inexact, 1);
+    }
+    if (row >= p.n) return;
+    const int64_t k0 = bj * 128 + 64 * (t % 2); /* the thread's first K-element */
+    const uint4 *src = (const uint4 *)(p.w + row * p.ldw + k0 / 2);
+    uint4 *dst = (uint4 *)(p.q + row * p.ldq + k0);
+#pragma unroll
+    for (int h = 0; h < 2; h++) { /* group j0 + h: 16 bytes in, 32 out */
+        const uint4 in = src[h];
+        const uint32_t words[4] = {in.x, in.y, in.z, in.w};
+        const float step = ldexpf(1.0f, e[h] - base);
+        uint32_t out[8];
+#pragma unroll
+        for (int i = 0; i < 4; i++) { /* 8 codes a word (even index in the low nibble) -> 8 bytes */
+            uint32_t lo4 = 0, hi4 = 0;
+#pragma unroll
+            for (int c = 0; c < 4; c++) lo4 |= fp8_of_code((words[i] >> (4 * c)) & 15u, step) << (8 * c);
+#pragma unroll
+            for (int c = 0; c < 4; c++) hi4 |= fp8_of_code((words[i] >> (16 + 4 * c)) & 15u, step) << (8 * c);
+            out[2 * i] = inexact ? 0x7F7F7F7Fu : lo4;
+            out[2 * i + 1] = inexact ? 0x7F7F7F7Fu : hi4;
+        }
+        dst[2 * h] = make_uint4(out[0], out[1], out[2], out[3]);
+        dst[2 * h + 1] = make_uint4(out[4], out[5], out[6], out[7]);
+    }
+}
+
+extern "C" hfp4_status hfp4__fp4_to_fp8_launch(const char *fn, const hfp4_matrix *w, uint8_t *q, int64_t ldq,
+                                               const hfp4_scales *sf, int32_t *inexact_blocks, hfp4_stream stream) {
+    HFP4_REQUIRE(w->ld % 16 == 0 && ldq % 16 == 0 && (uintptr_t)w->data % 16 == 0 && (uintptr_t)q % 16 == 0,
+                 "%s: w->ld = %lld, ldq = %lld (bytes), w->data = %p and q = %p must be 16-byte multiples / aligned "
+                 "for the GPU form (the host form takes any)",
+                 fn, (long long)w->ld, (long long)ldq, w->data, (void *)q);
+    const int64_t blocks_n = (w->rows + 127) / 128, blocks_k = w->cols / 128;
+    HFP4_REQUIRE(blocks_n < ((int64_t)1 << 31) && blocks_k <= 65535,
+                 "%s: %lld x %lld blocks exceed the launch grid (n / 128 < 2^31, k / 128 <= 65535)", fn,
+                 (long long)blocks_n, (long long)blocks_k);
+    hfp4_current_device dev;
+    HFP4_TRY(hfp4__require_sm90(fn, &dev));
+    fp4_to_fp8_params p;
+    p.w = (const uint8_t *)w->data;
+    p.ldw = w->ld;
+    p.n = w->rows;
+    p.ws = w->scales.data;
+    p.ws_dtype = (int32_t)w->scales.dtype;
+    p.ws_stride_mn = w->scales.stride_mn;
+    p.ws_stride_k = w->scales.stride_k;
+    p.q = q;
+    p.ldq = ldq;
+    p.sf = (void *)sf->data;
+    p.sf_fp32 = sf->dtype == HFP4_DTYPE_FP32;
+    p.sf_stride_mn = sf->stride_mn;
+    p.sf_stride_k = sf->stride_k;
+    p.inexact = inexact_blocks;
+    cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+    HFP4_CUDA_TRY(fn, cudaMemsetAsync(inexact_blocks, 0, sizeof(int32_t), s));
+    hfp4_fp4_to_fp8_kernel<<<dim3((unsigned)blocks_n, (unsigned)blocks_k), 256, 0, s>>>(p);
+    HFP4_CUDA_TRY(fn, cudaGetLastError());
+    return HFP4_OK;
+}
