@@ -496,6 +496,11 @@ FUNCTIONS = [
     #     void *dst, size_t dst_bytes, hfp4_matrix *out, hfp4_stream stream);
     ("hfp4_repack_sm90", _st,
      [_P(hfp4_matrix), c_int32, c_int, c_void_p, c_size_t, _P(hfp4_matrix), _stream]),
+    # hfp4_status hfp4_fp4_weights_to_fp8(const hfp4_matrix *w, uint8_t *q, int64_t ldq, const hfp4_scales *sf);
+    ("hfp4_fp4_weights_to_fp8", _st, [_P(hfp4_matrix), c_void_p, c_int64, _P(hfp4_scales)]),
+    # hfp4_status hfp4_fp4_weights_to_fp8_gpu(... same ..., int32_t *inexact_blocks, hfp4_stream stream);
+    ("hfp4_fp4_weights_to_fp8_gpu", _st,
+     [_P(hfp4_matrix), c_void_p, c_int64, _P(hfp4_scales), c_void_p, _stream]),
     # int64_t hfp4_moe_layout_rows(int64_t routed_rows, int32_t num_experts, int32_t alignment);
     ("hfp4_moe_layout_rows", c_int64, [c_int64, c_int32, c_int32]),
     # hfp4_status hfp4_moe_route(const void *ids, int ids_int64, int64_t routed_rows, int32_t num_experts,
