@@ -37,12 +37,16 @@ TEST(fp4_to_fp8_keeps_every_value) {
         hfp4_scales s = block_scales(sf, fp32, k);
         CHECK_STATUS(hfp4_fp4_weights_to_fp8(&f.m, q, ldq, &s), HFP4_OK);
         CHECK_EQ_I64(f2f_mismatches(&f, q, ldq, sf, fp32, NULL), 0);
-        /* the zero codes give +0, and no NaN is written */
-        int64_t neg_zero = 0, nan = 0;
+        /* no NaN is written; the sign bit is kept, -0 (code 8) included */
+        int64_t nan = 0, sign_lost = 0;
         for (int64_t r = 0; r < n; r++)
-            for (int64_t c = 0; c < k; c++) neg_zero += q[r * ldq + c] == 0x80, nan += (q[r * ldq + c] & 0x7F) == 0x7F;
-        CHECK_EQ_I64(neg_zero, 0);
+            for (int64_t c = 0; c < k; c++) {
+                const uint8_t code = (uint8_t)((f.w[r * ld + c / 2] >> (4 * (c & 1))) & 15);
+                nan += (q[r * ldq + c] & 0x7F) == 0x7F;
+                sign_lost += (q[r * ldq + c] >> 7) != (code >> 3);
+            }
         CHECK_EQ_I64(nan, 0);
+        CHECK_EQ_I64(sign_lost, 0);
         free(q);
         free(sf);
         f2f_free(&f);

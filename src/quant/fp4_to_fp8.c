@@ -109,8 +109,8 @@ static void convert_block(void *arg, int64_t index) {
             const float step = ldexpf(1.0f, e - base);
             for (int64_t c = 32 * jg; c < 32 * jg + 32; c++) {
                 const uint8_t code = (uint8_t)((src[c / 2] >> (4 * (c & 1))) & 15);
-                /* (hfp4_fp4_decode gives -0 as +0, so the zero codes both give e4m3 +0) */
-                dst[c] = hfp4_fp8_encode(hfp4_fp4_decode(code) * step);
+                /* the sign bit kept as is: code 8 (-0) gives e4m3 -0 (0x80), the same value */
+                dst[c] = (uint8_t)(((code & 8u) << 4) | hfp4_fp8_encode(hfp4_fp4_decode(code & 7u) * step));
             }
         }
     }
