@@ -2,8 +2,8 @@
  * fp4_to_fp8_gpu.cu - the GPU form of hfp4_fp4_weights_to_fp8 (include/hfp4.h; the host form in
  * fp4_to_fp8.c is its reference, byte for byte): one CTA a 128 x 128 block, 256 threads, a thread
  * two (row, 32-K) groups of one row: 32 bytes of FP4 in, 64 bytes of FP8 out, 16-byte accesses.
- * The pass is bound by memory (1.5 bytes a weight; fp8x4_of_codes keeps the conversion to <2
- * instructions an element); the block's exponent range is found first
+ * The pass moves 1.5 bytes a weight (fp8x4_of_codes keeps the conversion to <2 instructions an
+ * element; it runs at ~1.7 TB/s, v40); the block's exponent range is found first
  * (shared-memory min / max over its 512 scales), so a refused block writes NaN and counts itself.
  */
 #include <cuda_fp8.h>
@@ -58,9 +58,9 @@ static __device__ __forceinline__ void magnitude_table(float step, uint32_t &lo,
 /* Four e2m1 codes (the low 16 bits of x, element i in nibble i) as four e4m3 bytes (element i in
  * byte i): the magnitude by table lookup (the code's low 3 bits as the byte selector), the sign bit
  * moved to the byte's top (code 8, -0, gives e4m3 -0: the same value)
- * NOTE: why a table: the arithmetic form (exponent and mantissa fields into a float, a multiply,
- * a conversion) took ~25 instructions an element, which made the pass issue-bound above its 1.5
- * bytes a weight; the table is 7 for four elements. */
+ * NOTE: why a table: the arithmetic form (a table of floats, a multiply and a conversion an
+ * element) compiled to 2032 instructions a thread against 504 (not timed: by count ~55 us of issue
+ * at 8192^2, above the 23 us the bytes take at the copy rate). */
 static __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
     uint32_t r;
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
@@ -77,23 +77,44 @@ static __device__ __forceinline__ uint32_t fp8x4_of_codes(uint32_t x, uint32_t l
 __global__ void __launch_bounds__(256) hfp4_fp4_to_fp8_kernel(const fp4_to_fp8_params p) {
     __shared__ int32_t lo_s, hi_s, bad_s;
     const int t = threadIdx.x;
-    const int64_t bi = blockIdx.x, bj = blockIdx.y;
+    /* (K-blocks fastest, so the CTAs running together cover whole rows; row blocks fastest measured
+     * the same, bench/RESULTS.md v40) */
+    const int64_t bj = blockIdx.x, bi = blockIdx.y;
+    const int64_t row = bi * 128 + t / 2;
+    const int64_t j0 = bj * 4 + 2 * (t % 2); /* the thread's two K-groups: j0, j0 + 1 */
+    const int64_t k0 = bj * 128 + 64 * (t % 2); /* the thread's first K-element */
+    /* the codes and the scales are loaded before the shared range is set up (neither depends on it),
+     * so their round trips overlap the barriers.
+     * NOTE: the pass runs at ~1.7 TB/s at 8192^2 (59 us; the copy rate 4.26): loading after the
+     * reduction, 256 shared atomics a CTA instead of 8, and row blocks fastest all measured the same
+     * (bench/RESULTS.md v40), so the limit is elsewhere; untried: a warp's stores covering whole
+     * 32-byte sectors (a thread's 64 bytes as 4 x 16 leave each store instruction half-sectors) */
+    uint4 in[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+    if (row < p.n) {
+        const uint4 *src = (const uint4 *)(p.w + row * p.ldw + k0 / 2);
+        in[0] = src[0];
+        in[1] = src[1];
+    }
+    int32_t e[2] = {0, 0};
+    int bad = 0;
+    if (row < p.n) {
+        e[0] = scale_exponent(p, row, j0, bad);
+        e[1] = scale_exponent(p, row, j0 + 1, bad);
+    }
     if (t == 0) {
         lo_s = INT32_MAX;
         hi_s = INT32_MIN;
         bad_s = 0;
     }
+    /* a warp's range first, then one shared atomic a warp */
+    const int32_t lo_w = __reduce_min_sync(0xFFFFFFFFu, row < p.n ? min(e[0], e[1]) : INT32_MAX);
+    const int32_t hi_w = __reduce_max_sync(0xFFFFFFFFu, row < p.n ? max(e[0], e[1]) : INT32_MIN);
+    const int bad_w = __any_sync(0xFFFFFFFFu, bad);
     __syncthreads();
-    const int64_t row = bi * 128 + t / 2;
-    const int64_t j0 = bj * 4 + 2 * (t % 2); /* the thread's two K-groups: j0, j0 + 1 */
-    int32_t e[2] = {0, 0};
-    if (row < p.n) {
-        int bad = 0;
-        e[0] = scale_exponent(p, row, j0, bad);
-        e[1] = scale_exponent(p, row, j0 + 1, bad);
-        atomicMin(&lo_s, min(e[0], e[1]));
-        atomicMax(&hi_s, max(e[0], e[1]));
-        if (bad) atomicOr(&bad_s, 1);
+    if (t % 32 == 0) {
+        atomicMin(&lo_s, lo_w);
+        atomicMax(&hi_s, hi_w);
+        if (bad_w) atomicOr(&bad_s, 1);
     }
     __syncthreads();
     const int32_t lo = lo_s, hi = hi_s, base = hi - HFP4_FP8_BLOCK_TOP;
@@ -105,13 +126,10 @@ __global__ void __launch_bounds__(256) hfp4_fp4_to_fp8_kernel(const fp4_to_fp8_p
         if (inexact) atomicAdd(p.inexact, 1);
     }
     if (row >= p.n) return;
-    const int64_t k0 = bj * 128 + 64 * (t % 2); /* the thread's first K-element */
-    const uint4 *src = (const uint4 *)(p.w + row * p.ldw + k0 / 2);
     uint4 *dst = (uint4 *)(p.q + row * p.ldq + k0);
 #pragma unroll
     for (int h = 0; h < 2; h++) { /* group j0 + h: 16 bytes in, 32 out */
-        const uint4 in = src[h];
-        const uint32_t words[4] = {in.x, in.y, in.z, in.w};
+        const uint32_t words[4] = {in[h].x, in[h].y, in[h].z, in[h].w};
         uint32_t lo, hi;
         magnitude_table(ldexpf(1.0f, e[h] - base), lo, hi);
         uint32_t out[8];
@@ -132,8 +150,8 @@ extern "C" hfp4_status hfp4__fp4_to_fp8_launch(const char *fn, const hfp4_matrix
                  "for the GPU form (the host form takes any)",
                  fn, (long long)w->ld, (long long)ldq, w->data, (void *)q);
     const int64_t blocks_n = (w->rows + 127) / 128, blocks_k = w->cols / 128;
-    HFP4_REQUIRE(blocks_n < ((int64_t)1 << 31) && blocks_k <= 65535,
-                 "%s: %lld x %lld blocks exceed the launch grid (n / 128 < 2^31, k / 128 <= 65535)", fn,
+    HFP4_REQUIRE(blocks_k < ((int64_t)1 << 31) && blocks_n <= 65535,
+                 "%s: %lld x %lld blocks exceed the launch grid (n / 128 <= 65535, k / 128 < 2^31)", fn,
                  (long long)blocks_n, (long long)blocks_k);
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
@@ -154,7 +172,7 @@ extern "C" hfp4_status hfp4__fp4_to_fp8_launch(const char *fn, const hfp4_matrix
     p.inexact = inexact_blocks;
     cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
     HFP4_CUDA_TRY(fn, cudaMemsetAsync(inexact_blocks, 0, sizeof(int32_t), s));
-    hfp4_fp4_to_fp8_kernel<<<dim3((unsigned)blocks_n, (unsigned)blocks_k), 256, 0, s>>>(p);
+    hfp4_fp4_to_fp8_kernel<<<dim3((unsigned)blocks_k, (unsigned)blocks_n), 256, 0, s>>>(p);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;
 }
