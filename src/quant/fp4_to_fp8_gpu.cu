@@ -45,7 +45,7 @@ static __device__ __forceinline__ int32_t scale_exponent(const fp4_to_fp8_params
 }
 
 /* The e4m3 bytes of the 8 e2m1 magnitudes times `step` (an exact power of two, so each product is
- * an e4m3 value): lo holds magnitudes 0-3, hi 4-7, as __byte_perm's 8-byte table */
+ * an e4m3 value): lo holds magnitudes 0-3, hi 4-7, as prmt's 8-byte table */
 static __device__ __forceinline__ void magnitude_table(float step, uint32_t &lo, uint32_t &hi) {
     const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
     uint32_t b[8];
@@ -55,17 +55,19 @@ static __device__ __forceinline__ void magnitude_table(float step, uint32_t &lo,
     hi = b[4] | b[5] << 8 | b[6] << 16 | b[7] << 24;
 }
 
+/* PTX prmt.b32 (default mode: a selector nibble's bit 3 replicates the selected byte's top bit) */
+static __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+
 /* Four e2m1 codes (the low 16 bits of x, element i in nibble i) as four e4m3 bytes (element i in
  * byte i): the magnitude by table lookup (the code's low 3 bits as the byte selector), the sign bit
  * moved to the byte's top (code 8, -0, gives e4m3 -0: the same value)
  * NOTE: why a table: the arithmetic form (a table of floats, a multiply and a conversion an
  * element) compiled to 2032 instructions a thread against 504 (not timed: by count ~55 us of issue
  * at 8192^2, above the 23 us the bytes take at the copy rate). */
-static __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-    uint32_t r;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-    return r;
-}
 static __device__ __forceinline__ uint32_t fp8x4_of_codes(uint32_t x, uint32_t lo, uint32_t hi) {
     const uint32_t mags = prmt(lo, hi, x & 0x7777u);
     /* (PTX prmt: a selector nibble's bit 3 replicates the selected byte's top bit, so bytes of 0x80
