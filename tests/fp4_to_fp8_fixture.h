@@ -77,6 +77,19 @@ static inline void f2f_free(f2f_weights *f) {
     free(f->exps);
 }
 
+/* Block scales sf for the conversion: [n / 128] rows of `stride` entries, K-major (FP32 or UE8M0) */
+static inline hfp4_scales f2f_block_scales(void *data, int fp32, int64_t stride) {
+    hfp4_scales s;
+    memset(&s, 0, sizeof s);
+    s.data = data;
+    s.dtype = fp32 ? HFP4_DTYPE_FP32 : HFP4_DTYPE_UE8M0;
+    s.gran_mn = 128;
+    s.gran_k = 128;
+    s.stride_mn = stride;
+    s.stride_k = 1;
+    return s;
+}
+
 /* The value of w's element (r, c) */
 static inline double f2f_value(const f2f_weights *f, int64_t r, int64_t c) {
     const uint8_t code = (uint8_t)((f->w[r * f->ld + c / 2] >> (4 * (c & 1))) & 15);
@@ -98,4 +111,48 @@ static inline int64_t f2f_mismatches(const f2f_weights *f, const uint8_t *q, int
             if (got != f2f_value(f, r, c)) bad++;
         }
     return bad;
+}
+
+/* Random FP8 activations [m, k] (1 x 128 FP32 scales, the library's own cast) against f's FP4
+ * weights: the GEMM problem (dense, FP32 D [m, n] unset: the caller points d.data) on host memory */
+typedef struct f2f_gemm {
+    uint8_t *qa;
+    float *sa;
+    hfp4_gemm_problem p;
+} f2f_gemm;
+
+static inline f2f_gemm f2f_gemm_make(const f2f_weights *f, int64_t m, uint64_t salt) {
+    f2f_gemm g;
+    memset(&g, 0, sizeof g);
+    const int64_t k = f->k;
+    hfp4_rng rng = hfp4_rng_make(salt);
+    float *x = (float *)malloc(sizeof(float) * (size_t)(m * k));
+    for (int64_t i = 0; i < m * k; i++) x[i] = (float)hfp4_rng_normal(&rng);
+    g.qa = (uint8_t *)malloc((size_t)(m * k));
+    g.sa = (float *)malloc(sizeof(float) * (size_t)(m * (k / 128)));
+    hfp4_scales sas;
+    memset(&sas, 0, sizeof sas);
+    sas.data = g.sa;
+    sas.dtype = HFP4_DTYPE_FP32;
+    sas.gran_mn = 1;
+    sas.gran_k = 128;
+    sas.stride_mn = k / 128;
+    sas.stride_k = 1;
+    CHECK_STATUS(hfp4_quantize_fp8_per_token(x, HFP4_DTYPE_FP32, m, k, k, 0, g.qa, k, &sas), HFP4_OK);
+    free(x);
+    g.p.grouping = HFP4_GROUPING_NONE;
+    g.p.m = m, g.p.n = f->n, g.p.k = k, g.p.num_groups = 1;
+    g.p.a.data = g.qa;
+    g.p.a.dtype = HFP4_DTYPE_FP8_E4M3;
+    g.p.a.rows = m, g.p.a.cols = k, g.p.a.ld = k;
+    g.p.a.scales = sas;
+    g.p.b = f->m;
+    g.p.d.dtype = HFP4_DTYPE_FP32;
+    g.p.d.ld = f->n;
+    return g;
+}
+
+static inline void f2f_gemm_free(f2f_gemm *g) {
+    free(g->qa);
+    free(g->sa);
 }

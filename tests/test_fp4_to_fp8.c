@@ -12,19 +12,6 @@
 #include "harness.h"
 #include "hfp4.h"
 
-/* sf for [n, k] blocks, K-major */
-static hfp4_scales block_scales(void *data, int fp32, int64_t k) {
-    hfp4_scales s;
-    memset(&s, 0, sizeof s);
-    s.data = data;
-    s.dtype = fp32 ? HFP4_DTYPE_FP32 : HFP4_DTYPE_UE8M0;
-    s.gran_mn = 128;
-    s.gran_k = 128;
-    s.stride_mn = k / 128;
-    s.stride_k = 1;
-    return s;
-}
-
 TEST(fp4_to_fp8_keeps_every_value) {
     static const hfp4_dtype dts[3] = {HFP4_DTYPE_UE8M0, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_FP32};
     for (int v = 0; v < 6; v++) {
@@ -34,7 +21,7 @@ TEST(fp4_to_fp8_keeps_every_value) {
         const int fp32 = v % 2 == 0;
         uint8_t *q = (uint8_t *)malloc((size_t)(n * ldq));
         void *sf = calloc((size_t)(((n + 127) / 128) * (k / 128)), 4);
-        hfp4_scales s = block_scales(sf, fp32, k);
+        hfp4_scales s = f2f_block_scales(sf, fp32, k / 128);
         CHECK_STATUS(hfp4_fp4_weights_to_fp8(&f.m, q, ldq, &s), HFP4_OK);
         CHECK_EQ_I64(f2f_mismatches(&f, q, ldq, sf, fp32, NULL), 0);
         /* no NaN is written; the sign bit is kept, -0 (code 8) included */
@@ -57,7 +44,7 @@ TEST(fp4_to_fp8_refuses_what_it_cannot_keep) {
     f2f_weights f = f2f_make(256, 256, 128, HFP4_DTYPE_UE8M0, 15, 50); /* every block spans 15 binades */
     uint8_t *q = (uint8_t *)malloc(256 * 256);
     float sf[4];
-    hfp4_scales s = block_scales(sf, 1, 256);
+    hfp4_scales s = f2f_block_scales(sf, 1, 256 / 128);
     CHECK_REJECT(hfp4_fp4_weights_to_fp8(&f.m, q, 256, &s), HFP4_ERR_UNSUPPORTED, "block (0, 0)");
     CHECK_REJECT(hfp4_fp4_weights_to_fp8(&f.m, q, 256, &s), HFP4_ERR_UNSUPPORTED, "14 binades");
     f2f_free(&f);
@@ -84,7 +71,7 @@ TEST(fp4_to_fp8_argument_errors) {
     f2f_weights f = f2f_make(128, 256, 128, HFP4_DTYPE_UE8M0, 3, 54);
     uint8_t *q = (uint8_t *)malloc(128 * 256);
     float sf[2];
-    hfp4_scales s = block_scales(sf, 1, 256);
+    hfp4_scales s = f2f_block_scales(sf, 1, 256 / 128);
     CHECK_REJECT(hfp4_fp4_weights_to_fp8(NULL, q, 256, &s), HFP4_ERR_INVALID_ARGUMENT, "w is NULL");
     CHECK_REJECT(hfp4_fp4_weights_to_fp8(&f.m, NULL, 256, &s), HFP4_ERR_INVALID_ARGUMENT, "q is NULL");
     CHECK_REJECT(hfp4_fp4_weights_to_fp8(&f.m, q, 256, NULL), HFP4_ERR_INVALID_ARGUMENT, "sf is NULL");
@@ -119,37 +106,14 @@ TEST(fp4_to_fp8_gemm_equals_the_fp4_gemm) {
      * products, so the same D up to the order of the FP32 sums */
     const int64_t m = 37, n = 200, k = 512;
     f2f_weights f = f2f_make(n, k, k / 2, HFP4_DTYPE_UE8M0, 14, 55);
-    hfp4_rng rng = hfp4_rng_make(56);
-    float *x = (float *)malloc(sizeof(float) * m * k);
-    for (int64_t i = 0; i < m * k; i++) x[i] = (float)hfp4_rng_normal(&rng);
-    uint8_t *qa = (uint8_t *)malloc(m * k);
-    float *sa = (float *)malloc(sizeof(float) * m * (k / 128));
-    hfp4_scales sas;
-    memset(&sas, 0, sizeof sas);
-    sas.data = sa;
-    sas.dtype = HFP4_DTYPE_FP32;
-    sas.gran_mn = 1;
-    sas.gran_k = 128;
-    sas.stride_mn = k / 128;
-    sas.stride_k = 1;
-    CHECK_STATUS(hfp4_quantize_fp8_per_token(x, HFP4_DTYPE_FP32, m, k, k, 0, qa, k, &sas), HFP4_OK);
+    f2f_gemm g = f2f_gemm_make(&f, m, 56);
     uint8_t *qb = (uint8_t *)malloc(n * k);
     float *sb = (float *)malloc(sizeof(float) * ((n + 127) / 128) * (k / 128));
-    hfp4_scales sbs = block_scales(sb, 1, k);
+    hfp4_scales sbs = f2f_block_scales(sb, 1, k / 128);
     CHECK_STATUS(hfp4_fp4_weights_to_fp8(&f.m, qb, k, &sbs), HFP4_OK);
-    hfp4_gemm_problem p;
-    memset(&p, 0, sizeof p);
-    p.grouping = HFP4_GROUPING_NONE;
-    p.m = m, p.n = n, p.k = k, p.num_groups = 1;
-    p.a.data = qa;
-    p.a.dtype = HFP4_DTYPE_FP8_E4M3;
-    p.a.rows = m, p.a.cols = k, p.a.ld = k;
-    p.a.scales = sas;
-    p.b = f.m;
+    hfp4_gemm_problem p = g.p;
     float *d4 = (float *)malloc(sizeof(float) * m * n), *d8 = (float *)malloc(sizeof(float) * m * n);
     p.d.data = d4;
-    p.d.dtype = HFP4_DTYPE_FP32;
-    p.d.ld = n;
     CHECK_STATUS(hfp4_ref_gemm(&p, 1), HFP4_OK);
     p.b.data = qb;
     p.b.dtype = HFP4_DTYPE_FP8_E4M3;
@@ -160,6 +124,7 @@ TEST(fp4_to_fp8_gemm_equals_the_fp4_gemm) {
     int64_t bad = 0;
     for (int64_t i = 0; i < m * n; i++) bad += fabsf(d4[i] - d8[i]) > 1e-5f * (1.0f + fabsf(d4[i]));
     CHECK_EQ_I64(bad, 0);
-    free(x), free(qa), free(sa), free(qb), free(sb), free(d4), free(d8);
+    free(qb), free(sb), free(d4), free(d8);
+    f2f_gemm_free(&g);
     f2f_free(&f);
 }

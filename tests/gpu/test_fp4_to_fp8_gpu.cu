@@ -56,19 +56,6 @@ static void f2f_device_free(f2f_device *d) {
     cudaFree(d->inexact);
 }
 
-/* sf: [n / 128] rows of `stride` entries (K-major, the rest of a row poisoned and kept) */
-static hfp4_scales f2f_block_scales(void *data, int fp32, int64_t stride) {
-    hfp4_scales s;
-    memset(&s, 0, sizeof s);
-    s.data = data;
-    s.dtype = fp32 ? HFP4_DTYPE_FP32 : HFP4_DTYPE_UE8M0;
-    s.gran_mn = 128;
-    s.gran_k = 128;
-    s.stride_mn = stride;
-    s.stride_k = 1;
-    return s;
-}
-
 TEST(gpu_fp4_to_fp8_equals_the_host_form) {
     if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const hfp4_dtype dts[3] = {HFP4_DTYPE_UE8M0, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_FP32};
@@ -152,33 +139,12 @@ TEST(gpu_fp4_to_fp8_then_the_fp8_gemm) {
      * FP8 kernel's bound (tests/gpu/test_fp8_weights_sm90.cu) on the same real operands */
     const int64_t m = 1000, n = 1536, k = 1024, kg = k / 128;
     f2f_weights f = f2f_make(n, k, k / 2, HFP4_DTYPE_UE8M0, 14, 80);
-    hfp4_rng rng = hfp4_rng_make(81);
-    float *x = (float *)malloc(sizeof(float) * m * k);
-    for (int64_t i = 0; i < m * k; i++) x[i] = (float)hfp4_rng_normal(&rng);
-    uint8_t *qa = (uint8_t *)malloc((size_t)(m * k));
-    float *sa = (float *)malloc(sizeof(float) * m * kg);
-    hfp4_scales sas;
-    memset(&sas, 0, sizeof sas);
-    sas.data = sa;
-    sas.dtype = HFP4_DTYPE_FP32;
-    sas.gran_mn = 1;
-    sas.gran_k = 128;
-    sas.stride_mn = kg;
-    sas.stride_k = 1;
-    CHECK_STATUS(hfp4_quantize_fp8_per_token(x, HFP4_DTYPE_FP32, m, k, k, 0, qa, k, &sas), HFP4_OK);
-    hfp4_gemm_problem p;
-    memset(&p, 0, sizeof p);
-    p.grouping = HFP4_GROUPING_NONE;
-    p.m = m, p.n = n, p.k = k, p.num_groups = 1;
-    p.a.data = qa;
-    p.a.dtype = HFP4_DTYPE_FP8_E4M3;
-    p.a.rows = m, p.a.cols = k, p.a.ld = k;
-    p.a.scales = sas;
-    p.b = f.m;
+    f2f_gemm g = f2f_gemm_make(&f, m, 81);
+    const uint8_t *qa = g.qa;
+    const float *sa = g.sa;
+    hfp4_gemm_problem p = g.p;
     float *ref = (float *)malloc(sizeof(float) * m * n);
     p.d.data = ref;
-    p.d.dtype = HFP4_DTYPE_FP32;
-    p.d.ld = n;
     CHECK_STATUS(hfp4_ref_gemm(&p, 0), HFP4_OK);
     /* sum_k |a_k w_k| per element (the bound's accumulation term): the reference with the sign bits
      * cleared (FP8: bit 7; e2m1: bit 3 of each nibble) */
@@ -235,6 +201,7 @@ TEST(gpu_fp4_to_fp8_then_the_fp8_gemm) {
     CHECK(sqrt(es / ss) <= 2e-3);
     cudaFree(da), cudaFree(dsa), cudaFree(dd);
     f2f_device_free(&d);
-    free(x), free(qa), free(sa), free(ref), free(out), free(abs_a), free(abs_w), free(l1);
+    free(ref), free(out), free(abs_a), free(abs_w), free(l1);
+    f2f_gemm_free(&g);
     f2f_free(&f);
 }
