@@ -172,7 +172,8 @@ static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64
  * covering 8 rows x 16 bytes, with 64-bit address arithmetic, while the CTA's tensor pipe idles
  * (all its warpgroups finish a tile together); a timing build without the stores ran 10 % faster
  * at 8192^3 (1066 against 967 TFLOP/s sustained, bench/RESULTS.md v40). Here a thread issues 8
- * stmatrix and 32 packed conversions, and the stores run while the next tile's blocks do. */
+ * stmatrix and 32 packed conversions, and the stores run while the next tile's blocks do: 967 ->
+ * 1043 TFLOP/s sustained at 8192^3, 790 -> 1005 at 16384 x 7168 x 2048 (v40, same call). */
 static __device__ __forceinline__ void fw_store_tile_tma(const CUtensorMap *d_map, const float *fin, uint32_t staging,
                                                          int wg, int tid, int32_t col0, int32_t row0) {
     const int lane = tid % 32;
