@@ -32,8 +32,8 @@ __all__ = [
     "ceil_to_ue8m0", "ue8m0_from_float", "bf16_decode", "bf16_encode",
     # quantizers
     "per_token_cast_to_fp8", "per_block_cast_to_fp8", "per_token_cast_to_fp4",
-    # reference GEMMs and repack
-    "ref_gemm", "repack_sm90_host", "SM90Weights",
+    # reference GEMMs, repack, and the FP4 -> FP8 weight conversion
+    "ref_gemm", "repack_sm90_host", "SM90Weights", "fp4_weights_to_fp8",
     # SF layout toolkit (CPU)
     "get_tma_aligned_size", "get_default_recipe", "check_sf_layout", "get_mn_major_tma_aligned_tensor",
     "get_mn_major_tma_aligned_packed_ue8m0_tensor", "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor",
@@ -402,6 +402,30 @@ def repack_sm90_host(b, scale_dtype=None) -> SM90Weights:
     out = L.hfp4_matrix()
     L.check(lib.hfp4_ref_repack_sm90(byref(m), groups, sdt, _ptr(buf), nbytes.value, byref(out)))
     return SM90Weights(buf, out, groups, n, k, sdt, nbytes.value)
+
+
+def fp4_weights_to_fp8(b, *, ue8m0_bytes: bool = False):
+    """hfp4_fp4_weights_to_fp8 on the CPU: FP4 weights b = (packed uint8 [N, K/2], (1, 32) power-of-two
+    scales; K a multiple of 128) as FP8 under 128 x 128 block scales, exactly (docs/FP8_ROUTE.md).
+    Returns (q uint8 [N, K] e4m3 bits, sf float32 [ceil(N/128), K/128], or its UE8M0 exponent bytes
+    with ue8m0_bytes): the (weights, scales) pair DeepGEMM's fp8_gemm_nt and ref_gemm take. A 128 x
+    128 block whose scales span more than 14 binades raises hfp4.Unsupported naming it (keep the FP4
+    weights: their GEMM is exact for any scales)."""
+    if not isinstance(b, (tuple, list)) or len(b) != 2:
+        raise L.invalid_argument("fp4_weights_to_fp8: b must be a (weights, scales) pair")
+    data = np.asarray(b[0])
+    if data.ndim != 2:
+        raise L.invalid_argument("fp4_weights_to_fp8: weights must be [N, K/2] (one matrix), got shape %s"
+                                 % (data.shape,))
+    n, k = data.shape[0], data.shape[1] * 2
+    m, _, _, keep = _b_matrix((data, b[1]), k)
+    if m.dtype != L.DTYPE_FP4_E2M1:
+        raise L.invalid_argument("fp4_weights_to_fp8: weights must be packed FP4")
+    q = np.empty((n, k), dtype=np.uint8)
+    sf = np.empty((ceil_div(n, 128), max(k // 128, 1)), dtype=np.uint8 if ue8m0_bytes else np.float32)
+    s = L.hfp4_scales(_ptr(sf), L.DTYPE_UE8M0 if ue8m0_bytes else L.DTYPE_FP32, 128, 128, sf.shape[1], 1, 0)
+    L.check(_c().hfp4_fp4_weights_to_fp8(byref(m), _ptr(q), k, byref(s)))
+    return q, sf
 
 
 _GROUPINGS = {"dense": L.GROUPING_NONE, "contiguous": L.GROUPING_CONTIGUOUS,

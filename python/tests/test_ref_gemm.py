@@ -202,3 +202,47 @@ def test_errors_name_the_argument():
     with pytest.raises(hfp4.InvalidArgument) as ei:
         hfp4.ref_gemm((a, sfa), (bb, bsf), layout=np.zeros(3, np.int32), grouping="psum")
     assert "layout" in str(ei.value)
+
+
+@pytest.mark.parametrize("scale_kind", ["fp32", "ue8m0_bytes", "packed"])
+@pytest.mark.parametrize("sf_bytes", [False, True])
+def test_fp4_weights_to_fp8(scale_kind, sf_bytes):
+    """hfp4_fp4_weights_to_fp8: every value kept under the 128 x 128 block scales, and the FP8 pair
+    gives the FP4 pair's GEMM (the same real products)."""
+    rng = np.random.default_rng(24)
+    n, k, m = 200, 384, 16
+    b, sfb = _weights(rng, 1, n, k, True, scale_kind == "packed", scale_kind == "ue8m0_bytes")
+    if scale_kind == "fp32":                      # powers of two stored as FP32
+        sfb = hfp4.ue8m0_decode(sfb.astype(np.uint8)) if sfb.dtype == np.uint8 else sfb
+    q, sf = hfp4.fp4_weights_to_fp8((b[0], sfb[0]), ue8m0_bytes=sf_bytes)
+    assert q.shape == (n, k) and sf.shape == (2, 3) and sf.dtype == (np.uint8 if sf_bytes else np.float32)
+    block = hfp4.ue8m0_decode(sf) if sf_bytes else sf
+    got = hfp4.fp8_decode(q).astype(np.float64) * np.repeat(np.repeat(block, 128, 0)[:n], 128, 1)
+    codes = hfp4.fp4_unpack(b[0])
+    if scale_kind == "packed":
+        w_sf = np.frombuffer(sfb[0].astype(np.int32).tobytes(), np.uint8).reshape(n, -1)[:, :k // 32]
+        w_sf = hfp4.ue8m0_decode(w_sf)
+    elif scale_kind == "ue8m0_bytes":
+        w_sf = hfp4.ue8m0_decode(sfb[0])
+    else:
+        w_sf = sfb[0]
+    want = hfp4.fp4_decode(codes).astype(np.float64) * np.repeat(w_sf.astype(np.float64), 32, 1)
+    assert (got == want).all()
+    a, sfa = _acts(rng, (m, k), 128)
+    d4 = hfp4.ref_gemm((a, sfa), (b[0], sfb[0]), out_dtype="fp32")
+    d8 = hfp4.ref_gemm((a, sfa), (q, sf if not sf_bytes else hfp4.ue8m0_decode(sf)), out_dtype="fp32")
+    assert np.allclose(d4, d8, rtol=1e-6, atol=1e-6 * np.abs(d4).max())
+
+
+def test_fp4_weights_to_fp8_refuses_wide_blocks():
+    rng = np.random.default_rng(25)
+    b, sfb = _weights(rng, 1, 128, 128, True, False, True)
+    sfb = sfb[0].copy()
+    sfb[:, :] = 120
+    sfb[5, 2] = 120 - 15                         # 15 binades below the block's top
+    with pytest.raises(hfp4.Unsupported) as ei:
+        hfp4.fp4_weights_to_fp8((b[0], sfb))
+    assert "block (0, 0)" in str(ei.value) and "14 binades" in str(ei.value)
+    sfb[5, 2] = 120 - 14                         # 14: exact
+    q, sf = hfp4.fp4_weights_to_fp8((b[0], sfb))
+    assert sf[0, 0] == 2.0 ** (120 - 127 - 6)
