@@ -210,6 +210,9 @@ int bench_launch_gemm(void *arg, cudaStream_t s); /* arg: bench_gemm_launch */
  * where a launch takes >= 1 ms). */
 int bench_time_launches(const bench_ctx *c, bench_launch_fn fn, void *arg, cudaStream_t s, double *us);
 int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *label, double *us);
+/* bench_time_gemm's timing for any launch sequence (the median, then the energy window: the row's
+ * sustained rate and energy a FLOP, via bench_last_energy_mj / bench_last_sustained_us) */
+int bench_time_case(const bench_ctx *c, bench_launch_fn fn, void *arg, const char *label, double *us);
 /* The watchdog of a timed case: a hung kernel never returns from the synchronization, and the
  * caller's timeout would end the process with no word of which case it was. bench_watch(name) arms
  * it (past HFP4_BENCH_WATCHDOG_S seconds, 120 by default, the process prints the name to stderr and

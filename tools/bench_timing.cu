@@ -268,11 +268,15 @@ done:
 
 int bench_time_gemm(const bench_ctx *c, const hfp4_gemm_problem *p, const char *label, double *us) {
     bench_gemm_launch g = {p, label, 0};
+    return bench_time_case(c, bench_launch_gemm, &g, label, us);
+}
+
+int bench_time_case(const bench_ctx *c, bench_launch_fn fn, void *arg, const char *label, double *us) {
     bench_watch(label);
     if (getenv("HFP4_DIAG_TIMELINE")) (void)hfp4__diag_phases_print(NULL); /* (make DIAG=1) this case only */
-    int rc = bench_time_launches(c, bench_launch_gemm, &g, 0, us);
+    int rc = bench_time_launches(c, fn, arg, 0, us);
     bench_last_energy_mj = bench_last_sustained_us = 0;
-    if (rc == 0) bench_last_energy_mj = energy_per_launch_mj(bench_launch_gemm, &g, 0, *us, &bench_last_sustained_us);
+    if (rc == 0) bench_last_energy_mj = energy_per_launch_mj(fn, arg, 0, *us, &bench_last_sustained_us);
     if (bench_last_energy_mj < 0) { /* (a launch of the energy window failed: the case fails) */
         bench_last_energy_mj = bench_last_sustained_us = 0;
         rc = -1;
