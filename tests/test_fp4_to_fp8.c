@@ -60,6 +60,11 @@ TEST(fp4_to_fp8_refuses_what_it_cannot_keep) {
     ((uint8_t *)f.scales)[9] = 255;
     CHECK_REJECT(hfp4_fp4_weights_to_fp8(&f.m, q, 256, &s), HFP4_ERR_UNSUPPORTED, "NaN");
     f2f_free(&f);
+    /* a block whose scale 2^(max - 6) falls below UE8M0's 2^-127: every exponent -125 */
+    f = f2f_make(128, 128, 64, HFP4_DTYPE_UE8M0, 0, 57);
+    memset(f.scales, 2, 128 * 4);
+    CHECK_REJECT(hfp4_fp4_weights_to_fp8(&f.m, q, 128, &s), HFP4_ERR_UNSUPPORTED, "outside UE8M0's range");
+    f2f_free(&f);
     /* k not a multiple of 128: UNSUPPORTED (a valid FP4 matrix the FP8 form has no blocks for) */
     f = f2f_make(128, 96, 48, HFP4_DTYPE_UE8M0, 3, 53);
     CHECK_REJECT(hfp4_fp4_weights_to_fp8(&f.m, q, 96, &s), HFP4_ERR_UNSUPPORTED, "k = 96");
@@ -97,6 +102,8 @@ TEST(fp4_to_fp8_argument_errors) {
     CHECK_REJECT(hfp4_fp4_weights_to_fp8_gpu(&f.m, q, 255, &s, NULL, NULL), HFP4_ERR_INVALID_ARGUMENT, "ldq = 255");
     CHECK_REJECT(hfp4_fp4_weights_to_fp8_gpu(&f.m, q, 256, &s, NULL, NULL), HFP4_ERR_INVALID_ARGUMENT,
                  "inexact_blocks");
+    CHECK_REJECT(hfp4_fp4_weights_to_fp8_gpu(&f.m, q, 256, &s, (int32_t *)(void *)(q + 64), NULL),
+                 HFP4_ERR_INVALID_ARGUMENT, "overlaps q");
     free(q);
     f2f_free(&f);
 }

@@ -169,5 +169,14 @@ hfp4_status hfp4_fp4_weights_to_fp8_gpu(const hfp4_matrix *w, uint8_t *q, int64_
     HFP4_CHECK_ARG(inexact_blocks != NULL, "%s: inexact_blocks is NULL (the count of refused blocks goes there)", fn);
     HFP4_CHECK_ARG((uintptr_t)inexact_blocks % 4 == 0, "%s: inexact_blocks = %p must be 4-byte aligned", fn,
                    (void *)inexact_blocks);
+    /* (the counter is reset and counted while q and sf are written: it may share no byte with them
+     * or with what is read) */
+    const int64_t n = w->rows, k = w->cols;
+    HFP4_CHECK_ARG(!hfp4__ranges_overlap(inexact_blocks, 4, q, (n - 1) * ldq + k) &&
+                       !hfp4__ranges_overlap(inexact_blocks, 4, sf->data, hfp4__scales_bytes(sf, 1, n, k)) &&
+                       !hfp4__ranges_overlap(inexact_blocks, 4, w->data, (n - 1) * w->ld + k / 2) &&
+                       !hfp4__ranges_overlap(inexact_blocks, 4, w->scales.data,
+                                             hfp4__scales_bytes(&w->scales, 1, n, k)),
+                   "%s: inexact_blocks = %p overlaps q, sf, w or w->scales", fn, (void *)inexact_blocks);
     return hfp4__fp4_to_fp8_launch(fn, w, q, ldq, sf, inexact_blocks, stream);
 }

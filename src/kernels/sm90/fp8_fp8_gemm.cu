@@ -591,9 +591,13 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     const char *dtma_env = getenv("HFP4_SM90_FP8_WEIGHTS_DTMA");
     const int dtma = bm != 256 && p->d.dtype == HFP4_DTYPE_BF16 && p->d.c == NULL && (p->d.ld * 2) % 16 == 0 &&
                      p->n % 8 == 0 && (uintptr_t)p->d.data % 16 == 0 && !(dtma_env && !strcmp(dtma_env, "0"));
-    const int smem = bm == 256   ? fw_cfg<256, false>::SMEM
-                     : bm == 192 ? (dtma ? fw_cfg<192, true>::SMEM : fw_cfg<192, false>::SMEM)
-                                 : (dtma ? fw_cfg<128, true>::SMEM : fw_cfg<128, false>::SMEM);
+    /* (with the TMA store, the larger of its kernel and the register-store one, which fw_launch
+     * falls back to where the driver rejects D's map) */
+    const int smem128 = dtma && fw_cfg<128, true>::SMEM > fw_cfg<128, false>::SMEM ? fw_cfg<128, true>::SMEM
+                                                                                    : fw_cfg<128, false>::SMEM;
+    const int smem192 = dtma && fw_cfg<192, true>::SMEM > fw_cfg<192, false>::SMEM ? fw_cfg<192, true>::SMEM
+                                                                                    : fw_cfg<192, false>::SMEM;
+    const int smem = bm == 256 ? fw_cfg<256, false>::SMEM : bm == 192 ? smem192 : smem128;
     HFP4_REQUIRE(smem <= dev.max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
                  "device has %d", fn, smem, dev.max_smem_optin);
     if (!launch) return HFP4_OK;
