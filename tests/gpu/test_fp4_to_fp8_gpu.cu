@@ -133,6 +133,37 @@ TEST(gpu_fp4_to_fp8_marks_refused_blocks) {
     f2f_free(&f);
 }
 
+TEST(gpu_fp4_to_fp8_marks_refused_blocks_ue8m0_sf) {
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
+    /* (from the review of the conversion) the other refusals: FP32 scales with one that is not a
+     * power of two, in the partial last row block (n = 300: rows 256..299), written with UE8M0
+     * block scales (a refused block's is 127) */
+    const int64_t n = 300, k = 256, kg = k / 32, bk = k / 128, bn = 3;
+    f2f_weights f = f2f_make(n, k, k / 2, HFP4_DTYPE_FP32, 14, 71);
+    ((float *)f.scales)[(260 + 0) * kg + 5] = 0.75f; /* row 260, group 5: block (2, 1) */
+    f2f_device d = f2f_upload(&f, k, (size_t)(bn * bk));
+    hfp4_scales ds = f2f_block_scales(d.sf, 0, bk);
+    CHECK_STATUS(hfp4_fp4_weights_to_fp8_gpu(&d.m, d.q, k, &ds, d.inexact, NULL), HFP4_OK);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    uint8_t *q = (uint8_t *)malloc((size_t)(n * k)), sf[6];
+    int32_t inexact = -1;
+    cudaMemcpy(q, d.q, (size_t)(n * k), cudaMemcpyDeviceToHost);
+    cudaMemcpy(sf, d.sf, sizeof sf, cudaMemcpyDeviceToHost);
+    cudaMemcpy(&inexact, d.inexact, 4, cudaMemcpyDeviceToHost);
+    CHECK_EQ_I64(inexact, 1);
+    CHECK_EQ_I64(sf[2 * bk + 1], 127);
+    uint8_t skip[6] = {0};
+    skip[2 * bk + 1] = 1;
+    CHECK_EQ_I64(f2f_mismatches(&f, q, k, sf, 0, skip), 0);
+    int64_t not_nan = 0;
+    for (int64_t r = 256; r < n; r++)
+        for (int64_t c = 128; c < 256; c++) not_nan += q[r * k + c] != 0x7F;
+    CHECK_EQ_I64(not_nan, 0);
+    free(q);
+    f2f_device_free(&d);
+    f2f_free(&f);
+}
+
 TEST(gpu_fp4_to_fp8_then_the_fp8_gemm) {
     if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     /* D = A W^T through the FP8 form on the GPU, against the CPU reference on the FP4 form: the
