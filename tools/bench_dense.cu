@@ -89,6 +89,34 @@ done:
     bench_free_weights(&w);
 }
 
+/* The dense FP8 x FP8 problem on m x n x k (FP32 1 x 128 activation scales laid out as --sf-layout
+ * says, FP32 128 x 128 weight scales, BF16 D), its pointers a 256-aligned stand-in until the
+ * buffers exist (hfp4_gemm_supported checks only their alignment) */
+static void fp8_weights_problem(hfp4_gemm_problem *p, int64_t m, int64_t n, int64_t k) {
+    const int64_t kg = (k + 127) / 128;
+    memset(p, 0, sizeof *p);
+    p->grouping = HFP4_GROUPING_NONE;
+    p->m = m;
+    p->n = n;
+    p->k = k;
+    p->num_groups = 1;
+    p->a.dtype = p->b.dtype = HFP4_DTYPE_FP8_E4M3;
+    p->a.rows = m;
+    p->b.rows = n;
+    p->a.cols = p->b.cols = k;
+    p->a.ld = p->b.ld = k;
+    p->a.scales.dtype = p->b.scales.dtype = HFP4_DTYPE_FP32;
+    p->a.scales.gran_mn = 1;
+    p->b.scales.gran_mn = 128;
+    p->a.scales.gran_k = p->b.scales.gran_k = 128;
+    p->b.scales.stride_mn = kg;
+    p->b.scales.stride_k = 1;
+    bench_set_a_scale_strides(&p->a.scales, m, kg); /* (--sf-layout mn: DeepGEMM's [kg][m]) */
+    p->d.dtype = HFP4_DTYPE_BF16;
+    p->d.ld = n;
+    p->a.data = p->b.data = p->a.scales.data = p->b.scales.data = p->d.data = (void *)(uintptr_t)256;
+}
+
 /* FP8 weights (128 x 128 block scales, src/kernels/sm90/fp8_fp8_gemm.h; on by default,
  * HFP4_SM90_FP8_WEIGHTS=0 turns it off) on the same shape, against the same cuBLASLt FP8 baseline: the
  * library's FP8 x FP8 GEMM (DeepGEMM's fp8_gemm_nt, V4's dense layers). Left out, with a note, where
@@ -99,28 +127,7 @@ static void dense_fp8_weights_case(bench_ctx *c, int64_t m, int64_t n, int64_t k
     char label[96];
     snprintf(label, sizeof label, "fp8 weights %lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
     hfp4_gemm_problem p;
-    memset(&p, 0, sizeof p);
-    p.grouping = HFP4_GROUPING_NONE;
-    p.m = m;
-    p.n = n;
-    p.k = k;
-    p.num_groups = 1;
-    p.a.dtype = p.b.dtype = HFP4_DTYPE_FP8_E4M3;
-    p.a.rows = m;
-    p.b.rows = n;
-    p.a.cols = p.b.cols = k;
-    p.a.ld = p.b.ld = k;
-    p.a.scales.dtype = p.b.scales.dtype = HFP4_DTYPE_FP32;
-    p.a.scales.gran_mn = 1;
-    p.b.scales.gran_mn = 128;
-    p.a.scales.gran_k = p.b.scales.gran_k = 128;
-    p.b.scales.stride_mn = kg;
-    p.b.scales.stride_k = 1;
-    bench_set_a_scale_strides(&p.a.scales, m, kg); /* (--sf-layout mn: DeepGEMM's [kg][m]) */
-    p.d.dtype = HFP4_DTYPE_BF16;
-    p.d.ld = n;
-    /* (pointers only checked for alignment here: any 256-aligned value stands in) */
-    p.a.data = p.b.data = p.a.scales.data = p.b.scales.data = p.d.data = (void *)(uintptr_t)256;
+    fp8_weights_problem(&p, m, n, k);
     if (hfp4_gemm_supported(&p) != HFP4_OK) {
         if (!c->json) printf("%-10s (skipped: %s)\n", "fp8_fp8", hfp4_last_error());
         hfp4_clear_error();
@@ -189,26 +196,7 @@ static void dense_fp4_via_fp8_case(bench_ctx *c, int64_t m, int64_t n, int64_t k
     route_launch l;
     memset(&l, 0, sizeof l);
     hfp4_gemm_problem *p = &l.p;
-    p->grouping = HFP4_GROUPING_NONE;
-    p->m = m;
-    p->n = n;
-    p->k = k;
-    p->num_groups = 1;
-    p->a.dtype = p->b.dtype = HFP4_DTYPE_FP8_E4M3;
-    p->a.rows = m;
-    p->b.rows = n;
-    p->a.cols = p->b.cols = k;
-    p->a.ld = p->b.ld = k;
-    p->a.scales.dtype = p->b.scales.dtype = HFP4_DTYPE_FP32;
-    p->a.scales.gran_mn = 1;
-    p->b.scales.gran_mn = 128;
-    p->a.scales.gran_k = p->b.scales.gran_k = 128;
-    p->b.scales.stride_mn = kg;
-    p->b.scales.stride_k = 1;
-    bench_set_a_scale_strides(&p->a.scales, m, kg);
-    p->d.dtype = HFP4_DTYPE_BF16;
-    p->d.ld = n;
-    p->a.data = p->b.data = p->a.scales.data = p->b.scales.data = p->d.data = (void *)(uintptr_t)256;
+    fp8_weights_problem(p, m, n, k);
     if (hfp4_gemm_supported(p) != HFP4_OK) {
         hfp4_clear_error(); /* (the fp8_fp8 row said why) */
         return;

@@ -527,6 +527,14 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
     return HFP4_OK;
 }
 
+/* The shared memory the BM-row tile may launch with: with the TMA store (dtma), the larger of its
+ * kernel and the register-store one, which fw_launch falls back to where the driver rejects D's map */
+template <int BM>
+static int fw_smem_needed(bool dtma) {
+    if constexpr (BM == 256) return fw_cfg<256, false>::SMEM;
+    else return dtma && fw_cfg<BM, true>::SMEM > fw_cfg<BM, false>::SMEM ? fw_cfg<BM, true>::SMEM : fw_cfg<BM, false>::SMEM;
+}
+
 /* The token tile for m x n: the one with the shorter estimated time, waves of tiles (the grid is
  * persistent, one tile per SM at a time) times a tile's time, the 192-row tile counted 3 % faster
  * per row (H200 8192^3, MN-major scales, 3 interleaved rounds in one call: 955-984 against the
@@ -591,13 +599,7 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     const char *dtma_env = getenv("HFP4_SM90_FP8_WEIGHTS_DTMA");
     const int dtma = bm != 256 && p->d.dtype == HFP4_DTYPE_BF16 && p->d.c == NULL && (p->d.ld * 2) % 16 == 0 &&
                      p->n % 8 == 0 && (uintptr_t)p->d.data % 16 == 0 && !(dtma_env && !strcmp(dtma_env, "0"));
-    /* (with the TMA store, the larger of its kernel and the register-store one, which fw_launch
-     * falls back to where the driver rejects D's map) */
-    const int smem128 = dtma && fw_cfg<128, true>::SMEM > fw_cfg<128, false>::SMEM ? fw_cfg<128, true>::SMEM
-                                                                                    : fw_cfg<128, false>::SMEM;
-    const int smem192 = dtma && fw_cfg<192, true>::SMEM > fw_cfg<192, false>::SMEM ? fw_cfg<192, true>::SMEM
-                                                                                    : fw_cfg<192, false>::SMEM;
-    const int smem = bm == 256 ? fw_cfg<256, false>::SMEM : bm == 192 ? smem192 : smem128;
+    const int smem = bm == 256 ? fw_smem_needed<256>(false) : bm == 192 ? fw_smem_needed<192>(dtma) : fw_smem_needed<128>(dtma);
     HFP4_REQUIRE(smem <= dev.max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
                  "device has %d", fn, smem, dev.max_smem_optin);
     if (!launch) return HFP4_OK;
