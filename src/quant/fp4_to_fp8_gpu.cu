@@ -1,7 +1,8 @@
 /*
  * fp4_to_fp8_gpu.cu - the GPU form of hfp4_fp4_weights_to_fp8 (include/hfp4.h; the host form in
- * fp4_to_fp8.c is its reference, byte for byte): one CTA a 128 x 128 block, 256 threads, a thread
- * two (row, 32-K) groups of one row: 32 bytes of FP4 in, 64 bytes of FP8 out, 16-byte accesses.
+ * fp4_to_fp8.c is its reference, byte for byte): one CTA a 128 x 128 block, 256 threads, two a
+ * row: 32 bytes of FP4 in and 64 of FP8 out a thread, each pair's store instructions whole 32-byte
+ * sectors where ldq is a multiple of 32 (16 mod 32: odd rows straddle two).
  * The pass moves 1.5 bytes a weight (fp8x4_of_codes keeps the conversion to <2 instructions an
  * element; it runs at ~1.7 TB/s, v40); the block's exponent range is found first
  * (shared-memory min / max over its 512 scales), so a refused block writes NaN and counts itself.
@@ -26,9 +27,11 @@ typedef struct fp4_to_fp8_params {
     int32_t *inexact;
 } fp4_to_fp8_params;
 
-/* The exponent e of scale (row, K-group j) = 2^e; invalid (NaN byte, FP32 not a power of two) sets *bad */
+/* The exponent e of scale (row, K-group j) = 2^e; invalid (NaN byte, FP32 not a power of two) sets
+ * bad. WS: the scales' dtype (a template: no branch on it in the kernel) */
+template <int WS>
 static __device__ __forceinline__ int32_t scale_exponent(const fp4_to_fp8_params &p, int64_t row, int64_t j, int &bad) {
-    if (p.ws_dtype == HFP4_DTYPE_FP32) {
+    if constexpr (WS == HFP4_DTYPE_FP32) {
         const uint32_t u = __float_as_uint(((const float *)p.ws)[row * p.ws_stride_mn + j * p.ws_stride_k]);
         const uint32_t ef = (u >> 23) & 255u;
         /* a positive normal power of two (sign 0, mantissa 0, exponent field 1..254) */
@@ -36,7 +39,7 @@ static __device__ __forceinline__ int32_t scale_exponent(const fp4_to_fp8_params
         return (int32_t)ef - 127;
     }
     uint8_t b;
-    if (p.ws_dtype == HFP4_DTYPE_UE8M0_PACKED)
+    if constexpr (WS == HFP4_DTYPE_UE8M0_PACKED)
         b = (uint8_t)(((const uint32_t *)p.ws)[row * p.ws_stride_mn + (j >> 2) * p.ws_stride_k] >> (8 * (j & 3)));
     else
         b = ((const uint8_t *)p.ws)[row * p.ws_stride_mn + j * p.ws_stride_k];
@@ -44,15 +47,15 @@ static __device__ __forceinline__ int32_t scale_exponent(const fp4_to_fp8_params
     return (int32_t)b - 127;
 }
 
-/* The e4m3 bytes of the 8 e2m1 magnitudes times `step` (an exact power of two, so each product is
- * an e4m3 value): lo holds magnitudes 0-3, hi 4-7, as prmt's 8-byte table */
-static __device__ __forceinline__ void magnitude_table(float step, uint32_t &lo, uint32_t &hi) {
+/* The e4m3 bytes of the 8 e2m1 magnitudes times 2^d (each product an e4m3 value for
+ * -8 <= d <= 6): lo holds magnitudes 0-3, hi 4-7, as prmt's 8-byte table */
+static __device__ __forceinline__ uint2 magnitude_table(int32_t d) {
     const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    const float step = __uint_as_float((uint32_t)(d + 127) << 23);
     uint32_t b[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) b[i] = (uint32_t)__nv_cvt_float_to_fp8(mag[i] * step, __NV_SATFINITE, __NV_E4M3);
-    lo = b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24;
-    hi = b[4] | b[5] << 8 | b[6] << 16 | b[7] << 24;
+    return make_uint2(b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24, b[4] | b[5] << 8 | b[6] << 16 | b[7] << 24);
 }
 
 /* PTX prmt.b32 (default mode: a selector nibble's bit 3 replicates the selected byte's top bit) */
@@ -76,41 +79,44 @@ static __device__ __forceinline__ uint32_t fp8x4_of_codes(uint32_t x, uint32_t l
     return mags | (((sgn & 0x7F7F7F7Fu) << 1) & 0x80808080u);
 }
 
+#define F2F_TABLES (HFP4_FP8_BLOCK_SPAN + 1) /* d = -8 .. 6 */
+
+template <int WS>
 __global__ void __launch_bounds__(256) hfp4_fp4_to_fp8_kernel(const fp4_to_fp8_params p) {
     __shared__ int32_t lo_s, hi_s, bad_s;
-    const int t = threadIdx.x;
-    /* (K-blocks fastest, so the CTAs running together cover whole rows; row blocks fastest measured
-     * the same, bench/RESULTS.md v40) */
+    __shared__ uint2 tables[F2F_TABLES]; /* magnitude_table(d) at d + 8 */
+    const int t = threadIdx.x, half = t % 2;
+    /* (K-blocks fastest, so the CTAs running together cover whole rows) */
     const int64_t bj = blockIdx.x, bi = blockIdx.y;
     const int64_t row = bi * 128 + t / 2;
-    const int64_t j0 = bj * 4 + 2 * (t % 2); /* the thread's two K-groups: j0, j0 + 1 */
-    const int64_t k0 = bj * 128 + 64 * (t % 2); /* the thread's first K-element */
-    /* the codes and the scales are loaded before the shared range is set up (neither depends on it),
-     * so their round trips overlap the barriers.
-     * NOTE: the pass runs at ~1.7 TB/s at 8192^2 (59 us; the copy rate 4.26): loading after the
-     * reduction, 256 shared atomics a CTA instead of 8, and row blocks fastest all measured the same
-     * (bench/RESULTS.md v40), so the limit is elsewhere; untried: a warp's stores covering whole
-     * 32-byte sectors (a thread's 64 bytes as 4 x 16 leave each store instruction half-sectors) */
-    uint4 in[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-    if (row < p.n) {
-        const uint4 *src = (const uint4 *)(p.w + row * p.ldw + k0 / 2);
-        in[0] = src[0];
-        in[1] = src[1];
-    }
-    int32_t e[2] = {0, 0};
+    /* A thread and its partner (t ^ 1) share a row of the block: in each of its 4 groups the thread
+     * takes 16 elements (8 bytes in, 16 out), the even thread the first, so that each store
+     * instruction of the pair covers a whole 32-byte sector.
+     * NOTE: why: a thread that wrote 64 contiguous bytes as 4 x 16 left every store instruction
+     * half-sectors, and the pass ran at ~1.7 TB/s at 8192^2 (59 us; the copy rate 4.26) whatever
+     * the loads' order, the atomics or the grid's order (bench/RESULTS.md v40) */
+    uint2 in[4] = {make_uint2(0, 0), make_uint2(0, 0), make_uint2(0, 0), make_uint2(0, 0)};
+    int32_t e2[2] = {0, 0}; /* the thread's own loads: groups 2 half, 2 half + 1 of the block */
     int bad = 0;
     if (row < p.n) {
-        e[0] = scale_exponent(p, row, j0, bad);
-        e[1] = scale_exponent(p, row, j0 + 1, bad);
+        const uint8_t *src = p.w + row * p.ldw + bj * 64 + 8 * half;
+#pragma unroll
+        for (int j = 0; j < 4; j++) in[j] = *(const uint2 *)(src + 16 * j);
+        e2[0] = scale_exponent<WS>(p, row, bj * 4 + 2 * half, bad);
+        e2[1] = scale_exponent<WS>(p, row, bj * 4 + 2 * half + 1, bad);
     }
     if (t == 0) {
         lo_s = INT32_MAX;
         hi_s = INT32_MIN;
         bad_s = 0;
     }
+    if (t < F2F_TABLES) tables[t] = magnitude_table(t - 8);
+    /* the row's four exponents: the partner loaded the other two */
+    const int32_t o0 = __shfl_xor_sync(0xFFFFFFFFu, e2[0], 1), o1 = __shfl_xor_sync(0xFFFFFFFFu, e2[1], 1);
+    const int32_t e[4] = {half ? o0 : e2[0], half ? o1 : e2[1], half ? e2[0] : o0, half ? e2[1] : o1};
     /* a warp's range first, then one shared atomic a warp */
-    const int32_t lo_w = __reduce_min_sync(0xFFFFFFFFu, row < p.n ? min(e[0], e[1]) : INT32_MAX);
-    const int32_t hi_w = __reduce_max_sync(0xFFFFFFFFu, row < p.n ? max(e[0], e[1]) : INT32_MIN);
+    const int32_t lo_w = __reduce_min_sync(0xFFFFFFFFu, row < p.n ? min(e2[0], e2[1]) : INT32_MAX);
+    const int32_t hi_w = __reduce_max_sync(0xFFFFFFFFu, row < p.n ? max(e2[0], e2[1]) : INT32_MIN);
     const int bad_w = __any_sync(0xFFFFFFFFu, bad);
     __syncthreads();
     if (t % 32 == 0) {
@@ -128,20 +134,18 @@ __global__ void __launch_bounds__(256) hfp4_fp4_to_fp8_kernel(const fp4_to_fp8_p
         if (inexact) atomicAdd(p.inexact, 1);
     }
     if (row >= p.n) return;
-    uint4 *dst = (uint4 *)(p.q + row * p.ldq + k0);
+    uint8_t *dst = p.q + row * p.ldq + bj * 128 + 16 * half;
 #pragma unroll
-    for (int h = 0; h < 2; h++) { /* group j0 + h: 16 bytes in, 32 out */
-        const uint32_t words[4] = {in[h].x, in[h].y, in[h].z, in[h].w};
-        uint32_t lo, hi;
-        magnitude_table(ldexpf(1.0f, e[h] - base), lo, hi);
-        uint32_t out[8];
-#pragma unroll
-        for (int i = 0; i < 4; i++) { /* 8 codes a word (even index in the low nibble) -> 8 bytes */
-            out[2 * i] = inexact ? 0x7F7F7F7Fu : fp8x4_of_codes(words[i], lo, hi);
-            out[2 * i + 1] = inexact ? 0x7F7F7F7Fu : fp8x4_of_codes(words[i] >> 16, lo, hi);
-        }
-        dst[2 * h] = make_uint4(out[0], out[1], out[2], out[3]);
-        dst[2 * h + 1] = make_uint4(out[4], out[5], out[6], out[7]);
+    for (int j = 0; j < 4; j++) { /* group j: 16 codes in, 16 bytes out */
+        const int32_t d = min(max(e[j] - base, -8), 6); /* (out of range only in a refused block) */
+        const uint2 tb = tables[d + 8];
+        uint4 out;
+        out.x = fp8x4_of_codes(in[j].x, tb.x, tb.y);
+        out.y = fp8x4_of_codes(in[j].x >> 16, tb.x, tb.y);
+        out.z = fp8x4_of_codes(in[j].y, tb.x, tb.y);
+        out.w = fp8x4_of_codes(in[j].y >> 16, tb.x, tb.y);
+        if (inexact) out = make_uint4(0x7F7F7F7Fu, 0x7F7F7F7Fu, 0x7F7F7F7Fu, 0x7F7F7F7Fu);
+        *(uint4 *)(dst + 32 * j) = out;
     }
 }
 
@@ -174,7 +178,11 @@ extern "C" hfp4_status hfp4__fp4_to_fp8_launch(const char *fn, const hfp4_matrix
     p.inexact = inexact_blocks;
     cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
     HFP4_CUDA_TRY(fn, cudaMemsetAsync(inexact_blocks, 0, sizeof(int32_t), s));
-    hfp4_fp4_to_fp8_kernel<<<dim3((unsigned)blocks_k, (unsigned)blocks_n), 256, 0, s>>>(p);
+    const dim3 grid((unsigned)blocks_k, (unsigned)blocks_n);
+    if (w->scales.dtype == HFP4_DTYPE_FP32) hfp4_fp4_to_fp8_kernel<HFP4_DTYPE_FP32><<<grid, 256, 0, s>>>(p);
+    else if (w->scales.dtype == HFP4_DTYPE_UE8M0_PACKED)
+        hfp4_fp4_to_fp8_kernel<HFP4_DTYPE_UE8M0_PACKED><<<grid, 256, 0, s>>>(p);
+    else hfp4_fp4_to_fp8_kernel<HFP4_DTYPE_UE8M0><<<grid, 256, 0, s>>>(p);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;
 }

@@ -338,6 +338,98 @@ static __device__ __forceinline__ void fw_consume_tile_sub2(float *fin, const fw
     }
 }
 
+/* A factor warp's share of the stages: every FW_SCALE_WARPS-th of the CTA's stage sequence from its
+ * own index sw, for each the BM token rows' activation scales (lane: rows 32 i + lane, all BM / 32
+ * loads in flight at once) times the weight block's, into the stage's factors, then its arrival on
+ * the stage's full barrier. SF: the activation scales' dtype; CONTIG: FP32 scales MN-major (a row's
+ * scale next to the previous row's), so the loads take immediate offsets from one address a stage.
+ * Rows past m load nothing: their factor is 0 (FP32) or 2^-127 (UE8M0), finite, and those rows of D
+ * are never stored.
+ * NOTE: why a function per scale form, stepping (tile, K-block, stage) by FW_SCALE_WARPS: the
+ * general loop (every warp visiting every stage to skip the others', the dtype tested per row, a
+ * 64-bit address and a bounds test per row) took ~3x the instructions a stage, and a timing build
+ * whose factor warps only arrived ran 6 % faster at 8192^3 (bench/RESULTS.md v40). */
+template <int BM, bool DTMA, int SF, bool CONTIG>
+static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p, float *factors, uint64_t *full,
+                                                      uint64_t *empty, int sw, int64_t tiles_m, int64_t tiles_n) {
+    typedef fw_cfg<BM, DTMA> cfg;
+    constexpr int R = BM / 32, BYTES = SF == HFP4_DTYPE_UE8M0 ? 1 : 4;
+    static_assert(cfg::STAGES > FW_SCALE_WARPS, "a step wraps the stage sequence at most once");
+    const int lane = threadIdx.x % 32;
+    const int64_t tiles = tiles_m * tiles_n;
+    const int32_t kblocks = (int32_t)(p.k / FW_TILE);
+    const int64_t row_step = CONTIG ? 32 * BYTES : 32 * p.a_scale_stride_mn * BYTES; /* bytes between i and i + 1 */
+    /* (shared-window addresses, formed once: the lane's factor in stage 0, the barriers) */
+    const uint32_t fac_sa = smem_addr(factors) + 4u * (uint32_t)lane, full_sa = smem_addr(full),
+                   empty_sa = smem_addr(empty);
+    int64_t t = blockIdx.x, nt = 0;
+    int32_t kb = sw;
+    while (kb >= kblocks) { /* (fewer K-blocks a tile than factor warps) */
+        kb -= kblocks;
+        t += gridDim.x;
+    }
+    const char *base = NULL; /* the tile's row lane, K-block 0 */
+    int live = 0;            /* the tile's rows from lane on that exist */
+    bool fresh = true;       /* t is a new tile */
+    int s = sw;              /* the stage; round: how often the stage sequence has wrapped */
+    uint32_t round = 0;
+    while (t < tiles) {
+        if (fresh) {
+            int64_t mt;
+            fw_tile(t, tiles_m, tiles_n, mt, nt);
+            const int64_t left = p.m - mt * BM - lane;
+            live = left > BM ? BM : (int)left;
+            base = (const char *)p.a_scales + (mt * BM + lane) * p.a_scale_stride_mn * BYTES;
+            fresh = false;
+        }
+        if (!FW_DIAG_NO_FACTORS(p)) {
+            /* NOTE: the scales are loaded before the wait for the stage (they do not depend on it),
+             * so their L2 round trip overlaps that wait instead of following it: loaded after it, the
+             * factors held each stage's full barrier back by a round trip, and a timing build whose
+             * factor warps only arrived ran 8 % faster (H200 8192^3, bench/RESULTS.md v31) */
+            const float bs = fw_b_scale(p, nt, kb);
+            const char *at = base + (int64_t)(SF == HFP4_DTYPE_UE8M0_PACKED ? kb >> 2 : kb) * p.a_scale_stride_k * BYTES;
+            uint32_t raw[R];
+            if (live > 32 * (R - 1)) { /* (every row of the lane: no tests) */
+#pragma unroll
+                for (int i = 0; i < R; i++)
+                    raw[i] = BYTES == 1 ? (uint32_t)__ldg((const uint8_t *)(at + i * row_step))
+                                        : __ldg((const uint32_t *)(at + i * row_step));
+            } else { /* (the last token tile) */
+#pragma unroll
+                for (int i = 0; i < R; i++) {
+                    raw[i] = 0;
+                    if (32 * i < live)
+                        raw[i] = BYTES == 1 ? (uint32_t)__ldg((const uint8_t *)(at + i * row_step))
+                                            : __ldg((const uint32_t *)(at + i * row_step));
+                }
+            }
+            if (round) mbar_wait_sleeping_sa(empty_sa + 8u * (uint32_t)s, (round - 1) & 1);
+            const uint32_t fs = fac_sa + (uint32_t)(s * BM * 4);
+#pragma unroll
+            for (int i = 0; i < R; i++) {
+                const float a = SF == HFP4_DTYPE_FP32 ? __uint_as_float(raw[i])
+                                : ue8m0_to_float(SF == HFP4_DTYPE_UE8M0_PACKED ? (raw[i] >> (8 * (kb & 3))) & 255u : raw[i]);
+                *(float *)smem_ptr(fs + 128u * i) = a * bs;
+            }
+        } else if (round) { /* (timing-only builds: no factors, the wait and the arrival only) */
+            mbar_wait_sleeping_sa(empty_sa + 8u * (uint32_t)s, (round - 1) & 1);
+        }
+        mbar_arrive_sa(full_sa + 8u * (uint32_t)s); /* (release: the factors are visible to whoever sees the phase) */
+        s += FW_SCALE_WARPS;
+        if (s >= cfg::STAGES) {
+            s -= cfg::STAGES;
+            round++;
+        }
+        kb += FW_SCALE_WARPS;
+        while (kb >= kblocks) {
+            kb -= kblocks;
+            t += gridDim.x;
+            fresh = true;
+        }
+    }
+}
+
 template <int BM, bool DTMA>
 __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     hfp4_sm90_fp8_weights_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
@@ -365,49 +457,17 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     if (wg == cfg::WGS) { /* the producer warpgroup: one thread issues every stage's two copies, warps 1-3 its factors */
         warpgroup_reg_dealloc<cfg::PRODUCER_REGS>();
         if (tid / 32 >= 1 && tid / 32 <= FW_SCALE_WARPS) {
-            /* warps 1 .. FW_SCALE_WARPS take turns at the stages' factors: a stage's loads (BM / 32
-             * rows a lane, issued together) take an L2 round trip, longer than a block's wgmmas */
-            const int lane = tid % 32, sw = tid / 32 - 1;
-            const int a_bytes = p.a_scale_dtype == HFP4_DTYPE_UE8M0 ? 1 : 4;
-            const int a_packed = p.a_scale_dtype == HFP4_DTYPE_UE8M0_PACKED;
-            uint32_t it = 0;
-            for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-                int64_t mt, nt;
-                fw_tile(t, tiles_m, tiles_n, mt, nt);
-                for (int64_t kb = 0; kb < kblocks; kb++, it++) {
-                    if ((int)(it % FW_SCALE_WARPS) != sw) continue;
-                    const int s = (int)(it % STAGES);
-                    if (FW_DIAG_NO_FACTORS(p)) { /* (timing-only builds) */
-                        if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
-                        mbar_arrive(&full[s]);
-                        continue;
-                    }
-                    /* NOTE: the scales are loaded before the wait for the stage (they do not depend on
-                     * it), so their L2 round trip overlaps that wait instead of following it: loaded
-                     * after it, the factors held each stage's full barrier back by a round trip, and a
-                     * timing build whose factor warps only arrived ran 8 % faster (H200 8192^3,
-                     * MN-major scales, bench/RESULTS.md v31) */
-                    const float bs = fw_b_scale(p, nt, kb);
-                    const int64_t kofs = (a_packed ? kb >> 2 : kb) * p.a_scale_stride_k;
-                    uint32_t raw[BM / 32];
-#pragma unroll
-                    for (int i = 0; i < BM / 32; i++) { /* (all the loads in flight at once) */
-                        const int64_t row = mt * BM + 32 * i + lane;
-                        const char *at = (const char *)p.a_scales + (row * p.a_scale_stride_mn + kofs) * a_bytes;
-                        raw[i] = row >= p.m ? 0u : a_bytes == 1 ? (uint32_t)__ldg((const uint8_t *)at)
-                                                              : __ldg((const uint32_t *)at);
-                    }
-                    if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
-#pragma unroll
-                    for (int i = 0; i < BM / 32; i++) {
-                        const int64_t row = mt * BM + 32 * i + lane;
-                        const float a = row >= p.m                               ? 0.0f
-                                        : p.a_scale_dtype == HFP4_DTYPE_FP32 ? __uint_as_float(raw[i])
-                                        : ue8m0_to_float(a_packed ? (raw[i] >> (8 * (kb & 3))) & 255u : raw[i]);
-                        factors[s * BM + 32 * i + lane] = a * bs;
-                    }
-                    mbar_arrive(&full[s]); /* (release: the factors are visible to whoever sees the phase) */
-                }
+            /* warps 1 .. FW_SCALE_WARPS take turns at the stages' factors (fw_factor_warp) */
+            const int sw = tid / 32 - 1;
+            if (p.a_scale_dtype == HFP4_DTYPE_FP32) {
+                if (p.a_scale_stride_mn == 1)
+                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, true>(p, factors, full, empty, sw, tiles_m, tiles_n);
+                else
+                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, false>(p, factors, full, empty, sw, tiles_m, tiles_n);
+            } else if (p.a_scale_dtype == HFP4_DTYPE_UE8M0) {
+                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0, false>(p, factors, full, empty, sw, tiles_m, tiles_n);
+            } else {
+                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0_PACKED, false>(p, factors, full, empty, sw, tiles_m, tiles_n);
             }
         }
         if (tid == 0) {

@@ -64,16 +64,19 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
 
 /* One test of the phase with the given parity: true once it has completed (try_wait may suspend
  * the thread for a short, system-dependent time first). */
-static __device__ __forceinline__ bool mbar_try_wait(uint64_t *bar, uint32_t parity) {
+static __device__ __forceinline__ bool mbar_try_wait_sa(uint32_t bar, uint32_t parity) {
     uint32_t done;
     asm volatile(
         "{\n.reg .pred p;\n"
         "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
         "selp.u32 %0, 1, 0, p;\n}"
         : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
+        : "r"(bar), "r"(parity)
         : "memory");
     return done != 0;
+}
+static __device__ __forceinline__ bool mbar_try_wait(uint64_t *bar, uint32_t parity) {
+    return mbar_try_wait_sa(smem_addr(bar), parity);
 }
 
 /* One non-blocking test of the phase with the given parity (bar: its shared-window address): true
@@ -96,12 +99,15 @@ static __device__ __forceinline__ bool mbar_test_wait_sa(uint32_t bar, uint32_t 
  * barrier event of the CTA: ncu (w13 T = 16384) counted ~110 wake-ups per chunk, 13 % of all the
  * kernel's instructions, on the schedulers the consumers share. A plain nanosleep does not wake
  * early; 256 ns is a quarter of a 128-token chunk, and the producer runs stages ahead. */
-static __device__ __forceinline__ void mbar_wait_sleeping(uint64_t *bar, uint32_t parity) {
+static __device__ __forceinline__ void mbar_wait_sleeping_sa(uint32_t bar, uint32_t parity) {
     uint32_t ns = 32;
-    while (!mbar_try_wait(bar, parity)) {
+    while (!mbar_try_wait_sa(bar, parity)) {
         __nanosleep(ns);
         if (ns < 256) ns *= 2;
     }
+}
+static __device__ __forceinline__ void mbar_wait_sleeping(uint64_t *bar, uint32_t parity) {
+    mbar_wait_sleeping_sa(smem_addr(bar), parity);
 }
 
 /* ---- TMA ------------------------------------------------------------------------------------ */
