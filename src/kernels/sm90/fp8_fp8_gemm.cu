@@ -34,7 +34,10 @@
 #define FW_TILE 128   /* weight rows (N) and K of a tile / block; the token rows are the tile's BM */
 #define FW_GROUP_M 16 /* token tiles per raster group */
 #define FW_B_BYTES (FW_TILE * FW_TILE)
-#define FW_SCALE_WARPS 3 /* producer warps writing the promotion factors, in turn */
+#ifndef HFP4_FW_SCALE_WARPS
+#define HFP4_FW_SCALE_WARPS 3
+#endif
+#define FW_SCALE_WARPS HFP4_FW_SCALE_WARPS /* producer warps writing the promotion factors, in turn (1-3) */
 /* HFP4_FW_OVERLAP=1 (default; 0 builds the 128-row tile without it, for A/Bs): the 128-row tile's
  * consumers promote a block's sums while their next block's wgmmas run (fw_consume_tile_overlapped).
  * NOTE: why: under ncu (H200 8192^3, bench/RESULTS.md v32) the 128-row form spent 927 cycles a block
