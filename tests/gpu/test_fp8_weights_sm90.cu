@@ -26,8 +26,8 @@ typedef struct fw_case {
     int with_c;
     int64_t d_pad; /* D's ld = n + d_pad */
     uint64_t salt;
-    int mn_major; /* scales MN-major: A's (FP32) [k/128][align(m, 4)] as DeepGEMM's TMA-aligned layout,
-                   * B's [k/128][n/128] */
+    int mn_major; /* scales MN-major: A's [k/128][align(m, 4)] as DeepGEMM's TMA-aligned layout (FP32 or
+                   * UE8M0 bytes; packed words [k/512][align(m, 4)]), B's [k/128][n/128] */
 } fw_case;
 
 static void fw_run(const fw_case *c, const char *label) {
@@ -242,6 +242,12 @@ TEST(gpu_fp8_weights_dense) {
          * TMA store with a 64-column box wholly past n (n = 328, ld 336) and rows past m */
         {333, 389, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 11, 15, 0},
         {333, 328, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 8, 16, 0},
+        /* the factor warps' own stepping (fw_factor_warp, v41) over more tiles than CTAs: one K-block
+         * a tile (a warp's first stage in a later tile), packed scales K-major; 4 K-blocks a tile
+         * with UE8M0 bytes MN-major; 6 with packed words MN-major */
+        {2000, 1408, 128, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 17, 0},
+        {2100, 1280, 512, HFP4_DTYPE_UE8M0, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 18, 1},
+        {2000, 1408, 768, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 19, 1},
     };
     /* every token tile forced (HFP4_SM90_FP8_WEIGHTS_TILE: 128, 192, 256: the opt-in tile of two
      * 64-row sub-blocks a warpgroup), then the launcher's choice (192 for the cases with many token

@@ -37,7 +37,8 @@
 #ifndef HFP4_FW_SCALE_WARPS
 #define HFP4_FW_SCALE_WARPS 3
 #endif
-#define FW_SCALE_WARPS HFP4_FW_SCALE_WARPS /* producer warps writing the promotion factors, in turn (1-3) */
+#define FW_SCALE_WARPS HFP4_FW_SCALE_WARPS /* producer warps writing the promotion factors, in turn */
+static_assert(FW_SCALE_WARPS >= 1 && FW_SCALE_WARPS <= 3, "1 to 3 factor warps (warps 1-3 of the producer warpgroup)");
 /* HFP4_FW_OVERLAP=1 (default; 0 builds the 128-row tile without it, for A/Bs): the 128-row tile's
  * consumers promote a block's sums while their next block's wgmmas run (fw_consume_tile_overlapped).
  * NOTE: why: under ncu (H200 8192^3, bench/RESULTS.md v32) the 128-row form spent 927 cycles a block
@@ -357,7 +358,7 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
                                                       uint64_t *empty, int sw, int64_t tiles_m, int64_t tiles_n) {
     typedef fw_cfg<BM, DTMA> cfg;
     constexpr int R = BM / 32, BYTES = SF == HFP4_DTYPE_UE8M0 ? 1 : 4;
-    static_assert(cfg::STAGES > FW_SCALE_WARPS, "a step wraps the stage sequence at most once");
+    static_assert(cfg::STAGES >= FW_SCALE_WARPS, "a step wraps the stage sequence at most once");
     const int lane = threadIdx.x % 32;
     const int64_t tiles = tiles_m * tiles_n;
     const int32_t kblocks = (int32_t)(p.k / FW_TILE);
