@@ -88,7 +88,7 @@ __all__ = [
     "fp8_fp4_gemm_nt", "m_grouped_fp8_fp4_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nt_masked",
     "fp8_gemm_nt", "m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_gemm_nt_masked",
     "fp8_m_grouped_gemm_nt_masked",
-    "repack_weights", "clear_weight_cache", "release_graph_weights", "weight_cache_info", "weight_cache_enabled",
+    "repack_weights", "fp4_weights_to_fp8", "clear_weight_cache", "release_graph_weights", "weight_cache_info", "weight_cache_enabled",
     "is_available",
     "get_tma_aligned_size", "get_mn_major_tma_aligned_tensor", "get_mn_major_tma_aligned_packed_ue8m0_tensor",
     "get_k_grouped_mn_major_tma_aligned_packed_ue8m0_tensor", "transform_sf_into_required_layout",
@@ -442,6 +442,48 @@ def repack_weights(b, scale_dtype=None) -> SM90Weights:
     with torch.cuda.device(B.device):
         L.check(lib.hfp4_repack_sm90(byref(w), g, sdt, buf.data_ptr(), nbytes.value, byref(out), _stream(B.device)))
     return SM90Weights(buf, out, g, n, k, sdt, nbytes.value)
+
+
+def fp4_weights_to_fp8(b, *, ue8m0_bytes=False, inexact=None):
+    """hfp4_fp4_weights_to_fp8_gpu: FP4 weights b = (B int8 [N, K/2], SFB (1, 32) power-of-two scales;
+    K a multiple of 128, B's rows 16-byte aligned) as FP8 under 128 x 128 block scales, exactly, on
+    B's GPU and the current stream (docs/FP8_ROUTE.md). Returns (q torch.float8_e4m3fn [N, K], sf
+    float32 [ceil(N/128), K/128], or its UE8M0 exponent bytes as torch.uint8 with ue8m0_bytes): the
+    (weights, scales) pair fp8_gemm_nt takes, which runs large dense GEMMs faster than the FP4
+    weights do (RESULTS v41: 0.99x cuBLASLt FP8 timed at 8192^3 with the conversion, against 0.71x).
+    A 128 x 128 block whose scales span more than 14 binades has no exact FP8 form: without inexact
+    the call waits for the GPU and raises hfp4.Unsupported with their count (keep the FP4 weights:
+    fp8_fp4_gemm_nt is exact for any scales); with inexact (a CUDA torch.int32 tensor on B's device)
+    it does not wait: the count goes to inexact[0], and those blocks hold NaN."""
+    torch = _t()
+    B, SFB = _pair("b", b)
+    _fp4_weights("b", B, 2)
+    _same_device("sfb", SFB, B.device)
+    n, k = B.size(0), 2 * B.size(1)
+    scales = _scales("sfb", SFB, 0, n, k, 1, 32)
+    w = L.hfp4_matrix(B.data_ptr(), L.DTYPE_FP4_E2M1, n, k, B.stride(0) if n > 1 else k // 2, 0, scales)
+    if inexact is not None:
+        if not isinstance(inexact, torch.Tensor) or inexact.dtype != torch.int32 or inexact.numel() < 1:
+            raise L.invalid_argument("fp4_weights_to_fp8: inexact must be a torch.int32 tensor of at least one "
+                                     "element, got %r" % (inexact,))
+        _same_device("inexact", inexact, B.device)
+        count = inexact
+    else:
+        count = torch.empty(1, dtype=torch.int32, device=B.device)
+    q = torch.empty((n, k), dtype=torch.float8_e4m3fn, device=B.device)
+    sf = torch.empty((ceil_div(n, 128), max(k // 128, 1)), dtype=torch.uint8 if ue8m0_bytes else torch.float32,
+                     device=B.device)
+    s = L.hfp4_scales(sf.data_ptr(), L.DTYPE_UE8M0 if ue8m0_bytes else L.DTYPE_FP32, 128, 128, sf.size(1), 1, 0)
+    with torch.cuda.device(B.device):
+        L.check(L.lib().hfp4_fp4_weights_to_fp8_gpu(byref(w), q.data_ptr(), k, byref(s), count.data_ptr(),
+                                                      _stream(B.device)))
+    if inexact is None:
+        refused = int(count.item())
+        if refused:
+            raise L.unsupported("fp4_weights_to_fp8: %d block(s) of 128 x 128 weights have scales spanning more "
+                                "than 14 binades: no exact FP8 form; keep the FP4 weights (fp8_fp4_gemm_nt is "
+                                "exact for any scales)" % refused)
+    return q, sf
 
 
 class _Entry:

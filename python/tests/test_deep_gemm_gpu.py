@@ -294,6 +294,55 @@ def test_fp8_weights_dense():
     assert not bad.any(), "bad elements: %d, first %s" % (bad.sum(), np.argwhere(bad)[:1])
 
 
+@pytest.mark.parametrize("kind,sf_bytes", [("ue8m0", False), ("packed", True), ("fp32", False)])
+def test_fp4_weights_to_fp8_gpu_equals_host(kind, sf_bytes):
+    # the GPU conversion byte for byte against the host form (hfp4.fp4_weights_to_fp8, the reference),
+    # then its pair through fp8_gemm_nt against the exact product on the FP4 weights
+    m, n, k = 70, 320, 640
+    b, sfb = _weights(41, 1, n, k, kind)
+    q, sf = dg.fp4_weights_to_fp8((b[0], sfb[0]), ue8m0_bytes=sf_bytes)
+    assert q.dtype == torch.float8_e4m3fn and q.shape == (n, k)
+    assert sf.shape == (3, 5) and sf.dtype == (torch.uint8 if sf_bytes else torch.float32)
+    hq, hsf = hfp4.fp4_weights_to_fp8((_np_bytes(b[0]), _np_bytes(sfb[0])), ue8m0_bytes=sf_bytes)
+    assert (_np_bytes(q) == hq).all()
+    assert (_np_bytes(sf) == (hsf.view(np.uint8) if sf_bytes else hsf)).all()
+    a, sfa = _acts(42, (m, k))
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    try:
+        sfb8 = sf if not sf_bytes else torch.from_numpy(np.asarray(hfp4.ue8m0_decode(hsf), dtype=np.float32)).to(DEV)
+        dg.fp8_gemm_nt((a, sfa), (q, sfb8), d)
+    except NotImplementedError as e:  # (the FP8-weight path switched off: HFP4_SM90_FP8_WEIGHTS=0)
+        assert "HFP4_SM90_FP8_WEIGHTS" in str(e)
+        return
+    torch.cuda.synchronize()
+    ad, bd = _deq_a(a, sfa, 128), _deq_b(b[0], sfb[0])
+    got = d.float().cpu().numpy().astype(np.float64)
+    ref, l1 = ad @ bd.T, np.abs(ad) @ np.abs(bd).T
+    bad = np.abs(got - ref) > 4e-3 * np.abs(ref) + 2.0 ** -10 * l1 + 1e-6 * np.sqrt(np.mean(ref ** 2))
+    assert not bad.any(), "bad elements: %d, first %s" % (bad.sum(), np.argwhere(bad)[:1])
+
+
+def test_fp4_weights_to_fp8_gpu_refuses_wide_blocks():
+    n, k = 256, 256
+    b, sfb = _weights(43, 1, n, k, "ue8m0")
+    sf = _np_bytes(sfb[0]).copy()
+    sf[:, :] = 120
+    sf[130, 5] = 120 - 15  # 15 binades below its block's top: block (1, 1) refused
+    sfb_wide = torch.from_numpy(sf).to(DEV)
+    if E8M0 is not None:
+        sfb_wide = sfb_wide.view(E8M0)
+    with pytest.raises(hfp4.Unsupported) as ei:
+        dg.fp4_weights_to_fp8((b[0], sfb_wide))
+    assert "1 block(s)" in str(ei.value)
+    count = torch.full((1,), -1, dtype=torch.int32, device=DEV)
+    q, _ = dg.fp4_weights_to_fp8((b[0], sfb_wide), inexact=count)  # no wait, no raise: the count and NaN
+    assert int(count.item()) == 1
+    qb = _np_bytes(q)
+    assert (qb[128:256, 128:256] == 0x7F).all() and not (qb[:128, :128] == 0x7F).all()
+    with pytest.raises(hfp4.InvalidArgument):
+        dg.fp4_weights_to_fp8((b[0], sfb[0]), inexact=torch.zeros(1, dtype=torch.int64, device=DEV))
+
+
 def test_errors():
     m, n, k = 16, 256, 512
     a, sfa = _acts(18, (m, k))
