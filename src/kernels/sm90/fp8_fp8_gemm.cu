@@ -352,7 +352,10 @@ static __device__ __forceinline__ void fw_consume_tile_sub2(float *fin, const fw
  * NOTE: why a function per scale form, stepping (tile, K-block, stage) by FW_SCALE_WARPS: the
  * general loop (every warp visiting every stage to skip the others', the dtype tested per row, a
  * 64-bit address and a bounds test per row) took ~3x the instructions a stage, and a timing build
- * whose factor warps only arrived ran 6 % faster at 8192^3 (bench/RESULTS.md v40). */
+ * whose factor warps only arrived ran 6 % faster at 8192^3 (bench/RESULTS.md v40). This form (~95
+ * instructions a stage): 8192^3 1028 -> 1074 TFLOP/s sustained at the cap (+4.5 %); two factor
+ * warps level with three, one -13 % (its loads for the next stage wait for this one's arrival); a
+ * factor-free timing build still +4 % (v41). */
 template <int BM, bool DTMA, int SF, bool CONTIG>
 static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p, float *factors, uint64_t *full,
                                                       uint64_t *empty, int sw, int64_t tiles_m, int64_t tiles_n) {
