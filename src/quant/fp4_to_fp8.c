@@ -141,7 +141,7 @@ hfp4_status hfp4_fp4_weights_to_fp8(const hfp4_matrix *w, uint8_t *q, int64_t ld
                     hi = e > hi ? e : hi;
                 }
             const int32_t b = hi - HFP4_FP8_BLOCK_TOP;
-            if (hi - lo > HFP4_FP8_BLOCK_SPAN || b < -127 || b > 127) {
+            if (HFP4_FP8_BLOCK_REFUSED(hi - lo, b)) {
                 free(base);
                 return hfp4__fail(HFP4_ERR_UNSUPPORTED,
                                   "%s: block (%lld, %lld) (rows %lld.., K %lld..) has scales from 2^%d to 2^%d: "

@@ -17,6 +17,12 @@ extern "C" {
  * 3 x 2^-9: every e2m1 value times 2^d is an e4m3 value for -8 <= d <= 6. */
 #define HFP4_FP8_BLOCK_SPAN 14
 #define HFP4_FP8_BLOCK_TOP 6 /* d of the block's largest exponent */
+#define HFP4_FP8_BLOCK_BOTTOM (HFP4_FP8_BLOCK_TOP - HFP4_FP8_BLOCK_SPAN) /* the least d: -8 */
+
+/* Whether a block whose scales' exponents span `span` binades (max - min), under the block scale
+ * 2^base (base = max - HFP4_FP8_BLOCK_TOP), has no exact FP8 form: a span wider than FP8 holds, or a
+ * block scale outside UE8M0's range (the rule of both forms) */
+#define HFP4_FP8_BLOCK_REFUSED(span, base) ((span) > HFP4_FP8_BLOCK_SPAN || (base) < -127 || (base) > 127)
 
 /* Validates the arguments of hfp4_fp4_weights_to_fp8(_gpu) (fn names the caller in messages):
  * INVALID_ARGUMENT for what no form accepts, UNSUPPORTED for k not a multiple of 128. */

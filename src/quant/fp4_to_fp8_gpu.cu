@@ -79,12 +79,12 @@ static __device__ __forceinline__ uint32_t fp8x4_of_codes(uint32_t x, uint32_t l
     return mags | (((sgn & 0x7F7F7F7Fu) << 1) & 0x80808080u);
 }
 
-#define F2F_TABLES (HFP4_FP8_BLOCK_SPAN + 1) /* d = -8 .. 6 */
+#define F2F_TABLES (HFP4_FP8_BLOCK_SPAN + 1) /* d = HFP4_FP8_BLOCK_BOTTOM (-8) .. HFP4_FP8_BLOCK_TOP (6) */
 
 template <int WS>
 __global__ void __launch_bounds__(256) hfp4_fp4_to_fp8_kernel(const fp4_to_fp8_params p) {
     __shared__ int32_t lo_s, hi_s, bad_s;
-    __shared__ uint2 tables[F2F_TABLES]; /* magnitude_table(d) at d + 8 */
+    __shared__ uint2 tables[F2F_TABLES]; /* magnitude_table(d) at d - HFP4_FP8_BLOCK_BOTTOM */
     const int t = threadIdx.x, half = t % 2;
     /* (K-blocks fastest, so the CTAs running together cover whole rows) */
     const int64_t bj = blockIdx.x, bi = blockIdx.y;
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(256) hfp4_fp4_to_fp8_kernel(const fp4_to_fp8_p
         hi_s = INT32_MIN;
         bad_s = 0;
     }
-    if (t < F2F_TABLES) tables[t] = magnitude_table(t - 8);
+    if (t < F2F_TABLES) tables[t] = magnitude_table(t + HFP4_FP8_BLOCK_BOTTOM);
     /* the row's four exponents: the partner loaded the other two */
     const int32_t o0 = __shfl_xor_sync(0xFFFFFFFFu, e2[0], 1), o1 = __shfl_xor_sync(0xFFFFFFFFu, e2[1], 1);
     const int32_t e[4] = {half ? o0 : e2[0], half ? o1 : e2[1], half ? e2[0] : o0, half ? e2[1] : o1};
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(256) hfp4_fp4_to_fp8_kernel(const fp4_to_fp8_p
     }
     __syncthreads();
     const int32_t lo = lo_s, hi = hi_s, base = hi - HFP4_FP8_BLOCK_TOP;
-    const bool inexact = bad_s != 0 || hi - lo > HFP4_FP8_BLOCK_SPAN || base < -127 || base > 127;
+    const bool inexact = bad_s != 0 || HFP4_FP8_BLOCK_REFUSED(hi - lo, base);
     if (t == 0) {
         const int64_t si = bi * p.sf_stride_mn + bj * p.sf_stride_k;
         if (p.sf_fp32) ((float *)p.sf)[si] = inexact ? 1.0f : ldexpf(1.0f, base);
@@ -140,8 +140,9 @@ __global__ void __launch_bounds__(256) hfp4_fp4_to_fp8_kernel(const fp4_to_fp8_p
     uint8_t *dst = p.q + row * p.ldq + bj * 128 + 16 * half;
 #pragma unroll
     for (int j = 0; j < 4; j++) { /* group j: 16 codes in, 16 bytes out */
-        const int32_t d = min(max(e[j] - base, -8), 6); /* (out of range only in a refused block) */
-        const uint2 tb = tables[d + 8];
+        /* (d out of the tables' range only in a refused block) */
+        const int32_t d = min(max(e[j] - base, HFP4_FP8_BLOCK_BOTTOM), HFP4_FP8_BLOCK_TOP);
+        const uint2 tb = tables[d - HFP4_FP8_BLOCK_BOTTOM];
         uint4 out;
         out.x = fp8x4_of_codes(in[j].x, tb.x, tb.y);
         out.y = fp8x4_of_codes(in[j].x >> 16, tb.x, tb.y);
