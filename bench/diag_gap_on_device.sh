@@ -10,7 +10,9 @@
 # carry: build/hfp4 build-fl/hfp4 build-ne/hfp4 build-fn/hfp4 build-dev/consumer_structures (~60 MB).
 # Interleaved rounds of the prefill rows until ROUNDS_UNTIL seconds, then the loop micro on random
 # operands (its ceiling in the same call) when build-dev/consumer_structures was carried. Logs: $OUT/logs.tgz.
-# BUILDS="main fl fa" picks the builds (build-<name>, main = build); ARGS replaces the bench arguments.
+# BUILDS="main fl fa" picks the builds (build-<name>, main = build); an entry NAME@VAR=VALUE runs build
+# NAME with that environment (comparison switches: "main main@HFP4_FP4_TO_FP8_BLOCKS=1"); ARGS replaces
+# the bench arguments.
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
@@ -19,8 +21,9 @@ A=${ARGS:-"bench --only dense,w13,w2 --tokens 4096,16384 --sf-layout mn --routin
 r=1
 while [ "$(el)" -lt "${ROUNDS_UNTIL:-240}" ]; do
     for b in ${BUILDS:-main fl ne fn}; do
-        d=build-$b; [ $b = main ] && d=build
-        timeout 120 $d/hfp4 $A > "$OUT/bench_$b.$r.txt" 2>&1
+        name=${b%%@*}; envs=; [ "$name" != "$b" ] && envs=${b#*@}
+        d=build-$name; [ $name = main ] && d=build
+        env $envs timeout 120 $d/hfp4 $A > "$OUT/bench_$(echo $b | tr '@=' '__').$r.txt" 2>&1
         echo "round $r $b rc=$? at $(el)s"
     done
     r=$((r + 1))

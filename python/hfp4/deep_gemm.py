@@ -81,6 +81,7 @@ import types
 import weakref
 from ctypes import byref, c_int64, c_size_t
 
+from . import _fp8_route
 from . import _lib as L
 from ._common import SM90Weights, align, ceil_div, infer_gran_k, resolve_recipes, scale_grid
 
@@ -457,11 +458,6 @@ def fp4_weights_to_fp8(b, *, ue8m0_bytes=False, inexact=None):
     it does not wait: the count goes to inexact[0], and those blocks hold NaN."""
     torch = _t()
     B, SFB = _pair("b", b)
-    _fp4_weights("b", B, 2)
-    _same_device("sfb", SFB, B.device)
-    n, k = B.size(0), 2 * B.size(1)
-    scales = _scales("sfb", SFB, 0, n, k, 1, 32)
-    w = L.hfp4_matrix(B.data_ptr(), L.DTYPE_FP4_E2M1, n, k, B.stride(0) if n > 1 else k // 2, 0, scales)
     if inexact is not None:
         if not isinstance(inexact, torch.Tensor) or inexact.dtype != torch.int32 or inexact.numel() < 1:
             raise L.invalid_argument("fp4_weights_to_fp8: inexact must be a torch.int32 tensor of at least one "
@@ -469,14 +465,9 @@ def fp4_weights_to_fp8(b, *, ue8m0_bytes=False, inexact=None):
         _same_device("inexact", inexact, B.device)
         count = inexact
     else:
-        count = torch.empty(1, dtype=torch.int32, device=B.device)
-    q = torch.empty((n, k), dtype=torch.float8_e4m3fn, device=B.device)
-    sf = torch.empty((ceil_div(n, 128), max(k // 128, 1)), dtype=torch.uint8 if ue8m0_bytes else torch.float32,
-                     device=B.device)
-    s = L.hfp4_scales(sf.data_ptr(), L.DTYPE_UE8M0 if ue8m0_bytes else L.DTYPE_FP32, 128, 128, sf.size(1), 1, 0)
-    with torch.cuda.device(B.device):
-        L.check(L.lib().hfp4_fp4_weights_to_fp8_gpu(byref(w), q.data_ptr(), k, byref(s), count.data_ptr(),
-                                                      _stream(B.device)))
+        count = None
+    q, sf = _fp8_buffers(B, ue8m0_bytes)
+    count = _fp4_to_fp8_launch(B, SFB, q, sf, count)
     if inexact is None:
         refused = int(count.item())
         if refused:
@@ -484,6 +475,37 @@ def fp4_weights_to_fp8(b, *, ue8m0_bytes=False, inexact=None):
                                 "than 14 binades: no exact FP8 form; keep the FP4 weights (fp8_fp4_gemm_nt is "
                                 "exact for any scales)" % refused)
     return q, sf
+
+
+def _fp8_buffers(B, ue8m0_bytes=False):
+    """The (q, sf) pair fp4_weights_to_fp8 fills for FP4 weights B [N, K/2], unwritten (B's shape
+    and dtype are checked by _fp4_to_fp8_launch)"""
+    torch = _t()
+    n, k = B.size(0), 2 * B.size(-1)
+    q = torch.empty((n, k), dtype=torch.float8_e4m3fn, device=B.device)
+    sf = torch.empty((ceil_div(n, 128), max(k // 128, 1)), dtype=torch.uint8 if ue8m0_bytes else torch.float32,
+                     device=B.device)
+    return q, sf
+
+
+def _fp4_to_fp8_launch(B, SFB, q, sf, count=None):
+    """hfp4_fp4_weights_to_fp8_gpu of (B, SFB) into (q, sf) from _fp8_buffers on B's device and
+    current stream; the refused blocks' count goes to count (a CUDA int32 tensor; allocated when
+    None), which is returned without a wait"""
+    torch = _t()
+    _fp4_weights("b", B, 2)
+    _same_device("sfb", SFB, B.device)
+    n, k = B.size(0), 2 * B.size(1)
+    scales = _scales("sfb", SFB, 0, n, k, 1, 32)
+    w = L.hfp4_matrix(B.data_ptr(), L.DTYPE_FP4_E2M1, n, k, B.stride(0) if n > 1 else k // 2, 0, scales)
+    if count is None:
+        count = torch.empty(1, dtype=torch.int32, device=B.device)
+    s = L.hfp4_scales(sf.data_ptr(), L.DTYPE_FP32 if sf.dtype == torch.float32 else L.DTYPE_UE8M0, 128, 128,
+                      sf.size(1), 1, 0)
+    with torch.cuda.device(B.device):
+        L.check(L.lib().hfp4_fp4_weights_to_fp8_gpu(byref(w), q.data_ptr(), k, byref(s), count.data_ptr(),
+                                                      _stream(B.device)))
+    return count
 
 
 class _Entry:
@@ -508,13 +530,16 @@ def _capturing(device) -> bool:
         return bool(torch.cuda.is_current_stream_capturing())
 
 
-def _liveness_token(t, key):
+def _liveness_token(t, key, sink=None):
     """A weak reference to t's storage (to t itself where torch does not keep one Python object per
     storage) whose callback marks the cache entry dead when that storage is freed. The callback
-    only appends to a list (it may run inside a garbage collection, even one triggered while the
-    lock is held); the entry is dropped at the next cache operation."""
+    only appends to a list (_dead, or sink for another cache: it may run inside a garbage
+    collection, even one triggered while the lock is held); the entry is dropped at the next cache
+    operation."""
+    dead_list = _dead if sink is None else sink
+
     def dead(ref, key=key):
-        _dead.append((key, ref))
+        dead_list.append((key, ref))
     storage = t.untyped_storage()
     target = storage if storage is t.untyped_storage() else t
     try:
@@ -587,7 +612,8 @@ def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
     return weights
 
 
-_clear_hooks = []  # callables run by clear_weight_cache (hfp4.experts drops its per-module plans there)
+_clear_hooks = [_fp8_route.clear]  # callables run by clear_weight_cache (hfp4.experts drops its per-module plans
+# there, the FP8 route what it learnt of weights)
 _cache_generation = 0  # bumped by clear_weight_cache: what was fetched before a clear is not kept after it
 
 
@@ -616,8 +642,10 @@ def clear_weight_cache() -> None:
     Call it after updating weights in place that a GEMM has already used, when the update does not
     bump the tensors' version counters: ``param.data.copy_(new)`` (vLLM/SGLang weight loading and
     reloads, RL weight syncs), DLPack/IPC writes, inference tensors. Otherwise the next GEMMs keep
-    using the repacked copy of the old weights. (``HFP4_WEIGHT_CACHE=0`` avoids the cache
-    altogether, at the cost of a repack per call.)"""
+    using the repacked copy of the old weights, and large-M calls (fp8_fp4_gemm_nt's FP8 route) what
+    was learnt of the old scales: new scales without an exact FP8 form would give NaN there.
+    (``HFP4_WEIGHT_CACHE=0`` avoids both caches, at the cost of a repack per call, and at large M a
+    wait for the device per call.)"""
     global _cache_generation
     with _cache_lock:
         _cache.clear()
@@ -743,6 +771,8 @@ def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, 
         _same_device("b", B, A.device)
         _same_device("sfb", SFB, A.device)
         p.b = _fp8_weights("b", B, SFB, K, gran_b)
+    elif _fp8_route.try_gemm(sys.modules[__name__], p.a, b, M, N, K, out, d, copy_c, A.device):
+        return  # (large M: the weights converted to FP8 for this call, then the FP8 x FP8 GEMM)
     else:
         w = _weights("b", b, 2, K, A.device)
         p.b = w.matrix

@@ -299,7 +299,9 @@ def test_fp4_weights_to_fp8_gpu_equals_host(kind, sf_bytes):
     # the GPU conversion byte for byte against the host form (hfp4.fp4_weights_to_fp8, the reference),
     # then its pair through fp8_gemm_nt against the exact product on the FP4 weights
     m, n, k = 70, 320, 640
-    b, sfb = _weights(41, 1, n, k, kind)
+    b, sfb = _weights(41, 1, n, k, "ue8m0" if kind == "fp32" else kind)
+    if kind == "fp32":  # FP32 scales with an FP8 form are powers of two (amax / 6 ones are refused)
+        sfb = torch.from_numpy(np.asarray(hfp4.ue8m0_decode(_np_bytes(sfb)), dtype=np.float32)).to(DEV)
     q, sf = dg.fp4_weights_to_fp8((b[0], sfb[0]), ue8m0_bytes=sf_bytes)
     assert q.dtype == torch.float8_e4m3fn and q.shape == (n, k)
     assert sf.shape == (3, 5) and sf.dtype == (torch.uint8 if sf_bytes else torch.float32)
@@ -445,3 +447,105 @@ def test_utils_on_gpu_match_c():
     q4, sf4 = dg.utils.per_token_cast_to_fp4(x, True, 32)
     hq4, hsf4 = host.per_token_cast_to_fp4(x.cpu().numpy(), True, 32)
     assert (_np_bytes(q4) == hq4).all() and (_np_bytes(sf4) == hsf4).all()
+
+
+# ------------------------------------------------------------------------------------------------
+# fp8_fp4_gemm_nt's FP8 route at large M (hfp4/_fp8_route.py): the threshold lowered to 256 here
+# ------------------------------------------------------------------------------------------------
+
+
+def _route_key(b):
+    return dg._cache_key(b)
+
+
+@pytest.mark.parametrize("kind,out_fp32", [("ue8m0", False), ("packed", True)])
+def test_fp8_route_large_m(monkeypatch, kind, out_fp32):
+    # M >= the threshold: the weights converted to FP8 for the call (nothing repacked), every element
+    # within the bound; learnt exact at the first call, known at the second (no wait); below the
+    # threshold the FP4 kernel (a repack cached)
+    monkeypatch.setenv("HFP4_FP8_ROUTE_MIN_M", "256")
+    m, n, k = 300, 384, 640
+    a, sfa = _acts(51, (m, k))
+    b, sfb = _weights(52, 1, n, k, kind)
+    ad, bd = _deq_a(a, sfa, 128), _deq_b(b[0], sfb[0])
+    dt = torch.float32 if out_fp32 else torch.bfloat16
+    c = torch.randn(m, n, device=DEV).to(dt) if out_fp32 else None
+    for _ in range(2):
+        d = torch.full((m, n), float("nan"), dtype=dt, device=DEV)
+        dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d, c=c)
+        torch.cuda.synchronize()
+        _check(d, ad, bd, c=None if c is None else c.double().cpu().numpy())
+        assert dg.weight_cache_info()["entries"] == 0
+        assert dg._fp8_route._known[_route_key(b[0])][2] is True
+    d = torch.full((255, n), float("nan"), dtype=dt, device=DEV)
+    dg.fp8_fp4_gemm_nt((a[:255], sfa[:255]), (b[0], sfb[0]), d, c=None if c is None else c[:255])
+    torch.cuda.synchronize()
+    _check(d, ad[:255], bd, c=None if c is None else c[:255].double().cpu().numpy())
+    assert dg.weight_cache_info()["entries"] == 1
+    dg.clear_weight_cache()
+    assert not dg._fp8_route._known
+
+
+def test_fp8_route_refused_and_off(monkeypatch):
+    # weights with a 128 x 128 block of scales spanning 15 binades have no exact FP8 form: the FP4
+    # kernel runs (no NaN) and the refusal is remembered; 1x32 activation scales (no FP8 x FP8
+    # kernel) and HFP4_FP8_ROUTE=0 keep the FP4 kernel too
+    monkeypatch.setenv("HFP4_FP8_ROUTE_MIN_M", "256")
+    m, n, k = 260, 256, 256
+    a, sfa = _acts(53, (m, k))
+    b, sfb = _weights(54, 1, n, k, "ue8m0")
+    sf = _np_bytes(sfb[0]).copy()
+    sf[:, :] = 124
+    sf[130, 5] = 124 - 15
+    sfb_wide = torch.from_numpy(sf).to(DEV)
+    if E8M0 is not None:
+        sfb_wide = sfb_wide.view(E8M0)
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb_wide), d)
+    torch.cuda.synchronize()
+    _check(d, _deq_a(a, sfa, 128), _deq_b(b[0], sfb_wide))
+    assert dg._fp8_route._known[_route_key(b[0])][2] is False
+    assert dg.weight_cache_info()["entries"] == 1
+    a32, sfa32 = _acts(55, (m, k), 32, packed=True)
+    b2, sfb2 = _weights(56, 1, n, k, "packed")
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    dg.fp8_fp4_gemm_nt((a32, sfa32), (b2[0], sfb2[0]), d)
+    torch.cuda.synchronize()
+    _check(d, _deq_a(a32, sfa32, 32), _deq_b(b2[0], sfb2[0]))
+    assert _route_key(b2[0]) not in dg._fp8_route._known
+    monkeypatch.setenv("HFP4_FP8_ROUTE", "0")
+    b3, sfb3 = _weights(57, 1, n, k)
+    dg.fp8_fp4_gemm_nt((a, sfa), (b3[0], sfb3[0]), d)
+    torch.cuda.synchronize()
+    _check(d, _deq_a(a, sfa, 128), _deq_b(b3[0], sfb3[0]))
+    assert _route_key(b3[0]) not in dg._fp8_route._known
+
+
+def test_fp8_route_cuda_graph(monkeypatch):
+    # learnt eagerly, then captured: the conversion and the FP8 GEMM replay (the transient FP8 copy
+    # in the graph's pool); weights not yet learnt at capture keep the FP4 kernel
+    monkeypatch.setenv("HFP4_FP8_ROUTE_MIN_M", "256")
+    m, n, k = 256, 256, 512
+    a, sfa = _acts(58, (m, k))
+    b, sfb = _weights(59, 1, n, k)
+    d = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
+    dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d)
+    torch.cuda.synchronize()
+    want = d.clone()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d)
+    d.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(d, want)
+    b2, sfb2 = _weights(60, 1, n, k)
+    d2 = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    g2 = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g2):
+        dg.fp8_fp4_gemm_nt((a, sfa), (b2[0], sfb2[0]), d2)
+    g2.replay()
+    torch.cuda.synchronize()
+    _check(d2, _deq_a(a, sfa, 128), _deq_b(b2[0], sfb2[0]))
+    assert _route_key(b2[0]) not in dg._fp8_route._known
+    del g, g2

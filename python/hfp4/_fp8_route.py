@@ -1,0 +1,113 @@
+"""fp8_fp4_gemm_nt's route for large M (docs/FP8_ROUTE.md): the FP4 weights converted into a
+transient FP8 copy under 128 x 128 block scales (hfp4_fp4_weights_to_fp8_gpu, into torch's caching
+allocator on the current stream, freed when the call returns), then the FP8 x FP8 GEMM, which at
+large M is faster than the FP4 kernel (H200 8192^3: 0.98x cuBLASLt FP8 timed with the conversion,
+against 0.71x; bench/RESULTS.md v41-v42).
+
+Exact or not taken: weights whose scales leave a 128 x 128 block without an exact FP8 form keep
+the FP4 kernel. Whether weights have one is learnt at their first call that meets the threshold
+(one wait for the device, then never again) and kept with the liveness and version rules of the
+repacked-weight cache (deep_gemm._cached_weights; HFP4_WEIGHT_CACHE=0: at every call); a CUDA-graph capture with weights not yet
+learnt keeps the FP4 kernel, as does any call hfp4_gemm would refuse in FP8 (1x32 activation
+scales, the FP8-weight path switched off: HFP4_SM90_FP8_WEIGHTS=0).
+
+Environment (read at every call): HFP4_FP8_ROUTE=0 turns the route off; HFP4_FP8_ROUTE_MIN_M sets
+the least M that takes it (default DEFAULT_MIN_M)."""
+from __future__ import annotations
+
+import os
+import threading
+from ctypes import byref
+
+from . import _lib as L
+
+# the least M that takes the route: where conversion + FP8 GEMM beats the FP4 kernel on the H200
+# (bench/python_fp8_route.py; bench/RESULTS.md v42)
+DEFAULT_MIN_M = 2048
+
+_lock = threading.Lock()
+_known = {}  # deep_gemm._cache_key(B) -> (deep_gemm._weights_state(B, SFB), liveness tokens, exact)
+_dead = []  # (key, ref) of weights freed since: appended by weakref callbacks, purged under the lock
+
+
+def min_m():
+    """The least M that takes the route, or None where HFP4_FP8_ROUTE=0"""
+    if os.environ.get("HFP4_FP8_ROUTE", "1").strip() == "0":
+        return None
+    env = os.environ.get("HFP4_FP8_ROUTE_MIN_M", "").strip()
+    if not env:
+        return DEFAULT_MIN_M
+    try:
+        return max(int(env), 1)
+    except ValueError:
+        raise L.invalid_argument("HFP4_FP8_ROUTE_MIN_M = %r must be an integer" % env) from None
+
+
+def clear():
+    """Forget which weights have an exact FP8 form (deep_gemm.clear_weight_cache calls it)"""
+    with _lock:
+        _known.clear()
+        del _dead[:]
+
+
+def _purge_locked():
+    while _dead:
+        key, ref = _dead.pop()
+        e = _known.get(key)
+        if e is not None and any(tok is ref for tok in e[1]):
+            del _known[key]
+
+
+def _exact(dg, B, SFB):
+    """True / False where weights (B, SFB) are known to have / lack an exact FP8 form, else None"""
+    key, state = dg._cache_key(B), dg._weights_state(B, SFB)
+    with _lock:
+        _purge_locked()
+        e = _known.get(key)
+        if e is not None and e[0] == state and all(tok() is not None for tok in e[1]):
+            return e[2]
+    return None
+
+
+def _learn(dg, B, SFB, exact):
+    if not dg.weight_cache_enabled():
+        return  # (HFP4_WEIGHT_CACHE=0: learnt anew at every call)
+    key = dg._cache_key(B)
+    tokens = (dg._liveness_token(B, key, _dead), dg._liveness_token(SFB, key, _dead))
+    with _lock:
+        _known[key] = (dg._weights_state(B, SFB), tokens, exact)
+
+
+def try_gemm(dg, a, b, m, n, k, out, d, copy_c, device) -> bool:
+    """D = A B^T through the FP8 route where it applies (returns True), else nothing done (False).
+    dg: hfp4.deep_gemm; a: the activations' hfp4_matrix; b: fp8_fp4_gemm_nt's b; out, d, copy_c:
+    as fp8_fp4_gemm_nt's launch takes them"""
+    lo = min_m()
+    if lo is None or m < lo or k % 128 or isinstance(b, dg.SM90Weights):
+        return False
+    B, SFB = dg._pair("b", b)
+    torch = dg._t()
+    if not isinstance(B, torch.Tensor) or not isinstance(SFB, torch.Tensor) or B.dim() != 2 or not B.is_cuda:
+        return False  # (the FP4 path names what is wrong)
+    if B.stride(-1) != 1 or (n > 1 and B.stride(0) % 16) or B.data_ptr() % 16:
+        return False  # (the GPU conversion's alignment)
+    exact = _exact(dg, B, SFB)
+    if exact is False or (exact is None and dg._capturing(device)):
+        return False
+    q, sf = dg._fp8_buffers(B)
+    p = L.hfp4_gemm_problem()
+    p.a = a
+    p.b = dg._fp8_weights("b", q, sf, k, None)
+    p.grouping = L.GROUPING_NONE
+    p.m, p.n, p.k, p.num_groups = m, n, k, 1
+    p.d = out
+    if L.lib().hfp4_gemm_supported(byref(p)) != L.OK:
+        return False
+    count = dg._fp4_to_fp8_launch(B, SFB, q, sf)
+    if exact is None:
+        exact = int(count.item()) == 0  # (the one wait: the weights' first call at this size)
+        _learn(dg, B, SFB, exact)
+        if not exact:
+            return False
+    dg._launch(p, device, d, copy_c)
+    return True
