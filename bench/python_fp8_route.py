@@ -1,10 +1,14 @@
 """Where fp8_fp4_gemm_nt's FP8 route (hfp4/_fp8_route.py: the weights converted to FP8 for the
 call, then the FP8 x FP8 GEMM) beats the FP4 kernel: per (N, K) and M, the time of a call each way
-(HFP4_FP8_ROUTE_MIN_M=1 against HFP4_FP8_ROUTE=0), with torch's cuBLASLt FP8 row-wise GEMM
-(torch._scaled_mm) timed in the same rounds as a yardstick. Random FP4 weights with UE8M0 scales in
+(HFP4_FP8_ROUTE_MIN_M=1 against HFP4_FP8_ROUTE=0; "auto": the default rule, what callers get), with
+torch's FP8 row-wise GEMM (torch._scaled_mm: CUTLASS's kernel on SM90 in torch 2.x, faster than
+cuBLASLt's row-wise one in our runs) timed in the same rounds as a yardstick. Random FP4 weights with UE8M0 scales in
 a 6-binade range (exact in FP8), activations with 1x128 UE8M0 scales, BF16 out.
 
-    HFP4_LIBRARY=$PWD/build/libhfp4.so PYTHONPATH=python python3 bench/python_fp8_route.py
+    HFP4_LIBRARY=$PWD/build/libhfp4.so PYTHONPATH=python python3 bench/python_fp8_route.py [--profile]
+
+--profile: instead, a Python profile (cProfile, by own time) of 300 host-bound calls (M = 256,
+N = 2048, K = 4096) each way: where the route's extra host time goes.
 
 Each figure: the median over 7 rounds of 10 back-to-back eager calls between two CUDA events (the
 host's Python and launch time included: what a caller gets); the three forms interleaved in each
@@ -35,7 +39,8 @@ def timed(fn):
 
 def main():
     g = torch.Generator(device="cuda").manual_seed(1)
-    print("M N K | route us  fp4 us  cublaslt us | route TFLOP/s  fp4 TFLOP/s | route/fp4 speedup  route/cublaslt  fp4/cublaslt")
+    print("M N K | route us  fp4 us  auto us  torch us | route TFLOP/s  fp4 TFLOP/s | route/fp4 speedup  "
+          "route/torch  fp4/torch  auto/best")
     for n, k in SHAPES:
         b = torch.randint(-128, 128, (n, k // 2), generator=g, device="cuda", dtype=torch.int8)
         sfb = torch.randint(120, 126, (n, k // 32), generator=g, device="cuda", dtype=torch.uint8)
@@ -58,25 +63,56 @@ def main():
                 os.environ["HFP4_FP8_ROUTE"] = "0"
                 dg.fp8_fp4_gemm_nt((a, sfa), (b, sfb), d)
 
+            def auto():
+                os.environ.pop("HFP4_FP8_ROUTE_MIN_M", None)
+                os.environ.pop("HFP4_FP8_ROUTE", None)
+                dg.fp8_fp4_gemm_nt((a, sfa), (b, sfb), d)
+
             def cublaslt():
                 torch._scaled_mm(aq, wq.t(), scale_a=asc, scale_b=ws, out_dtype=torch.bfloat16)
 
-            for f in (route, fp4, cublaslt):  # warm-up: the route learns the weights, the FP4 kernel repacks them
+            for f in (route, fp4, auto, cublaslt):  # warm-up: the route learns the weights, the FP4 kernel repacks them
                 f()
             torch.cuda.synchronize()
-            t = {"route": [], "fp4": [], "cublaslt": []}
+            t = {"route": [], "fp4": [], "auto": [], "cublaslt": []}
             for _ in range(ROUNDS):
-                for name, f in (("route", route), ("fp4", fp4), ("cublaslt", cublaslt)):
+                for name, f in (("route", route), ("fp4", fp4), ("auto", auto), ("cublaslt", cublaslt)):
                     t[name].append(timed(f))
             med = {kk: statistics.median(v) for kk, v in t.items()}
             fl = 2.0 * m * n * k
-            print("%5d %5d %5d | %8.1f %7.1f %8.1f | %8.0f %8.0f | %6.2fx %6.2fx %6.2fx" % (
-                m, n, k, med["route"], med["fp4"], med["cublaslt"], fl / med["route"] / 1e6, fl / med["fp4"] / 1e6,
-                med["fp4"] / med["route"], med["cublaslt"] / med["route"], med["cublaslt"] / med["fp4"]))
+            print("%5d %5d %5d | %8.1f %7.1f %7.1f %8.1f | %8.0f %8.0f | %6.2fx %6.2fx %6.2fx %6.2fx" % (
+                m, n, k, med["route"], med["fp4"], med["auto"], med["cublaslt"], fl / med["route"] / 1e6,
+                fl / med["fp4"] / 1e6, med["fp4"] / med["route"], med["cublaslt"] / med["route"],
+                med["cublaslt"] / med["fp4"], min(med["route"], med["fp4"]) / med["auto"]))
             sys.stdout.flush()
         dg.clear_weight_cache()
         del b, sfb, wq
 
 
+def profile():
+    import cProfile
+    import pstats
+    g = torch.Generator(device="cuda").manual_seed(2)
+    m, n, k = 256, 2048, 4096
+    b = torch.randint(-128, 128, (n, k // 2), generator=g, device="cuda", dtype=torch.int8)
+    sfb = torch.randint(120, 126, (n, k // 32), generator=g, device="cuda", dtype=torch.uint8)
+    a, sfa = dg.per_token_cast_to_fp8(torch.randn(m, k, generator=g, device="cuda"), True, 128)
+    d = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+    for name, env in (("route", {"HFP4_FP8_ROUTE_MIN_M": "1"}), ("fp4", {"HFP4_FP8_ROUTE": "0"})):
+        os.environ.pop("HFP4_FP8_ROUTE_MIN_M", None)
+        os.environ.pop("HFP4_FP8_ROUTE", None)
+        os.environ.update(env)
+        dg.fp8_fp4_gemm_nt((a, sfa), (b, sfb), d)
+        torch.cuda.synchronize()
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(300):
+            dg.fp8_fp4_gemm_nt((a, sfa), (b, sfb), d)
+        pr.disable()
+        torch.cuda.synchronize()
+        print("==== %s: 300 calls" % name)
+        pstats.Stats(pr).sort_stats("tottime").print_stats(22)
+
+
 if __name__ == "__main__":
-    main()
+    profile() if "--profile" in sys.argv else main()

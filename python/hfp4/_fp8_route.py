@@ -11,8 +11,8 @@ repacked-weight cache (deep_gemm._cached_weights; HFP4_WEIGHT_CACHE=0: at every 
 learnt keeps the FP4 kernel, as does any call hfp4_gemm would refuse in FP8 (1x32 activation
 scales, the FP8-weight path switched off: HFP4_SM90_FP8_WEIGHTS=0).
 
-Environment (read at every call): HFP4_FP8_ROUTE=0 turns the route off; HFP4_FP8_ROUTE_MIN_M sets
-the least M that takes it (default DEFAULT_MIN_M)."""
+Where it pays: M >= 1024 and 2 M N K >= 2^37 FLOPs (applies()). Environment (read at every call):
+HFP4_FP8_ROUTE=0 turns the route off; HFP4_FP8_ROUTE_MIN_M=m replaces the rule by M >= m."""
 from __future__ import annotations
 
 import os
@@ -21,24 +21,29 @@ from ctypes import byref
 
 from . import _lib as L
 
-# the least M that takes the route: where conversion + FP8 GEMM beats the FP4 kernel on the H200
-# (bench/python_fp8_route.py; bench/RESULTS.md v42)
-DEFAULT_MIN_M = 2048
+# where the route pays (bench/python_fp8_route.py, H200, eager back-to-back calls; bench/RESULTS.md
+# v42): M >= 1024 (the conversion amortized) and 2 M N K >= 2^37 FLOPs (~137 GFLOP: below it the
+# FP4 kernel's GPU time is shorter than the route's extra host time, ~70 us a call). Measured
+# crossovers: 8192 x 8192 at M ~ 950, 7168 x 2048 ~ 3900, 4096 x 7168 ~ 2048, 2048 x 4096 ~ 6500
+# (2 M N K = 1.1-1.3 x 10^11 each); at M = 8192-16384 the route is 1.4-1.7x the FP4 kernel.
+DEFAULT_MIN_M = 1024
+DEFAULT_MIN_FLOP = 1 << 37
 
 _lock = threading.Lock()
 _known = {}  # deep_gemm._cache_key(B) -> (deep_gemm._weights_state(B, SFB), liveness tokens, exact)
 _dead = []  # (key, ref) of weights freed since: appended by weakref callbacks, purged under the lock
 
 
-def min_m():
-    """The least M that takes the route, or None where HFP4_FP8_ROUTE=0"""
+def applies(m, n, k) -> bool:
+    """Whether an m x n x k call takes the route: never with HFP4_FP8_ROUTE=0; m >= HFP4_FP8_ROUTE_MIN_M
+    where that is set; else m >= DEFAULT_MIN_M and 2 m n k >= DEFAULT_MIN_FLOP"""
     if os.environ.get("HFP4_FP8_ROUTE", "1").strip() == "0":
-        return None
+        return False
     env = os.environ.get("HFP4_FP8_ROUTE_MIN_M", "").strip()
     if not env:
-        return DEFAULT_MIN_M
+        return m >= DEFAULT_MIN_M and 2 * m * n * k >= DEFAULT_MIN_FLOP
     try:
-        return max(int(env), 1)
+        return m >= max(int(env), 1)
     except ValueError:
         raise L.invalid_argument("HFP4_FP8_ROUTE_MIN_M = %r must be an integer" % env) from None
 
@@ -82,8 +87,7 @@ def try_gemm(dg, a, b, m, n, k, out, d, copy_c, device) -> bool:
     """D = A B^T through the FP8 route where it applies (returns True), else nothing done (False).
     dg: hfp4.deep_gemm; a: the activations' hfp4_matrix; b: fp8_fp4_gemm_nt's b; out, d, copy_c:
     as fp8_fp4_gemm_nt's launch takes them"""
-    lo = min_m()
-    if lo is None or m < lo or k % 128 or isinstance(b, dg.SM90Weights):
+    if k % 128 or isinstance(b, dg.SM90Weights) or not applies(m, n, k):
         return False
     B, SFB = dg._pair("b", b)
     torch = dg._t()

@@ -229,3 +229,20 @@ def test_installed_deep_gemm_off_or_aliased(monkeypatch):
     with pytest.raises(AttributeError):
         dg.fp8_einsum
     assert calls == []
+
+
+def test_fp8_route_rule(monkeypatch):
+    # fp8_fp4_gemm_nt's FP8 route (hfp4/_fp8_route.py): where it pays by default, the override, the switch
+    from hfp4 import _fp8_route as route
+    monkeypatch.delenv("HFP4_FP8_ROUTE", raising=False)
+    monkeypatch.delenv("HFP4_FP8_ROUTE_MIN_M", raising=False)
+    assert route.applies(1024, 8192, 8192) and not route.applies(512, 8192, 8192)
+    assert route.applies(8192, 7168, 2048) and not route.applies(4096, 7168, 2048)
+    assert not route.applies(1023, 1 << 20, 1 << 20)  # (M below 1024: never by default)
+    monkeypatch.setenv("HFP4_FP8_ROUTE_MIN_M", "256")
+    assert route.applies(256, 128, 128) and not route.applies(255, 8192, 8192)
+    monkeypatch.setenv("HFP4_FP8_ROUTE_MIN_M", "many")
+    with pytest.raises(hfp4.InvalidArgument, match="HFP4_FP8_ROUTE_MIN_M"):
+        route.applies(4096, 4096, 4096)
+    monkeypatch.setenv("HFP4_FP8_ROUTE", "0")
+    assert not route.applies(16384, 8192, 8192)
