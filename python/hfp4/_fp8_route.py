@@ -11,7 +11,7 @@ repacked-weight cache (deep_gemm._cached_weights; HFP4_WEIGHT_CACHE=0: at every 
 learnt keeps the FP4 kernel, as does any call hfp4_gemm would refuse in FP8 (1x32 activation
 scales, the FP8-weight path switched off: HFP4_SM90_FP8_WEIGHTS=0).
 
-Where it pays: M >= 1024 and 2 M N K >= 2^37 FLOPs (applies()). Environment (read at every call):
+Where it pays: M >= 1024 and 2 M N K >= 10^11 FLOPs (applies()). Environment (read at every call):
 HFP4_FP8_ROUTE=0 turns the route off; HFP4_FP8_ROUTE_MIN_M=m replaces the rule by M >= m."""
 from __future__ import annotations
 
@@ -22,12 +22,13 @@ from ctypes import byref
 from . import _lib as L
 
 # where the route pays (bench/python_fp8_route.py, H200, eager back-to-back calls; bench/RESULTS.md
-# v42): M >= 1024 (the conversion amortized) and 2 M N K >= 2^37 FLOPs (~137 GFLOP: below it the
-# FP4 kernel's GPU time is shorter than the route's extra host time, ~70 us a call). Measured
-# crossovers: 8192 x 8192 at M ~ 950, 7168 x 2048 ~ 3900, 4096 x 7168 ~ 2048, 2048 x 4096 ~ 6500
-# (2 M N K = 1.1-1.3 x 10^11 each); at M = 8192-16384 the route is 1.4-1.7x the FP4 kernel.
+# v42): M >= 1024 (the conversion amortized) and 2 M N K >= 10^11 FLOPs (below it the FP4 kernel's
+# GPU time is shorter than the route's extra host time, 45-70 us a call by the host's speed).
+# Crossovers in two device calls: 8192 x 8192 at M ~ 700-950, 7168 x 2048 ~ 2300-3900, 4096 x 7168
+# ~ 1500-2048, 2048 x 4096 ~ 4000-6500 (2 M N K = 0.7-1.3 x 10^11); at M = 8192-16384 the route is
+# 1.4-1.7x the FP4 kernel.
 DEFAULT_MIN_M = 1024
-DEFAULT_MIN_FLOP = 1 << 37
+DEFAULT_MIN_FLOP = 100e9
 
 _lock = threading.Lock()
 _known = {}  # deep_gemm._cache_key(B) -> (deep_gemm._weights_state(B, SFB), liveness tokens, exact)
