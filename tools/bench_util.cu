@@ -184,7 +184,7 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
 
 /* ---- device fills ---- */
 
-enum { FILL_BYTES = 0, FILL_FP8 = 1, FILL_UE8M0 = 2, FILL_UE8M0_DRIFT = 3, FILL_BF16 = 4 };
+enum { FILL_BYTES = 0, FILL_FP8 = 1, FILL_UE8M0 = 2, FILL_UE8M0_DRIFT = 3, FILL_BF16 = 4, FILL_FP8_NARROW = 5 };
 
 __device__ __forceinline__ uint64_t bench_mix64(uint64_t x) { /* splitmix64's finalizer */
     x += 0x9E3779B97F4A7C15ull;
@@ -205,6 +205,7 @@ __global__ void bench_fill_kernel(uint8_t *p, size_t bytes, uint64_t seed, int m
         for (int j = 0; j < 8; j++) {
             uint8_t v = (uint8_t)(h >> (8 * j));
             if (mode == FILL_FP8 && (v & 0x7F) == 0x7F) v = 0x3C; /* e4m3fn NaN -> 1.5 */
+            if (mode == FILL_FP8_NARROW) v = (uint8_t)((v & 0x87) | ((6 + (v >> 3) % 3) << 3)); /* |v| 0.5 .. 3.75 */
             if (mode == FILL_UE8M0) v = (uint8_t)(118 + v % 6);    /* 2^-9 .. 2^-4 */
             if (mode == FILL_UE8M0_DRIFT) {
                 const int64_t grp = (int64_t)((w * 8 + (size_t)j) % (size_t)period);
@@ -249,7 +250,13 @@ static int fill_mode(void *dev, size_t bytes, int mode) { return fill_mode_perio
 
 int bench_w_scales_drift = 0;
 
-int bench_fill_random(void *dev, size_t bytes, int fp8) { return fill_mode(dev, bytes, fp8 ? FILL_FP8 : FILL_BYTES); }
+/* HFP4_BENCH_FP8_FILL=narrow: FP8 operands drawn as the cuBLASLt baselines draw theirs (exponent
+ * field 6..8, tools/baselines.cu), for A/Bs of data-dependent power at the cap; default: random bytes */
+int bench_fill_random(void *dev, size_t bytes, int fp8) {
+    const char *env = getenv("HFP4_BENCH_FP8_FILL");
+    const int narrow = env && strcmp(env, "narrow") == 0;
+    return fill_mode(dev, bytes, !fp8 ? FILL_BYTES : narrow ? FILL_FP8_NARROW : FILL_FP8);
+}
 
 int bench_fill_bf16(void *dev, size_t count) { return fill_mode(dev, count * 2, FILL_BF16); }
 
