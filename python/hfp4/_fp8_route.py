@@ -64,55 +64,77 @@ def _purge_locked():
             del _known[key]
 
 
-def _exact(dg, B, SFB):
-    """True / False where weights (B, SFB) are known to have / lack an exact FP8 form, else None"""
+def _lookup(dg, B, SFB):
+    """(exact, the conversion's hfp4_matrix of the weights) where weights (B, SFB) were learnt, else None"""
     key, state = dg._cache_key(B), dg._weights_state(B, SFB)
     with _lock:
         _purge_locked()
         e = _known.get(key)
         if e is not None and e[0] == state and all(tok() is not None for tok in e[1]):
-            return e[2]
+            return e[2], e[3]
     return None
 
 
-def _learn(dg, B, SFB, exact):
+def _learn(dg, B, SFB, exact, w):
     if not dg.weight_cache_enabled():
         return  # (HFP4_WEIGHT_CACHE=0: learnt anew at every call)
     key = dg._cache_key(B)
     tokens = (dg._liveness_token(B, key, _dead), dg._liveness_token(SFB, key, _dead))
     with _lock:
-        _known[key] = (dg._weights_state(B, SFB), tokens, exact)
+        _known[key] = (dg._weights_state(B, SFB), tokens, exact, w)
 
 
 def try_gemm(dg, a, b, m, n, k, out, d, copy_c, device) -> bool:
     """D = A B^T through the FP8 route where it applies (returns True), else nothing done (False).
     dg: hfp4.deep_gemm; a: the activations' hfp4_matrix; b: fp8_fp4_gemm_nt's b; out, d, copy_c:
-    as fp8_fp4_gemm_nt's launch takes them"""
+    as fp8_fp4_gemm_nt's launch takes them.
+    NOTE: why one allocation and the descriptors kept: below ~100 us a call is host-bound, and the
+    first form (three tensors, the weights' checks and hfp4_gemm_supported at every call) took
+    45-70 us more host time a call than the FP4 kernel's path (bench/RESULTS.md v42)"""
     if k % 128 or isinstance(b, dg.SM90Weights) or not applies(m, n, k):
         return False
+    if a.scales.gran_k != 128 or os.environ.get("HFP4_SM90_FP8_WEIGHTS", "1").strip() == "0":
+        return False  # (no FP8 x FP8 kernel for these: not worth a conversion)
     B, SFB = dg._pair("b", b)
     torch = dg._t()
     if not isinstance(B, torch.Tensor) or not isinstance(SFB, torch.Tensor) or B.dim() != 2 or not B.is_cuda:
         return False  # (the FP4 path names what is wrong)
     if B.stride(-1) != 1 or (n > 1 and B.stride(0) % 16) or B.data_ptr() % 16:
         return False  # (the GPU conversion's alignment)
-    exact = _exact(dg, B, SFB)
-    if exact is False or (exact is None and dg._capturing(device)):
+    known = _lookup(dg, B, SFB)
+    if known is not None and not known[0]:
         return False
-    q, sf = dg._fp8_buffers(B)
+    if known is None and dg._capturing(device):
+        return False
+    w = known[1] if known is not None else dg._fp4_to_fp8_matrix(B, SFB)
+    # one transient buffer: the FP8 weights [n, k], their FP32 block scales, the refused blocks' count
+    sf_cols = k // 128
+    sf_at = n * k  # (k % 128 == 0: 16-byte aligned)
+    count_at = sf_at + (n + 127) // 128 * sf_cols * 4
+    buf = torch.empty(count_at + 4, dtype=torch.uint8, device=device)
+    base = buf.data_ptr()
+    s = L.hfp4_scales(base + sf_at, L.DTYPE_FP32, 128, 128, sf_cols, 1, 0)
     p = L.hfp4_gemm_problem()
     p.a = a
-    p.b = dg._fp8_weights("b", q, sf, k, None)
+    p.b = L.hfp4_matrix(base, L.DTYPE_FP8_E4M3, n, k, k, 0, s)
     p.grouping = L.GROUPING_NONE
     p.m, p.n, p.k, p.num_groups = m, n, k, 1
     p.d = out
-    if L.lib().hfp4_gemm_supported(byref(p)) != L.OK:
-        return False
-    count = dg._fp4_to_fp8_launch(B, SFB, q, sf)
-    if exact is None:
-        exact = int(count.item()) == 0  # (the one wait: the weights' first call at this size)
-        _learn(dg, B, SFB, exact)
-        if not exact:
-            return False
-    dg._launch(p, device, d, copy_c)
+    lib = L.lib()
+    with torch.cuda.device(device):
+        stream = dg._stream(device)
+        if known is None and lib.hfp4_gemm_supported(byref(p)) != L.OK:
+            return False  # (learnt with the first call: no conversion spent on a problem hfp4_gemm refuses)
+        L.check(lib.hfp4_fp4_weights_to_fp8_gpu(byref(w), base, k, byref(s), base + count_at, stream))
+        if known is None:
+            exact = int(buf[count_at:].view(torch.int32).item()) == 0  # (the one wait: the weights' first call)
+            _learn(dg, B, SFB, exact, w)
+            if not exact:
+                return False
+        if copy_c is not None:
+            d.copy_(copy_c)
+        status = lib.hfp4_gemm(byref(p), stream)
+    if status == L.ERR_UNSUPPORTED:
+        return False  # (a problem hfp4_gemm refuses after all, e.g. A's rows misaligned: the FP4 kernel's)
+    L.check(status)
     return True

@@ -488,22 +488,27 @@ def _fp8_buffers(B, ue8m0_bytes=False):
     return q, sf
 
 
+def _fp4_to_fp8_matrix(B, SFB):
+    """The hfp4_matrix of FP4 weights (B, SFB) as hfp4_fp4_weights_to_fp8_gpu takes them (checked)"""
+    _fp4_weights("b", B, 2)
+    _same_device("sfb", SFB, B.device)
+    n, k = B.size(0), 2 * B.size(1)
+    scales = _scales("sfb", SFB, 0, n, k, 1, 32)
+    return L.hfp4_matrix(B.data_ptr(), L.DTYPE_FP4_E2M1, n, k, B.stride(0) if n > 1 else k // 2, 0, scales)
+
+
 def _fp4_to_fp8_launch(B, SFB, q, sf, count=None):
     """hfp4_fp4_weights_to_fp8_gpu of (B, SFB) into (q, sf) from _fp8_buffers on B's device and
     current stream; the refused blocks' count goes to count (a CUDA int32 tensor; allocated when
     None), which is returned without a wait"""
     torch = _t()
-    _fp4_weights("b", B, 2)
-    _same_device("sfb", SFB, B.device)
-    n, k = B.size(0), 2 * B.size(1)
-    scales = _scales("sfb", SFB, 0, n, k, 1, 32)
-    w = L.hfp4_matrix(B.data_ptr(), L.DTYPE_FP4_E2M1, n, k, B.stride(0) if n > 1 else k // 2, 0, scales)
+    w = _fp4_to_fp8_matrix(B, SFB)
     if count is None:
         count = torch.empty(1, dtype=torch.int32, device=B.device)
     s = L.hfp4_scales(sf.data_ptr(), L.DTYPE_FP32 if sf.dtype == torch.float32 else L.DTYPE_UE8M0, 128, 128,
                       sf.size(1), 1, 0)
     with torch.cuda.device(B.device):
-        L.check(L.lib().hfp4_fp4_weights_to_fp8_gpu(byref(w), q.data_ptr(), k, byref(s), count.data_ptr(),
+        L.check(L.lib().hfp4_fp4_weights_to_fp8_gpu(byref(w), q.data_ptr(), w.cols, byref(s), count.data_ptr(),
                                                       _stream(B.device)))
     return count
 
