@@ -23,10 +23,11 @@ from . import _lib as L
 
 # where the route pays (bench/python_fp8_route.py, H200, eager back-to-back calls; bench/RESULTS.md
 # v42): M >= 1024 (the conversion amortized) and 2 M N K >= 10^11 FLOPs (below it the FP4 kernel's
-# GPU time is shorter than the route's extra host time, 45-70 us a call by the host's speed).
-# Crossovers in two device calls: 8192 x 8192 at M ~ 700-950, 7168 x 2048 ~ 2300-3900, 4096 x 7168
-# ~ 1500-2048, 2048 x 4096 ~ 4000-6500 (2 M N K = 0.7-1.3 x 10^11); at M = 8192-16384 the route is
-# 1.4-1.7x the FP4 kernel.
+# GPU time is shorter than the route's extra time: the conversion's launch and pass, 15-25 us at
+# these shapes, and host time). Crossovers in three device calls: 8192 x 8192 at M ~ 700-950,
+# 7168 x 2048 ~ 1300-3900, 4096 x 7168 ~ 1300-2048, 2048 x 4096 ~ 4000-6500 (2 M N K = 0.4-1.3 x
+# 10^11, the spread the hosts' speed); at M = 8192-16384 the route is 1.5-1.7x the FP4 kernel. A rule
+# in M alone (N K's conversion against M N K's saving) fitted no better than this one.
 DEFAULT_MIN_M = 1024
 DEFAULT_MIN_FLOP = 100e9
 
