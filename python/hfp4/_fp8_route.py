@@ -32,7 +32,7 @@ DEFAULT_MIN_M = 1024
 DEFAULT_MIN_FLOP = 100e9
 
 _lock = threading.Lock()
-_known = {}  # deep_gemm._cache_key(B) -> (deep_gemm._weights_state(B, SFB), liveness tokens, exact)
+_known = {}  # deep_gemm._cache_key(B) -> (_weights_state(B, SFB), liveness tokens, exact, conversion's hfp4_matrix)
 _dead = []  # (key, ref) of weights freed since: appended by weakref callbacks, purged under the lock
 
 

@@ -740,7 +740,9 @@ def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, 
                     disable_ue8m0_cast=False, alpha=None):
     """D[M, N] = C + A[M, K] @ B[N, K]^T with FP8 A and FP4 B (DeepGEMM's fp8_fp4_gemm_nt), or FP8 B [N, K]
     under 128 x 128 block scales (its fp8_gemm_nt on SM90), which hfp4_gemm runs where the library's
-    FP8-weight path is on (Unsupported otherwise).
+    FP8-weight path is on (Unsupported otherwise). FP4 weights at large M (M >= 1024 and 2 M N K >=
+    10^11, 1x128 activation scales) go through their exact FP8 form, converted for the call into a
+    transient buffer, and the FP8 x FP8 GEMM: 1.5-1.7x the FP4 kernel there (hfp4/_fp8_route.py).
     compiled_dims and disable_ue8m0_cast are accepted for compatibility and have no effect. alpha
     (DeepGEMM's output scale, an SM100 feature there) must be None: any other value raises
     Unsupported (NotImplementedError), so callers fall back."""
