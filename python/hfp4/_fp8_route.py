@@ -98,7 +98,8 @@ def try_gemm(dg, a, b, m, n, k, out, d, copy_c, device) -> bool:
         return False  # (no FP8 x FP8 kernel for these: not worth a conversion)
     B, SFB = dg._pair("b", b)
     torch = dg._t()
-    if not isinstance(B, torch.Tensor) or not isinstance(SFB, torch.Tensor) or B.dim() != 2 or not B.is_cuda:
+    if (not isinstance(B, torch.Tensor) or not isinstance(SFB, torch.Tensor) or B.dim() != 2 or
+            B.device != device or SFB.device != device):
         return False  # (the FP4 path names what is wrong)
     if B.stride(-1) != 1 or (n > 1 and B.stride(0) % 16) or B.data_ptr() % 16:
         return False  # (the GPU conversion's alignment)

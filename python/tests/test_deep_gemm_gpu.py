@@ -513,6 +513,8 @@ def test_fp8_route_refused_and_off(monkeypatch):
     torch.cuda.synchronize()
     _check(d, _deq_a(a32, sfa32, 32), _deq_b(b2[0], sfb2[0]))
     assert _route_key(b2[0]) not in dg._fp8_route._known
+    with pytest.raises(hfp4.InvalidArgument):  # (weights off A's device: the FP4 path's error, no conversion)
+        dg.fp8_fp4_gemm_nt((a, sfa), (b2[0].cpu(), sfb2[0].cpu()), d)
     monkeypatch.setenv("HFP4_FP8_ROUTE", "0")
     b3, sfb3 = _weights(57, 1, n, k)
     dg.fp8_fp4_gemm_nt((a, sfa), (b3[0], sfb3[0]), d)
