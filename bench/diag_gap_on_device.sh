@@ -11,7 +11,7 @@
 # Interleaved rounds of the prefill rows until ROUNDS_UNTIL seconds, then the loop micro on random
 # operands (its ceiling in the same call) when build-dev/consumer_structures was carried. Logs: $OUT/logs.tgz.
 # BUILDS="main fl fa" picks the builds (build-<name>, main = build); an entry NAME@VAR=VALUE runs build
-# NAME with that environment (comparison switches: "main main@HFP4_FP4_TO_FP8_BLOCKS=1"); ARGS replaces
+# NAME with that environment (comparison switches: "main main@HFP4_BENCH_FP8_FILL=narrow"); ARGS replaces
 # the bench arguments.
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
