@@ -50,11 +50,21 @@ static_assert(FW_SCALE_WARPS >= 1 && FW_SCALE_WARPS <= 3, "1 to 3 factor warps (
 /* Timing-only builds (results wrong on purpose; bench/diag_gap_on_device.sh): -DHFP4_FW_DIAG_NO_FACTORS
  * has the factor warps write no promotion factors (no scale loads: they only wait for the stage and
  * arrive; the consumers read whatever the stage holds), -DHFP4_FW_DIAG_NO_STORES skips D's stores
- * behind a test the compiler cannot decide (p.m >= 0), so the sums are still computed. */
+ * behind a test the compiler cannot decide (p.m >= 0), so the sums are still computed.
+ * -DHFP4_FW_DIAG_CONST_FACTORS (with NO_FACTORS): the factor warps write 1.0 for every row instead
+ * of nothing, so the consumers' promotion multiplies real sums by a nonzero factor.
+ * NOTE: why: at the power cap a rate follows the bits toggled, and a stage's unwritten factors are
+ * whatever shared memory held (often zeros: then the sums, the promotion and D stay zero), so
+ * NO_FACTORS alone cannot tell the factor path's cost from the zeros' (bench/RESULTS.md v42). */
 #ifdef HFP4_FW_DIAG_NO_FACTORS
 #define FW_DIAG_NO_FACTORS(p) ((p).m >= 0)
 #else
 #define FW_DIAG_NO_FACTORS(p) false
+#endif
+#ifdef HFP4_FW_DIAG_CONST_FACTORS
+#define FW_DIAG_CONST_FACTORS 1
+#else
+#define FW_DIAG_CONST_FACTORS 0
 #endif
 #ifdef HFP4_FW_DIAG_NO_STORES
 #define FW_DIAG_NO_STORES(p) ((p).m >= 0)
@@ -419,8 +429,12 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
                                 : ue8m0_to_float(SF == HFP4_DTYPE_UE8M0_PACKED ? (raw[i] >> (8 * (kb & 3))) & 255u : raw[i]);
                 *(float *)smem_ptr(fs + 128u * i) = a * bs;
             }
-        } else if (round) { /* (timing-only builds: no factors, the wait and the arrival only) */
-            mbar_wait_sleeping_sa(empty_sa + 8u * (uint32_t)s, (round - 1) & 1);
+        } else { /* (timing-only builds: no factors, the wait and the arrival only; or factors of 1) */
+            if (round) mbar_wait_sleeping_sa(empty_sa + 8u * (uint32_t)s, (round - 1) & 1);
+            if (FW_DIAG_CONST_FACTORS) {
+#pragma unroll
+                for (int i = 0; i < R; i++) *(float *)smem_ptr(fac_sa + (uint32_t)(s * BM * 4) + 128u * i) = 1.0f;
+            }
         }
         mbar_arrive_sa(full_sa + 8u * (uint32_t)s); /* (release: the factors are visible to whoever sees the phase) */
         s += FW_SCALE_WARPS;
