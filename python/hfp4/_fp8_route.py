@@ -113,7 +113,10 @@ def try_gemm(dg, a, b, m, n, k, out, d, copy_c, device) -> bool:
     sf_cols = k // 128
     sf_at = n * k  # (k % 128 == 0: 16-byte aligned)
     count_at = sf_at + (n + 127) // 128 * sf_cols * 4
-    buf = torch.empty(count_at + 4, dtype=torch.uint8, device=device)
+    try:
+        buf = torch.empty(count_at + 4, dtype=torch.uint8, device=device)
+    except torch.cuda.OutOfMemoryError:
+        return False  # (no room for the transient copy: the FP4 kernel needs none)
     base = buf.data_ptr()
     s = L.hfp4_scales(base + sf_at, L.DTYPE_FP32, 128, 128, sf_cols, 1, 0)
     p = L.hfp4_gemm_problem()
