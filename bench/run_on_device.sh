@@ -7,6 +7,7 @@
 # launches, NCU_TOKENS="1 32 4096"; reports, detail pages and stall CSVs in $OUT/ncu_*), TILE64=1 (also test and time with the token tile
 # capped at 64), DECODE1=1 (also test and time the one-CTA-per-SM variant of the 8-token decode tile),
 # MICRO=1 (run ${BUILD}/wgmma_ceiling: make BUILD=... BUILD/wgmma_ceiling, and carry it),
+# PYROUTE=1 (also time fp8_fp4_gemm_nt's FP8 route against its FP4 kernel from Python, bench/python_fp8_route.py),
 # CLOCKS=1 (log the SM clock, power, temperature and throttle reasons every 200 ms while the bench
 # runs, to $OUT/clocks.csv: the H200 at its 700 W limit may slow the later sections of a long run).
 set -u
@@ -65,6 +66,10 @@ if [ -z "${SKIP_BENCH:-}" ]; then
     fi
 fi
 [ -n "${SMI_PID:-}" ] && kill "$SMI_PID" 2>/dev/null
+if [ -n "${PYROUTE:-}" ]; then
+    HFP4_LIBRARY="$PWD/${BUILD:-build}/libhfp4.so" PYTHONPATH=python timeout 200 python3 bench/python_fp8_route.py 2>&1 |
+        tee "$OUT/python_fp8_route.txt"
+fi
 if [ -n "${MICRO:-}" ] && [ -x "${BUILD:-build}/wgmma_ceiling" ]; then
     # the consumer loop's skeleton without memory traffic (bench/micro/wgmma_ceiling.cu)
     timeout 60 ${BUILD:-build}/wgmma_ceiling 2>&1 | tee "$OUT/wgmma_ceiling.txt"
