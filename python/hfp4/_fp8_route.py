@@ -9,7 +9,10 @@ the FP4 kernel. Whether weights have one is learnt at their first call that meet
 (one wait for the device, then never again) and kept with the liveness and version rules of the
 repacked-weight cache (deep_gemm._cached_weights; HFP4_WEIGHT_CACHE=0: at every call); a CUDA-graph capture with weights not yet
 learnt keeps the FP4 kernel, as does any call hfp4_gemm would refuse in FP8 (1x32 activation
-scales, the FP8-weight path switched off: HFP4_SM90_FP8_WEIGHTS=0).
+scales, the FP8-weight path switched off: HFP4_SM90_FP8_WEIGHTS=0). A captured call converts the
+caller's B and SFB at every replay (so they must stay alive, as any captured operand) without
+reading the count again: weights rewritten in place with scales that have no exact FP8 form give NaN
+in such replays (clear_weight_cache and recapture).
 
 Where it pays: M >= 1024 and 2 M N K >= 10^11 FLOPs (applies()). Environment (read at every call):
 HFP4_FP8_ROUTE=0 turns the route off; HFP4_FP8_ROUTE_MIN_M=m replaces the rule by M >= m."""
@@ -34,6 +37,8 @@ DEFAULT_MIN_FLOP = 100e9
 _lock = threading.Lock()
 _known = {}  # deep_gemm._cache_key(B) -> (_weights_state(B, SFB), liveness tokens, exact, conversion's hfp4_matrix)
 _dead = []  # (key, ref) of weights freed since: appended by weakref callbacks, purged under the lock
+_learnt = {}  # key -> how often weights at key were learnt (each a wait for the GPU: the fourth warns once)
+_LEARN_WARN_AT = 4
 
 
 def applies(m, n, k) -> bool:
@@ -54,6 +59,7 @@ def clear():
     """Forget which weights have an exact FP8 form (deep_gemm.clear_weight_cache calls it)"""
     with _lock:
         _known.clear()
+        _learnt.clear()
         del _dead[:]
 
 
@@ -66,7 +72,10 @@ def _purge_locked():
 
 
 def _lookup(dg, B, SFB):
-    """(exact, the conversion's hfp4_matrix of the weights) where weights (B, SFB) were learnt, else None"""
+    """(exact, the conversion's hfp4_matrix of the weights) where weights (B, SFB) were learnt, else
+    None (always with HFP4_WEIGHT_CACHE=0)"""
+    if not dg.weight_cache_enabled():
+        return None
     key, state = dg._cache_key(B), dg._weights_state(B, SFB)
     with _lock:
         _purge_locked()
@@ -83,6 +92,14 @@ def _learn(dg, B, SFB, exact, w):
     tokens = (dg._liveness_token(B, key, _dead), dg._liveness_token(SFB, key, _dead))
     with _lock:
         _known[key] = (dg._weights_state(B, SFB), tokens, exact, w)
+        n = _learnt.get(key, 0) + 1
+        _learnt[key] = n
+    if n == _LEARN_WARN_AT:
+        import warnings
+        warnings.warn("hfp4.deep_gemm: the FP4 weights at 0x%x were checked for an exact FP8 form %d times (a "
+                      "wait for the GPU each): pass the same weight and scale tensors at every call (scales "
+                      "converted anew for each call are a new tensor each time)" % (key[1], n),
+                      RuntimeWarning, stacklevel=4)
 
 
 def try_gemm(dg, a, b, m, n, k, out, d, copy_c, device) -> bool:
@@ -99,8 +116,8 @@ def try_gemm(dg, a, b, m, n, k, out, d, copy_c, device) -> bool:
     B, SFB = dg._pair("b", b)
     torch = dg._t()
     if (not isinstance(B, torch.Tensor) or not isinstance(SFB, torch.Tensor) or B.dim() != 2 or
-            B.device != device or SFB.device != device):
-        return False  # (the FP4 path names what is wrong)
+            2 * B.size(-1) != k or B.device != device or SFB.device != device):
+        return False  # (the FP4 path names what is wrong: another K, another device, ...)
     if B.stride(-1) != 1 or (n > 1 and B.stride(0) % 16) or B.data_ptr() % 16:
         return False  # (the GPU conversion's alignment)
     known = _lookup(dg, B, SFB)
@@ -130,7 +147,10 @@ def try_gemm(dg, a, b, m, n, k, out, d, copy_c, device) -> bool:
         stream = dg._stream(device)
         if known is None and lib.hfp4_gemm_supported(byref(p)) != L.OK:
             return False  # (learnt with the first call: no conversion spent on a problem hfp4_gemm refuses)
-        L.check(lib.hfp4_fp4_weights_to_fp8_gpu(byref(w), base, k, byref(s), base + count_at, stream))
+        status = lib.hfp4_fp4_weights_to_fp8_gpu(byref(w), base, k, byref(s), base + count_at, stream)
+        if status == L.ERR_UNSUPPORTED:
+            return False  # (weights the GPU conversion does not take, e.g. beyond its grid: nothing written)
+        L.check(status)
         if known is None:
             exact = int(buf[count_at:].view(torch.int32).item()) == 0  # (the one wait: the weights' first call)
             _learn(dg, B, SFB, exact, w)

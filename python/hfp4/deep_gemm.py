@@ -458,6 +458,7 @@ def fp4_weights_to_fp8(b, *, ue8m0_bytes=False, inexact=None):
     it does not wait: the count goes to inexact[0], and those blocks hold NaN."""
     torch = _t()
     B, SFB = _pair("b", b)
+    w = _fp4_to_fp8_matrix(B, SFB)  # (checked before anything is allocated)
     if inexact is not None:
         if not isinstance(inexact, torch.Tensor) or inexact.dtype != torch.int32 or inexact.numel() < 1:
             raise L.invalid_argument("fp4_weights_to_fp8: inexact must be a torch.int32 tensor of at least one "
@@ -465,9 +466,12 @@ def fp4_weights_to_fp8(b, *, ue8m0_bytes=False, inexact=None):
         _same_device("inexact", inexact, B.device)
         count = inexact
     else:
-        count = None
+        count = torch.empty(1, dtype=torch.int32, device=B.device)
     q, sf = _fp8_buffers(B, ue8m0_bytes)
-    count = _fp4_to_fp8_launch(B, SFB, q, sf, count)
+    s = L.hfp4_scales(sf.data_ptr(), L.DTYPE_UE8M0 if ue8m0_bytes else L.DTYPE_FP32, 128, 128, sf.size(1), 1, 0)
+    with torch.cuda.device(B.device):
+        L.check(L.lib().hfp4_fp4_weights_to_fp8_gpu(byref(w), q.data_ptr(), w.cols, byref(s), count.data_ptr(),
+                                                      _stream(B.device)))
     if inexact is None:
         refused = int(count.item())
         if refused:
@@ -478,8 +482,7 @@ def fp4_weights_to_fp8(b, *, ue8m0_bytes=False, inexact=None):
 
 
 def _fp8_buffers(B, ue8m0_bytes=False):
-    """The (q, sf) pair fp4_weights_to_fp8 fills for FP4 weights B [N, K/2], unwritten (B's shape
-    and dtype are checked by _fp4_to_fp8_launch)"""
+    """The (q, sf) pair fp4_weights_to_fp8 fills for FP4 weights B [N, K/2] (checked), unwritten"""
     torch = _t()
     n, k = B.size(0), 2 * B.size(-1)
     q = torch.empty((n, k), dtype=torch.float8_e4m3fn, device=B.device)
@@ -495,22 +498,6 @@ def _fp4_to_fp8_matrix(B, SFB):
     n, k = B.size(0), 2 * B.size(1)
     scales = _scales("sfb", SFB, 0, n, k, 1, 32)
     return L.hfp4_matrix(B.data_ptr(), L.DTYPE_FP4_E2M1, n, k, B.stride(0) if n > 1 else k // 2, 0, scales)
-
-
-def _fp4_to_fp8_launch(B, SFB, q, sf, count=None):
-    """hfp4_fp4_weights_to_fp8_gpu of (B, SFB) into (q, sf) from _fp8_buffers on B's device and
-    current stream; the refused blocks' count goes to count (a CUDA int32 tensor; allocated when
-    None), which is returned without a wait"""
-    torch = _t()
-    w = _fp4_to_fp8_matrix(B, SFB)
-    if count is None:
-        count = torch.empty(1, dtype=torch.int32, device=B.device)
-    s = L.hfp4_scales(sf.data_ptr(), L.DTYPE_FP32 if sf.dtype == torch.float32 else L.DTYPE_UE8M0, 128, 128,
-                      sf.size(1), 1, 0)
-    with torch.cuda.device(B.device):
-        L.check(L.lib().hfp4_fp4_weights_to_fp8_gpu(byref(w), q.data_ptr(), w.cols, byref(s), count.data_ptr(),
-                                                      _stream(B.device)))
-    return count
 
 
 class _Entry:
@@ -665,7 +652,9 @@ def release_graph_weights(device=None) -> None:
     """Release the repacked weights kept alive for captured CUDA graphs: every device's, or with
     ``device`` (a torch.device, "cuda:1", or an index) only that device's, for a process whose GPUs'
     graphs are destroyed at different times. Call it only after every graph on those devices that
-    captured an hfp4 GEMM has been destroyed (a replay would read freed memory)."""
+    captured an hfp4 GEMM has been destroyed (a replay would read freed memory). (A large-M
+    fp8_fp4_gemm_nt captured through the FP8 route pins nothing: each replay converts the caller's
+    B and SFB anew, so those must stay alive while the graph lives.)"""
     with _cache_lock:
         if device is None:
             _graph_pins.clear()

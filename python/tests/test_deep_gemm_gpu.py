@@ -469,14 +469,27 @@ def test_fp8_route_large_m(monkeypatch, kind, out_fp32):
     b, sfb = _weights(52, 1, n, k, kind)
     ad, bd = _deq_a(a, sfa, 128), _deq_b(b[0], sfb[0])
     dt = torch.float32 if out_fp32 else torch.bfloat16
+    # (FP32: C with D's strides at the first call, then a transposed C: the copy into D first)
     c = torch.randn(m, n, device=DEV).to(dt) if out_fp32 else None
-    for _ in range(2):
+    entry = None
+    for call in range(2):
+        cc = c if call == 0 or c is None else c.t().contiguous().t()
         d = torch.full((m, n), float("nan"), dtype=dt, device=DEV)
-        dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d, c=c)
+        dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d, c=cc)
         torch.cuda.synchronize()
         _check(d, ad, bd, c=None if c is None else c.double().cpu().numpy())
         assert dg.weight_cache_info()["entries"] == 0
         assert dg._fp8_route._known[_route_key(b[0])][2] is True
+        if call == 1:  # known at the second call: not learnt again (no wait)
+            assert dg._fp8_route._known[_route_key(b[0])] is entry
+        entry = dg._fp8_route._known[_route_key(b[0])]
+    # scales rewritten in place (their version counter moves): learnt again
+    sfb[0].copy_(sfb[0].clone())
+    d = torch.full((m, n), float("nan"), dtype=dt, device=DEV)
+    dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d)
+    torch.cuda.synchronize()
+    _check(d, ad, bd)
+    assert dg._fp8_route._known[_route_key(b[0])] is not entry
     d = torch.full((255, n), float("nan"), dtype=dt, device=DEV)
     dg.fp8_fp4_gemm_nt((a[:255], sfa[:255]), (b[0], sfb[0]), d, c=None if c is None else c[:255])
     torch.cuda.synchronize()
@@ -515,6 +528,18 @@ def test_fp8_route_refused_and_off(monkeypatch):
     assert _route_key(b2[0]) not in dg._fp8_route._known
     with pytest.raises(hfp4.InvalidArgument):  # (weights off A's device: the FP4 path's error, no conversion)
         dg.fp8_fp4_gemm_nt((a, sfa), (b2[0].cpu(), sfb2[0].cpu()), d)
+    b4, sfb4 = _weights(61, 1, n, 2 * k)
+    with pytest.raises(hfp4.InvalidArgument):  # (weights of another K: the FP4 path's error, not a conversion)
+        dg.fp8_fp4_gemm_nt((a, sfa), (b4[0], sfb4[0]), d)
+    assert _route_key(b4[0]) not in dg._fp8_route._known
+    monkeypatch.setenv("HFP4_WEIGHT_CACHE", "0")  # (the route still runs, learning at every call)
+    b5, sfb5 = _weights(62, 1, n, k)
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    dg.fp8_fp4_gemm_nt((a, sfa), (b5[0], sfb5[0]), d)
+    torch.cuda.synchronize()
+    _check(d, _deq_a(a, sfa, 128), _deq_b(b5[0], sfb5[0]))
+    assert _route_key(b5[0]) not in dg._fp8_route._known
+    monkeypatch.delenv("HFP4_WEIGHT_CACHE")
     monkeypatch.setenv("HFP4_FP8_ROUTE", "0")
     b3, sfb3 = _weights(57, 1, n, k)
     dg.fp8_fp4_gemm_nt((a, sfa), (b3[0], sfb3[0]), d)
@@ -537,6 +562,8 @@ def test_fp8_route_cuda_graph(monkeypatch):
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d)
+    info = dg.weight_cache_info()
+    assert info["entries"] == 0 and info["graph_pinned"] == 0  # (the route: nothing repacked or pinned)
     d.fill_(float("nan"))
     g.replay()
     torch.cuda.synchronize()
