@@ -262,12 +262,7 @@ static void dense_fp4_via_fp8_case(bench_ctx *c, int64_t m, int64_t n, int64_t k
     l.gemm = 0;
     if (bench_time_launches(c, launch_route, &l, 0, &conv_us) != 0) goto fail;
     {
-        expand_launch e = {(const uint4 *)w, (uint4 *)q, (size_t)(n * k / 2 / 16), 0};
-        int sms = 0, dev = 0;
-        if (!BENCH_CUDA(cudaGetDevice(&dev)) ||
-            !BENCH_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)))
-            goto fail;
-        e.blocks = (unsigned)(sms * 8);
+        expand_launch e = {(const uint4 *)w, (uint4 *)q, (size_t)(n * k / 2 / 16), (unsigned)(c->num_sms * 8)};
         if (bench_time_launches(c, launch_expand, &e, 0, &expand_us) != 0) goto fail;
     }
     l.gemm = 1;

@@ -38,7 +38,6 @@ _lock = threading.Lock()
 _known = {}  # deep_gemm._cache_key(B) -> (_weights_state(B, SFB), liveness tokens, exact, conversion's hfp4_matrix)
 _dead = []  # (key, ref) of weights freed since: appended by weakref callbacks, purged under the lock
 _learnt = {}  # key -> how often weights at key were learnt (each a wait for the GPU: the fourth warns once)
-_LEARN_WARN_AT = 4
 
 
 def applies(m, n, k) -> bool:
@@ -92,14 +91,7 @@ def _learn(dg, B, SFB, exact, w):
     tokens = (dg._liveness_token(B, key, _dead), dg._liveness_token(SFB, key, _dead))
     with _lock:
         _known[key] = (dg._weights_state(B, SFB), tokens, exact, w)
-        n = _learnt.get(key, 0) + 1
-        _learnt[key] = n
-    if n == _LEARN_WARN_AT:
-        import warnings
-        warnings.warn("hfp4.deep_gemm: the FP4 weights at 0x%x were checked for an exact FP8 form %d times (a "
-                      "wait for the GPU each): pass the same weight and scale tensors at every call (scales "
-                      "converted anew for each call are a new tensor each time)" % (key[1], n),
-                      RuntimeWarning, stacklevel=4)
+        dg._note_repeat(_learnt, key, "checked for an exact FP8 form (a wait for the GPU each)", 4)
 
 
 def try_gemm(dg, a, b, m, n, k, out, d, copy_c, device) -> bool:

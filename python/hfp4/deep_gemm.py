@@ -555,21 +555,29 @@ def weight_cache_enabled() -> bool:
 
 
 _repacks = {}  # key -> the cache's repacks of the weights at that key (a repack per call: warn once)
-_REPACK_WARN_AT = 4
+_REPEAT_WARN_AT = 4
+
+
+def _note_repeat(counts, key, what, stacklevel) -> int:
+    """Count one more `what` ("repacked", ...) of the weights at `key` in counts (under its cache's
+    lock); the fourth warns once: a caller that passes a new scale tensor, or new weights at one
+    address, at every call redoes that work at every call (correct, but an extra pass over the
+    weights or a wait per GEMM). Returns the count."""
+    n = counts.get(key, 0) + 1
+    counts[key] = n
+    if n == _REPEAT_WARN_AT:
+        import warnings
+        warnings.warn("hfp4.deep_gemm: the FP4 weights at 0x%x were %s %d times: pass the same weight "
+                      "and scale tensors at every call (scales converted anew for each call are a new tensor "
+                      "each time)%s" % (key[1], what, n, ", or repack once with repack_weights() and pass the "
+                                        "result" if what == "repacked" else ""),
+                      RuntimeWarning, stacklevel=stacklevel + 1)
+    return n
 
 
 def _note_repack_locked(key) -> None:
-    """Count a repack of the weights at `key`; the fourth warns once (a caller that passes a new
-    scale tensor, or new weights at one address, at every call repacks at every call: correct, but
-    an extra pass over the weights per GEMM)."""
-    n = _repacks.get(key, 0) + 1
-    _repacks[key] = n
-    if n == _REPACK_WARN_AT:
-        import warnings
-        warnings.warn("hfp4.deep_gemm: the FP4 weights at 0x%x were repacked %d times: pass the same weight "
-                      "and scale tensors at every call (scales converted anew for each call are a new tensor "
-                      "each time), or repack once with repack_weights() and pass the result" % (key[1], n),
-                      RuntimeWarning, stacklevel=4)
+    """Count a repack of the weights at `key` (_note_repeat)."""
+    _note_repeat(_repacks, key, "repacked", 4)
 
 
 def _cache_key(B):
