@@ -66,6 +66,17 @@ static_assert(FW_SCALE_WARPS >= 1 && FW_SCALE_WARPS <= 3, "1 to 3 factor warps (
 #else
 #define FW_DIAG_CONST_FACTORS 0
 #endif
+/* -DHFP4_FW_DIAG_FACTOR_PART=1: the factor is the weight block's scale alone (no activation-scale
+ * loads); =2: the activation scales alone (no weight-scale load); =3 (with NO_FACTORS and
+ * CONST_FACTORS): the constant factor is 2^-16, the bench's, instead of 1.0 (bench/RESULTS.md v43) */
+/* HFP4_FW_BS_CHUNK=1: the factor warps load a weight block row's scales 32 K-blocks at a time and
+ * take a stage's by a shuffle, instead of one load a stage (experiment, v43) */
+#ifndef HFP4_FW_BS_CHUNK
+#define HFP4_FW_BS_CHUNK 0
+#endif
+#ifndef HFP4_FW_DIAG_FACTOR_PART
+#define HFP4_FW_DIAG_FACTOR_PART 0
+#endif
 #ifdef HFP4_FW_DIAG_NO_STORES
 #define FW_DIAG_NO_STORES(p) ((p).m >= 0)
 #else
@@ -388,6 +399,12 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     const char *base = NULL; /* the tile's row lane, K-block 0 */
     int live = 0;            /* the tile's rows from lane on that exist */
     bool fresh = true;       /* t is a new tile */
+#if HFP4_FW_BS_CHUNK
+    /* the weight scales of K-blocks 32 c + lane of the tile's weight block row (one coalesced load a
+     * tile and 32 K-blocks, a shuffle a stage) */
+    uint32_t bs_chunk = 0;
+    int32_t bs_base = -1; /* its first K-block; -1: none (a new tile) */
+#endif
     int s = sw;              /* the stage; round: how often the stage sequence has wrapped */
     uint32_t round = 0;
     while (t < tiles) {
@@ -398,16 +415,29 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
             live = left > BM ? BM : (int)left;
             base = (const char *)p.a_scales + (mt * BM + lane) * p.a_scale_stride_mn * BYTES;
             fresh = false;
+#if HFP4_FW_BS_CHUNK
+            bs_base = -1;
+#endif
         }
         if (!FW_DIAG_NO_FACTORS(p)) {
             /* NOTE: the scales are loaded before the wait for the stage (they do not depend on it),
              * so their L2 round trip overlaps that wait instead of following it: loaded after it, the
              * factors held each stage's full barrier back by a round trip, and a timing build whose
              * factor warps only arrived ran 8 % faster (H200 8192^3, bench/RESULTS.md v31) */
-            const float bs = fw_b_scale(p, nt, kb);
+#if HFP4_FW_BS_CHUNK
+            if ((kb & ~31) != bs_base) {
+                bs_base = kb & ~31;
+                bs_chunk = bs_base + lane < kblocks ? __float_as_uint(fw_b_scale(p, nt, bs_base + lane)) : 0u;
+            }
+#else
+            const float bs = HFP4_FW_DIAG_FACTOR_PART == 2 ? 1.0f : fw_b_scale(p, nt, kb);
+#endif
             const char *at = base + (int64_t)(SF == HFP4_DTYPE_UE8M0_PACKED ? kb >> 2 : kb) * p.a_scale_stride_k * BYTES;
             uint32_t raw[R];
-            if (live > 32 * (R - 1)) { /* (every row of the lane: no tests) */
+            if (HFP4_FW_DIAG_FACTOR_PART == 1) {
+#pragma unroll
+                for (int i = 0; i < R; i++) raw[i] = 0x3f800000u;
+            } else if (live > 32 * (R - 1)) { /* (every row of the lane: no tests) */
 #pragma unroll
                 for (int i = 0; i < R; i++)
                     raw[i] = BYTES == 1 ? (uint32_t)__ldg((const uint8_t *)(at + i * row_step))
@@ -422,6 +452,9 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
                 }
             }
             if (round) mbar_wait_sleeping_sa(empty_sa + 8u * (uint32_t)s, (round - 1) & 1);
+#if HFP4_FW_BS_CHUNK
+            const float bs = __uint_as_float(__shfl_sync(0xffffffffu, bs_chunk, kb & 31));
+#endif
             const uint32_t fs = fac_sa + (uint32_t)(s * BM * 4);
 #pragma unroll
             for (int i = 0; i < R; i++) {
@@ -433,7 +466,8 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
             if (round) mbar_wait_sleeping_sa(empty_sa + 8u * (uint32_t)s, (round - 1) & 1);
             if (FW_DIAG_CONST_FACTORS) {
 #pragma unroll
-                for (int i = 0; i < R; i++) *(float *)smem_ptr(fac_sa + (uint32_t)(s * BM * 4) + 128u * i) = 1.0f;
+                for (int i = 0; i < R; i++) *(float *)smem_ptr(fac_sa + (uint32_t)(s * BM * 4) + 128u * i) =
+                        HFP4_FW_DIAG_FACTOR_PART == 3 ? 1.0f / 65536 : 1.0f;
             }
         }
         mbar_arrive_sa(full_sa + 8u * (uint32_t)s); /* (release: the factors are visible to whoever sees the phase) */
