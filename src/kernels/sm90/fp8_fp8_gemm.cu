@@ -161,6 +161,35 @@ static __device__ __forceinline__ float fw_b_scale(const sm90_fp8w_params &p, in
                                               : ue8m0_to_float(__ldg((const uint8_t *)p.b_scales + i));
 }
 
+/* A factor warp's weight-block scales: with HFP4_FW_BS_CHUNK, the tile's weight-block row 32 K-blocks
+ * at a time (lane l holds K-block base + l; one coalesced load a tile and 32 K-blocks), a stage's
+ * taken by a shuffle; else one load a stage. fetch() before the stage wait, get() after it. */
+typedef struct fw_bs_source {
+    uint32_t chunk; /* (BS_CHUNK) the lane's scale of K-block base + lane, as bits */
+    int32_t base;   /* (BS_CHUNK) the chunk's first K-block; -1: none yet for this tile */
+    float one;      /* (otherwise) the stage's scale */
+} fw_bs_source;
+
+static __device__ __forceinline__ void fw_bs_fetch(fw_bs_source &b, const sm90_fp8w_params &p, int64_t nt, int32_t kb,
+                                                   int32_t kblocks, int lane) {
+#if HFP4_FW_BS_CHUNK
+    if ((kb & ~31) != b.base) {
+        b.base = kb & ~31;
+        b.chunk = b.base + lane < kblocks ? __float_as_uint(fw_b_scale(p, nt, b.base + lane)) : 0u;
+    }
+#else
+    b.one = HFP4_FW_DIAG_FACTOR_PART == 2 ? 1.0f : fw_b_scale(p, nt, kb);
+#endif
+}
+
+static __device__ __forceinline__ float fw_bs_get(const fw_bs_source &b, int32_t kb) {
+#if HFP4_FW_BS_CHUNK
+    return __uint_as_float(__shfl_sync(0xffffffffu, b.chunk, kb & 31));
+#else
+    return b.one;
+#endif
+}
+
 /* Tile t's (token tile, weight tile): groups of FW_GROUP_M token tiles, weight tiles within a group */
 static __device__ __forceinline__ void fw_tile(int64_t t, int64_t tiles_m, int64_t tiles_n, int64_t &mt, int64_t &nt) {
     const int64_t grp = t / (FW_GROUP_M * tiles_n), first = grp * FW_GROUP_M;
@@ -409,12 +438,7 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     const char *base = NULL; /* the tile's row lane, K-block 0 */
     int live = 0;            /* the tile's rows from lane on that exist */
     bool fresh = true;       /* t is a new tile */
-#if HFP4_FW_BS_CHUNK
-    /* the weight scales of K-blocks 32 c + lane of the tile's weight block row (one coalesced load a
-     * tile and 32 K-blocks, a shuffle a stage) */
-    uint32_t bs_chunk = 0;
-    int32_t bs_base = -1; /* its first K-block; -1: none (a new tile) */
-#endif
+    fw_bs_source bsrc = {0u, -1, 0.0f};
     int s = sw;              /* the stage; round: how often the stage sequence has wrapped */
     uint32_t round = 0;
     while (t < tiles) {
@@ -425,23 +449,14 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
             live = left > BM ? BM : (int)left;
             base = (const char *)p.a_scales + (mt * BM + lane) * p.a_scale_stride_mn * BYTES;
             fresh = false;
-#if HFP4_FW_BS_CHUNK
-            bs_base = -1;
-#endif
+            bsrc.base = -1;
         }
         if (!FW_DIAG_NO_FACTORS(p)) {
             /* NOTE: the scales are loaded before the wait for the stage (they do not depend on it),
              * so their L2 round trip overlaps that wait instead of following it: loaded after it, the
              * factors held each stage's full barrier back by a round trip, and a timing build whose
              * factor warps only arrived ran 8 % faster (H200 8192^3, bench/RESULTS.md v31) */
-#if HFP4_FW_BS_CHUNK
-            if ((kb & ~31) != bs_base) {
-                bs_base = kb & ~31;
-                bs_chunk = bs_base + lane < kblocks ? __float_as_uint(fw_b_scale(p, nt, bs_base + lane)) : 0u;
-            }
-#else
-            const float bs = HFP4_FW_DIAG_FACTOR_PART == 2 ? 1.0f : fw_b_scale(p, nt, kb);
-#endif
+            fw_bs_fetch(bsrc, p, nt, kb, kblocks, lane);
             const char *at = base + (int64_t)(SF == HFP4_DTYPE_UE8M0_PACKED ? kb >> 2 : kb) * p.a_scale_stride_k * BYTES;
             uint32_t raw[R];
             if (HFP4_FW_DIAG_FACTOR_PART == 1) {
@@ -462,9 +477,7 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
                 }
             }
             if (round) mbar_wait_sleeping_sa(empty_sa + 8u * (uint32_t)s, (round - 1) & 1);
-#if HFP4_FW_BS_CHUNK
-            const float bs = __uint_as_float(__shfl_sync(0xffffffffu, bs_chunk, kb & 31));
-#endif
+            const float bs = fw_bs_get(bsrc, kb);
             const uint32_t fs = fac_sa + (uint32_t)(s * BM * 4);
 #pragma unroll
             for (int i = 0; i < R; i++) {
@@ -521,6 +534,7 @@ static __device__ __forceinline__ void fw_factor_warp_bulk(const sm90_fp8w_param
     }
     int64_t cur_t = -1, nt = 0;  /* the item's tile: its weight tile, */
     int live = 0;                /* its rows from lane on that exist */
+    fw_bs_source bsrc = {0u, -1, 0.0f};
     int64_t ahead_t = -1, ahead_mt = 0, ahead_rows = 0; /* the copied item's tile: token tile, rows */
     uint32_t j = 0; /* the warp's items so far: slot j & 1, its use (j >> 1) */
     /* lane 0: item (tt, kk)'s scales into slot `slot` */
@@ -559,14 +573,16 @@ static __device__ __forceinline__ void fw_factor_warp_bulk(const sm90_fp8w_param
             const int64_t left = p.m - mt * BM - lane;
             live = left > BM ? BM : (int)left;
             cur_t = t;
+            bsrc.base = -1;
         }
-        const float bs = fw_b_scale(p, nt, kb);
+        fw_bs_fetch(bsrc, p, nt, kb, kblocks, lane);
         mbar_wait_sleeping_sa(smem_addr(&my_bars[j & 1]), (j >> 1) & 1);
         const float *slot = my_slots + (j & 1) * BM + lane;
         float a[R];
 #pragma unroll
         for (int i = 0; i < R; i++) a[i] = 32 * i < live ? slot[32 * i] : 0.0f;
         if (round) mbar_wait_sleeping_sa(empty_sa + 8u * (uint32_t)s, (round - 1) & 1);
+        const float bs = fw_bs_get(bsrc, kb);
         const uint32_t fs = fac_sa + (uint32_t)(s * BM * 4);
 #pragma unroll
         for (int i = 0; i < R; i++) *(float *)smem_ptr(fs + 128u * i) = a[i] * bs;
