@@ -127,7 +127,7 @@ struct fw_cfg {
     static constexpr int STAGES = BM == 128 ? 6 - DTMA : BM == 192 ? HFP4_FW_STAGES_192 - DTMA : 4;
     static constexpr int STAGING_BYTES = DTMA ? WGS * FW_STAGING_BYTES : 0;
     /* HFP4_FW_A_BULK: two slots of BM scales and a barrier each, per factor warp */
-    static constexpr int A_SLOT_BYTES = HFP4_FW_A_BULK ? 2 * FW_SCALE_WARPS * (BM * 4 + 8) : 0;
+    static constexpr int A_SLOT_BYTES = HFP4_FW_A_BULK && BM != 128 ? 2 * FW_SCALE_WARPS * (BM * 4 + 8) : 0;
     static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + STAGING_BYTES + 2 * STAGES * 8 + A_SLOT_BYTES;
     static constexpr int LAUNCH_REGS = (65536 / THREADS) & ~7; /* 168 or 128 */
     static constexpr int PRODUCER_REGS = BM == 128 ? 40 : 56; /* (192, 256: six, eight scale loads a lane in flight) */
@@ -177,7 +177,7 @@ static __device__ __forceinline__ void fw_bs_fetch(fw_bs_source &b, const sm90_f
         b.base = kb & ~31;
         b.chunk = b.base + lane < kblocks ? __float_as_uint(fw_b_scale(p, nt, b.base + lane)) : 0u;
     }
-#else
+#else /* (FACTOR_PART 2, a timing build, applies to this form only) */
     b.one = HFP4_FW_DIAG_FACTOR_PART == 2 ? 1.0f : fw_b_scale(p, nt, kb);
 #endif
 }
@@ -511,7 +511,8 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
 /* fw_factor_warp with the activation scales fetched by bulk copies (HFP4_FW_A_BULK; p.a_bulk: FP32,
  * MN-major, m % 4 == 0, 16-byte aligned columns): lane 0 copies the warp's next item's BM scales (its
  * tile's rows that exist) into one of the warp's two slots while the warp works on this item, whose
- * slot it then reads from shared memory. Same items, stages and arrivals as fw_factor_warp. */
+ * slot it then reads from shared memory. Same items, stages and arrivals as fw_factor_warp. (The
+ * timing-only switches NO_FACTORS, CONST_FACTORS and FACTOR_PART are not applied here.) */
 template <int BM, bool DTMA>
 static __device__ __forceinline__ void fw_factor_warp_bulk(const sm90_fp8w_params &p, float *factors, uint64_t *full,
                                                            uint64_t *empty, float *slots, uint64_t *slot_bars, int sw,
@@ -565,7 +566,10 @@ static __device__ __forceinline__ void fw_factor_warp_bulk(const sm90_fp8w_param
             kb2 -= kblocks;
             t2 += gridDim.x;
         }
-        __syncwarp(); /* (every lane's reads of the slot item j + 1 overwrites were used in item j - 1) */
+        /* the slot item j + 1's copy overwrites was read by every lane in item j - 1: those generic
+         * reads ordered before the async proxy's writes (PTX's proxy rule), then the warp together */
+        fence_proxy_async_shared();
+        __syncwarp();
         if (t2 < tiles) FW_A_BULK_ISSUE(t2, kb2, (j + 1) & 1);
         if (t != cur_t) {
             int64_t mt;
@@ -620,7 +624,7 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
             mbar_init(&full[s], 1 + 32); /* the TMA thread's expect_tx arrival, the factor lanes */
             mbar_init(&empty[s], cfg::WGS * 128); /* every consumer thread */
         }
-        if (HFP4_FW_A_BULK)
+        if (cfg::A_SLOT_BYTES)
             for (int i = 0; i < 2 * FW_SCALE_WARPS; i++) mbar_init(&a_slot_bars[i], 1);
         mbar_fence_init();
     }
