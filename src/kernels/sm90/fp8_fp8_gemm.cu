@@ -69,6 +69,9 @@ static_assert(FW_SCALE_WARPS >= 1 && FW_SCALE_WARPS <= 3, "1 to 3 factor warps (
 /* -DHFP4_FW_DIAG_FACTOR_PART=1: the factor is the weight block's scale alone (no activation-scale
  * loads); =2: the activation scales alone (no weight-scale load); =3 (with NO_FACTORS and
  * CONST_FACTORS): the constant factor is 2^-16, the bench's, instead of 1.0 (bench/RESULTS.md v43) */
+#ifndef HFP4_FW_DIAG_FACTOR_PART
+#define HFP4_FW_DIAG_FACTOR_PART 0
+#endif
 /* HFP4_FW_A_BULK=1: where the activation scales are FP32 and MN-major (m % 4 == 0, 16-byte aligned
  * columns: DeepGEMM's TMA-aligned layout), each factor warp fetches its next item's BM scales by one
  * bulk copy into one of its two shared slots, instead of BM / 32 loads a lane (experiment, v43: the
@@ -80,9 +83,6 @@ static_assert(FW_SCALE_WARPS >= 1 && FW_SCALE_WARPS <= 3, "1 to 3 factor warps (
  * take a stage's by a shuffle, instead of one load a stage (experiment, v43) */
 #ifndef HFP4_FW_BS_CHUNK
 #define HFP4_FW_BS_CHUNK 0
-#endif
-#ifndef HFP4_FW_DIAG_FACTOR_PART
-#define HFP4_FW_DIAG_FACTOR_PART 0
 #endif
 #ifdef HFP4_FW_DIAG_NO_STORES
 #define FW_DIAG_NO_STORES(p) ((p).m >= 0)
