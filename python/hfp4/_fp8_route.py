@@ -84,12 +84,19 @@ def _lookup(dg, B, SFB):
     return None
 
 
-def _learn(dg, B, SFB, exact, w):
+def _learn(dg, B, SFB, exact, w, generation):
+    """Keeps what was learnt of weights (B, SFB), unless clear_weight_cache() ran since `generation`
+    (deep_gemm._cache_generation read before the weights were looked up): a clear on another thread
+    during the learning may be meant for exactly these weights, so what was learnt serves this call
+    only. (clear_weight_cache bumps the generation before it clears what was learnt, and this test
+    and the insertion hold the same lock as that clearing.)"""
     if not dg.weight_cache_enabled():
         return  # (HFP4_WEIGHT_CACHE=0: learnt anew at every call)
     key = dg._cache_key(B)
     tokens = (dg._liveness_token(B, key, _dead), dg._liveness_token(SFB, key, _dead))
     with _lock:
+        if dg._cache_generation != generation:
+            return
         _known[key] = (dg._weights_state(B, SFB), tokens, exact, w)
         dg._note_repeat(_learnt, key, "checked for an exact FP8 form (a wait for the GPU each)", 4)
 
@@ -112,6 +119,7 @@ def try_gemm(dg, a, b, m, n, k, out, d, copy_c, device) -> bool:
         return False  # (the FP4 path names what is wrong: another K, another device, ...)
     if B.stride(-1) != 1 or (n > 1 and B.stride(0) % 16) or B.data_ptr() % 16:
         return False  # (the GPU conversion's alignment)
+    generation = dg._cache_generation  # (before the lookup: _learn keeps nothing across a clear)
     known = _lookup(dg, B, SFB)
     if known is not None and not known[0]:
         return False
@@ -145,7 +153,7 @@ def try_gemm(dg, a, b, m, n, k, out, d, copy_c, device) -> bool:
         L.check(status)
         if known is None:
             exact = int(buf[count_at:].view(torch.int32).item()) == 0  # (the one wait: the weights' first call)
-            _learn(dg, B, SFB, exact, w)
+            _learn(dg, B, SFB, exact, w, generation)
             if not exact:
                 return False
         if copy_c is not None:

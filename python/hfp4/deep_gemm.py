@@ -599,6 +599,7 @@ def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
         if e is not None and e.state == state and all(tok() is not None for tok in e.tokens):
             return e.weights
         _note_repack_locked(key)
+        generation = _cache_generation
     weights = repack_weights((B, SFB))
     if capturing:
         # captured: the repack runs only when the graph is replayed, so its buffer holds nothing
@@ -608,7 +609,10 @@ def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
     e.state, e.weights = state, weights
     e.tokens = (_liveness_token(B, key), _liveness_token(SFB, key))
     with _cache_lock:
-        _cache[key] = e
+        # (a clear_weight_cache() on another thread during the repack: these weights may be the old
+        # ones that the clear was meant to drop, so they serve this call only)
+        if _cache_generation == generation:
+            _cache[key] = e
     return weights
 
 

@@ -247,3 +247,22 @@ def test_fp8_route_rule(monkeypatch):
         route.applies(4096, 4096, 4096)
     monkeypatch.setenv("HFP4_FP8_ROUTE", "0")
     assert not route.applies(16384, 8192, 8192)
+
+
+def test_fp8_route_learning_across_a_clear(monkeypatch):
+    # what the FP8 route learnt of weights is kept only if no clear_weight_cache() ran since the
+    # call looked them up (a clear on another thread during the learning may be meant for them)
+    torch = pytest.importorskip("torch")
+    from hfp4 import _fp8_route as route
+    monkeypatch.delenv("HFP4_WEIGHT_CACHE", raising=False)
+    B = torch.zeros(128, 64, dtype=torch.int8)
+    SFB = torch.full((128, 4), 127, dtype=torch.uint8)
+    dg.clear_weight_cache()
+    before = dg._cache_generation
+    dg.clear_weight_cache()  # (as if another thread cleared while this call learnt)
+    route._learn(dg, B, SFB, True, None, before)
+    assert route._lookup(dg, B, SFB) is None
+    route._learn(dg, B, SFB, True, None, dg._cache_generation)
+    assert route._lookup(dg, B, SFB) == (True, None)
+    dg.clear_weight_cache()
+    assert route._lookup(dg, B, SFB) is None

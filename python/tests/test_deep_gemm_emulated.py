@@ -392,6 +392,30 @@ def test_weight_cache_scales_replaced_at_same_address(emu):
     assert dg.weight_cache_info()["entries"] == 0  # freed scales drop their entry too
 
 
+def test_weight_cache_clear_during_a_repack(emu, monkeypatch):
+    # clear_weight_cache() on another thread while a call repacks: the repack serves that call but is
+    # not cached (the clear may be meant for exactly these weights); the next call repacks anew
+    m, n, k = 8, 64, 256
+    a, sfa = _acts(25, (m, k))
+    w, s = _weights(26, 1, n, k)
+    d = fc(torch.empty(m, n, dtype=torch.bfloat16))
+    real_repack = dg.repack_weights
+
+    def repack_then_clear(b, scale_dtype=None):
+        out = real_repack(b, scale_dtype)
+        dg.clear_weight_cache()
+        return out
+
+    monkeypatch.setattr(dg, "repack_weights", repack_then_clear)
+    dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(w[0]), fc(s[0])), d)
+    _check(d, _deq_a(a, sfa, 128) @ _deq_b(w[0], s[0]).T)
+    assert dg.weight_cache_info()["entries"] == 0
+    monkeypatch.setattr(dg, "repack_weights", real_repack)
+    dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(w[0]), fc(s[0])), d)
+    assert dg.weight_cache_info()["entries"] == 1
+    assert sum(c[0] == "repack" for c in emu.calls) == 2
+
+
 def test_weight_cache_in_place_updates(emu, monkeypatch):
     # param.data.copy_() (vLLM/SGLang weight loaders, RL weight syncs) does not bump the version
     # counter: clear_weight_cache() is the documented way to drop the stale repack, and
