@@ -508,6 +508,32 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     }
 }
 
+/* The token tile of the item a bulk factor warp copies ahead (fw_factor_warp_bulk): its tile index,
+ * token tile and rows that exist, kept until the item's tile changes */
+typedef struct fw_a_bulk_ahead {
+    int64_t t, mt, rows;
+} fw_a_bulk_ahead;
+
+/* Item (t, kb)'s activation scales (its token tile's rows that exist, FP32 MN-major) into `slot` by
+ * one bulk copy that lane 0 issues, completing on `bar` */
+template <int BM>
+static __device__ __forceinline__ void fw_a_bulk_issue(fw_a_bulk_ahead &ahead, const sm90_fp8w_params &p, int64_t t,
+                                                       int32_t kb, int64_t tiles_m, int64_t tiles_n, int lane,
+                                                       float *slot, uint64_t *bar) {
+    if (t != ahead.t) {
+        int64_t nt;
+        fw_tile(t, tiles_m, tiles_n, ahead.mt, nt);
+        const int64_t left = p.m - ahead.mt * BM;
+        ahead.rows = left > BM ? BM : left;
+        ahead.t = t;
+    }
+    if (lane == 0) {
+        const uint32_t bytes = (uint32_t)ahead.rows * 4u;
+        mbar_arrive_expect_tx(bar, bytes);
+        bulk_load(slot, (const float *)p.a_scales + (int64_t)kb * p.a_scale_stride_k + ahead.mt * BM, bytes, bar);
+    }
+}
+
 /* fw_factor_warp with the activation scales fetched by bulk copies (HFP4_FW_A_BULK; p.a_bulk: FP32,
  * MN-major, m % 4 == 0, 16-byte aligned columns): lane 0 copies the warp's next item's BM scales (its
  * tile's rows that exist) into one of the warp's two slots while the warp works on this item, whose
@@ -536,27 +562,9 @@ static __device__ __forceinline__ void fw_factor_warp_bulk(const sm90_fp8w_param
     int64_t cur_t = -1, nt = 0;  /* the item's tile: its weight tile, */
     int live = 0;                /* its rows from lane on that exist */
     fw_bs_source bsrc = {0u, -1, 0.0f};
-    int64_t ahead_t = -1, ahead_mt = 0, ahead_rows = 0; /* the copied item's tile: token tile, rows */
+    fw_a_bulk_ahead ahead = {-1, 0, 0};
     uint32_t j = 0; /* the warp's items so far: slot j & 1, its use (j >> 1) */
-    /* lane 0: item (tt, kk)'s scales into slot `slot` */
-#define FW_A_BULK_ISSUE(tt, kk, slot)                                                                           \
-    do {                                                                                                       \
-        if ((tt) != ahead_t) {                                                                                 \
-            int64_t nt_;                                                                                       \
-            fw_tile((tt), tiles_m, tiles_n, ahead_mt, nt_);                                                    \
-            const int64_t left_ = p.m - ahead_mt * BM;                                                         \
-            ahead_rows = left_ > BM ? BM : left_;                                                              \
-            ahead_t = (tt);                                                                                    \
-        }                                                                                                      \
-        if (lane == 0) {                                                                                       \
-            const uint32_t bytes_ = (uint32_t)ahead_rows * 4u;                                                 \
-            mbar_arrive_expect_tx(&my_bars[(slot)], bytes_);                                                   \
-            bulk_load(my_slots + (slot) * BM,                                                                  \
-                      (const float *)p.a_scales + (int64_t)(kk) * p.a_scale_stride_k + ahead_mt * BM, bytes_,  \
-                      &my_bars[(slot)]);                                                                       \
-        }                                                                                                      \
-    } while (0)
-    if (t < tiles) FW_A_BULK_ISSUE(t, kb, 0);
+    if (t < tiles) fw_a_bulk_issue<BM>(ahead, p, t, kb, tiles_m, tiles_n, lane, my_slots, my_bars);
     int s = sw; /* the stage; round: how often the stage sequence has wrapped */
     uint32_t round = 0;
     while (t < tiles) {
@@ -570,7 +578,9 @@ static __device__ __forceinline__ void fw_factor_warp_bulk(const sm90_fp8w_param
          * reads ordered before the async proxy's writes (PTX's proxy rule), then the warp together */
         fence_proxy_async_shared();
         __syncwarp();
-        if (t2 < tiles) FW_A_BULK_ISSUE(t2, kb2, (j + 1) & 1);
+        if (t2 < tiles)
+            fw_a_bulk_issue<BM>(ahead, p, t2, kb2, tiles_m, tiles_n, lane, my_slots + ((j + 1) & 1) * BM,
+                                my_bars + ((j + 1) & 1));
         if (t != cur_t) {
             int64_t mt;
             fw_tile(t, tiles_m, tiles_n, mt, nt);
@@ -600,7 +610,6 @@ static __device__ __forceinline__ void fw_factor_warp_bulk(const sm90_fp8w_param
         kb = kb2;
         j++;
     }
-#undef FW_A_BULK_ISSUE
 }
 
 template <int BM, bool DTMA>
