@@ -8,19 +8,9 @@ copy rate (read = write) does not give.
 """
 import torch
 
+from torch_timing import timed
+
 MB = 1 << 20
-
-
-def timed(f, n=50):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    f()
-    torch.cuda.synchronize()
-    s.record()
-    for _ in range(n):
-        f()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) * 1e3 / n
 
 
 a = torch.empty(64 * MB, dtype=torch.uint8, device="cuda")
@@ -30,5 +20,5 @@ for name, f, moved in (("write 64 MB", lambda: a.zero_(), 64),
                        ("copy 64 MB (read 64, write 64)", lambda: b.copy_(a), 128),
                        ("read 64 MB", lambda: torch.sum(a.view(torch.int32)), 64),
                        ("read 32 MB, write 64 MB", lambda: a.view(2, -1).copy_(h.view(1, -1).expand(2, -1)), 96)):
-    us = timed(f)
+    us = timed(f, 50, warm=True)
     print("%-32s %7.1f us  %.2f TB/s" % (name, us, moved * MB / us / 1e6))

@@ -21,20 +21,11 @@ import sys
 import torch
 
 import hfp4.deep_gemm as dg
+from torch_timing import timed
 
 SHAPES = [(8192, 8192), (7168, 2048), (4096, 7168), (2048, 4096)]
 MS = [256, 512, 1024, 2048, 4096, 8192, 16384]
 CALLS, ROUNDS = 10, 7
-
-
-def timed(fn):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(CALLS):
-        fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) * 1e3 / CALLS
 
 
 def main():
@@ -77,7 +68,7 @@ def main():
             t = {"route": [], "fp4": [], "auto": [], "cublaslt": []}
             for _ in range(ROUNDS):
                 for name, f in (("route", route), ("fp4", fp4), ("auto", auto), ("cublaslt", cublaslt)):
-                    t[name].append(timed(f))
+                    t[name].append(timed(f, CALLS))
             med = {kk: statistics.median(v) for kk, v in t.items()}
             fl = 2.0 * m * n * k
             print("%5d %5d %5d | %8.1f %7.1f %7.1f %8.1f | %8.0f %8.0f | %6.2fx %6.2fx %6.2fx %6.2fx" % (
