@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Ran once (bench/RESULTS.md v44): HFP4_FW_BS_CHUNK became the kernel's only form and HFP4_FW_A_BULK
+# left the source (`git apply bench/patches/v44-fw-a-bulk-and-per-stage-b-scale.patch` restores
+# both switches); kept as the method for a switch's A/B.
 # The FP8 x FP8 kernel's factor-path switches (bench/RESULTS.md v43) in one device call: the tests
 # of each build, clock-free ncu cycles at two shapes, then interleaved sustained rounds at the cap.
 # Built here first (each its own build folder; fp8_fp8_gemm.cu is the only object that differs):

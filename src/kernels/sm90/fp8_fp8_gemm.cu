@@ -72,18 +72,6 @@ static_assert(FW_SCALE_WARPS >= 1 && FW_SCALE_WARPS <= 3, "1 to 3 factor warps (
 #ifndef HFP4_FW_DIAG_FACTOR_PART
 #define HFP4_FW_DIAG_FACTOR_PART 0
 #endif
-/* HFP4_FW_A_BULK=1: where the activation scales are FP32 and MN-major (m % 4 == 0, 16-byte aligned
- * columns: DeepGEMM's TMA-aligned layout), each factor warp fetches its next item's BM scales by one
- * bulk copy into one of its two shared slots, instead of BM / 32 loads a lane (experiment, v43: the
- * activation scales' loads cost 3 % of the cycles at 8192^3, bench/RESULTS.md v43) */
-#ifndef HFP4_FW_A_BULK
-#define HFP4_FW_A_BULK 0
-#endif
-/* HFP4_FW_BS_CHUNK=1: the factor warps load a weight block row's scales 32 K-blocks at a time and
- * take a stage's by a shuffle, instead of one load a stage (experiment, v43) */
-#ifndef HFP4_FW_BS_CHUNK
-#define HFP4_FW_BS_CHUNK 0
-#endif
 #ifdef HFP4_FW_DIAG_NO_STORES
 #define FW_DIAG_NO_STORES(p) ((p).m >= 0)
 #else
@@ -126,9 +114,7 @@ struct fw_cfg {
     /* DTMA: a stage fewer, for a 16 KB staging buffer of D a consumer warpgroup (fw_store_tile_tma) */
     static constexpr int STAGES = BM == 128 ? 6 - DTMA : BM == 192 ? HFP4_FW_STAGES_192 - DTMA : 4;
     static constexpr int STAGING_BYTES = DTMA ? WGS * FW_STAGING_BYTES : 0;
-    /* HFP4_FW_A_BULK: two slots of BM scales and a barrier each, per factor warp */
-    static constexpr int A_SLOT_BYTES = HFP4_FW_A_BULK && BM != 128 ? 2 * FW_SCALE_WARPS * (BM * 4 + 8) : 0;
-    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + STAGING_BYTES + 2 * STAGES * 8 + A_SLOT_BYTES;
+    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + STAGING_BYTES + 2 * STAGES * 8;
     static constexpr int LAUNCH_REGS = (65536 / THREADS) & ~7; /* 168 or 128 */
     static constexpr int PRODUCER_REGS = BM == 128 ? 40 : 56; /* (192, 256: six, eight scale loads a lane in flight) */
     static constexpr int CONSUMER_REGS = BM == 128 ? 232 : BM == 192 ? 152 : 224;
@@ -151,7 +137,6 @@ typedef struct sm90_fp8w_params {
     int64_t ldd;          /* elements */
     int32_t d_fp32;       /* D (and C) FP32, else BF16 */
     int32_t d_pairs;      /* two adjacent columns may go as one store (ld even, D 8-byte aligned) */
-    int32_t a_bulk;       /* HFP4_FW_A_BULK: the activation scales may go by bulk copies (fw_factor_warp_bulk) */
 } sm90_fp8w_params;
 
 /* The weight scale of 128-row block nb in K-block kb */
@@ -161,33 +146,29 @@ static __device__ __forceinline__ float fw_b_scale(const sm90_fp8w_params &p, in
                                               : ue8m0_to_float(__ldg((const uint8_t *)p.b_scales + i));
 }
 
-/* A factor warp's weight-block scales: with HFP4_FW_BS_CHUNK, the tile's weight-block row 32 K-blocks
- * at a time (lane l holds K-block base + l; one coalesced load a tile and 32 K-blocks), a stage's
- * taken by a shuffle; else one load a stage. fetch() before the stage wait, get() after it. */
+/* A factor warp's weight-block scales: the tile's weight-block row 32 K-blocks at a time (lane l
+ * holds K-block base + l), a stage's taken by a shuffle. fetch() before the stage wait, get() after.
+ * NOTE: why: one scale load a stage cost 5.5 % of the kernel's cycles at 8192^3 (a timing build
+ * without it, ncu clock-free, bench/RESULTS.md v43): the stage's factors wait for its L2 round trip.
+ * One coalesced load a tile row and 32 K-blocks: -4.7 % cycles at 8192^3, -3.5 % at 16384 x 7168 x
+ * 2048, 8192^3 sustained 1089-1094 -> 1120-1121 TFLOP/s (v44, same call). */
 typedef struct fw_bs_source {
-    uint32_t chunk; /* (BS_CHUNK) the lane's scale of K-block base + lane, as bits */
-    int32_t base;   /* (BS_CHUNK) the chunk's first K-block; -1: none yet for this tile */
-    float one;      /* (otherwise) the stage's scale */
+    uint32_t chunk; /* the lane's scale of K-block base + lane, as bits */
+    int32_t base;   /* the chunk's first K-block; -1: none yet for this tile */
 } fw_bs_source;
 
 static __device__ __forceinline__ void fw_bs_fetch(fw_bs_source &b, const sm90_fp8w_params &p, int64_t nt, int32_t kb,
                                                    int32_t kblocks, int lane) {
-#if HFP4_FW_BS_CHUNK
     if ((kb & ~31) != b.base) {
         b.base = kb & ~31;
-        b.chunk = b.base + lane < kblocks ? __float_as_uint(fw_b_scale(p, nt, b.base + lane)) : 0u;
+        b.chunk = HFP4_FW_DIAG_FACTOR_PART == 2     ? 0x3f800000u /* (timing build: no weight-scale load) */
+                  : b.base + lane < kblocks ? __float_as_uint(fw_b_scale(p, nt, b.base + lane))
+                                            : 0u;
     }
-#else /* (FACTOR_PART 2, a timing build, applies to this form only) */
-    b.one = HFP4_FW_DIAG_FACTOR_PART == 2 ? 1.0f : fw_b_scale(p, nt, kb);
-#endif
 }
 
 static __device__ __forceinline__ float fw_bs_get(const fw_bs_source &b, int32_t kb) {
-#if HFP4_FW_BS_CHUNK
     return __uint_as_float(__shfl_sync(0xffffffffu, b.chunk, kb & 31));
-#else
-    return b.one;
-#endif
 }
 
 /* Tile t's (token tile, weight tile): groups of FW_GROUP_M token tiles, weight tiles within a group */
@@ -438,7 +419,7 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     const char *base = NULL; /* the tile's row lane, K-block 0 */
     int live = 0;            /* the tile's rows from lane on that exist */
     bool fresh = true;       /* t is a new tile */
-    fw_bs_source bsrc = {0u, -1, 0.0f};
+    fw_bs_source bsrc = {0u, -1};
     int s = sw;              /* the stage; round: how often the stage sequence has wrapped */
     uint32_t round = 0;
     while (t < tiles) {
@@ -508,109 +489,6 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     }
 }
 
-/* The token tile of the item a bulk factor warp copies ahead (fw_factor_warp_bulk): its tile index,
- * token tile and rows that exist, kept until the item's tile changes */
-typedef struct fw_a_bulk_ahead {
-    int64_t t, mt, rows;
-} fw_a_bulk_ahead;
-
-/* Item (t, kb)'s activation scales (its token tile's rows that exist, FP32 MN-major) into `slot` by
- * one bulk copy that lane 0 issues, completing on `bar` */
-template <int BM>
-static __device__ __forceinline__ void fw_a_bulk_issue(fw_a_bulk_ahead &ahead, const sm90_fp8w_params &p, int64_t t,
-                                                       int32_t kb, int64_t tiles_m, int64_t tiles_n, int lane,
-                                                       float *slot, uint64_t *bar) {
-    if (t != ahead.t) {
-        int64_t nt;
-        fw_tile(t, tiles_m, tiles_n, ahead.mt, nt);
-        const int64_t left = p.m - ahead.mt * BM;
-        ahead.rows = left > BM ? BM : left;
-        ahead.t = t;
-    }
-    if (lane == 0) {
-        const uint32_t bytes = (uint32_t)ahead.rows * 4u;
-        mbar_arrive_expect_tx(bar, bytes);
-        bulk_load(slot, (const float *)p.a_scales + (int64_t)kb * p.a_scale_stride_k + ahead.mt * BM, bytes, bar);
-    }
-}
-
-/* fw_factor_warp with the activation scales fetched by bulk copies (HFP4_FW_A_BULK; p.a_bulk: FP32,
- * MN-major, m % 4 == 0, 16-byte aligned columns): lane 0 copies the warp's next item's BM scales (its
- * tile's rows that exist) into one of the warp's two slots while the warp works on this item, whose
- * slot it then reads from shared memory. Same items, stages and arrivals as fw_factor_warp. (The
- * timing-only switches NO_FACTORS, CONST_FACTORS and FACTOR_PART are not applied here.) */
-template <int BM, bool DTMA>
-static __device__ __forceinline__ void fw_factor_warp_bulk(const sm90_fp8w_params &p, float *factors, uint64_t *full,
-                                                           uint64_t *empty, float *slots, uint64_t *slot_bars, int sw,
-                                                           int64_t tiles_m, int64_t tiles_n) {
-    typedef fw_cfg<BM, DTMA> cfg;
-    constexpr int R = BM / 32;
-    static_assert(cfg::STAGES >= FW_SCALE_WARPS, "a step wraps the stage sequence at most once");
-    const int lane = threadIdx.x % 32;
-    const int64_t tiles = tiles_m * tiles_n;
-    const int32_t kblocks = (int32_t)(p.k / FW_TILE);
-    const uint32_t fac_sa = smem_addr(factors) + 4u * (uint32_t)lane, full_sa = smem_addr(full),
-                   empty_sa = smem_addr(empty);
-    float *my_slots = slots + 2 * sw * BM;
-    uint64_t *my_bars = slot_bars + 2 * sw;
-    int64_t t = blockIdx.x;
-    int32_t kb = sw;
-    while (kb >= kblocks) { /* (fewer K-blocks a tile than factor warps) */
-        kb -= kblocks;
-        t += gridDim.x;
-    }
-    int64_t cur_t = -1, nt = 0;  /* the item's tile: its weight tile, */
-    int live = 0;                /* its rows from lane on that exist */
-    fw_bs_source bsrc = {0u, -1, 0.0f};
-    fw_a_bulk_ahead ahead = {-1, 0, 0};
-    uint32_t j = 0; /* the warp's items so far: slot j & 1, its use (j >> 1) */
-    if (t < tiles) fw_a_bulk_issue<BM>(ahead, p, t, kb, tiles_m, tiles_n, lane, my_slots, my_bars);
-    int s = sw; /* the stage; round: how often the stage sequence has wrapped */
-    uint32_t round = 0;
-    while (t < tiles) {
-        int64_t t2 = t;
-        int32_t kb2 = kb + FW_SCALE_WARPS;
-        while (kb2 >= kblocks) {
-            kb2 -= kblocks;
-            t2 += gridDim.x;
-        }
-        /* the slot item j + 1's copy overwrites was read by every lane in item j - 1: those generic
-         * reads ordered before the async proxy's writes (PTX's proxy rule), then the warp together */
-        fence_proxy_async_shared();
-        __syncwarp();
-        if (t2 < tiles)
-            fw_a_bulk_issue<BM>(ahead, p, t2, kb2, tiles_m, tiles_n, lane, my_slots + ((j + 1) & 1) * BM,
-                                my_bars + ((j + 1) & 1));
-        if (t != cur_t) {
-            int64_t mt;
-            fw_tile(t, tiles_m, tiles_n, mt, nt);
-            const int64_t left = p.m - mt * BM - lane;
-            live = left > BM ? BM : (int)left;
-            cur_t = t;
-            bsrc.base = -1;
-        }
-        fw_bs_fetch(bsrc, p, nt, kb, kblocks, lane);
-        mbar_wait_sleeping_sa(smem_addr(&my_bars[j & 1]), (j >> 1) & 1);
-        const float *slot = my_slots + (j & 1) * BM + lane;
-        float a[R];
-#pragma unroll
-        for (int i = 0; i < R; i++) a[i] = 32 * i < live ? slot[32 * i] : 0.0f;
-        if (round) mbar_wait_sleeping_sa(empty_sa + 8u * (uint32_t)s, (round - 1) & 1);
-        const float bs = fw_bs_get(bsrc, kb);
-        const uint32_t fs = fac_sa + (uint32_t)(s * BM * 4);
-#pragma unroll
-        for (int i = 0; i < R; i++) *(float *)smem_ptr(fs + 128u * i) = a[i] * bs;
-        mbar_arrive_sa(full_sa + 8u * (uint32_t)s); /* (release: the factors are visible to whoever sees the phase) */
-        s += FW_SCALE_WARPS;
-        if (s >= cfg::STAGES) {
-            s -= cfg::STAGES;
-            round++;
-        }
-        t = t2;
-        kb = kb2;
-        j++;
-    }
-}
 
 template <int BM, bool DTMA>
 __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
@@ -625,16 +503,11 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     uint8_t *staging = b_tiles + STAGES * FW_B_BYTES; /* (DTMA: a consumer warpgroup's D tile each) */
     float *factors = (float *)(staging + cfg::STAGING_BYTES);
     uint64_t *full = (uint64_t *)(factors + STAGES * BM), *empty = full + STAGES;
-    /* (HFP4_FW_A_BULK: the factor warps' scale slots, 16-byte aligned, and their barriers) */
-    float *a_slots = (float *)(empty + STAGES);
-    uint64_t *a_slot_bars = (uint64_t *)(a_slots + 2 * FW_SCALE_WARPS * BM);
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             mbar_init(&full[s], 1 + 32); /* the TMA thread's expect_tx arrival, the factor lanes */
             mbar_init(&empty[s], cfg::WGS * 128); /* every consumer thread */
         }
-        if (cfg::A_SLOT_BYTES)
-            for (int i = 0; i < 2 * FW_SCALE_WARPS; i++) mbar_init(&a_slot_bars[i], 1);
         mbar_fence_init();
     }
     __syncthreads();
@@ -646,12 +519,7 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
         if (tid / 32 >= 1 && tid / 32 <= FW_SCALE_WARPS) {
             /* warps 1 .. FW_SCALE_WARPS take turns at the stages' factors (fw_factor_warp) */
             const int sw = tid / 32 - 1;
-            /* (not the 128-row tile: its producer's 40 registers spill) */
-            constexpr bool A_BULK = HFP4_FW_A_BULK && BM != 128;
-            if (A_BULK && p.a_bulk) {
-                if constexpr (A_BULK)
-                    fw_factor_warp_bulk<BM, DTMA>(p, factors, full, empty, a_slots, a_slot_bars, sw, tiles_m, tiles_n);
-            } else if (p.a_scale_dtype == HFP4_DTYPE_FP32) {
+            if (p.a_scale_dtype == HFP4_DTYPE_FP32) {
                 if (p.a_scale_stride_mn == 1)
                     fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, true>(p, factors, full, empty, sw, tiles_m, tiles_n);
                 else
@@ -873,9 +741,6 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     k.c = p->d.c;
     k.ldd = p->d.ld;
     k.d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;
-    /* (bulk copies of the activation scales: 16-byte columns, whole 16-byte pieces of rows) */
-    k.a_bulk = p->a.scales.dtype == HFP4_DTYPE_FP32 && p->a.scales.stride_mn == 1 && p->a.scales.stride_k % 4 == 0 &&
-               p->m % 4 == 0 && (uintptr_t)p->a.scales.data % 16 == 0;
     k.d_pairs = p->d.ld % 2 == 0 && (uintptr_t)p->d.data % (2 * esz) == 0 &&
                 (p->d.c == NULL || (uintptr_t)p->d.c % (2 * esz) == 0);
     if (bm == 256) return fw_launch<256, false>(fn, p, &dev, &k, stream);
