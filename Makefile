@@ -130,6 +130,10 @@ $(BUILD)/ss_swap: bench/micro/ss_swap.cu bench/micro/micro_timing.cuh $(wildcard
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
+$(BUILD)/conv_ss192: bench/micro/conv_ss192.cu bench/micro/micro_timing.cuh $(wildcard src/kernels/sm90/*.cuh)
+	@mkdir -p $(BUILD)
+	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
+
 $(BUILD)/fp8_ss_gemm: bench/micro/fp8_ss_gemm.cu bench/micro/micro_timing.cuh bench/micro/micro_tensor_map.cuh $(wildcard src/kernels/sm90/*.cuh)
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
