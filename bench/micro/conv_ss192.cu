@@ -70,15 +70,18 @@ static __device__ __forceinline__ uint32_t swizzled_chunk(uint32_t row, uint32_t
     return row * 128u + ((j ^ (row & 7u)) << 4);
 }
 
-/* Converter warp w's part of chunk kc: units of rows (r, r + 8) x 16 bytes of K (a 16-byte word of
- * the FP4 stage), UNITS a lane; HALF: rows 0..63 only, each result stored also 64 rows further */
-template <bool HALF>
+/* Converter warp w's (of NW) part of chunk kc: units of rows (r, r + 8) x 16 bytes of K (a 16-byte
+ * word of the FP4 stage), unit u to lane u % 32 of warp (u / 32) % NW; HALF: rows 0..63 only, each
+ * result stored also 64 rows further */
+template <int NW, bool HALF>
 static __device__ __forceinline__ void convert_part(const uint8_t *stage, uint32_t dst, int w, int lane) {
-    constexpr int UNITS = HALF ? 2 : 4; /* 512 units (256 for half) over 4 warps x 32 lanes */
+    constexpr int UNITS = HALF ? 256 : 512;
+    constexpr int ITERS = (UNITS + NW * 32 - 1) / (NW * 32);
     const uint32_t *exps = (const uint32_t *)(stage + A_TILE + W_FP4);
 #pragma unroll
-    for (int it = 0; it < UNITS; it++) {
-        const uint32_t u = (uint32_t)(w * 32 * UNITS + it * 32 + lane);
+    for (int it = 0; it < ITERS; it++) {
+        const uint32_t u = (uint32_t)(it * NW * 32 + w * 32 + lane);
+        if (UNITS % (NW * 32) != 0 && u >= UNITS) break;
         const uint32_t pair = u >> 3, j = u & 7u; /* rows (r, r + 8), 16-byte chunk j of K */
         const uint32_t r = (pair >> 3) * 16u + (pair & 7u);
         const uint4 q = *(const uint4 *)(stage + A_TILE + u * 16u);
@@ -107,7 +110,8 @@ static __device__ __forceinline__ void convert_part(const uint8_t *stage, uint32
     }
 }
 
-template <int MODE, bool HALF>
+/* NW: converter warps (4: the producer warpgroup's; 3: warp 0 left to issue the copies) */
+template <int MODE, bool HALF, int NW>
 __global__ void __launch_bounds__(THREADS, 1) conv_kernel(float *out) {
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -127,7 +131,7 @@ __global__ void __launch_bounds__(THREADS, 1) conv_kernel(float *out) {
     for (int i = threadIdx.x; i < BM; i += blockDim.x) factors[i] = 1.0f + (i % 7) * 0x1p-12f;
     if (threadIdx.x == 0) {
         for (int c = 0; c < CONV_BUFS; c++) {
-            mbar_init(&full[c], 128);     /* every converter thread */
+            mbar_init(&full[c], 32 * NW); /* every converter thread */
             mbar_init(&empty[c], 3 * 128); /* every consumer thread */
         }
         mbar_fence_init();
@@ -137,12 +141,12 @@ __global__ void __launch_bounds__(THREADS, 1) conv_kernel(float *out) {
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, lane = threadIdx.x % 32, warp = tid / 32;
     if (wg == 3) { /* the producer warpgroup: its four warps convert */
         warpgroup_reg_dealloc<PRODUCER_REGS>();
-        if (MODE == MODE_CONSUMERS) return;
+        if (MODE == MODE_CONSUMERS || warp >= NW) return;
         uint32_t phase = 0;
         for (int kc = 0; kc < CHUNKS; kc++) {
             const int c = kc % CONV_BUFS, s = kc % STAGES;
             if (MODE == MODE_BOTH && kc >= CONV_BUFS) mbar_wait_sleeping(&empty[c], phase ^ 1);
-            convert_part<HALF>(smem + s * STAGE, smem_addr(conv + c * CONV), warp, lane);
+            convert_part<NW, HALF>(smem + s * STAGE, smem_addr(conv + c * CONV), warp, lane);
             fence_proxy_async_smem(); /* the stores, visible to the consumers' wgmmas */
             mbar_arrive(&full[c]);
             if (c == CONV_BUFS - 1) phase ^= 1;
@@ -191,18 +195,18 @@ typedef struct conv_args {
     float *out;
 } conv_args;
 
-template <int MODE, bool HALF>
+template <int MODE, bool HALF, int NW>
 static void launch_conv(void *arg) {
     const conv_args *x = (const conv_args *)arg;
-    conv_kernel<MODE, HALF><<<x->sms, THREADS, SMEM>>>(x->out);
+    conv_kernel<MODE, HALF, NW><<<x->sms, THREADS, SMEM>>>(x->out);
 }
 
-template <int MODE, bool HALF>
+template <int MODE, bool HALF, int NW = 4>
 static void run(const char *name, float *out, int sms) {
-    cudaFuncSetAttribute(conv_kernel<MODE, HALF>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(conv_kernel<MODE, HALF, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     conv_args args = {sms, out};
     cudaError_t err;
-    const float ms = micro_time_ms(launch_conv<MODE, HALF>, &args, &err);
+    const float ms = micro_time_ms(launch_conv<MODE, HALF, NW>, &args, &err);
     const double chunks = (double)sms * CHUNKS * MICRO_REPS;
     const double flop = chunks * 2.0 * BM * 128 * 128; /* a chunk: 192 tokens x 128 rows x 128 K */
     printf("%-52s %s  %8.1f TFLOP/s-equivalent  %6.1f ns/chunk/SM\n", name,
@@ -220,6 +224,9 @@ int main(void) {
     run<MODE_CONVERTERS, true>("converters only, half tile stored twice", out, sms);
     run<MODE_BOTH, false>("consumers + converters, whole tile", out, sms);
     run<MODE_BOTH, true>("consumers + converters, half tile stored twice", out, sms);
+    run<MODE_CONVERTERS, false, 3>("3 converter warps only, whole tile", out, sms);
+    run<MODE_BOTH, false, 3>("consumers + 3 converter warps, whole tile", out, sms);
+    run<MODE_BOTH, true, 3>("consumers + 3 converter warps, half tile twice", out, sms);
     cudaFree(out);
     return 0;
 }
