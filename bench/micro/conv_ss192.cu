@@ -110,8 +110,51 @@ static __device__ __forceinline__ void convert_part(const uint8_t *stage, uint32
     }
 }
 
-/* NW: converter warps (4: the producer warpgroup's; 3: warp 0 left to issue the copies) */
-template <int MODE, bool HALF, int NW>
+/* convert_part from the FP4 kernel's own repacked layout (sm90_layout.h v3: a thread's 16 bytes are
+ * rows (r0, r0 + 8) at K 4t.., 16 + 4t.., 32 + 4t.., 48 + 4t.. of a 64-K pair), so the weights need no
+ * second repack: each converted word is 4 bytes of one row, stored by itself (8 four-byte stores a
+ * 16-byte load instead of 2 sixteen-byte ones; conflict-free: lanes g, t hit chunk c ^ g, bank 4(c ^ g) + t) */
+template <int NW, bool HALF>
+static __device__ __forceinline__ void convert_part_rs(const uint8_t *stage, uint32_t dst, int w, int lane) {
+    constexpr int UNITS = HALF ? 256 : 512; /* [64-row tile h][pair p][thread th], 16 bytes each */
+    constexpr int ITERS = (UNITS + NW * 32 - 1) / (NW * 32);
+    const uint32_t *exps = (const uint32_t *)(stage + A_TILE + W_FP4);
+#pragma unroll
+    for (int it = 0; it < ITERS; it++) {
+        const uint32_t u = (uint32_t)(it * NW * 32 + w * 32 + lane);
+        if (UNITS % (NW * 32) != 0 && u >= UNITS) break;
+        const uint32_t h = u >> 8, p = (u >> 7) & 1u, th = u & 127u;
+        const uint32_t g = (th & 31u) >> 2, t = th & 3u;
+        const uint32_t r = 64u * h + 16u * (th >> 5) + g;
+        const uint4 q = *(const uint4 *)(stage + A_TILE + u * 16u);
+        const uint32_t e0 = exps[r], e1 = exps[r + 8];
+        uint32_t lo0, hi0, lo1, hi1, a[4], b[4];
+        fp8_table((e0 >> (8u * p)) & 15u, lo0, hi0); /* group 2p: the pair's first k32 step */
+        fp8_table((e1 >> (8u * p)) & 15u, lo1, hi1);
+        fp4x8_rows_to_fp8(q.x, lo0, hi0, lo1, hi1, a[0], b[0]);
+        fp4x8_rows_to_fp8(q.y, lo0, hi0, lo1, hi1, a[1], b[1]);
+        fp8_table((e0 >> (8u * p + 4u)) & 15u, lo0, hi0); /* group 2p + 1 */
+        fp8_table((e1 >> (8u * p + 4u)) & 15u, lo1, hi1);
+        fp4x8_rows_to_fp8(q.z, lo0, hi0, lo1, hi1, a[2], b[2]);
+        fp4x8_rows_to_fp8(q.w, lo0, hi0, lo1, hi1, a[3], b[3]);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t k = 64u * p + 16u * (uint32_t)i + 4u * t; /* the word's first K byte */
+            const uint32_t o0 = dst + swizzled_chunk(r, k >> 4) + (k & 15u);
+            const uint32_t o1 = dst + swizzled_chunk(r + 8, k >> 4) + (k & 15u);
+            asm volatile("st.shared.b32 [%0], %1;" ::"r"(o0), "r"(a[i]) : "memory");
+            asm volatile("st.shared.b32 [%0], %1;" ::"r"(o1), "r"(b[i]) : "memory");
+            if (HALF) {
+                asm volatile("st.shared.b32 [%0], %1;" ::"r"(o0 + 64u * 128u), "r"(a[i]) : "memory");
+                asm volatile("st.shared.b32 [%0], %1;" ::"r"(o1 + 64u * 128u), "r"(b[i]) : "memory");
+            }
+        }
+    }
+}
+
+/* NW: converter warps (4: the producer warpgroup's; 3: warp 0 left to issue the copies); RSL: from
+ * the FP4 kernel's repacked layout with 4-byte stores (convert_part_rs) */
+template <int MODE, bool HALF, int NW, bool RSL>
 __global__ void __launch_bounds__(THREADS, 1) conv_kernel(float *out) {
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -146,7 +189,8 @@ __global__ void __launch_bounds__(THREADS, 1) conv_kernel(float *out) {
         for (int kc = 0; kc < CHUNKS; kc++) {
             const int c = kc % CONV_BUFS, s = kc % STAGES;
             if (MODE == MODE_BOTH && kc >= CONV_BUFS) mbar_wait_sleeping(&empty[c], phase ^ 1);
-            convert_part<NW, HALF>(smem + s * STAGE, smem_addr(conv + c * CONV), warp, lane);
+            if (RSL) convert_part_rs<NW, HALF>(smem + s * STAGE, smem_addr(conv + c * CONV), warp, lane);
+            else convert_part<NW, HALF>(smem + s * STAGE, smem_addr(conv + c * CONV), warp, lane);
             fence_proxy_async_smem(); /* the stores, visible to the consumers' wgmmas */
             mbar_arrive(&full[c]);
             if (c == CONV_BUFS - 1) phase ^= 1;
@@ -195,18 +239,18 @@ typedef struct conv_args {
     float *out;
 } conv_args;
 
-template <int MODE, bool HALF, int NW>
+template <int MODE, bool HALF, int NW, bool RSL>
 static void launch_conv(void *arg) {
     const conv_args *x = (const conv_args *)arg;
-    conv_kernel<MODE, HALF, NW><<<x->sms, THREADS, SMEM>>>(x->out);
+    conv_kernel<MODE, HALF, NW, RSL><<<x->sms, THREADS, SMEM>>>(x->out);
 }
 
-template <int MODE, bool HALF, int NW = 4>
+template <int MODE, bool HALF, int NW = 4, bool RSL = false>
 static void run(const char *name, float *out, int sms) {
-    cudaFuncSetAttribute(conv_kernel<MODE, HALF, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(conv_kernel<MODE, HALF, NW, RSL>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     conv_args args = {sms, out};
     cudaError_t err;
-    const float ms = micro_time_ms(launch_conv<MODE, HALF, NW>, &args, &err);
+    const float ms = micro_time_ms(launch_conv<MODE, HALF, NW, RSL>, &args, &err);
     const double chunks = (double)sms * CHUNKS * MICRO_REPS;
     const double flop = chunks * 2.0 * BM * 128 * 128; /* a chunk: 192 tokens x 128 rows x 128 K */
     printf("%-52s %s  %8.1f TFLOP/s-equivalent  %6.1f ns/chunk/SM\n", name,
@@ -227,6 +271,9 @@ int main(void) {
     run<MODE_CONVERTERS, false, 3>("3 converter warps only, whole tile", out, sms);
     run<MODE_BOTH, false, 3>("consumers + 3 converter warps, whole tile", out, sms);
     run<MODE_BOTH, true, 3>("consumers + 3 converter warps, half tile twice", out, sms);
+    run<MODE_CONVERTERS, false, 4, true>("RS layout, 4-byte stores: converters only", out, sms);
+    run<MODE_BOTH, false, 4, true>("RS layout, 4-byte stores: + consumers, whole", out, sms);
+    run<MODE_BOTH, true, 4, true>("RS layout, 4-byte stores: + consumers, half x2", out, sms);
     cudaFree(out);
     return 0;
 }
