@@ -53,6 +53,10 @@
 static_assert(3 * CONSUMER_REGS + PRODUCER_REGS == 4 * 128, "setmaxnreg split of 128 registers a thread");
 static_assert(SMEM <= 232448, "shared memory");
 
+#ifndef CONV_SS_PART /* timing-only builds: 1 the converter's arithmetic alone, 2 its shared-memory traffic alone */
+#define CONV_SS_PART 0
+#endif
+
 enum { MODE_CONSUMERS = 0, MODE_CONVERTERS = 1, MODE_BOTH = 2 };
 
 template <int MODE>
@@ -84,16 +88,32 @@ static __device__ __forceinline__ void convert_part(const uint8_t *stage, uint32
         if (UNITS % (NW * 32) != 0 && u >= UNITS) break;
         const uint32_t pair = u >> 3, j = u & 7u; /* rows (r, r + 8), 16-byte chunk j of K */
         const uint32_t r = (pair >> 3) * 16u + (pair & 7u);
+#if CONV_SS_PART == 1 /* (timing-only: the conversion's arithmetic alone, on words that change per call) */
+        const uint4 q = make_uint4(u ^ dst, u * 3u ^ dst, u * 5u ^ dst, u * 7u ^ dst);
+        const uint32_t e0w = dst >> 3, e1w = dst >> 5;
+#else
         const uint4 q = *(const uint4 *)(stage + A_TILE + u * 16u);
+        const uint32_t e0w = exps[r], e1w = exps[r + 8];
+#endif
         const uint32_t sh = 4u * (j >> 1); /* the chunk's 32-group */
         uint32_t lo0, hi0, lo1, hi1;
-        fp8_table((exps[r] >> sh) & 15u, lo0, hi0);
-        fp8_table((exps[r + 8] >> sh) & 15u, lo1, hi1);
+        fp8_table((e0w >> sh) & 15u, lo0, hi0);
+        fp8_table((e1w >> sh) & 15u, lo1, hi1);
         uint32_t a[4], b[4]; /* rows r and r + 8, 16 bytes each */
+#if CONV_SS_PART == 2 /* (timing-only: the shared-memory traffic alone, no conversion) */
+        a[0] = q.x; a[1] = q.y; a[2] = q.z; a[3] = q.w;
+        b[0] = lo0; b[1] = hi0; b[2] = lo1; b[3] = hi1;
+#else
         fp4x8_rows_to_fp8(q.x, lo0, hi0, lo1, hi1, a[0], b[0]);
         fp4x8_rows_to_fp8(q.y, lo0, hi0, lo1, hi1, a[1], b[1]);
         fp4x8_rows_to_fp8(q.z, lo0, hi0, lo1, hi1, a[2], b[2]);
         fp4x8_rows_to_fp8(q.w, lo0, hi0, lo1, hi1, a[3], b[3]);
+#endif
+#if CONV_SS_PART == 1 /* one 4-byte store a unit keeps the arithmetic live */
+        asm volatile("st.shared.b32 [%0], %1;" ::"r"(dst + (u & 127u) * 4u),
+                     "r"(a[0] ^ a[1] ^ a[2] ^ a[3] ^ b[0] ^ b[1] ^ b[2] ^ b[3]) : "memory");
+        continue;
+#endif
         const uint32_t o0 = dst + swizzled_chunk(r, j), o1 = dst + swizzled_chunk(r + 8, j);
         asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(o0), "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])
                      : "memory");
@@ -191,7 +211,9 @@ __global__ void __launch_bounds__(THREADS, 1) conv_kernel(float *out) {
             if (MODE == MODE_BOTH && kc >= CONV_BUFS) mbar_wait_sleeping(&empty[c], phase ^ 1);
             if (RSL) convert_part_rs<NW, HALF>(smem + s * STAGE, smem_addr(conv + c * CONV), warp, lane);
             else convert_part<NW, HALF>(smem + s * STAGE, smem_addr(conv + c * CONV), warp, lane);
+#ifndef CONV_SS_NO_FENCE /* (-DCONV_SS_NO_FENCE: a timing-only build, wrong by the proxy rule) */
             fence_proxy_async_smem(); /* the stores, visible to the consumers' wgmmas */
+#endif
             mbar_arrive(&full[c]);
             if (c == CONV_BUFS - 1) phase ^= 1;
         }
