@@ -20,6 +20,4 @@ done
 BUILDS="main av" ROUNDS_UNTIL=${ROUNDS_UNTIL:-70} \
     ARGS="bench --only dense --sf-layout mn --dense-shape 8192,8192,8192 --dense-shape 16384,7168,2048" \
     bash bench/diag_gap_on_device.sh 2>&1 | grep -v "^micro"
-for f in "$OUT"/bench_*.txt; do
-    echo "== $f"; grep -E "^fp8_fp(8|4) +dense +(fp8-weights|via-fp8)" "$f" | sed -E 's/ +/ /g' | cut -c1-60,200-400
-done
+# (the rounds' rows: $OUT/logs.tgz, as diag_gap_on_device.sh leaves them)
