@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call (bench/RESULTS.md v44): the HFP4_FW_A_VEC build's FP8-weight tests, clock-free ncu
+# Ran once (bench/RESULTS.md v44 call 3); HFP4_FW_A_VEC left the source (`git apply
+# bench/patches/v44-fw-a-vec.patch` restores it). One device call: the HFP4_FW_A_VEC build's FP8-weight tests, clock-free ncu
 # cycles of main and av at two shapes, conv_ss192's timing-only part builds, then interleaved
 # sustained rounds of main and av. Built here first:
 #   cp -r build build-av; rm build-av/obj/src/kernels/sm90/fp8_fp8_gemm.cu.o

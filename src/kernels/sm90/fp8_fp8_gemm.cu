@@ -72,14 +72,6 @@ static_assert(FW_SCALE_WARPS >= 1 && FW_SCALE_WARPS <= 3, "1 to 3 factor warps (
 #ifndef HFP4_FW_DIAG_FACTOR_PART
 #define HFP4_FW_DIAG_FACTOR_PART 0
 #endif
-/* HFP4_FW_A_VEC=1: where the activation scales are FP32, MN-major and their columns 16-byte aligned,
- * a factor warp loads a whole token tile's BM scales as 16-byte pieces (lane: rows 4 lane .. + 3,
- * 128 + 4 lane ..; BM / 128 loads a lane) and stores the factors as 16-byte pieces, instead of BM /
- * 32 four-byte loads and stores a lane (experiment, v44: the weight-block scale's one load a stage
- * cost 4.7 % of the cycles, so the cost may be per load instruction, not per byte) */
-#ifndef HFP4_FW_A_VEC
-#define HFP4_FW_A_VEC 0
-#endif
 #ifdef HFP4_FW_DIAG_NO_STORES
 #define FW_DIAG_NO_STORES(p) ((p).m >= 0)
 #else
@@ -145,7 +137,6 @@ typedef struct sm90_fp8w_params {
     int64_t ldd;          /* elements */
     int32_t d_fp32;       /* D (and C) FP32, else BF16 */
     int32_t d_pairs;      /* two adjacent columns may go as one store (ld even, D 8-byte aligned) */
-    int32_t a_vec;        /* (HFP4_FW_A_VEC) FP32 MN-major activation scales, columns 16-byte aligned */
 } sm90_fp8w_params;
 
 /* The weight scale of 128-row block nb in K-block kb */
@@ -428,10 +419,6 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     const char *base = NULL; /* the tile's row lane, K-block 0 */
     int live = 0;            /* the tile's rows from lane on that exist */
     bool fresh = true;       /* t is a new tile */
-    /* (HFP4_FW_A_VEC: the tile's rows all exist and the scales allow 16-byte loads) */
-    constexpr bool VEC = HFP4_FW_A_VEC && SF == HFP4_DTYPE_FP32 && CONTIG && HFP4_FW_DIAG_FACTOR_PART == 0;
-    constexpr int VEC_TAIL = (BM % 128) / 4; /* lanes with a second, partial 128-row piece */
-    bool vec = false;
     fw_bs_source bsrc = {0u, -1};
     int s = sw;              /* the stage; round: how often the stage sequence has wrapped */
     uint32_t round = 0;
@@ -444,27 +431,8 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
             base = (const char *)p.a_scales + (mt * BM + lane) * p.a_scale_stride_mn * BYTES;
             fresh = false;
             bsrc.base = -1;
-            vec = VEC && p.a_vec && p.m - mt * BM >= BM;
         }
-        if (VEC && vec && !FW_DIAG_NO_FACTORS(p)) {
-            fw_bs_fetch(bsrc, p, nt, kb, kblocks, lane);
-            /* rows 4 lane .. 4 lane + 3 (and 128 + 4 lane ..): 12 lane bytes past the lane's row */
-            const float *at = (const float *)(base + (int64_t)kb * p.a_scale_stride_k * BYTES + 12 * lane);
-            float4 v[(BM + 127) / 128];
-#pragma unroll
-            for (int i = 0; i < BM / 128; i++) v[i] = __ldg((const float4 *)(at + 128 * i));
-            if (VEC_TAIL && lane < VEC_TAIL) v[BM / 128] = __ldg((const float4 *)(at + 128 * (BM / 128)));
-            if (round) mbar_wait_sleeping_sa(empty_sa + 8u * (uint32_t)s, (round - 1) & 1);
-            const float bs = fw_bs_get(bsrc, kb);
-            const uint32_t fs = fac_sa + 12u * (uint32_t)lane + (uint32_t)(s * BM * 4);
-#pragma unroll
-            for (int i = 0; i < (BM + 127) / 128; i++) {
-                if (i == BM / 128 && !(lane < VEC_TAIL)) break;
-                asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(fs + 512u * i), "f"(v[i].x * bs),
-                             "f"(v[i].y * bs), "f"(v[i].z * bs), "f"(v[i].w * bs)
-                             : "memory");
-            }
-        } else if (!FW_DIAG_NO_FACTORS(p)) {
+        if (!FW_DIAG_NO_FACTORS(p)) {
             /* NOTE: the scales are loaded before the wait for the stage (they do not depend on it),
              * so their L2 round trip overlaps that wait instead of following it: loaded after it, the
              * factors held each stage's full barrier back by a round trip, and a timing build whose
@@ -773,8 +741,6 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     k.c = p->d.c;
     k.ldd = p->d.ld;
     k.d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;
-    k.a_vec = p->a.scales.dtype == HFP4_DTYPE_FP32 && p->a.scales.stride_mn == 1 && p->a.scales.stride_k % 4 == 0 &&
-              (uintptr_t)p->a.scales.data % 16 == 0;
     k.d_pairs = p->d.ld % 2 == 0 && (uintptr_t)p->d.data % (2 * esz) == 0 &&
                 (p->d.c == NULL || (uintptr_t)p->d.c % (2 * esz) == 0);
     if (bm == 256) return fw_launch<256, false>(fn, p, &dev, &k, stream);
