@@ -149,9 +149,9 @@ static __device__ __forceinline__ float fw_b_scale(const sm90_fp8w_params &p, in
 /* A factor warp's weight-block scales: the tile's weight-block row 32 K-blocks at a time (lane l
  * holds K-block base + l), a stage's taken by a shuffle. fetch() before the stage wait, get() after.
  * NOTE: why: one scale load a stage cost 5.5 % of the kernel's cycles at 8192^3 (a timing build
- * without it, ncu clock-free, bench/RESULTS.md v43): the stage's factors wait for its L2 round trip.
- * One coalesced load a tile row and 32 K-blocks: -4.7 % cycles at 8192^3, -3.5 % at 16384 x 7168 x
- * 2048, 8192^3 sustained 1089-1094 -> 1120-1121 TFLOP/s (v44, same call). */
+ * without it, ncu clock-free, bench/RESULTS.md v43), and not by its latency (issued an item earlier
+ * it cost the same, v43). One coalesced load a tile row and 32 K-blocks: -4.7 % cycles at 8192^3,
+ * -3.5 % at 16384 x 7168 x 2048, 8192^3 sustained 1089-1094 -> 1120-1121 TFLOP/s (v44, same call). */
 typedef struct fw_bs_source {
     uint32_t chunk; /* the lane's scale of K-block base + lane, as bits */
     int32_t base;   /* the chunk's first K-block; -1: none yet for this tile */
