@@ -25,7 +25,13 @@
  * The real kernel's producer warps also issue the TMA copies and write the promotion factors (not
  * here). Results are garbage; only the time means something.
  *
- * Build (here):  make BUILD=build-dev build-dev/conv_ss192
+ * Outcome (bench/RESULTS.md v44): the halves do not overlap, their times add (consumers 432 ns a
+ * chunk, converters 274, both 757; half tile 611), with 3 or 4 converter warps, 16- or 4-byte
+ * stores, with or without the proxy fence; the arithmetic alone and the shared traffic alone each
+ * add about their own time. So a converting grouped kernel would run at ~0.62-0.75x cuBLASLt.
+ *
+ * Build (here):  make BUILD=build-dev build-dev/conv_ss192 (timing-only forms: the same nvcc line
+ *                with -DCONV_SS_NO_FENCE, -DCONV_SS_PART=1 or =2)
  * Run (device):  build-dev/conv_ss192; MICRO_WARM_MS=3000 build-dev/conv_ss192 (at the power cap)
  */
 #include <cuda_runtime.h>
