@@ -122,6 +122,11 @@ struct fw_cfg {
      * partial sums: 64 more registers, which only the 128-row tile's consumers have) */
     static constexpr bool OVERLAP = BM == 128 && HFP4_FW_OVERLAP;
     static_assert(PRODUCER_REGS + WGS * CONSUMER_REGS <= (WGS + 1) * LAUNCH_REGS, "setmaxnreg.inc would wait forever");
+    /* the grouped form (128 rows only): its factor warps also skip padding tiles and keep the
+     * tile's expert, which spilled at 40 registers; its consumers fit 224 */
+    static constexpr int GROUPED_PRODUCER_REGS = 48, GROUPED_CONSUMER_REGS = 224;
+    static_assert(GROUPED_PRODUCER_REGS + WGS * GROUPED_CONSUMER_REGS <= (WGS + 1) * LAUNCH_REGS || BM != 128,
+                  "setmaxnreg.inc would wait forever");
     static_assert(SMEM <= 232448, "shared memory");
 };
 
@@ -137,11 +142,15 @@ typedef struct sm90_fp8w_params {
     int64_t ldd;          /* elements */
     int32_t d_fp32;       /* D (and C) FP32, else BF16 */
     int32_t d_pairs;      /* two adjacent columns may go as one store (ld even, D 8-byte aligned) */
+    /* (GROUPED: m-grouped contiguous, 128-row segments) */
+    const int32_t *layout;        /* the expert of each row of A, -1 for padding rows */
+    int64_t b_scale_stride_group; /* b_scales' units between experts */
+    int32_t pad_zero;             /* padding rows of D are written +0 (without C) */
 } sm90_fp8w_params;
 
-/* The weight scale of 128-row block nb in K-block kb */
-static __device__ __forceinline__ float fw_b_scale(const sm90_fp8w_params &p, int64_t nb, int64_t kb) {
-    const int64_t i = nb * p.b_scale_stride_mn + kb * p.b_scale_stride_k;
+/* The weight scale of expert e's 128-row block nb in K-block kb (e = 0 when dense) */
+static __device__ __forceinline__ float fw_b_scale(const sm90_fp8w_params &p, int64_t e, int64_t nb, int64_t kb) {
+    const int64_t i = e * p.b_scale_stride_group + nb * p.b_scale_stride_mn + kb * p.b_scale_stride_k;
     return p.b_scale_dtype == HFP4_DTYPE_FP32 ? __ldg((const float *)p.b_scales + i)
                                               : ue8m0_to_float(__ldg((const uint8_t *)p.b_scales + i));
 }
@@ -157,12 +166,12 @@ typedef struct fw_bs_source {
     int32_t base;   /* the chunk's first K-block; -1: none yet for this tile */
 } fw_bs_source;
 
-static __device__ __forceinline__ void fw_bs_fetch(fw_bs_source &b, const sm90_fp8w_params &p, int64_t nt, int32_t kb,
-                                                   int32_t kblocks, int lane) {
+static __device__ __forceinline__ void fw_bs_fetch(fw_bs_source &b, const sm90_fp8w_params &p, int64_t e, int64_t nt,
+                                                   int32_t kb, int32_t kblocks, int lane) {
     if ((kb & ~31) != b.base) {
         b.base = kb & ~31;
         b.chunk = HFP4_FW_DIAG_FACTOR_PART == 2     ? 0x3f800000u /* (timing build: no weight-scale load) */
-                  : b.base + lane < kblocks ? __float_as_uint(fw_b_scale(p, nt, b.base + lane))
+                  : b.base + lane < kblocks ? __float_as_uint(fw_b_scale(p, e, nt, b.base + lane))
                                             : 0u;
     }
 }
@@ -179,12 +188,36 @@ static __device__ __forceinline__ void fw_tile(int64_t t, int64_t tiles_m, int64
     nt = within / gm;
 }
 
-/* D's element (row, col) (+ C's), one or two adjacent columns */
-static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64_t row, int64_t col, float v0, float v1) {
+/* GROUPED: token tile mt's expert, the one of its first row (segments start at multiples of 128 =
+ * BM, so a tile holds one expert's rows and padding, or padding alone: -1); 0 when dense */
+template <int BM, bool GROUPED>
+static __device__ __forceinline__ int32_t fw_expert(const sm90_fp8w_params &p, int64_t mt) {
+    return GROUPED ? __ldg(p.layout + mt * BM) : 0;
+}
+
+/* GROUPED: the first tile from t on (t included, stepping by the grid) that is not all padding, or
+ * one >= tiles; t itself when dense. The factor warps count stages only in such tiles, as the
+ * producer and the consumers do (a padding tile takes no stages). */
+template <int BM, bool GROUPED>
+static __device__ __forceinline__ int64_t fw_live_tile(const sm90_fp8w_params &p, int64_t t, int64_t tiles,
+                                                       int64_t tiles_m, int64_t tiles_n) {
+    if constexpr (GROUPED) {
+        for (; t < tiles; t += gridDim.x) {
+            int64_t mt, nt;
+            fw_tile(t, tiles_m, tiles_n, mt, nt);
+            if (fw_expert<BM, true>(p, mt) >= 0) break;
+        }
+    }
+    return t;
+}
+
+/* D's element (row, col) (+ C's unless !with_c), one or two adjacent columns */
+static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64_t row, int64_t col, float v0, float v1,
+                                                bool with_c = true) {
     const int64_t i = row * p.ldd + col;
     const bool two = col + 1 < p.n;
     if (p.d_fp32) {
-        if (p.c) {
+        if (p.c && with_c) {
             v0 += ((const float *)p.c)[i];
             if (two) v1 += ((const float *)p.c)[i + 1];
         }
@@ -195,7 +228,7 @@ static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64
             if (two) d[1] = v1;
         }
     } else {
-        if (p.c) {
+        if (p.c && with_c) {
             v0 += __bfloat162float(((const __nv_bfloat16 *)p.c)[i]);
             if (two) v1 += __bfloat162float(((const __nv_bfloat16 *)p.c)[i + 1]);
         }
@@ -397,7 +430,7 @@ static __device__ __forceinline__ void fw_consume_tile_sub2(float *fin, const fw
  * instructions a stage): 8192^3 1028 -> 1074 TFLOP/s sustained at the cap (+4.5 %); two factor
  * warps level with three, one -13 % (its loads for the next stage wait for this one's arrival); a
  * factor-free timing build still +4 % (v41). */
-template <int BM, bool DTMA, int SF, bool CONTIG>
+template <int BM, bool DTMA, int SF, bool CONTIG, bool GROUPED>
 static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p, float *factors, uint64_t *full,
                                                       uint64_t *empty, int sw, int64_t tiles_m, int64_t tiles_n) {
     typedef fw_cfg<BM, DTMA> cfg;
@@ -410,22 +443,24 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     /* (shared-window addresses, formed once: the lane's factor in stage 0, the barriers) */
     const uint32_t fac_sa = smem_addr(factors) + 4u * (uint32_t)lane, full_sa = smem_addr(full),
                    empty_sa = smem_addr(empty);
-    int64_t t = blockIdx.x, nt = 0;
+    int64_t t = fw_live_tile<BM, GROUPED>(p, blockIdx.x, tiles, tiles_m, tiles_n), nt = 0;
     int32_t kb = sw;
     while (kb >= kblocks) { /* (fewer K-blocks a tile than factor warps) */
         kb -= kblocks;
-        t += gridDim.x;
+        t = fw_live_tile<BM, GROUPED>(p, t + gridDim.x, tiles, tiles_m, tiles_n);
     }
     const char *base = NULL; /* the tile's row lane, K-block 0 */
     int live = 0;            /* the tile's rows from lane on that exist */
     bool fresh = true;       /* t is a new tile */
     fw_bs_source bsrc = {0u, -1};
+    int32_t e = 0;           /* (GROUPED) the tile's expert */
     int s = sw;              /* the stage; round: how often the stage sequence has wrapped */
     uint32_t round = 0;
     while (t < tiles) {
         if (fresh) {
             int64_t mt;
             fw_tile(t, tiles_m, tiles_n, mt, nt);
+            e = fw_expert<BM, GROUPED>(p, mt); /* (>= 0: fw_live_tile) */
             const int64_t left = p.m - mt * BM - lane;
             live = left > BM ? BM : (int)left;
             base = (const char *)p.a_scales + (mt * BM + lane) * p.a_scale_stride_mn * BYTES;
@@ -437,7 +472,7 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
              * so their L2 round trip overlaps that wait instead of following it: loaded after it, the
              * factors held each stage's full barrier back by a round trip, and a timing build whose
              * factor warps only arrived ran 8 % faster (H200 8192^3, bench/RESULTS.md v31) */
-            fw_bs_fetch(bsrc, p, nt, kb, kblocks, lane);
+            fw_bs_fetch(bsrc, p, e, nt, kb, kblocks, lane);
             const char *at = base + (int64_t)(SF == HFP4_DTYPE_UE8M0_PACKED ? kb >> 2 : kb) * p.a_scale_stride_k * BYTES;
             uint32_t raw[R];
             if (HFP4_FW_DIAG_FACTOR_PART == 1) {
@@ -483,19 +518,20 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
         kb += FW_SCALE_WARPS;
         while (kb >= kblocks) {
             kb -= kblocks;
-            t += gridDim.x;
+            t = fw_live_tile<BM, GROUPED>(p, t + gridDim.x, tiles, tiles_m, tiles_n);
             fresh = true;
         }
     }
 }
 
 
-template <int BM, bool DTMA>
+template <int BM, bool DTMA, bool GROUPED>
 __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     hfp4_sm90_fp8_weights_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
                                  const __grid_constant__ CUtensorMap d_map, const __grid_constant__ sm90_fp8w_params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef fw_cfg<BM, DTMA> cfg;
+    static_assert(!GROUPED || BM == 128, "the grouped form: 128-row tiles, one expert's segment each");
     constexpr int STAGES = cfg::STAGES;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -515,19 +551,19 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     const int64_t tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + FW_TILE - 1) / FW_TILE;
     const int64_t tiles = tiles_m * tiles_n, kblocks = p.k / FW_TILE;
     if (wg == cfg::WGS) { /* the producer warpgroup: one thread issues every stage's two copies, warps 1-3 its factors */
-        warpgroup_reg_dealloc<cfg::PRODUCER_REGS>();
+        warpgroup_reg_dealloc<GROUPED ? cfg::GROUPED_PRODUCER_REGS : cfg::PRODUCER_REGS>();
         if (tid / 32 >= 1 && tid / 32 <= FW_SCALE_WARPS) {
             /* warps 1 .. FW_SCALE_WARPS take turns at the stages' factors (fw_factor_warp) */
             const int sw = tid / 32 - 1;
             if (p.a_scale_dtype == HFP4_DTYPE_FP32) {
                 if (p.a_scale_stride_mn == 1)
-                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, true>(p, factors, full, empty, sw, tiles_m, tiles_n);
+                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, true, GROUPED>(p, factors, full, empty, sw, tiles_m, tiles_n);
                 else
-                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, false>(p, factors, full, empty, sw, tiles_m, tiles_n);
+                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, false, GROUPED>(p, factors, full, empty, sw, tiles_m, tiles_n);
             } else if (p.a_scale_dtype == HFP4_DTYPE_UE8M0) {
-                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0, false>(p, factors, full, empty, sw, tiles_m, tiles_n);
+                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0, false, GROUPED>(p, factors, full, empty, sw, tiles_m, tiles_n);
             } else {
-                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0_PACKED, false>(p, factors, full, empty, sw, tiles_m, tiles_n);
+                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0_PACKED, false, GROUPED>(p, factors, full, empty, sw, tiles_m, tiles_n);
             }
         }
         if (tid == 0) {
@@ -537,6 +573,8 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
             for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
                 int64_t mt, nt;
                 fw_tile(t, tiles_m, tiles_n, mt, nt);
+                const int32_t e = fw_expert<BM, GROUPED>(p, mt);
+                if (GROUPED && e < 0) continue; /* (a padding tile: no stages) */
                 for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                     const int s = (int)(it % STAGES);
                     if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
@@ -544,13 +582,13 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                     tma_load_3d(a_tiles + s * cfg::A_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
                                 (int32_t)(mt * BM), 0);
                     tma_load_3d(b_tiles + s * FW_B_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
-                                (int32_t)(nt * FW_TILE), 0);
+                                (int32_t)(nt * FW_TILE), e);
                 }
             }
         }
         return;
     }
-    warpgroup_reg_alloc<cfg::CONSUMER_REGS>();
+    warpgroup_reg_alloc<GROUPED ? cfg::GROUPED_CONSUMER_REGS : cfg::CONSUMER_REGS>();
     const int lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
     /* the thread's token rows r0 and r0 + 8 of the tile (and, at BM = 256, r0 + 64 and r0 + 72) */
     const int r0 = cfg::WG_ROWS * wg + warp * 16 + g;
@@ -566,20 +604,38 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
         int64_t mt, nt;
         fw_tile(t, tiles_m, tiles_n, mt, nt);
         const int64_t row0 = mt * BM + r0;
+        const int32_t e = fw_expert<BM, GROUPED>(p, mt);
+        if (GROUPED && e < 0 && !p.pad_zero) continue; /* (a padding tile whose rows may hold anything) */
         float fin[64 * cfg::SUB];
 #pragma unroll
         for (int i = 0; i < 64 * cfg::SUB; i++) fin[i] = 0.0f;
-        if constexpr (cfg::SUB == 2) {
-            fw_consume_tile_sub2(fin, ad, stage, phase, (int32_t)kblocks);
-        } else if constexpr (cfg::OVERLAP) {
-            fw_consume_tile_overlapped<BM, DTMA>(fin, ad, stage, phase, (int32_t)kblocks);
-        } else { /* (the 192-row tile: its consumers have no registers for a second set) */
-            float acc[64];
-            const int32_t kb32 = (int32_t)kblocks;
-            for (int32_t kb = 0; kb < kb32; kb++) {
-                float f0, f1;
-                fw_block<BM, DTMA>(acc, ad, stage, phase, f0, f1);
-                promote_token_rows_n128(fin, acc, f0, f1);
+        if (!GROUPED || e >= 0) { /* (a padding tile takes no stages: its rows are written +0) */
+            if constexpr (cfg::SUB == 2) {
+                fw_consume_tile_sub2(fin, ad, stage, phase, (int32_t)kblocks);
+            } else if constexpr (cfg::OVERLAP) {
+                fw_consume_tile_overlapped<BM, DTMA>(fin, ad, stage, phase, (int32_t)kblocks);
+            } else { /* (the 192-row tile: its consumers have no registers for a second set) */
+                float acc[64];
+                const int32_t kb32 = (int32_t)kblocks;
+                for (int32_t kb = 0; kb < kb32; kb++) {
+                    float f0, f1;
+                    fw_block<BM, DTMA>(acc, ad, stage, phase, f0, f1);
+                    promote_token_rows_n128(fin, acc, f0, f1);
+                }
+            }
+        }
+        /* GROUPED: the thread's padding rows (row0: registers 4j, 4j + 1; row0 + 8: 4j + 2, 4j + 3)
+         * are written +0 without C where pad_zero asks (their sums may be NaN: A's padding rows and
+         * scales may hold anything) */
+        bool pad[2] = {false, false};
+        if constexpr (GROUPED) {
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                pad[h] = p.pad_zero && (e < 0 || (row0 + 8 * h < p.m && __ldg(p.layout + row0 + 8 * h) < 0));
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                if (pad[0]) fin[4 * j] = fin[4 * j + 1] = 0.0f;
+                if (pad[1]) fin[4 * j + 2] = fin[4 * j + 3] = 0.0f;
             }
         }
         if (FW_DIAG_NO_STORES(p)) continue; /* (timing-only builds) */
@@ -599,7 +655,8 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                     for (int j = 0; j < 16; j++) {
                         const int64_t col = nt * FW_TILE + 8 * j + 2 * t4;
                         if (col < p.n)
-                            fw_store(p, row, col, fin[64 * sub + 4 * j + 2 * h], fin[64 * sub + 4 * j + 2 * h + 1]);
+                            fw_store(p, row, col, fin[64 * sub + 4 * j + 2 * h], fin[64 * sub + 4 * j + 2 * h + 1],
+                                     !pad[h]);
                     }
                 }
             }
@@ -614,14 +671,16 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
 /* The launch of the BM-row tile's kernel (the caller checked its shared memory against the device);
  * DTMA: D through shared memory to TMA stores (BF16 D, no C, ld and D 16-byte multiples, checked by
  * the caller), or, where the driver rejects D's map, the same tile storing from the registers */
-template <int BM, bool DTMA>
+template <int BM, bool DTMA, bool GROUPED = false>
 static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const hfp4_current_device *dev,
                              const sm90_fp8w_params *k, cudaStream_t stream) {
     typedef fw_cfg<BM, DTMA> cfg;
     CUtensorMap a_map, b_map, d_map;
     const uint32_t a_box[3] = {FW_TILE, BM, 1}, b_box[3] = {FW_TILE, FW_TILE, 1};
     const int64_t a_dims[3] = {p->k, p->m, 1}, a_strides[2] = {p->a.ld, p->a.ld * p->m};
-    const int64_t b_dims[3] = {p->k, p->n, 1}, b_strides[2] = {p->b.ld, p->b.ld * p->n};
+    /* B as [G][n][k] (GROUPED: the expert is the copies' third coordinate) */
+    const int64_t b_dims[3] = {p->k, p->n, GROUPED ? p->num_groups : 1},
+                  b_strides[2] = {p->b.ld, GROUPED && p->num_groups > 1 ? p->b.stride_group : p->b.ld * p->n};
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &a_map, p->a.data, a_dims, a_strides, a_box));
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &b_map, p->b.data, b_dims, b_strides, b_box));
     d_map = a_map; /* (unused without the TMA store) */
@@ -632,14 +691,15 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
         const uint32_t d_box[3] = {64, 64, 1};
         if (hfp4__make_tensor_map_bf16_3d(fn, "D", &d_map, p->d.data, d_dims, d_strides, d_box) != HFP4_OK) {
             hfp4_clear_error(); /* (the call succeeds: no stale message) */
-            return fw_launch<BM, false>(fn, p, dev, k, stream);
+            return fw_launch<BM, false, GROUPED>(fn, p, dev, k, stream);
         }
     }
-    auto kernel = hfp4_sm90_fp8_weights_kernel<BM, DTMA>;
+    auto kernel = hfp4_sm90_fp8_weights_kernel<BM, DTMA, GROUPED>;
     HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::SMEM));
     static int built_regs = 0; /* (per instantiation) */
     HFP4_TRY(hfp4__require_kernel_regs(fn, "fp8-weights kernel", (const void *)kernel, &built_regs, cfg::WGS + 1,
-                                       cfg::PRODUCER_REGS + cfg::WGS * cfg::CONSUMER_REGS));
+                                       GROUPED ? cfg::GROUPED_PRODUCER_REGS + cfg::WGS * cfg::GROUPED_CONSUMER_REGS
+                                               : cfg::PRODUCER_REGS + cfg::WGS * cfg::CONSUMER_REGS));
     const int64_t tiles = ((p->m + BM - 1) / BM) * ((p->n + FW_TILE - 1) / FW_TILE);
     const int grid = (int)(tiles < dev->num_sms ? tiles : dev->num_sms);
     kernel<<<grid, cfg::THREADS, cfg::SMEM, stream>>>(a_map, b_map, d_map, *k);
@@ -676,8 +736,25 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
                  "%s: b.dtype = fp8_e4m3: the SM90 kernel for FP8 weights is switched off by the environment "
                  "(HFP4_SM90_FP8_WEIGHTS=0); use FP4 weights or another backend",
                  fn);
-    HFP4_REQUIRE(p->grouping == HFP4_GROUPING_NONE, "%s: fp8 weights: grouping %d has no kernel yet (dense only)", fn,
-                 (int)p->grouping);
+    /* m-grouped contiguous: built, not yet run on a GPU (bench/RESULTS.md v44), so behind
+     * HFP4_SM90_FP8_WEIGHTS_GROUPED=1 until its tests pass there (gpu_fp8_weights_contiguous) */
+    static int grouped_cache = -1;
+    const int grouped = p->grouping == HFP4_GROUPING_CONTIGUOUS &&
+                        hfp4__env_switch("HFP4_SM90_FP8_WEIGHTS_GROUPED", 0, &grouped_cache);
+    HFP4_REQUIRE(p->grouping == HFP4_GROUPING_NONE || grouped,
+                 "%s: fp8 weights: grouping %d has no kernel yet (dense; contiguous opt-in with "
+                 "HFP4_SM90_FP8_WEIGHTS_GROUPED=1, untested)",
+                 fn, (int)p->grouping);
+    if (grouped) {
+        HFP4_REQUIRE(p->m_alignment == 0 || p->m_alignment % 128 == 0,
+                     "%s: fp8 weights, contiguous: m_alignment = %d; the kernel's 128-row tiles need segments "
+                     "aligned to a multiple of 128",
+                     fn, (int)p->m_alignment);
+        HFP4_REQUIRE(p->num_groups == 1 || (p->b.stride_group % 16 == 0 && p->b.stride_group < ((int64_t)1 << 40)),
+                     "%s: fp8 weights, contiguous: b.stride_group = %lld bytes must be a multiple of 16 below "
+                     "2^40 for the TMA loads",
+                     fn, (long long)p->b.stride_group);
+    }
     HFP4_REQUIRE(p->a.dtype == HFP4_DTYPE_FP8_E4M3 && p->a.scales.gran_k == 128,
                  "%s: fp8 weights: a.dtype = %s with gran_k = %d; the kernel takes FP8 activations with 1x128 scales",
                  fn, hfp4_dtype_name(p->a.dtype), (int)p->a.scales.gran_k);
@@ -707,7 +784,8 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     /* the token tile (fw_pick_tile); HFP4_SM90_FP8_WEIGHTS_TILE=128, 192 or 256 forces one (a
      * comparison switch: any other value means the choice; 256 is never chosen: 5 % slower, v40) */
     const char *tile_env = getenv("HFP4_SM90_FP8_WEIGHTS_TILE");
-    const int bm = tile_env && !strcmp(tile_env, "256")   ? 256
+    const int bm = grouped                                ? 128 /* (segments of 128 rows: a tile each) */
+                   : tile_env && !strcmp(tile_env, "256") ? 256
                    : tile_env && !strcmp(tile_env, "192") ? 192
                    : tile_env && !strcmp(tile_env, "128") ? 128
                                                           : fw_pick_tile(p->m, p->n, dev.num_sms);
@@ -743,6 +821,12 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     k.d_fp32 = p->d.dtype == HFP4_DTYPE_FP32;
     k.d_pairs = p->d.ld % 2 == 0 && (uintptr_t)p->d.data % (2 * esz) == 0 &&
                 (p->d.c == NULL || (uintptr_t)p->d.c % (2 * esz) == 0);
+    if (grouped) {
+        k.layout = p->layout;
+        k.b_scale_stride_group = p->b.scales.stride_group;
+        k.pad_zero = p->d_padding != HFP4_D_PADDING_ANY;
+        return dtma ? fw_launch<128, true, true>(fn, p, &dev, &k, stream) : fw_launch<128, false, true>(fn, p, &dev, &k, stream);
+    }
     if (bm == 256) return fw_launch<256, false>(fn, p, &dev, &k, stream);
     if (bm == 192) return dtma ? fw_launch<192, true>(fn, p, &dev, &k, stream) : fw_launch<192, false>(fn, p, &dev, &k, stream);
     return dtma ? fw_launch<128, true>(fn, p, &dev, &k, stream) : fw_launch<128, false>(fn, p, &dev, &k, stream);

@@ -1,0 +1,314 @@
+/*
+ * test_fp8_weights_grouped_sm90.cu - hfp4_gemm with FP8 weights in the m-grouped contiguous layout
+ * (G experts of [N, K] FP8 under 128 x 128 block scales; A's rows sorted by expert in segments
+ * aligned to 128, -1 for padding rows) against the CPU reference: fresh random operands, A's padding
+ * rows and their scales NaN (no other row may depend on them), D poisoned first, every element
+ * checked (padding rows +0 without C, unless d_padding = ANY), D's padding columns and the rows past
+ * m must keep the poison. Bound as test_fp8_weights_sm90.cu's.
+ * The form is opt-in until these tests pass on a GPU (HFP4_SM90_FP8_WEIGHTS_GROUPED=1, set here;
+ * each test runs in a process of its own under --fork, and the switch is read once).
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_device.h"
+#include "harness.h"
+#include "hfp4.h"
+
+#define FG_MAX_GROUPS 16
+
+typedef struct fg_case {
+    int32_t groups;
+    int32_t rows[FG_MAX_GROUPS]; /* real rows of each expert (0: no segment) */
+    int64_t tail_pad;            /* all-padding rows after the last segment (a multiple of 128) */
+    int64_t n, k;
+    hfp4_dtype b_scale;          /* FP32 or UE8M0 */
+    hfp4_dtype d_dtype;          /* BF16 or FP32 */
+    int with_c;
+    int64_t d_pad;               /* D's ld = n + d_pad */
+    int pad_any;                 /* d_padding = HFP4_D_PADDING_ANY: padding rows not checked */
+    uint64_t salt;
+} fg_case;
+
+static void fg_run(const fg_case *c, const char *label) {
+    const int64_t n = c->n, k = c->k, kg = k / 128, nb = (n + 127) / 128, ldd = n + c->d_pad;
+    const int32_t G = c->groups;
+    const int esz = c->d_dtype == HFP4_DTYPE_FP32 ? 4 : 2;
+    int64_t m = 0;
+    for (int32_t g = 0; g < G; g++) m += (c->rows[g] + 127) / 128 * 128;
+    m += c->tail_pad;
+    int32_t *layout = (int32_t *)malloc(sizeof(int32_t) * m);
+    {
+        int64_t r = 0;
+        for (int32_t g = 0; g < G; g++) {
+            const int64_t end = r + (c->rows[g] + 127) / 128 * 128;
+            for (int64_t i = 0; r < end; r++, i++) layout[r] = i < c->rows[g] ? g : -1;
+        }
+        for (; r < m; r++) layout[r] = -1;
+    }
+    hfp4_rng rng = hfp4_rng_make(c->salt);
+    /* A: per-token FP8 with FP32 1 x 128 scales; then the padding rows and their scales NaN */
+    float *x = (float *)malloc(sizeof(float) * m * k);
+    for (int64_t i = 0; i < m * k; i++) x[i] = (float)(hfp4_rng_normal(&rng) * (1.0 + (i / k) % 7));
+    uint8_t *qa = (uint8_t *)malloc(m * k);
+    float *sa_host = (float *)calloc(m * kg, sizeof(float));
+    hfp4_scales sa;
+    memset(&sa, 0, sizeof sa);
+    sa.data = sa_host;
+    sa.dtype = HFP4_DTYPE_FP32;
+    sa.gran_mn = 1;
+    sa.gran_k = 128;
+    sa.stride_mn = kg;
+    sa.stride_k = 1;
+    CHECK_STATUS(hfp4_quantize_fp8_per_token(x, HFP4_DTYPE_FP32, m, k, k, 0, qa, k, &sa), HFP4_OK);
+    for (int64_t r = 0; r < m; r++)
+        if (layout[r] < 0) {
+            memset(qa + r * k, 0x7F, k); /* e4m3 NaN */
+            for (int64_t j = 0; j < kg; j++) sa_host[r * kg + j] = NAN;
+        }
+    /* B: G experts of per-block FP8, 128 x 128 scales [G][nb][kg] */
+    float *w = (float *)malloc(sizeof(float) * n * k);
+    uint8_t *qb = (uint8_t *)malloc((size_t)G * n * k);
+    const int sb_esz = c->b_scale == HFP4_DTYPE_UE8M0 ? 1 : 4;
+    uint8_t *sb_host = (uint8_t *)calloc((size_t)G * nb * kg, sb_esz);
+    for (int32_t g = 0; g < G; g++) {
+        for (int64_t i = 0; i < n * k; i++) w[i] = (float)(hfp4_rng_normal(&rng) * 0.05 * (1.0 + (i / k + g) % 5));
+        hfp4_scales sg;
+        memset(&sg, 0, sizeof sg);
+        sg.data = sb_host + (size_t)g * nb * kg * sb_esz;
+        sg.dtype = c->b_scale;
+        sg.gran_mn = 128;
+        sg.gran_k = 128;
+        sg.stride_mn = kg;
+        sg.stride_k = 1;
+        CHECK_STATUS(hfp4_quantize_fp8_per_block(w, HFP4_DTYPE_FP32, n, k, k, c->b_scale == HFP4_DTYPE_UE8M0,
+                                                 qb + (size_t)g * n * k, k, &sg),
+                     HFP4_OK);
+    }
+    float *cv = NULL;
+    if (c->with_c) {
+        cv = (float *)malloc(sizeof(float) * m * ldd);
+        for (int64_t i = 0; i < m * ldd; i++) {
+            const float v = (float)hfp4_rng_normal(&rng);
+            cv[i] = c->d_dtype == HFP4_DTYPE_FP32 ? v : hfp4_bf16_decode(hfp4_bf16_encode(v));
+        }
+    }
+    hfp4_gemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.grouping = HFP4_GROUPING_CONTIGUOUS;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.num_groups = G;
+    p.layout = layout;
+    p.d_padding = c->pad_any ? HFP4_D_PADDING_ANY : HFP4_D_PADDING_ZERO;
+    p.a.data = qa;
+    p.a.dtype = HFP4_DTYPE_FP8_E4M3;
+    p.a.rows = m;
+    p.a.cols = k;
+    p.a.ld = k;
+    p.a.scales = sa;
+    p.b.data = qb;
+    p.b.dtype = HFP4_DTYPE_FP8_E4M3;
+    p.b.rows = n;
+    p.b.cols = k;
+    p.b.ld = k;
+    p.b.stride_group = n * k;
+    p.b.scales.data = sb_host;
+    p.b.scales.dtype = c->b_scale;
+    p.b.scales.gran_mn = 128;
+    p.b.scales.gran_k = 128;
+    p.b.scales.stride_mn = kg;
+    p.b.scales.stride_k = 1;
+    p.b.scales.stride_group = nb * kg;
+    float *ref = (float *)malloc(sizeof(float) * m * ldd);
+    p.d.data = ref;
+    p.d.dtype = HFP4_DTYPE_FP32;
+    p.d.ld = ldd;
+    p.d.c = cv;
+    CHECK_STATUS(hfp4_ref_gemm(&p, 0), HFP4_OK);
+    /* sum_k |a_k b_k| per element (the bound's accumulation term): the operands' sign bits cleared */
+    uint8_t *abs_a = (uint8_t *)malloc(m * k), *abs_b = (uint8_t *)malloc((size_t)G * n * k);
+    for (int64_t i = 0; i < m * k; i++) abs_a[i] = qa[i] & 0x7F;
+    for (int64_t i = 0; i < (int64_t)G * n * k; i++) abs_b[i] = qb[i] & 0x7F;
+    float *l1 = (float *)malloc(sizeof(float) * m * ldd);
+    hfp4_gemm_problem pabs = p;
+    pabs.a.data = abs_a;
+    pabs.b.data = abs_b;
+    pabs.d.data = l1;
+    pabs.d.c = NULL;
+    CHECK_STATUS(hfp4_ref_gemm(&pabs, 0), HFP4_OK);
+    /* device run */
+    setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
+    setenv("HFP4_SM90_FP8_WEIGHTS_GROUPED", "1", 1);
+    uint8_t *da, *db;
+    void *dsa, *dsb, *dd, *dc = NULL;
+    int32_t *dl;
+    const size_t sa_bytes = (size_t)m * kg * 4, sb_bytes = (size_t)G * nb * kg * sb_esz;
+    const size_t d_bytes = (size_t)m * ldd * esz, guard = (size_t)64 * ldd * esz;
+    CHECK(cudaMalloc(&da, m * k) == cudaSuccess && cudaMalloc(&db, (size_t)G * n * k) == cudaSuccess &&
+          cudaMalloc(&dsa, sa_bytes) == cudaSuccess && cudaMalloc(&dsb, sb_bytes) == cudaSuccess &&
+          cudaMalloc(&dd, d_bytes + guard) == cudaSuccess && cudaMalloc(&dl, sizeof(int32_t) * m) == cudaSuccess);
+    cudaMemcpy(da, qa, m * k, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, qb, (size_t)G * n * k, cudaMemcpyHostToDevice);
+    cudaMemcpy(dsa, sa_host, sa_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(dsb, sb_host, sb_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(dl, layout, sizeof(int32_t) * m, cudaMemcpyHostToDevice);
+    cudaMemset(dd, 0xFF, d_bytes + guard); /* NaN in BF16 and FP32 */
+    if (c->with_c) {
+        uint8_t *tmp = (uint8_t *)malloc(d_bytes);
+        for (int64_t i = 0; i < m * ldd; i++) {
+            if (esz == 4) memcpy(tmp + 4 * i, &cv[i], 4);
+            else ((uint16_t *)tmp)[i] = hfp4_bf16_encode(cv[i]);
+        }
+        CHECK(cudaMalloc(&dc, d_bytes) == cudaSuccess);
+        cudaMemcpy(dc, tmp, d_bytes, cudaMemcpyHostToDevice);
+        free(tmp);
+    }
+    hfp4_gemm_problem pd = p;
+    pd.layout = dl;
+    pd.a.data = da;
+    pd.a.scales.data = dsa;
+    pd.b.data = db;
+    pd.b.scales.data = dsb;
+    pd.d.data = dd;
+    pd.d.dtype = c->d_dtype;
+    pd.d.c = dc;
+    CHECK_STATUS(hfp4_gemm(&pd, NULL), HFP4_OK);
+    CHECK_MSG(cudaDeviceSynchronize() == cudaSuccess, "%s: %s", label, cudaGetErrorString(cudaGetLastError()));
+    uint8_t *out = (uint8_t *)malloc(d_bytes + guard);
+    cudaMemcpy(out, dd, d_bytes + guard, cudaMemcpyDeviceToHost);
+    int64_t guard_lost = 0;
+    for (size_t i = d_bytes; i < d_bytes + guard; i++) guard_lost += out[i] != 0xFF;
+    double ss = 0.0, es = 0.0;
+    for (int64_t i = 0; i < m * ldd; i++)
+        if (i % ldd < n) ss += (double)ref[i] * ref[i];
+    const double rms = sqrt(ss / (double)(m * n)), eps_out = esz == 4 ? 1e-5 : 4e-3;
+    int64_t bad = 0, poison_lost = 0, pad_bad = 0;
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < ldd; j++) {
+            const int64_t e = i * ldd + j;
+            const double got = esz == 4 ? (double)((const float *)out)[e] : (double)hfp4_bf16_decode(((const uint16_t *)out)[e]);
+            if (j >= n) {
+                poison_lost += !isnan(got);
+                continue;
+            }
+            if (layout[i] < 0) { /* a padding row: +0 exactly (no C), unless it may hold anything */
+                if (!c->pad_any) pad_bad += !(got == 0.0 && !signbit(got));
+                continue;
+            }
+            const double want = ref[e], err = fabs(got - want);
+            es += err * err;
+            if (!(err <= eps_out * fabs(want) + ldexp((double)l1[e], -10) + 1e-6 * rms)) {
+                if (bad < 3)
+                    fprintf(stderr, "    %s: D[%lld][%lld] (expert %d) = %.9g, want %.9g (sum|ab| %.3g)\n", label,
+                            (long long)i, (long long)j, layout[i], got, want, (double)l1[e]);
+                bad++;
+            }
+        }
+    }
+    const double rel = ss > 0 ? sqrt(es / ss) : 0.0;
+    printf("    %s: m=%lld n=%lld k=%lld G=%d: %lld bad, %lld padding elements not +0, rel frob %.2e\n", label,
+           (long long)m, (long long)n, (long long)k, G, (long long)bad, (long long)pad_bad, rel);
+    CHECK_MSG(bad == 0, "%s: %lld elements beyond the bound", label, (long long)bad);
+    CHECK_MSG(pad_bad == 0, "%s: %lld elements of padding rows not +0", label, (long long)pad_bad);
+    CHECK_MSG(poison_lost == 0, "%s: %lld padding columns of D written", label, (long long)poison_lost);
+    CHECK_MSG(guard_lost == 0, "%s: %lld bytes written past D's last row", label, (long long)guard_lost);
+    CHECK_MSG(rel <= (esz == 4 ? 5e-4 : 2e-3), "%s: relative Frobenius error %.3g", label, rel);
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dsa);
+    cudaFree(dsb);
+    cudaFree(dd);
+    cudaFree(dl);
+    if (dc) cudaFree(dc);
+    free(layout);
+    free(x);
+    free(w);
+    free(qa);
+    free(qb);
+    free(sa_host);
+    free(sb_host);
+    free(cv);
+    free(ref);
+    free(abs_a);
+    free(abs_b);
+    free(l1);
+    free(out);
+}
+
+TEST(gpu_fp8_weights_contiguous) {
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
+    static const fg_case cases[] = {
+        /* a segment with a 2-row tail tile, an expert without rows, one of 77 rows, two full tiles,
+         * then a padding tile; BF16 D without C (the TMA store) */
+        {4, {130, 0, 77, 256}, 128, 384, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 0, 1},
+        /* the same with FP32 D and C (register stores: C not added to padding rows), UE8M0 scales */
+        {4, {130, 0, 77, 256}, 128, 384, 512, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 1, 3, 0, 2},
+        /* a column tail (n = 200), 2 K-blocks a tile (the overlapped loop's ends), BF16 D with C */
+        {3, {1, 300, 129}, 0, 200, 256, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 1, 8, 0, 3},
+        /* more tiles than CTAs (18 token tiles x 12 weight tiles), 3 K-blocks a tile: the stage ring
+         * across tiles with padding tiles skipped in every role */
+        {8, {300, 384, 1, 257, 128, 0, 383, 200}, 256, 1536, 384, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 0, 4},
+        /* padding rows may hold anything (d_padding = ANY): the padding tiles are not visited */
+        {3, {100, 5, 250}, 128, 256, 640, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 1, 5},
+    };
+    static const char *const dtma_env = "HFP4_SM90_FP8_WEIGHTS_DTMA";
+    for (int dtma = 1; dtma >= 0; dtma--) {
+        if (dtma) unsetenv(dtma_env);
+        else setenv(dtma_env, "0", 1);
+        for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            char label[80];
+            snprintf(label, sizeof label, "fp8 weights contiguous, %s stores, case %u", dtma ? "default" : "register", i);
+            fg_run(&cases[i], label);
+        }
+    }
+    unsetenv(dtma_env);
+}
+
+TEST(gpu_fp8_weights_contiguous_rejections) {
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
+    setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
+    setenv("HFP4_SM90_FP8_WEIGHTS_GROUPED", "1", 1);
+    static uint8_t a[256 * 256], b[2 * 256 * 256];
+    static float sfa[256 * 2], sfb[2 * 2 * 2];
+    static uint16_t d[256 * 256];
+    static int32_t layout[256];
+    hfp4_gemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.grouping = HFP4_GROUPING_CONTIGUOUS;
+    p.m = 256;
+    p.n = 256;
+    p.k = 256;
+    p.num_groups = 2;
+    p.layout = layout;
+    p.a.data = a;
+    p.a.dtype = HFP4_DTYPE_FP8_E4M3;
+    p.a.rows = 256;
+    p.a.cols = 256;
+    p.a.ld = 256;
+    p.a.scales.data = sfa;
+    p.a.scales.dtype = HFP4_DTYPE_FP32;
+    p.a.scales.gran_mn = 1;
+    p.a.scales.gran_k = 128;
+    p.a.scales.stride_mn = 2;
+    p.a.scales.stride_k = 1;
+    p.b = p.a;
+    p.b.data = b;
+    p.b.stride_group = 256 * 256;
+    p.b.scales.data = sfb;
+    p.b.scales.gran_mn = 128;
+    p.b.scales.stride_mn = 2;
+    p.b.scales.stride_group = 4;
+    p.d.data = d;
+    p.d.dtype = HFP4_DTYPE_BF16;
+    p.d.ld = 256;
+    CHECK_STATUS(hfp4_gemm_supported(&p), HFP4_OK);
+    p.m_alignment = 64; /* segments the 128-row tiles cannot follow */
+    CHECK_REJECT(hfp4_gemm_supported(&p), HFP4_ERR_UNSUPPORTED, "m_alignment");
+    p.m_alignment = 256;
+    CHECK_STATUS(hfp4_gemm_supported(&p), HFP4_OK);
+}
