@@ -1,6 +1,8 @@
 /*
  * fp8_fp8_gemm.cu - the SM90 GEMM for FP8 weights (fp8_fp8_gemm.h): D = A B^T (+ C) with A FP8 e4m3
- * under 1x128 activation scales and B FP8 e4m3 [N, K] under 128 x 128 block scales, dense.
+ * under 1x128 activation scales and B FP8 e4m3 [N, K] under 128 x 128 block scales, dense; or B
+ * [G, N, K] with A's rows in expert segments aligned to 128 (m-grouped contiguous, the template's
+ * GROUPED form: 128-row tiles, each one expert's or padding; opt-in until its tests run).
  *
  * DeepGEMM's FP8 structure, as measured first in bench/micro/fp8_ss_gemm.cu: a persistent kernel over
  * BM x 128 tiles of D (BM token rows: 128, or 192 for large M, fw_pick_tile; 256 opt-in) rastered in groups of 16 token
