@@ -23,7 +23,11 @@
 typedef struct fg_case {
     int32_t groups;
     int32_t rows[FG_MAX_GROUPS]; /* real rows of each expert (0: no segment) */
-    int64_t tail_pad;            /* all-padding rows after the last segment (a multiple of 128) */
+    int64_t tail_pad;            /* all-padding rows after the last segment (a multiple of 128); -1: the
+                                  * last segment not padded either (m ends inside a tile) */
+    int32_t align;               /* m_alignment (0: the default, 128) */
+    hfp4_dtype a_scale;          /* FP32, UE8M0 or UE8M0_PACKED (1 x 128) */
+    int mn_major;                /* activation scales MN-major ([k/128][align(m, 4)], packed [k/512][..]) */
     int64_t n, k;
     hfp4_dtype b_scale;          /* FP32 or UE8M0 */
     hfp4_dtype d_dtype;          /* BF16 or FP32 */
@@ -37,37 +41,55 @@ static void fg_run(const fg_case *c, const char *label) {
     const int64_t n = c->n, k = c->k, kg = k / 128, nb = (n + 127) / 128, ldd = n + c->d_pad;
     const int32_t G = c->groups;
     const int esz = c->d_dtype == HFP4_DTYPE_FP32 ? 4 : 2;
+    const int64_t align = c->align ? c->align : 128;
     int64_t m = 0;
-    for (int32_t g = 0; g < G; g++) m += (c->rows[g] + 127) / 128 * 128;
-    m += c->tail_pad;
+    for (int32_t g = 0; g < G; g++) m += (c->rows[g] + align - 1) / align * align;
+    if (c->tail_pad >= 0) m += c->tail_pad;
+    else /* the last segment ends m: the last tile is partial */
+        for (int32_t g = G - 1; g >= 0; g--)
+            if (c->rows[g] > 0) {
+                m -= (c->rows[g] + align - 1) / align * align - c->rows[g];
+                break;
+            }
     int32_t *layout = (int32_t *)malloc(sizeof(int32_t) * m);
     {
         int64_t r = 0;
         for (int32_t g = 0; g < G; g++) {
-            const int64_t end = r + (c->rows[g] + 127) / 128 * 128;
+            int64_t end = r + (c->rows[g] + align - 1) / align * align;
+            if (end > m) end = m;
             for (int64_t i = 0; r < end; r++, i++) layout[r] = i < c->rows[g] ? g : -1;
         }
         for (; r < m; r++) layout[r] = -1;
     }
     hfp4_rng rng = hfp4_rng_make(c->salt);
-    /* A: per-token FP8 with FP32 1 x 128 scales; then the padding rows and their scales NaN */
+    /* A: per-token FP8 with 1 x 128 scales; then the padding rows and their scales NaN (scale
+     * bytes and words 0xFF: NaN as UE8M0) */
     float *x = (float *)malloc(sizeof(float) * m * k);
     for (int64_t i = 0; i < m * k; i++) x[i] = (float)(hfp4_rng_normal(&rng) * (1.0 + (i / k) % 7));
     uint8_t *qa = (uint8_t *)malloc(m * k);
-    float *sa_host = (float *)calloc(m * kg, sizeof(float));
+    const int sa_esz = c->a_scale == HFP4_DTYPE_UE8M0 ? 1 : 4;
+    const int64_t a_words = (kg + 3) / 4, m4 = (m + 3) & ~(int64_t)3;
+    const int64_t k_units = c->a_scale == HFP4_DTYPE_UE8M0_PACKED ? a_words : kg; /* units along K */
+    const int64_t sa_units = c->mn_major ? k_units * m4 : m * k_units;
+    uint8_t *sa_host = (uint8_t *)calloc(sa_units, sa_esz);
     hfp4_scales sa;
     memset(&sa, 0, sizeof sa);
     sa.data = sa_host;
-    sa.dtype = HFP4_DTYPE_FP32;
+    sa.dtype = c->a_scale;
     sa.gran_mn = 1;
     sa.gran_k = 128;
-    sa.stride_mn = kg;
-    sa.stride_k = 1;
-    CHECK_STATUS(hfp4_quantize_fp8_per_token(x, HFP4_DTYPE_FP32, m, k, k, 0, qa, k, &sa), HFP4_OK);
+    sa.stride_mn = c->mn_major ? 1 : k_units;
+    sa.stride_k = c->mn_major ? m4 : 1;
+    CHECK_STATUS(hfp4_quantize_fp8_per_token(x, HFP4_DTYPE_FP32, m, k, k, c->a_scale != HFP4_DTYPE_FP32, qa, k, &sa),
+                 HFP4_OK);
     for (int64_t r = 0; r < m; r++)
         if (layout[r] < 0) {
             memset(qa + r * k, 0x7F, k); /* e4m3 NaN */
-            for (int64_t j = 0; j < kg; j++) sa_host[r * kg + j] = NAN;
+            for (int64_t j = 0; j < k_units; j++) {
+                const int64_t u = r * sa.stride_mn + j * sa.stride_k;
+                if (c->a_scale == HFP4_DTYPE_FP32) ((float *)sa_host)[u] = NAN;
+                else memset(sa_host + u * sa_esz, 0xFF, sa_esz);
+            }
         }
     /* B: G experts of per-block FP8, 128 x 128 scales [G][nb][kg] */
     float *w = (float *)malloc(sizeof(float) * n * k);
@@ -104,6 +126,7 @@ static void fg_run(const fg_case *c, const char *label) {
     p.k = k;
     p.num_groups = G;
     p.layout = layout;
+    p.m_alignment = c->align;
     p.d_padding = c->pad_any ? HFP4_D_PADDING_ANY : HFP4_D_PADDING_ZERO;
     p.a.data = qa;
     p.a.dtype = HFP4_DTYPE_FP8_E4M3;
@@ -147,7 +170,7 @@ static void fg_run(const fg_case *c, const char *label) {
     uint8_t *da, *db;
     void *dsa, *dsb, *dd, *dc = NULL;
     int32_t *dl;
-    const size_t sa_bytes = (size_t)m * kg * 4, sb_bytes = (size_t)G * nb * kg * sb_esz;
+    const size_t sa_bytes = (size_t)sa_units * sa_esz, sb_bytes = (size_t)G * nb * kg * sb_esz;
     const size_t d_bytes = (size_t)m * ldd * esz, guard = (size_t)64 * ldd * esz;
     CHECK(cudaMalloc(&da, m * k) == cudaSuccess && cudaMalloc(&db, (size_t)G * n * k) == cudaSuccess &&
           cudaMalloc(&dsa, sa_bytes) == cudaSuccess && cudaMalloc(&dsb, sb_bytes) == cudaSuccess &&
@@ -245,16 +268,28 @@ TEST(gpu_fp8_weights_contiguous) {
     static const fg_case cases[] = {
         /* a segment with a 2-row tail tile, an expert without rows, one of 77 rows, two full tiles,
          * then a padding tile; BF16 D without C (the TMA store) */
-        {4, {130, 0, 77, 256}, 128, 384, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 0, 1},
-        /* the same with FP32 D and C (register stores: C not added to padding rows), UE8M0 scales */
-        {4, {130, 0, 77, 256}, 128, 384, 512, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 1, 3, 0, 2},
-        /* a column tail (n = 200), 2 K-blocks a tile (the overlapped loop's ends), BF16 D with C */
-        {3, {1, 300, 129}, 0, 200, 256, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 1, 8, 0, 3},
+        {4, {130, 0, 77, 256}, 128, 0, HFP4_DTYPE_FP32, 0, 384, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 0, 1},
+        /* the same with FP32 D and C (register stores: C not added to padding rows), UE8M0 scales
+         * both sides, the activations' MN-major */
+        {4, {130, 0, 77, 256}, 128, 0, HFP4_DTYPE_UE8M0, 1, 384, 512, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 1, 3, 0, 2},
+        /* a column tail (n = 200), 2 K-blocks a tile (the overlapped loop's ends), BF16 D with C,
+         * m ending inside the last tile (no padding after the last segment), packed scales */
+        {3, {1, 300, 129}, -1, 0, HFP4_DTYPE_UE8M0_PACKED, 0, 200, 256, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 1, 8, 0, 3},
         /* more tiles than CTAs (18 token tiles x 12 weight tiles), 3 K-blocks a tile: the stage ring
-         * across tiles with padding tiles skipped in every role */
-        {8, {300, 384, 1, 257, 128, 0, 383, 200}, 256, 1536, 384, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 0, 4},
+         * across tiles with padding tiles skipped in every role; FP32 scales MN-major */
+        {8, {300, 384, 1, 257, 128, 0, 383, 200}, 256, 0, HFP4_DTYPE_FP32, 1, 1536, 384, HFP4_DTYPE_FP32,
+         HFP4_DTYPE_BF16, 0, 0, 0, 4},
         /* padding rows may hold anything (d_padding = ANY): the padding tiles are not visited */
-        {3, {100, 5, 250}, 128, 256, 640, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 1, 5},
+        {3, {100, 5, 250}, 128, 0, HFP4_DTYPE_FP32, 0, 256, 640, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 1, 5},
+        /* segments aligned to 256 with at most 128 rows each: every other token tile is padding, 32
+         * token tiles x 10 weight tiles (more than the CTAs), so a CTA steps over padding tiles
+         * between live ones; one K-block a tile (fewer than the three factor warps: their places
+         * in the stage ring cross tiles), m ending inside the last tile */
+        {16, {128, 100, 1, 128, 64, 128, 127, 2, 128, 128, 90, 128, 128, 3, 128, 70}, -1, 256, HFP4_DTYPE_FP32, 1,
+         1280, 128, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 0, 6},
+        /* the same layout with 2 K-blocks, FP32 D and C, UE8M0 activation scales */
+        {16, {128, 100, 1, 128, 64, 128, 127, 2, 128, 128, 90, 128, 128, 3, 128, 70}, -1, 256, HFP4_DTYPE_UE8M0, 0,
+         1280, 256, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 1, 0, 0, 7},
     };
     static const char *const dtma_env = "HFP4_SM90_FP8_WEIGHTS_DTMA";
     for (int dtma = 1; dtma >= 0; dtma--) {
