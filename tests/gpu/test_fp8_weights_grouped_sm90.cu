@@ -4,7 +4,7 @@
  * aligned to 128, -1 for padding rows) against the CPU reference: fresh random operands, A's padding
  * rows and their scales NaN (no other row may depend on them), D poisoned first, every element
  * checked (padding rows +0 without C, unless d_padding = ANY), D's padding columns and the rows past
- * m must keep the poison. Bound as test_fp8_weights_sm90.cu's.
+ * m must keep the poison. The bound and the checks: fp8_weights_check.h.
  * The form is opt-in until these tests pass on a GPU (HFP4_SM90_FP8_WEIGHTS_GROUPED=1, set here;
  * each test runs in a process of its own under --fork, and the switch is read once).
  */
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8_weights_check.h"
 #include "gpu_device.h"
 #include "harness.h"
 #include "hfp4.h"
@@ -171,7 +172,7 @@ static void fg_run(const fg_case *c, const char *label) {
     void *dsa, *dsb, *dd, *dc = NULL;
     int32_t *dl;
     const size_t sa_bytes = (size_t)sa_units * sa_esz, sb_bytes = (size_t)G * nb * kg * sb_esz;
-    const size_t d_bytes = (size_t)m * ldd * esz, guard = (size_t)64 * ldd * esz;
+    const size_t d_bytes = (size_t)m * ldd * esz, guard = (size_t)FW_GUARD_ROWS * ldd * esz;
     CHECK(cudaMalloc(&da, m * k) == cudaSuccess && cudaMalloc(&db, (size_t)G * n * k) == cudaSuccess &&
           cudaMalloc(&dsa, sa_bytes) == cudaSuccess && cudaMalloc(&dsb, sb_bytes) == cudaSuccess &&
           cudaMalloc(&dd, d_bytes + guard) == cudaSuccess && cudaMalloc(&dl, sizeof(int32_t) * m) == cudaSuccess);
@@ -181,16 +182,7 @@ static void fg_run(const fg_case *c, const char *label) {
     cudaMemcpy(dsb, sb_host, sb_bytes, cudaMemcpyHostToDevice);
     cudaMemcpy(dl, layout, sizeof(int32_t) * m, cudaMemcpyHostToDevice);
     cudaMemset(dd, 0xFF, d_bytes + guard); /* NaN in BF16 and FP32 */
-    if (c->with_c) {
-        uint8_t *tmp = (uint8_t *)malloc(d_bytes);
-        for (int64_t i = 0; i < m * ldd; i++) {
-            if (esz == 4) memcpy(tmp + 4 * i, &cv[i], 4);
-            else ((uint16_t *)tmp)[i] = hfp4_bf16_encode(cv[i]);
-        }
-        CHECK(cudaMalloc(&dc, d_bytes) == cudaSuccess);
-        cudaMemcpy(dc, tmp, d_bytes, cudaMemcpyHostToDevice);
-        free(tmp);
-    }
+    if (c->with_c) dc = fw_upload_c(cv, m * ldd, esz);
     hfp4_gemm_problem pd = p;
     pd.layout = dl;
     pd.a.data = da;
@@ -204,43 +196,9 @@ static void fg_run(const fg_case *c, const char *label) {
     CHECK_MSG(cudaDeviceSynchronize() == cudaSuccess, "%s: %s", label, cudaGetErrorString(cudaGetLastError()));
     uint8_t *out = (uint8_t *)malloc(d_bytes + guard);
     cudaMemcpy(out, dd, d_bytes + guard, cudaMemcpyDeviceToHost);
-    int64_t guard_lost = 0;
-    for (size_t i = d_bytes; i < d_bytes + guard; i++) guard_lost += out[i] != 0xFF;
-    double ss = 0.0, es = 0.0;
-    for (int64_t i = 0; i < m * ldd; i++)
-        if (i % ldd < n) ss += (double)ref[i] * ref[i];
-    const double rms = sqrt(ss / (double)(m * n)), eps_out = esz == 4 ? 1e-5 : 4e-3;
-    int64_t bad = 0, poison_lost = 0, pad_bad = 0;
-    for (int64_t i = 0; i < m; i++) {
-        for (int64_t j = 0; j < ldd; j++) {
-            const int64_t e = i * ldd + j;
-            const double got = esz == 4 ? (double)((const float *)out)[e] : (double)hfp4_bf16_decode(((const uint16_t *)out)[e]);
-            if (j >= n) {
-                poison_lost += !isnan(got);
-                continue;
-            }
-            if (layout[i] < 0) { /* a padding row: +0 exactly (no C), unless it may hold anything */
-                if (!c->pad_any) pad_bad += !(got == 0.0 && !signbit(got));
-                continue;
-            }
-            const double want = ref[e], err = fabs(got - want);
-            es += err * err;
-            if (!(err <= eps_out * fabs(want) + ldexp((double)l1[e], -10) + 1e-6 * rms)) {
-                if (bad < 3)
-                    fprintf(stderr, "    %s: D[%lld][%lld] (expert %d) = %.9g, want %.9g (sum|ab| %.3g)\n", label,
-                            (long long)i, (long long)j, layout[i], got, want, (double)l1[e]);
-                bad++;
-            }
-        }
-    }
-    const double rel = ss > 0 ? sqrt(es / ss) : 0.0;
-    printf("    %s: m=%lld n=%lld k=%lld G=%d: %lld bad, %lld padding elements not +0, rel frob %.2e\n", label,
-           (long long)m, (long long)n, (long long)k, G, (long long)bad, (long long)pad_bad, rel);
-    CHECK_MSG(bad == 0, "%s: %lld elements beyond the bound", label, (long long)bad);
-    CHECK_MSG(pad_bad == 0, "%s: %lld elements of padding rows not +0", label, (long long)pad_bad);
-    CHECK_MSG(poison_lost == 0, "%s: %lld padding columns of D written", label, (long long)poison_lost);
-    CHECK_MSG(guard_lost == 0, "%s: %lld bytes written past D's last row", label, (long long)guard_lost);
-    CHECK_MSG(rel <= (esz == 4 ? 5e-4 : 2e-3), "%s: relative Frobenius error %.3g", label, rel);
+    char what[160];
+    snprintf(what, sizeof what, "%s (m=%lld n=%lld k=%lld G=%d)", label, (long long)m, (long long)n, (long long)k, G);
+    fw_check_d(what, out, m, n, ldd, esz, ref, l1, layout, c->pad_any);
     cudaFree(da);
     cudaFree(db);
     cudaFree(dsa);

@@ -1,0 +1,82 @@
+/*
+ * fp8_weights_check.h - what the FP8-weight GEMM tests share (test_fp8_weights_sm90.cu, dense;
+ * test_fp8_weights_grouped_sm90.cu, m-grouped contiguous): C uploaded in D's dtype, and D checked
+ * element by element against the reference with docs/TESTING.md's bound:
+ *   |d - r| <= eps_out |r| + 2^-10 sum_k |a_k b_k| (scaled operands) + 1e-6 rms(R),
+ * eps_out 4e-3 for BF16 D and 1e-5 for FP32; D's padding columns (ld > n) and the 64 guard rows past m
+ * must keep the 0xFF poison; the relative Frobenius error at most 2e-3 (BF16) or 5e-4 (FP32).
+ */
+#ifndef HFP4_TEST_FP8_WEIGHTS_CHECK_H
+#define HFP4_TEST_FP8_WEIGHTS_CHECK_H
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hfp4.h"
+
+#define FW_GUARD_ROWS 64 /* poisoned rows of D past m: nothing may land there */
+
+/* C's m x ldd values (FP32 or BF16-exact) on the device in D's dtype (esz 4: FP32, 2: BF16) */
+static void *fw_upload_c(const float *cv, int64_t count, int esz) {
+    uint8_t *tmp = (uint8_t *)malloc((size_t)count * esz);
+    for (int64_t i = 0; i < count; i++) {
+        if (esz == 4) memcpy(tmp + 4 * i, &cv[i], 4);
+        else ((uint16_t *)tmp)[i] = hfp4_bf16_encode(cv[i]);
+    }
+    void *dc = NULL;
+    CHECK(cudaMalloc(&dc, (size_t)count * esz) == cudaSuccess);
+    cudaMemcpy(dc, tmp, (size_t)count * esz, cudaMemcpyHostToDevice);
+    free(tmp);
+    return dc;
+}
+
+/* D's m x ldd elements and FW_GUARD_ROWS guard rows as copied back (`out`) against the FP32
+ * reference `ref` and the bound's sum_k |a_k b_k| `l1`. layout (NULL when dense): the expert of each
+ * row, -1 for padding rows, whose elements must be exactly +0 unless pad_any (then unchecked). */
+static void fw_check_d(const char *label, const uint8_t *out, int64_t m, int64_t n, int64_t ldd, int esz,
+                       const float *ref, const float *l1, const int32_t *layout, int pad_any) {
+    const size_t d_bytes = (size_t)m * ldd * esz, guard = (size_t)FW_GUARD_ROWS * ldd * esz;
+    int64_t guard_lost = 0;
+    for (size_t i = d_bytes; i < d_bytes + guard; i++) guard_lost += out[i] != 0xFF;
+    double ss = 0.0, es = 0.0;
+    for (int64_t i = 0; i < m * ldd; i++)
+        if (i % ldd < n) ss += (double)ref[i] * ref[i];
+    const double rms = sqrt(ss / (double)(m * n)), eps_out = esz == 4 ? 1e-5 : 4e-3;
+    int64_t bad = 0, poison_lost = 0, pad_bad = 0;
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < ldd; j++) {
+            const int64_t e = i * ldd + j;
+            const double got = esz == 4 ? (double)((const float *)out)[e] : (double)hfp4_bf16_decode(((const uint16_t *)out)[e]);
+            if (j >= n) {
+                poison_lost += !isnan(got);
+                continue;
+            }
+            if (layout && layout[i] < 0) { /* a padding row: +0 exactly (no C), unless it may hold anything */
+                if (!pad_any) pad_bad += !(got == 0.0 && !signbit(got));
+                continue;
+            }
+            const double want = ref[e], err = fabs(got - want);
+            es += err * err;
+            if (!(err <= eps_out * fabs(want) + ldexp((double)l1[e], -10) + 1e-6 * rms)) {
+                if (bad < 3)
+                    fprintf(stderr, "    %s: D[%lld][%lld] = %.9g, want %.9g (sum|ab| %.3g)\n", label, (long long)i,
+                            (long long)j, got, want, (double)l1[e]);
+                bad++;
+            }
+        }
+    }
+    const double rel = ss > 0 ? sqrt(es / ss) : 0.0;
+    printf("    %s: %lld bad, %lld padding elements not +0, rel frob %.2e\n", label, (long long)bad,
+           (long long)pad_bad, rel);
+    CHECK_MSG(bad == 0, "%s: %lld elements beyond the bound", label, (long long)bad);
+    CHECK_MSG(pad_bad == 0, "%s: %lld elements of padding rows not +0", label, (long long)pad_bad);
+    CHECK_MSG(poison_lost == 0, "%s: %lld padding columns of D written", label, (long long)poison_lost);
+    CHECK_MSG(guard_lost == 0, "%s: %lld bytes written past D's last row", label, (long long)guard_lost);
+    CHECK_MSG(rel <= (esz == 4 ? 5e-4 : 2e-3), "%s: relative Frobenius error %.3g", label, rel);
+}
+
+#endif
