@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The FP8 x FP8 kernel's m-grouped contiguous form (bench/RESULTS.md v44, built but not yet run) in one
+# device call: its tests and the dense FP8-weight tests, compute-sanitizer memcheck and racecheck on
+# the grouped ones, then the dense rows as a check that nothing moved. Built here first:
+#   make -j3 BUILD=build all build/hfp4_gpu_tests
+#   tar cJf build-pack/bins.tar.xz build/hfp4 build/libhfp4.so build/hfp4_gpu_tests
+# carry: build-pack. Usage on the device: bash bench/fw_grouped_on_device.sh   (logs under $OUT)
+set -u
+OUT=${OUT:-/tmp/hfp4-out}
+mkdir -p "$OUT"
+[ -f build-pack/bins.tar.xz ] && tar xJf build-pack/bins.tar.xz
+timeout 200 build/hfp4_gpu_tests --fork --filter gpu_fp8_weights 2>&1 | tee "$OUT/fp8_weights_tests.log" |
+    grep -E "^(ok|FAIL|skip)|passed|bad|not \+0|beyond|written" | grep -v " 0 bad, 0 padding" | tail -30
+for tool in memcheck racecheck; do
+    timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/hfp4_gpu_tests --filter gpu_fp8_weights_contiguous \
+        > "$OUT/sanitizer_$tool.log" 2>&1
+    echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -n 1))"
+done
+timeout 120 build/hfp4 bench --only dense --sf-layout mn --dense-shape 8192,8192,8192 2>&1 |
+    grep -E "^fp8_fp(8|4) +dense" | tee "$OUT/dense_rows.txt" | cut -c1-150
