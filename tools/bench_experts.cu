@@ -7,6 +7,11 @@
  * (<= 256) also times the contiguous layout with d_padding ANY (layout "contiguous_padany": D's
  * padding rows left unwritten, for callers that drop them; DeepGEMM's ensure_zero_padding=False).
  *
+ * From T = 4096 with 1 x 128 activation scales it also times the same contiguous rows with FP8
+ * weights ([E, N, K] e4m3 under 128 x 128 block scales, random: the FP8 x FP8 kernel's grouped form,
+ * DeepGEMM's m_grouped_fp8_gemm_nt_contiguous; op "fp8_fp8", layout "contiguous"), where the library
+ * runs it (HFP4_SM90_FP8_WEIGHTS_GROUPED=1 while it is opt-in; otherwise a note says why not).
+ *
  * Each row carries two reference points: "baseline", cuBLASLt FP8 row-wise on one dense GEMM of all
  * routed rows (an upper bound no grouped kernel beats at large T), and "floor_us", the bytes that
  * must move divided by the copy rate measured in the same run (the bound that matters in decode).
@@ -52,6 +57,67 @@ static int expert_case(bench_ctx *c, const bench_expert_case *ec, const bench_we
     return rc;
 }
 
+/* The contiguous rows with FP8 weights (the FP8 x FP8 kernel's grouped form): 0, or -1 when the case
+ * failed; skipped with a note where the library does not run it */
+static int expert_fp8_weights_case(bench_ctx *c, const bench_expert_case *ec, const bench_routing *r,
+                                   const char *base_name, double base_us) {
+    const int64_t n = ec->n, k = ec->k, kg = (k + 127) / 128, nb = (n + 127) / 128, G = ec->experts;
+    char label[128];
+    snprintf(label, sizeof label, "%s fp8 weights contiguous T=%lld", ec->name, (long long)r->tokens);
+    bench_acts x;
+    if (bench_acts_alloc(&x, HFP4_GROUPING_CONTIGUOUS, r, n, k, 128) != 0) {
+        fprintf(stderr, "bench: %s: could not set up the activations\n", label);
+        return -1;
+    }
+    hfp4_matrix b;
+    memset(&b, 0, sizeof b);
+    b.dtype = HFP4_DTYPE_FP8_E4M3;
+    b.rows = n;
+    b.cols = k;
+    b.ld = k;
+    b.stride_group = n * k;
+    b.scales.dtype = HFP4_DTYPE_FP32;
+    b.scales.gran_mn = 128;
+    b.scales.gran_k = 128;
+    b.scales.stride_mn = kg;
+    b.scales.stride_k = 1;
+    b.scales.stride_group = nb * kg;
+    b.data = b.scales.data = (void *)(uintptr_t)256; /* (a stand-in until the buffers exist) */
+    hfp4_gemm_problem p;
+    bench_expert_problem(&p, &x, r, &b);
+    int rc = 0;
+    if (hfp4_gemm_supported(&p) != HFP4_OK) {
+        if (!c->json) printf("%-10s (%s: skipped: %s)\n", "fp8_fp8", label, hfp4_last_error());
+        hfp4_clear_error();
+        bench_acts_free(&x);
+        return 0;
+    }
+    void *w = NULL, *sfw = NULL;
+    if (!BENCH_CUDA(cudaMalloc(&w, (size_t)G * n * k)) || !BENCH_CUDA(cudaMalloc(&sfw, (size_t)G * nb * kg * 4)) ||
+        bench_fill_random(w, (size_t)G * n * k, 1) != 0 || bench_fill_a_scales(sfw, (size_t)G * nb * kg) != 0) {
+        rc = -1;
+    } else {
+        p.b.data = w;
+        p.b.scales.data = sfw;
+        double us = 0;
+        rc = bench_time_gemm(c, &p, label, &us);
+        if (rc == 0) {
+            const double flops = 2.0 * r->rows * n * k, bytes = bench_fp8_expert_bytes(r->hit, r->rows, n, k);
+            bench_row row;
+            bench_row_experts(&row, "contiguous", ec->name, r, n, k, ec->experts, us, flops, bytes, base_name, base_us,
+                              bytes);
+            row.op = "fp8_fp8";
+            row.gran = 128;
+            row.floor_us = bench_floor_us(c, bytes);
+            bench_print_row(c, &row);
+        }
+    }
+    if (w) cudaFree(w);
+    if (sfw) cudaFree(sfw);
+    bench_acts_free(&x);
+    return rc;
+}
+
 void bench_experts(bench_ctx *c, const bench_expert_case *ec) {
     bench_weights w;
     int have_w = 0;
@@ -91,6 +157,7 @@ void bench_experts(bench_ctx *c, const bench_expert_case *ec) {
         /* the prefix-sum form of the same rows (DeepGEMM's use_psum_layout), where prefill uses it */
         if (T >= 4096 && expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS_PSUM, c->gran, base_name, base_us, zero) != 0)
             c->failed++;
+        if (T >= 4096 && c->gran == 128 && expert_fp8_weights_case(c, ec, &r, base_name, base_us) != 0) c->failed++;
         /* the other activation-scale granularity on the same routing and weights (1x32 is what
          * transformers passes; 1x128 is DeepGEMM's SM90 recipe) */
         int alt = 0;
