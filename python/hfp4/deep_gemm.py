@@ -371,22 +371,26 @@ def _check_b_gran(gran_b):
 # ------------------------------------------------------------------------------------------------
 
 
-def _fp8_weights(name, B, SFB, k, gran_b):
-    """hfp4_matrix of FP8 weights B [N, K] (K-major) under block scales SFB (DeepGEMM's fp8_gemm_nt
-    on SM90: recipe (1, 128, 128), its default). hfp4_gemm runs them where the library's FP8-weight
-    path is on (include/hfp4.h) and answers Unsupported otherwise, so the caller falls back."""
+def _fp8_weights(name, B, SFB, k, gran_b, ndim=2):
+    """hfp4_matrix of FP8 weights B [N, K] (ndim 2) or [G, N, K] (ndim 3), K-major, under block scales
+    SFB (DeepGEMM's fp8_gemm_nt / m_grouped_fp8_gemm_nt_contiguous on SM90: recipe (1, 128, 128), its
+    default). hfp4_gemm runs them where the library's FP8-weight path is on (include/hfp4.h; the
+    grouped form with HFP4_SM90_FP8_WEIGHTS_GROUPED=1 while it is opt-in) and answers Unsupported
+    otherwise, so the caller falls back."""
     gran = (128, 128) if gran_b is None else tuple(gran_b)
-    if B.dim() != 2:
-        raise L.invalid_argument("%s must be 2D [N, K] (FP8 weights), got shape %s" % (name, tuple(B.shape)))
+    if B.dim() != ndim:
+        raise L.invalid_argument("%s must be %s (FP8 weights), got shape %s"
+                                 % (name, "2D [N, K]" if ndim == 2 else "3D [G, N, K]", tuple(B.shape)))
     if B.size(-1) != k:
         raise L.invalid_argument("%s holds K = %d but a has K = %d" % (name, B.size(-1), k))
     if B.size(-1) > 1 and B.stride(-1) != 1:
         raise L.unsupported("%s must be K-major on SM90, got strides %s" % (name, B.stride()))
     if not B.is_cuda:
         raise L.invalid_argument("%s must be a CUDA tensor" % name)
-    n = B.size(0)
-    scales = _scales("sfb", SFB, 0, n, k, gran[0], gran[1])
-    return L.hfp4_matrix(B.data_ptr(), L.DTYPE_FP8_E4M3, n, k, B.stride(0) if n > 1 else k, 0, scales)
+    n, groups = B.size(-2), (B.size(0) if ndim == 3 else 0)
+    scales = _scales("sfb", SFB, groups, n, k, gran[0], gran[1])
+    ld = B.stride(-2) if n > 1 else k
+    return L.hfp4_matrix(B.data_ptr(), L.DTYPE_FP8_E4M3, n, k, ld, B.stride(0) if groups > 1 else 0, scales)
 
 
 def _is_fp8_weights(b):
@@ -798,6 +802,10 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
     """m-grouped contiguous GEMM (DeepGEMM's m_grouped_fp8_fp4_gemm_nt_contiguous): A [M, K] rows
     sorted by expert, B [G, N, K/2], D [M, N]. grouped_layout int32: [M] expert of each row (-1 for
     padding rows, whose D rows are written as zeros), or with use_psum_layout [G] cumulative end rows.
+    B may also be FP8 [G, N, K] under 128 x 128 block scales (DeepGEMM's m_grouped_fp8_gemm_nt_contiguous):
+    the installed DeepGEMM's kernel where there is one, else the library's FP8 x FP8 grouped form
+    (expert-id layout, segments aligned to a multiple of 128; opt-in with HFP4_SM90_FP8_WEIGHTS_GROUPED=1
+    while it is new: otherwise Unsupported, NotImplementedError, so callers fall back).
     Segments start at multiples of get_mk_alignment_for_contiguous_layout(). ensure_zero_padding=False
     (DeepGEMM's keyword; DeepGEMM's SM90 kernel ignores it) leaves D's padding rows unspecified (as they
     were, or zeros): for callers that drop them after the GEMM, it saves the kernel writing them (at
@@ -810,7 +818,8 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
     at most 8 real rows) and runs them on its decode tile, within a few percent of the hinted speed
     (bench/RESULTS.md v18); the hint picks the tile directly and saves a second launch."""
     torch = _t()
-    if _is_fp8_weights(b):  # (hfp4 runs FP8 weights in the dense GEMM only; DeepGEMM's are exact)
+    fp8_b = _is_fp8_weights(b)
+    if fp8_b:  # (the installed DeepGEMM's FP8 kernel first, where there is one; else the library's)
         r = _call_real(("m_grouped_fp8_gemm_nt_contiguous", "m_grouped_fp8_fp4_gemm_nt_contiguous"),
                        (a, b, d, grouped_layout),
                        _given(recipe=(recipe, None), recipe_a=(recipe_a, None), recipe_b=(recipe_b, None),
@@ -821,7 +830,8 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
             return r[0]
     A, SFA = _pair("a", a)
     gran_k_a, gran_b = resolve_recipes(recipe, recipe_a, recipe_b)
-    _check_b_gran(gran_b)
+    if not fp8_b:
+        _check_b_gran(gran_b)
     if expected_m_for_psum_layout is not None and not use_psum_layout:
         raise L.invalid_argument("expected_m_for_psum_layout = %r needs use_psum_layout = True"
                                  % (expected_m_for_psum_layout,))
@@ -856,16 +866,24 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
         _same_device(nm, t, A.device)
     p = L.hfp4_gemm_problem()
     p.a = _activations(A, SFA, 2, gran_k_a, 1)  # checked before the weights are repacked
-    w = _weights("b", b, 3, K, A.device)
+    if fp8_b:  # FP8 weights [G, N, K] as they are (the library's FP8 x FP8 grouped form, or Unsupported)
+        B, SFB = _pair("b", b)
+        _same_device("b", B, A.device)
+        _same_device("sfb", SFB, A.device)
+        w, bm = None, _fp8_weights("b", B, SFB, K, gran_b, 3)
+    else:
+        w = _weights("b", b, 3, K, A.device)
+        bm = w.matrix
     p.grouping = L.GROUPING_CONTIGUOUS_PSUM if use_psum_layout else L.GROUPING_CONTIGUOUS
-    p.m, p.n, p.k, p.num_groups = M, N, K, w.num_groups
+    p.m, p.n, p.k, p.num_groups = M, N, K, G
     p.layout = grouped_layout.data_ptr()
     p.m_alignment = get_mk_alignment_for_contiguous_layout()
     p.expected_m = int(expected_m or expected_m_for_psum_layout or 0)
     p.d_padding = L.D_PADDING_ZERO if ensure_zero_padding else L.D_PADDING_ANY
-    p.b = w.matrix
+    p.b = bm
     p.d = out
     _launch(p, A.device)
+    del w
 
 
 def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None, recipe_a=None, recipe_b=None,

@@ -478,6 +478,33 @@ def test_fp8_weights_dense(emu, sf_kind):
         dg.fp8_gemm_nt((fc(a), fc(sfa)), (fc(b), fc(sfb_in)), d, recipe=(1, 1, 128))
 
 
+def test_fp8_weights_contiguous(emu):
+    # DeepGEMM's m_grouped_fp8_gemm_nt_contiguous on SM90: FP8 weights [G, N, K] under 128 x 128 block
+    # scales, passed through as they are (no repack, nothing cached); the library runs them in its FP8
+    # x FP8 grouped form (opt-in there while untested), the emulation here on the reference
+    G, n, k = 3, 200, 384
+    ids = []
+    for e, cnt in [(0, 20), (2, 150), (1, 128)]:
+        ids += [e] * cnt + [-1] * (R.align(cnt, 128) - cnt)
+    ids = torch.tensor(ids, dtype=torch.int32)
+    m = ids.numel()
+    a, sfa = _acts(33, (m, k))
+    g = torch.Generator().manual_seed(34)
+    pairs = [dg.utils.per_block_cast_to_fp8(torch.randn(n, k, generator=g) * 0.05, False) for _ in range(G)]
+    b, sfb = torch.stack([q for q, _ in pairs]), torch.stack([s for _, s in pairs])
+    d = fc(torch.full((m, n), float("nan"), dtype=torch.bfloat16))
+    dg.m_grouped_fp8_gemm_nt_contiguous((fc(a), fc(sfa)), (fc(b), fc(sfb)), d, fc(ids))
+    ad = _deq_a(a, sfa, 128)
+    for e in range(G):
+        wb = R.FP8_TABLE[_np(b[e])] * np.repeat(np.repeat(sfb[e].numpy(), 128, axis=0)[:n], 128, axis=1)[:, :k]
+        _check(d, ad @ wb.T, rows=(ids == e).numpy())
+    assert (d[ids < 0] == 0).all()
+    assert [c[0] for c in emu.calls] == ["gemm"]  # nothing repacked
+    assert dg.weight_cache_info()["entries"] == 0
+    with pytest.raises(hfp4.InvalidArgument, match="3D"):  # one expert's [N, K] is not a grouped B
+        dg.m_grouped_fp8_gemm_nt_contiguous((fc(a), fc(sfa)), (fc(b[0]), fc(sfb[0])), d, fc(ids))
+
+
 def test_errors(emu):
     m, n, k = 16, 64, 256
     a, sfa = _acts(19, (m, k))

@@ -294,6 +294,36 @@ def test_fp8_weights_dense():
     assert not bad.any(), "bad elements: %d, first %s" % (bad.sum(), np.argwhere(bad)[:1])
 
 
+def test_fp8_weights_contiguous(monkeypatch):
+    # DeepGEMM's m_grouped_fp8_gemm_nt_contiguous on SM90 (FP8 weights [G, N, K], 128 x 128 block
+    # scales): the library's FP8 x FP8 grouped form, opt-in while it is new (read once a process:
+    # this test is the only grouped FP8 call here); padding rows of D come back +0
+    monkeypatch.setenv("HFP4_SM90_FP8_WEIGHTS_GROUPED", "1")
+    G, n, k = 3, 384, 512
+    ids = []
+    for e, cnt in [(0, 20), (2, 150), (1, 128)]:
+        ids += [e] * cnt + [-1] * (R.align(cnt, 128) - cnt)
+    ids_cpu = torch.tensor(ids, dtype=torch.int32)
+    m = ids_cpu.numel()
+    a, sfa = _acts(35, (m, k))
+    g = torch.Generator(device=DEV).manual_seed(36)
+    pairs = [dg.utils.per_block_cast_to_fp8(torch.randn(n, k, generator=g, device=DEV) * 0.05, True)
+             for _ in range(G)]
+    b, sfb = torch.stack([q for q, _ in pairs]), torch.stack([s for _, s in pairs])
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    dg.m_grouped_fp8_gemm_nt_contiguous((a, sfa), (b, sfb), d, ids_cpu.to(DEV))
+    ad = _deq_a(a, sfa, 128)
+    got = d.float().cpu().numpy().astype(np.float64)
+    for e in range(G):
+        sf = sfb[e].cpu().numpy()
+        bd = R.FP8_TABLE[_np_bytes(b[e])] * np.repeat(np.repeat(sf, 128, axis=0)[:n], 128, axis=1)[:, :k]
+        rows = (ids_cpu == e).numpy()
+        ref, l1 = ad[rows] @ bd.T, np.abs(ad[rows]) @ np.abs(bd).T
+        bad = np.abs(got[rows] - ref) > 4e-3 * np.abs(ref) + 2.0 ** -10 * l1 + 1e-6 * np.sqrt(np.mean(ref ** 2))
+        assert not bad.any(), "expert %d: bad elements: %d" % (e, bad.sum())
+    assert (got[(ids_cpu < 0).numpy()] == 0).all()
+
+
 @pytest.mark.parametrize("kind,sf_bytes", [("ue8m0", False), ("packed", True), ("fp32", False)])
 def test_fp4_weights_to_fp8_gpu_equals_host(kind, sf_bytes):
     # the GPU conversion byte for byte against the host form (hfp4.fp4_weights_to_fp8, the reference),
