@@ -16,5 +16,8 @@ for tool in memcheck racecheck; do
         > "$OUT/sanitizer_$tool.log" 2>&1
     echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -n 1))"
 done
+# the Python entry (hfp4.deep_gemm's contiguous GEMM with FP8 weights): its emulated and GPU tests
+HFP4_LIBRARY=$PWD/build/libhfp4.so PYTHONPATH=python timeout 200 python3 -m pytest -q python/tests -p no:cacheprovider \
+    -m "gpu or not gpu" -k "fp8_weights_contiguous or fp8_weights_dense or test_errors" 2>&1 | tail -4
 timeout 120 build/hfp4 bench --only dense --sf-layout mn --dense-shape 8192,8192,8192 2>&1 |
     grep -E "^fp8_fp(8|4) +dense" | tee "$OUT/dense_rows.txt" | cut -c1-150
