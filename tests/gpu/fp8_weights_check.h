@@ -34,6 +34,26 @@ static void *fw_upload_c(const float *cv, int64_t count, int esz) {
     return dc;
 }
 
+/* The bound's sum_k |a_k b_k| for each element of the host reference problem p (FP8 A and B of
+ * a_bytes and b_bytes, D m x ld): the reference on the operands with their sign bits cleared (the
+ * scales are positive), without C. A malloc'ed m x ld FP32 array. */
+static float *fw_sum_abs_products(const hfp4_gemm_problem *p, int64_t a_bytes, int64_t b_bytes) {
+    uint8_t *abs_a = (uint8_t *)malloc(a_bytes), *abs_b = (uint8_t *)malloc(b_bytes);
+    for (int64_t i = 0; i < a_bytes; i++) abs_a[i] = ((const uint8_t *)p->a.data)[i] & 0x7F;
+    for (int64_t i = 0; i < b_bytes; i++) abs_b[i] = ((const uint8_t *)p->b.data)[i] & 0x7F;
+    float *l1 = (float *)malloc(sizeof(float) * p->m * p->d.ld);
+    hfp4_gemm_problem pabs = *p;
+    pabs.a.data = abs_a;
+    pabs.b.data = abs_b;
+    pabs.d.data = l1;
+    pabs.d.dtype = HFP4_DTYPE_FP32;
+    pabs.d.c = NULL;
+    CHECK_STATUS(hfp4_ref_gemm(&pabs, 0), HFP4_OK);
+    free(abs_a);
+    free(abs_b);
+    return l1;
+}
+
 /* D's m x ldd elements and FW_GUARD_ROWS guard rows as copied back (`out`) against the FP32
  * reference `ref` and the bound's sum_k |a_k b_k| `l1`. layout (NULL when dense): the expert of each
  * row, -1 for padding rows, whose elements must be exactly +0 unless pad_any (then unchecked). */

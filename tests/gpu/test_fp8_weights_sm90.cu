@@ -99,18 +99,7 @@ static void fw_run(const fw_case *c, const char *label) {
     p.d.ld = ldd;
     p.d.c = cv;
     CHECK_STATUS(hfp4_ref_gemm(&p, 0), HFP4_OK);
-    /* sum_k |a_k b_k| of the scaled operands, per element (the bound's accumulation term): the
-     * reference on the operands with their sign bits cleared (scales are positive), no C */
-    uint8_t *abs_a = (uint8_t *)malloc(m * k), *abs_b = (uint8_t *)malloc(n * k);
-    for (int64_t i = 0; i < m * k; i++) abs_a[i] = qa[i] & 0x7F;
-    for (int64_t i = 0; i < n * k; i++) abs_b[i] = qb[i] & 0x7F;
-    float *l1 = (float *)malloc(sizeof(float) * m * ldd);
-    hfp4_gemm_problem pabs = p;
-    pabs.a.data = abs_a;
-    pabs.b.data = abs_b;
-    pabs.d.data = l1;
-    pabs.d.c = NULL;
-    CHECK_STATUS(hfp4_ref_gemm(&pabs, 0), HFP4_OK);
+    float *l1 = fw_sum_abs_products(&p, m * k, n * k); /* (the bound's accumulation term) */
     /* device run */
     setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
     uint8_t *da, *db;
@@ -157,8 +146,6 @@ static void fw_run(const fw_case *c, const char *label) {
     free(sb_host);
     free(cv);
     free(ref);
-    free(abs_a);
-    free(abs_b);
     free(l1);
     free(out);
 }
