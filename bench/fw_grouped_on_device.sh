@@ -11,6 +11,10 @@ mkdir -p "$OUT"
 [ -f build-pack/bins.tar.xz ] && tar xJf build-pack/bins.tar.xz
 timeout 200 build/hfp4_gpu_tests --fork --filter gpu_fp8_weights 2>&1 | tee "$OUT/fp8_weights_tests.log" |
     grep -E "^(ok|FAIL|skip)|passed|bad|not \+0|beyond|written" | grep -v " 0 bad, 0 padding" | tail -30
+# its speed: the experts rows with the grouped form on (fp8_fp8 contiguous rows, T >= 4096)
+timeout 150 build/hfp4 bench --only w13,w2 --tokens 4096,16384 --sf-layout mn \
+    > "$OUT/grouped_bench.txt" 2>&1
+grep -E "contiguous|^#|baseline" "$OUT/grouped_bench.txt" | cut -c1-170 | head -30
 for tool in memcheck racecheck; do
     timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build/hfp4_gpu_tests --filter gpu_fp8_weights_contiguous \
         > "$OUT/sanitizer_$tool.log" 2>&1

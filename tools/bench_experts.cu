@@ -10,7 +10,7 @@
  * From T = 4096 with 1 x 128 activation scales it also times the same contiguous rows with FP8
  * weights ([E, N, K] e4m3 under 128 x 128 block scales, random: the FP8 x FP8 kernel's grouped form,
  * DeepGEMM's m_grouped_fp8_gemm_nt_contiguous; op "fp8_fp8", layout "contiguous"), where the library
- * runs it (HFP4_SM90_FP8_WEIGHTS_GROUPED=1 while it is opt-in; otherwise a note says why not).
+ * runs it (otherwise a note says why not).
  *
  * Each row carries two reference points: "baseline", cuBLASLt FP8 row-wise on one dense GEMM of all
  * routed rows (an upper bound no grouped kernel beats at large T), and "floor_us", the bytes that

@@ -374,9 +374,8 @@ def _check_b_gran(gran_b):
 def _fp8_weights(name, B, SFB, k, gran_b, ndim=2):
     """hfp4_matrix of FP8 weights B [N, K] (ndim 2) or [G, N, K] (ndim 3), K-major, under block scales
     SFB (DeepGEMM's fp8_gemm_nt / m_grouped_fp8_gemm_nt_contiguous on SM90: recipe (1, 128, 128), its
-    default). hfp4_gemm runs them where the library's FP8-weight path is on (include/hfp4.h; the
-    grouped form with HFP4_SM90_FP8_WEIGHTS_GROUPED=1 while it is opt-in) and answers Unsupported
-    otherwise, so the caller falls back."""
+    default). hfp4_gemm runs them where the library's FP8-weight path is on (include/hfp4.h) and answers
+    Unsupported otherwise, so the caller falls back."""
     gran = (128, 128) if gran_b is None else tuple(gran_b)
     if B.dim() != ndim:
         raise L.invalid_argument("%s must be %s (FP8 weights), got shape %s"
@@ -804,8 +803,8 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
     padding rows, whose D rows are written as zeros), or with use_psum_layout [G] cumulative end rows.
     B may also be FP8 [G, N, K] under 128 x 128 block scales (DeepGEMM's m_grouped_fp8_gemm_nt_contiguous):
     the installed DeepGEMM's kernel where there is one, else the library's FP8 x FP8 grouped form
-    (expert-id layout, segments aligned to a multiple of 128; opt-in with HFP4_SM90_FP8_WEIGHTS_GROUPED=1
-    while it is new: otherwise Unsupported, NotImplementedError, so callers fall back).
+    (expert-id layout, segments aligned to a multiple of 128; where the library cannot run it:
+    Unsupported, NotImplementedError, so callers fall back).
     Segments start at multiples of get_mk_alignment_for_contiguous_layout(). ensure_zero_padding=False
     (DeepGEMM's keyword; DeepGEMM's SM90 kernel ignores it) leaves D's padding rows unspecified (as they
     were, or zeros): for callers that drop them after the GEMM, it saves the kernel writing them (at

@@ -294,11 +294,9 @@ def test_fp8_weights_dense():
     assert not bad.any(), "bad elements: %d, first %s" % (bad.sum(), np.argwhere(bad)[:1])
 
 
-def test_fp8_weights_contiguous(monkeypatch):
+def test_fp8_weights_contiguous():
     # DeepGEMM's m_grouped_fp8_gemm_nt_contiguous on SM90 (FP8 weights [G, N, K], 128 x 128 block
-    # scales): the library's FP8 x FP8 grouped form, opt-in while it is new (read once a process:
-    # this test is the only grouped FP8 call here); padding rows of D come back +0
-    monkeypatch.setenv("HFP4_SM90_FP8_WEIGHTS_GROUPED", "1")
+    # scales): the library's FP8 x FP8 grouped form; padding rows of D come back +0
     G, n, k = 3, 384, 512
     ids = []
     for e, cnt in [(0, 20), (2, 150), (1, 128)]:

@@ -5,8 +5,7 @@
  * rows and their scales NaN (no other row may depend on them), D poisoned first, every element
  * checked (padding rows +0 without C, unless d_padding = ANY), D's padding columns and the rows past
  * m must keep the poison. The bound and the checks: fp8_weights_check.h.
- * The form is opt-in until these tests pass on a GPU (HFP4_SM90_FP8_WEIGHTS_GROUPED=1, set here;
- * each test runs in a process of its own under --fork, and the switch is read once).
+ * (First run on a GPU: bench/RESULTS.md v45, with compute-sanitizer memcheck and racecheck.)
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -157,7 +156,6 @@ static void fg_run(const fg_case *c, const char *label) {
     float *l1 = fw_sum_abs_products(&p, m * k, (int64_t)G * n * k); /* (the bound's accumulation term) */
     /* device run */
     setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
-    setenv("HFP4_SM90_FP8_WEIGHTS_GROUPED", "1", 1);
     uint8_t *da, *db;
     void *dsa, *dsb, *dd, *dc = NULL;
     int32_t *dl;
@@ -253,7 +251,6 @@ TEST(gpu_fp8_weights_contiguous) {
 TEST(gpu_fp8_weights_contiguous_rejections) {
     if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
-    setenv("HFP4_SM90_FP8_WEIGHTS_GROUPED", "1", 1);
     static uint8_t a[256 * 256], b[2 * 256 * 256];
     static float sfa[256 * 2], sfb[2 * 2 * 2];
     static uint16_t d[256 * 256];

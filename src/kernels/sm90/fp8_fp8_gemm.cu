@@ -738,15 +738,11 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
                  "%s: b.dtype = fp8_e4m3: the SM90 kernel for FP8 weights is switched off by the environment "
                  "(HFP4_SM90_FP8_WEIGHTS=0); use FP4 weights or another backend",
                  fn);
-    /* m-grouped contiguous: built, not yet run on a GPU (bench/RESULTS.md v44), so behind
-     * HFP4_SM90_FP8_WEIGHTS_GROUPED=1 until its tests pass there (gpu_fp8_weights_contiguous) */
-    static int grouped_cache = -1;
-    const int grouped = p->grouping == HFP4_GROUPING_CONTIGUOUS &&
-                        hfp4__env_switch("HFP4_SM90_FP8_WEIGHTS_GROUPED", 0, &grouped_cache);
+    /* dense, or m-grouped contiguous (expert ids, the rows of bench/RESULTS.md v45) */
+    const int grouped = p->grouping == HFP4_GROUPING_CONTIGUOUS;
     HFP4_REQUIRE(p->grouping == HFP4_GROUPING_NONE || grouped,
-                 "%s: fp8 weights: grouping %d has no kernel yet (dense; contiguous opt-in with "
-                 "HFP4_SM90_FP8_WEIGHTS_GROUPED=1, untested)",
-                 fn, (int)p->grouping);
+                 "%s: fp8 weights: grouping %d has no kernel yet (dense and contiguous have)", fn,
+                 (int)p->grouping);
     if (grouped) {
         HFP4_REQUIRE(p->m_alignment == 0 || p->m_alignment % 128 == 0,
                      "%s: fp8 weights, contiguous: m_alignment = %d; the kernel's 128-row tiles need segments "

@@ -1,8 +1,7 @@
 /*
  * fp8_fp8_gemm.h - hfp4_gemm's path for FP8 weights (b.dtype FP8_E4M3 with 128 x 128 block scales,
- * DeepGEMM's fp8_gemm_nt on SM90): dense, and m-grouped contiguous behind
- * HFP4_SM90_FP8_WEIGHTS_GROUPED=1 (built, not yet run on a GPU); HFP4_SM90_FP8_WEIGHTS=0 switches it
- * off (FP8 weights are then UNSUPPORTED, so callers fall back). docs/FP8_ROUTE.md.
+ * DeepGEMM's fp8_gemm_nt and m_grouped_fp8_gemm_nt_contiguous on SM90): dense, and m-grouped
+ * contiguous (segments aligned to a multiple of 128); HFP4_SM90_FP8_WEIGHTS=0 switches it off (FP8 weights are then UNSUPPORTED, so callers fall back). docs/FP8_ROUTE.md.
  */
 #ifndef HFP4_SM90_FP8_FP8_GEMM_H
 #define HFP4_SM90_FP8_FP8_GEMM_H
