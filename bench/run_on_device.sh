@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call does everything GPU-side: the GPU tests, compute-sanitizer on a small set, the
 # demo and the benchmark (table and JSON). Build here first (make && make ${BUILD:-build}/hfp4_gpu_tests),
-# carry build/, and run:   bash bench/run_on_device.sh        (logs go to $OUT, default /tmp/hfp4-out)
+# carry build/ (or build-pack/, see below), and run:   bash bench/run_on_device.sh        (logs go to $OUT, default /tmp/hfp4-out)
 # Options via env: BUILD=dir (default build), SKIP_TESTS=1, SKIP_PYTEST=1, SKIP_SANITIZER=1, SKIP_BENCH=1,
 # SANITIZER_FILTERS="gpu_grouped ..." (the compute-sanitizer set), BENCH_JSON=1 (also write bench.json; BENCH_JSON_ONLY=1 writes only it), BENCH_ARGS="--only w13", NCU=1 (profile decode and prefill
 # launches, NCU_TOKENS="1 32 4096"; reports, detail pages and stall CSVs in $OUT/ncu_*), TILE64=1 (also test and time with the token tile
@@ -13,6 +13,9 @@
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
+# binaries carried as one archive (build-pack/bins.tar.xz: tar cJf of build/hfp4, build/libhfp4.so,
+# build/hfp4_gpu_tests) replace the tree's build/ outputs
+[ -f build-pack/bins.tar.xz ] && tar xJf build-pack/bins.tar.xz
 {
     date -u
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv
