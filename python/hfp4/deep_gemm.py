@@ -373,8 +373,8 @@ def _check_b_gran(gran_b):
 
 def _fp8_weights(name, B, SFB, k, gran_b, ndim=2):
     """hfp4_matrix of FP8 weights B [N, K] (ndim 2) or [G, N, K] (ndim 3), K-major, under block scales
-    SFB (DeepGEMM's fp8_gemm_nt / m_grouped_fp8_gemm_nt_contiguous on SM90: recipe (1, 128, 128), its
-    default). hfp4_gemm runs them where the library's FP8-weight path is on (include/hfp4.h) and answers
+    SFB (DeepGEMM's fp8_gemm_nt / m_grouped_fp8_gemm_nt_contiguous / _masked on SM90: recipe
+    (1, 128, 128), its default). hfp4_gemm runs them where the library's FP8-weight path is on (include/hfp4.h) and answers
     Unsupported otherwise, so the caller falls back."""
     gran = (128, 128) if gran_b is None else tuple(gran_b)
     if B.dim() != ndim:
@@ -401,8 +401,9 @@ def _is_fp8_weights(b):
 def _fp4_weights(name, B, ndim):
     torch = _t()
     if B.dtype == torch.float8_e4m3fn:
-        raise L.unsupported("%s: FP8 weights: hfp4 runs them only in the dense GEMM (fp8_gemm_nt); grouped ones go "
-                            "to an installed DeepGEMM, and none is installed (or HFP4_DEEP_GEMM_FALLBACK=0)" % name)
+        raise L.unsupported("%s: FP8 weights: hfp4 runs them in fp8_gemm_nt and the m-grouped NT contiguous and "
+                            "masked GEMMs, not in this one; it goes to an installed DeepGEMM, and none is installed "
+                            "(or HFP4_DEEP_GEMM_FALLBACK=0)" % name)
     fp4x2 = _dtype("float4_e2m1fn_x2")
     if B.dtype not in (torch.int8, torch.uint8) and (fp4x2 is None or B.dtype != fp4x2):
         raise L.invalid_argument("%s.dtype = %s must be torch.int8 (packed FP4)" % (name, B.dtype))
@@ -889,9 +890,12 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None,
                                      compiled_dims="nk", disable_ue8m0_cast=False):
     """Masked grouped GEMM (DeepGEMM's m_grouped_fp8_fp4_gemm_nt_masked): A [G, M, K], B [G, N, K/2],
     D [G, M, N]; only rows r < masked_m[g] (int32 [G], on the device) of group g are computed and
-    written. expected_m is a scheduling hint."""
+    written. expected_m is a scheduling hint. B may also be FP8 [G, N, K] under 128 x 128 block
+    scales (DeepGEMM's m_grouped_fp8_gemm_nt_masked): the installed DeepGEMM's kernel where there is
+    one, else the library's FP8 x FP8 masked form (Unsupported, NotImplementedError, where it cannot)."""
     torch = _t()
-    if _is_fp8_weights(b):  # (as the contiguous form: the installed DeepGEMM's FP8 kernel)
+    fp8_b = _is_fp8_weights(b)
+    if fp8_b:  # (as the contiguous form: the installed DeepGEMM's FP8 kernel first)
         r = _call_real(("m_grouped_fp8_gemm_nt_masked", "m_grouped_fp8_fp4_gemm_nt_masked"),
                        (a, b, d, masked_m, expected_m),
                        _given(recipe=(recipe, None), recipe_a=(recipe_a, None), recipe_b=(recipe_b, None),
@@ -900,7 +904,8 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None,
             return r[0]
     A, SFA = _pair("a", a)
     gran_k_a, gran_b = resolve_recipes(recipe, recipe_a, recipe_b)
-    _check_b_gran(gran_b)
+    if not fp8_b:
+        _check_b_gran(gran_b)
     if A.dim() != 3:
         raise L.invalid_argument("a must be 3D [G, M, K], got shape %s" % (tuple(A.shape),))
     G, M, K = A.shape
@@ -919,14 +924,21 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None,
         raise L.invalid_argument("a has %d groups but b has %d" % (G, Gb))
     p = L.hfp4_gemm_problem()
     p.a = _activations(A, SFA, 3, gran_k_a, G)  # checked before the weights are repacked
-    w = _weights("b", b, 3, K, A.device)
-    if w.num_groups != G:
-        raise L.invalid_argument("a has %d groups but b has %d" % (G, w.num_groups))
+    if fp8_b:  # FP8 weights [G, N, K] as they are (the library's FP8 x FP8 masked form, or Unsupported)
+        B, SFB = _pair("b", b)
+        _same_device("b", B, A.device)
+        _same_device("sfb", SFB, A.device)
+        w, bm = None, _fp8_weights("b", B, SFB, K, gran_b, 3)
+    else:
+        w = _weights("b", b, 3, K, A.device)
+        if w.num_groups != G:
+            raise L.invalid_argument("a has %d groups but b has %d" % (G, w.num_groups))
+        bm = w.matrix
     p.grouping = L.GROUPING_MASKED
     p.m, p.n, p.k, p.num_groups = M, N, K, G
     p.layout = masked_m.data_ptr()
     p.expected_m = int(expected_m)
-    p.b = w.matrix
+    p.b = bm
     p.d = out
     _launch(p, A.device)
 

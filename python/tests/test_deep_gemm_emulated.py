@@ -505,17 +505,37 @@ def test_fp8_weights_contiguous(emu):
         dg.m_grouped_fp8_gemm_nt_contiguous((fc(a), fc(sfa)), (fc(b[0]), fc(sfb[0])), d, fc(ids))
 
 
+def test_fp8_weights_masked(emu):
+    # DeepGEMM's m_grouped_fp8_gemm_nt_masked on SM90: FP8 weights [G, N, K] under 128 x 128 block
+    # scales, passed through as they are; rows from masked_m on are not written
+    G, M, n, k = 3, 160, 200, 384
+    masked_m = torch.tensor([20, 0, 150], dtype=torch.int32)
+    a, sfa = _acts(37, (G, M, k))
+    g = torch.Generator().manual_seed(38)
+    pairs = [dg.utils.per_block_cast_to_fp8(torch.randn(n, k, generator=g) * 0.05, False) for _ in range(G)]
+    b, sfb = torch.stack([q for q, _ in pairs]), torch.stack([s for _, s in pairs])
+    d = fc(torch.full((G, M, n), float("nan"), dtype=torch.bfloat16))
+    dg.m_grouped_fp8_gemm_nt_masked((fc(a), fc(sfa)), (fc(b), fc(sfb)), d, fc(masked_m), expected_m=64)
+    for e, mm in enumerate(masked_m.tolist()):
+        wb = R.FP8_TABLE[_np(b[e])] * np.repeat(np.repeat(sfb[e].numpy(), 128, axis=0)[:n], 128, axis=1)[:, :k]
+        if mm:
+            _check(d[e, :mm], _deq_a(a[e, :mm], sfa[e, :mm], 128) @ wb.T)
+        assert torch.isnan(d[e, mm:].float()).all()
+    assert [c[0] for c in emu.calls] == ["gemm"]  # nothing repacked
+    with pytest.raises(hfp4.InvalidArgument, match="3D"):
+        dg.m_grouped_fp8_gemm_nt_masked((fc(a), fc(sfa)), (fc(b[0]), fc(sfb[0])), d, fc(masked_m), 64)
+
+
 def test_errors(emu):
     m, n, k = 16, 64, 256
     a, sfa = _acts(19, (m, k))
     b, sfb = _weights(20, 1, n, k)
     d = fc(torch.empty(m, n, dtype=torch.bfloat16))
     A, S, B, SB = fc(a), fc(sfa), fc(b[0]), fc(sfb[0])
-    with pytest.raises(NotImplementedError):  # FP8 weights in a grouped GEMM: no hfp4 kernel
-        dg.m_grouped_fp8_gemm_nt_masked((fc(a.unsqueeze(0)), fc(sfa.unsqueeze(0))),
-                                        (fc(torch.zeros(1, n, k, dtype=torch.float8_e4m3fn)), fc(torch.ones(1, 1, 2))),
-                                        fc(torch.empty(1, m, n, dtype=torch.bfloat16)),
-                                        fc(torch.tensor([m], dtype=torch.int32)), m)
+    with pytest.raises(NotImplementedError):  # FP8 weights in the NN form: no hfp4 kernel
+        dg.m_grouped_fp8_fp4_gemm_nn_contiguous((A, S), (fc(torch.zeros(1, k, n, dtype=torch.float8_e4m3fn)),
+                                                         fc(torch.ones(1, 2, 1))),
+                                                d, fc(torch.zeros(m, dtype=torch.int32)))
     for recipe in ((1, 128, 128), (1, 1, 128)):
         with pytest.raises(NotImplementedError):
             dg.fp8_fp4_gemm_nt((A, S), (B, SB), d, recipe=recipe)

@@ -322,6 +322,29 @@ def test_fp8_weights_contiguous():
     assert (got[(ids_cpu < 0).numpy()] == 0).all()
 
 
+def test_fp8_weights_masked():
+    # DeepGEMM's m_grouped_fp8_gemm_nt_masked on SM90 (FP8 weights [G, N, K], 128 x 128 block scales):
+    # the library's FP8 x FP8 masked form; rows from masked_m on keep what D held
+    G, M, n, k = 4, 256, 384, 512
+    masked_m = torch.tensor([200, 0, 64, 1], dtype=torch.int32, device=DEV)
+    a, sfa = _acts(39, (G, M, k))
+    g = torch.Generator(device=DEV).manual_seed(40)
+    pairs = [dg.utils.per_block_cast_to_fp8(torch.randn(n, k, generator=g, device=DEV) * 0.05, True)
+             for _ in range(G)]
+    b, sfb = torch.stack([q for q, _ in pairs]), torch.stack([s for _, s in pairs])
+    d = torch.full((G, M, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    dg.m_grouped_fp8_gemm_nt_masked((a, sfa), (b, sfb), d, masked_m, 64)
+    got = d.float().cpu().numpy().astype(np.float64)
+    for e, mm in enumerate(masked_m.tolist()):
+        sf = sfb[e].cpu().numpy()
+        bd = R.FP8_TABLE[_np_bytes(b[e])] * np.repeat(np.repeat(sf, 128, axis=0)[:n], 128, axis=1)[:, :k]
+        ad = _deq_a(a[e, :mm], sfa[e, :mm], 128)
+        ref, l1 = ad @ bd.T, np.abs(ad) @ np.abs(bd).T
+        bad = np.abs(got[e, :mm] - ref) > 4e-3 * np.abs(ref) + 2.0 ** -10 * l1 + 1e-6 * np.sqrt(np.mean(ref ** 2) if mm else 0)
+        assert not bad.any(), "group %d: bad elements: %d" % (e, bad.sum())
+        assert np.isnan(got[e, mm:]).all(), "group %d: rows from masked_m on were written" % e
+
+
 @pytest.mark.parametrize("kind,sf_bytes", [("ue8m0", False), ("packed", True), ("fp32", False)])
 def test_fp4_weights_to_fp8_gpu_equals_host(kind, sf_bytes):
     # the GPU conversion byte for byte against the host form (hfp4.fp4_weights_to_fp8, the reference),

@@ -1,6 +1,6 @@
 /*
  * fp8_weights_check.h - what the FP8-weight GEMM tests share (test_fp8_weights_sm90.cu, dense;
- * test_fp8_weights_grouped_sm90.cu, m-grouped contiguous): C uploaded in D's dtype, and D checked
+ * test_fp8_weights_grouped_sm90.cu, m-grouped contiguous and masked): C uploaded in D's dtype, and D checked
  * element by element against the reference with docs/TESTING.md's bound:
  *   |d - r| <= eps_out |r| + 2^-10 sum_k |a_k b_k| (scaled operands) + 1e-6 rms(R),
  * eps_out 4e-3 for BF16 D and 1e-5 for FP32; D's padding columns (ld > n) and the 64 guard rows past m
@@ -35,13 +35,14 @@ static void *fw_upload_c(const float *cv, int64_t count, int esz) {
 }
 
 /* The bound's sum_k |a_k b_k| for each element of the host reference problem p (FP8 A and B of
- * a_bytes and b_bytes, D m x ld): the reference on the operands with their sign bits cleared (the
- * scales are positive), without C. A malloc'ed m x ld FP32 array. */
-static float *fw_sum_abs_products(const hfp4_gemm_problem *p, int64_t a_bytes, int64_t b_bytes) {
+ * a_bytes and b_bytes, D d_elems elements: m x ld, or masked G x stride_group): the reference on the
+ * operands with their sign bits cleared (the scales are positive), without C. A malloc'ed FP32 array
+ * of d_elems (elements the reference does not write: 0). */
+static float *fw_sum_abs_products(const hfp4_gemm_problem *p, int64_t a_bytes, int64_t b_bytes, int64_t d_elems) {
     uint8_t *abs_a = (uint8_t *)malloc(a_bytes), *abs_b = (uint8_t *)malloc(b_bytes);
     for (int64_t i = 0; i < a_bytes; i++) abs_a[i] = ((const uint8_t *)p->a.data)[i] & 0x7F;
     for (int64_t i = 0; i < b_bytes; i++) abs_b[i] = ((const uint8_t *)p->b.data)[i] & 0x7F;
-    float *l1 = (float *)malloc(sizeof(float) * p->m * p->d.ld);
+    float *l1 = (float *)calloc((size_t)d_elems, sizeof(float));
     hfp4_gemm_problem pabs = *p;
     pabs.a.data = abs_a;
     pabs.b.data = abs_b;
@@ -56,7 +57,8 @@ static float *fw_sum_abs_products(const hfp4_gemm_problem *p, int64_t a_bytes, i
 
 /* D's m x ldd elements and FW_GUARD_ROWS guard rows as copied back (`out`) against the FP32
  * reference `ref` and the bound's sum_k |a_k b_k| `l1`. layout (NULL when dense): the expert of each
- * row, -1 for padding rows, whose elements must be exactly +0 unless pad_any (then unchecked). */
+ * row, -1 for padding rows, whose elements must be exactly +0 unless pad_any (then unchecked), -2
+ * for rows that must not be written (masked: past masked_m; they keep the 0xFF poison). */
 static void fw_check_d(const char *label, const uint8_t *out, int64_t m, int64_t n, int64_t ldd, int esz,
                        const float *ref, const float *l1, const int32_t *layout, int pad_any) {
     const size_t d_bytes = (size_t)m * ldd * esz, guard = (size_t)FW_GUARD_ROWS * ldd * esz;
@@ -64,14 +66,14 @@ static void fw_check_d(const char *label, const uint8_t *out, int64_t m, int64_t
     for (size_t i = d_bytes; i < d_bytes + guard; i++) guard_lost += out[i] != 0xFF;
     double ss = 0.0, es = 0.0;
     for (int64_t i = 0; i < m * ldd; i++)
-        if (i % ldd < n) ss += (double)ref[i] * ref[i];
+        if (i % ldd < n && !(layout && layout[i / ldd] < 0)) ss += (double)ref[i] * ref[i];
     const double rms = sqrt(ss / (double)(m * n)), eps_out = esz == 4 ? 1e-5 : 4e-3;
     int64_t bad = 0, poison_lost = 0, pad_bad = 0;
     for (int64_t i = 0; i < m; i++) {
         for (int64_t j = 0; j < ldd; j++) {
             const int64_t e = i * ldd + j;
             const double got = esz == 4 ? (double)((const float *)out)[e] : (double)hfp4_bf16_decode(((const uint16_t *)out)[e]);
-            if (j >= n) {
+            if (j >= n || (layout && layout[i] == -2)) {
                 poison_lost += !isnan(got);
                 continue;
             }
@@ -94,7 +96,8 @@ static void fw_check_d(const char *label, const uint8_t *out, int64_t m, int64_t
            (long long)pad_bad, rel);
     CHECK_MSG(bad == 0, "%s: %lld elements beyond the bound", label, (long long)bad);
     CHECK_MSG(pad_bad == 0, "%s: %lld elements of padding rows not +0", label, (long long)pad_bad);
-    CHECK_MSG(poison_lost == 0, "%s: %lld padding columns of D written", label, (long long)poison_lost);
+    CHECK_MSG(poison_lost == 0, "%s: %lld elements of D's padding columns or unwritten rows written", label,
+              (long long)poison_lost);
     CHECK_MSG(guard_lost == 0, "%s: %lld bytes written past D's last row", label, (long long)guard_lost);
     CHECK_MSG(rel <= (esz == 4 ? 5e-4 : 2e-3), "%s: relative Frobenius error %.3g", label, rel);
 }

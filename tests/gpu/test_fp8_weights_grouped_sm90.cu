@@ -153,7 +153,7 @@ static void fg_run(const fg_case *c, const char *label) {
     p.d.ld = ldd;
     p.d.c = cv;
     CHECK_STATUS(hfp4_ref_gemm(&p, 0), HFP4_OK);
-    float *l1 = fw_sum_abs_products(&p, m * k, (int64_t)G * n * k); /* (the bound's accumulation term) */
+    float *l1 = fw_sum_abs_products(&p, m * k, (int64_t)G * n * k, m * ldd); /* (the bound's accumulation term) */
     /* device run */
     setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
     uint8_t *da, *db;
@@ -289,4 +289,270 @@ TEST(gpu_fp8_weights_contiguous_rejections) {
     CHECK_REJECT(hfp4_gemm_supported(&p), HFP4_ERR_UNSUPPORTED, "m_alignment");
     p.m_alignment = 256;
     CHECK_STATUS(hfp4_gemm_supported(&p), HFP4_OK);
+}
+
+/* The masked layout: A [G][m + a_gap][k] (a_gap rows between groups: a.stride_group beyond m rows),
+ * D and C [G][m + d_gap][ldd]; group g's rows from masked[g] on, A's and their scales NaN, must
+ * neither be computed into another row nor written (D keeps the poison there, and in the gap rows) */
+typedef struct fm_case {
+    int32_t groups;
+    int64_t m;                      /* rows a group (DeepGEMM's max_m) */
+    int32_t masked[FG_MAX_GROUPS];  /* masked_m of each group, in [0, m] */
+    int64_t a_gap, d_gap;           /* rows between groups past m, in A and in D / C */
+    hfp4_dtype a_scale;             /* FP32, UE8M0 or UE8M0_PACKED (1 x 128) */
+    int mn_major;                   /* activation scales MN-major: [G][k units][align(m + a_gap, 4)] */
+    int64_t n, k;
+    hfp4_dtype b_scale;             /* FP32 or UE8M0 */
+    hfp4_dtype d_dtype;             /* BF16 or FP32 */
+    int with_c;
+    int64_t d_pad;                  /* D's ld = n + d_pad */
+    uint64_t salt;
+} fm_case;
+
+static void fm_run(const fm_case *c, const char *label) {
+    const int64_t n = c->n, k = c->k, kg = k / 128, nb = (n + 127) / 128, ldd = n + c->d_pad, m = c->m;
+    const int32_t G = c->groups;
+    const int esz = c->d_dtype == HFP4_DTYPE_FP32 ? 4 : 2;
+    const int64_t am = m + c->a_gap, dm = m + c->d_gap; /* rows a group in A's and D's storage */
+    const int64_t a_rows = (int64_t)G * am, d_rows = (int64_t)G * dm;
+    hfp4_rng rng = hfp4_rng_make(c->salt);
+    /* A: every stored row quantized per token (K-major scales), then re-laid MN-major per group if
+     * asked; rows past masked_m (and the gap rows) NaN with NaN scales */
+    float *x = (float *)malloc(sizeof(float) * a_rows * k);
+    for (int64_t i = 0; i < a_rows * k; i++) x[i] = (float)(hfp4_rng_normal(&rng) * (1.0 + (i / k) % 7));
+    uint8_t *qa = (uint8_t *)malloc(a_rows * k);
+    const int sa_esz = c->a_scale == HFP4_DTYPE_UE8M0 ? 1 : 4;
+    const int64_t k_units = c->a_scale == HFP4_DTYPE_UE8M0_PACKED ? (kg + 3) / 4 : kg, am4 = (am + 3) & ~(int64_t)3;
+    uint8_t *sk = (uint8_t *)calloc(a_rows * k_units, sa_esz); /* K-major [G * am][k_units] */
+    hfp4_scales sa;
+    memset(&sa, 0, sizeof sa);
+    sa.data = sk;
+    sa.dtype = c->a_scale;
+    sa.gran_mn = 1;
+    sa.gran_k = 128;
+    sa.stride_mn = k_units;
+    sa.stride_k = 1;
+    CHECK_STATUS(hfp4_quantize_fp8_per_token(x, HFP4_DTYPE_FP32, a_rows, k, k, c->a_scale != HFP4_DTYPE_FP32, qa, k, &sa),
+                 HFP4_OK);
+    for (int64_t r = 0; r < a_rows; r++)
+        if (r % am >= c->masked[r / am]) {
+            memset(qa + r * k, 0x7F, k); /* e4m3 NaN */
+            for (int64_t j = 0; j < k_units; j++) {
+                if (c->a_scale == HFP4_DTYPE_FP32) ((float *)sk)[r * k_units + j] = NAN;
+                else memset(sk + (r * k_units + j) * sa_esz, 0xFF, sa_esz);
+            }
+        }
+    const int64_t sa_units = c->mn_major ? G * k_units * am4 : a_rows * k_units;
+    uint8_t *sa_host = sk;
+    if (c->mn_major) {
+        sa_host = (uint8_t *)calloc(sa_units, sa_esz);
+        for (int64_t r = 0; r < a_rows; r++)
+            for (int64_t j = 0; j < k_units; j++)
+                memcpy(sa_host + ((r / am) * k_units * am4 + j * am4 + r % am) * sa_esz, sk + (r * k_units + j) * sa_esz,
+                       sa_esz);
+        sa.stride_mn = 1;
+        sa.stride_k = am4;
+        sa.stride_group = k_units * am4;
+    } else {
+        sa.stride_group = am * k_units;
+    }
+    sa.data = sa_host;
+    /* B: G experts of per-block FP8, 128 x 128 scales [G][nb][kg] */
+    float *w = (float *)malloc(sizeof(float) * n * k);
+    uint8_t *qb = (uint8_t *)malloc((size_t)G * n * k);
+    const int sb_esz = c->b_scale == HFP4_DTYPE_UE8M0 ? 1 : 4;
+    uint8_t *sb_host = (uint8_t *)calloc((size_t)G * nb * kg, sb_esz);
+    for (int32_t g = 0; g < G; g++) {
+        for (int64_t i = 0; i < n * k; i++) w[i] = (float)(hfp4_rng_normal(&rng) * 0.05 * (1.0 + (i / k + g) % 5));
+        hfp4_scales sg;
+        memset(&sg, 0, sizeof sg);
+        sg.data = sb_host + (size_t)g * nb * kg * sb_esz;
+        sg.dtype = c->b_scale;
+        sg.gran_mn = 128;
+        sg.gran_k = 128;
+        sg.stride_mn = kg;
+        sg.stride_k = 1;
+        CHECK_STATUS(hfp4_quantize_fp8_per_block(w, HFP4_DTYPE_FP32, n, k, k, c->b_scale == HFP4_DTYPE_UE8M0,
+                                                 qb + (size_t)g * n * k, k, &sg),
+                     HFP4_OK);
+    }
+    float *cv = NULL;
+    if (c->with_c) {
+        cv = (float *)malloc(sizeof(float) * d_rows * ldd);
+        for (int64_t i = 0; i < d_rows * ldd; i++) {
+            const float v = (float)hfp4_rng_normal(&rng);
+            cv[i] = c->d_dtype == HFP4_DTYPE_FP32 ? v : hfp4_bf16_decode(hfp4_bf16_encode(v));
+        }
+    }
+    int32_t *masked = (int32_t *)malloc(sizeof(int32_t) * G);
+    int32_t *row_kind = (int32_t *)malloc(sizeof(int32_t) * d_rows); /* fw_check_d's layout: g, or -2 */
+    for (int32_t g = 0; g < G; g++) masked[g] = c->masked[g];
+    for (int64_t r = 0; r < d_rows; r++) row_kind[r] = r % dm < c->masked[r / dm] ? (int32_t)(r / dm) : -2;
+    hfp4_gemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.grouping = HFP4_GROUPING_MASKED;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.num_groups = G;
+    p.layout = masked;
+    p.a.data = qa;
+    p.a.dtype = HFP4_DTYPE_FP8_E4M3;
+    p.a.rows = m;
+    p.a.cols = k;
+    p.a.ld = k;
+    p.a.stride_group = am * k;
+    p.a.scales = sa;
+    p.b.data = qb;
+    p.b.dtype = HFP4_DTYPE_FP8_E4M3;
+    p.b.rows = n;
+    p.b.cols = k;
+    p.b.ld = k;
+    p.b.stride_group = n * k;
+    p.b.scales.data = sb_host;
+    p.b.scales.dtype = c->b_scale;
+    p.b.scales.gran_mn = 128;
+    p.b.scales.gran_k = 128;
+    p.b.scales.stride_mn = kg;
+    p.b.scales.stride_k = 1;
+    p.b.scales.stride_group = nb * kg;
+    float *ref = (float *)calloc((size_t)d_rows * ldd, sizeof(float));
+    p.d.data = ref;
+    p.d.dtype = HFP4_DTYPE_FP32;
+    p.d.ld = ldd;
+    p.d.stride_group = dm * ldd;
+    p.d.c = cv;
+    CHECK_STATUS(hfp4_ref_gemm(&p, 0), HFP4_OK);
+    float *l1 = fw_sum_abs_products(&p, a_rows * k, (int64_t)G * n * k, d_rows * ldd);
+    /* device run */
+    setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
+    uint8_t *da, *db;
+    void *dsa, *dsb, *dd, *dc = NULL;
+    int32_t *dl;
+    const size_t sa_bytes = (size_t)sa_units * sa_esz, sb_bytes = (size_t)G * nb * kg * sb_esz;
+    const size_t d_bytes = (size_t)d_rows * ldd * esz, guard = (size_t)FW_GUARD_ROWS * ldd * esz;
+    CHECK(cudaMalloc(&da, a_rows * k) == cudaSuccess && cudaMalloc(&db, (size_t)G * n * k) == cudaSuccess &&
+          cudaMalloc(&dsa, sa_bytes) == cudaSuccess && cudaMalloc(&dsb, sb_bytes) == cudaSuccess &&
+          cudaMalloc(&dd, d_bytes + guard) == cudaSuccess && cudaMalloc(&dl, sizeof(int32_t) * G) == cudaSuccess);
+    cudaMemcpy(da, qa, a_rows * k, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, qb, (size_t)G * n * k, cudaMemcpyHostToDevice);
+    cudaMemcpy(dsa, sa_host, sa_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(dsb, sb_host, sb_bytes, cudaMemcpyHostToDevice);
+    cudaMemcpy(dl, masked, sizeof(int32_t) * G, cudaMemcpyHostToDevice);
+    cudaMemset(dd, 0xFF, d_bytes + guard); /* NaN in BF16 and FP32 */
+    if (c->with_c) dc = fw_upload_c(cv, d_rows * ldd, esz);
+    hfp4_gemm_problem pd = p;
+    pd.layout = dl;
+    pd.a.data = da;
+    pd.a.scales.data = dsa;
+    pd.b.data = db;
+    pd.b.scales.data = dsb;
+    pd.d.data = dd;
+    pd.d.dtype = c->d_dtype;
+    pd.d.c = dc;
+    CHECK_STATUS(hfp4_gemm(&pd, NULL), HFP4_OK);
+    CHECK_MSG(cudaDeviceSynchronize() == cudaSuccess, "%s: %s", label, cudaGetErrorString(cudaGetLastError()));
+    uint8_t *out = (uint8_t *)malloc(d_bytes + guard);
+    cudaMemcpy(out, dd, d_bytes + guard, cudaMemcpyDeviceToHost);
+    char what[160];
+    snprintf(what, sizeof what, "%s (G=%d m=%lld n=%lld k=%lld)", label, G, (long long)m, (long long)n, (long long)k);
+    fw_check_d(what, out, d_rows, n, ldd, esz, ref, l1, row_kind, 0);
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dsa);
+    cudaFree(dsb);
+    cudaFree(dd);
+    cudaFree(dl);
+    if (dc) cudaFree(dc);
+    if (sa_host != sk) free(sa_host);
+    free(sk);
+    free(x);
+    free(w);
+    free(qa);
+    free(qb);
+    free(sb_host);
+    free(cv);
+    free(masked);
+    free(row_kind);
+    free(ref);
+    free(l1);
+    free(out);
+}
+
+TEST(gpu_fp8_weights_masked) {
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
+    static const fm_case cases[] = {
+        /* a full group (300 rows: a 44-row last tile), an empty one, 129 rows (the second tile's first
+         * warpgroup crosses masked_m: register stores), 64 (the tile's second warpgroup has none);
+         * BF16 D without C (the TMA store where a warpgroup's 64 rows are all below masked_m) */
+        {4, 300, {300, 0, 129, 64}, 0, 0, HFP4_DTYPE_FP32, 0, 384, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 1},
+        /* the same with gaps between the groups in A (5 rows) and D (3 rows), FP32 D and C, UE8M0
+         * scales both sides, the activations' MN-major, D's ld = n + 3 */
+        {4, 300, {300, 0, 129, 64}, 5, 3, HFP4_DTYPE_UE8M0, 1, 384, 512, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 1, 3, 2},
+        /* more tiles than CTAs (12 groups x 4 token tiles x 12 weight tiles), 3 K-blocks a tile: the
+         * stage ring across tiles with dead tiles skipped in every role; packed activation scales */
+        {12, 512, {512, 1, 200, 0, 511, 128, 256, 7, 384, 300, 64, 65}, 0, 0, HFP4_DTYPE_UE8M0_PACKED, 0, 1536, 384,
+         HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 3},
+        /* one K-block a tile (fewer than the three factor warps), a column tail (n = 200), BF16 D with
+         * C (register stores), FP32 scales MN-major, m not a multiple of 4 */
+        {3, 130, {130, 127, 1}, 2, 0, HFP4_DTYPE_FP32, 1, 200, 128, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 1, 8, 4},
+        /* decode-like: 16 groups of at most 8 rows in m = 256 (one live tile a group), 2 K-blocks */
+        {16, 256, {1, 8, 0, 3, 2, 1, 6, 0, 4, 8, 1, 1, 5, 2, 7, 3}, 0, 0, HFP4_DTYPE_FP32, 1, 512, 256,
+         HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 5},
+    };
+    static const char *const dtma_env = "HFP4_SM90_FP8_WEIGHTS_DTMA";
+    for (int dtma = 1; dtma >= 0; dtma--) {
+        if (dtma) unsetenv(dtma_env);
+        else setenv(dtma_env, "0", 1);
+        for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            char label[80];
+            snprintf(label, sizeof label, "fp8 weights masked, %s stores, case %u", dtma ? "default" : "register", i);
+            fm_run(&cases[i], label);
+        }
+    }
+    unsetenv(dtma_env);
+}
+
+TEST(gpu_fp8_weights_masked_rejections) {
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
+    setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
+    static uint8_t a[2 * 256 * 256], b[2 * 256 * 256];
+    static float sfa[2 * 256 * 2], sfb[2 * 2 * 2];
+    static uint16_t d[2 * 256 * 256];
+    static int32_t masked[2];
+    hfp4_gemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.grouping = HFP4_GROUPING_MASKED;
+    p.m = 256;
+    p.n = 256;
+    p.k = 256;
+    p.num_groups = 2;
+    p.layout = masked;
+    p.a.data = a;
+    p.a.dtype = HFP4_DTYPE_FP8_E4M3;
+    p.a.rows = 256;
+    p.a.cols = 256;
+    p.a.ld = 256;
+    p.a.stride_group = 256 * 256;
+    p.a.scales.data = sfa;
+    p.a.scales.dtype = HFP4_DTYPE_FP32;
+    p.a.scales.gran_mn = 1;
+    p.a.scales.gran_k = 128;
+    p.a.scales.stride_mn = 2;
+    p.a.scales.stride_k = 1;
+    p.a.scales.stride_group = 512;
+    p.b = p.a;
+    p.b.data = b;
+    p.b.scales.data = sfb;
+    p.b.scales.gran_mn = 128;
+    p.b.scales.stride_mn = 2;
+    p.b.scales.stride_group = 4;
+    p.d.data = d;
+    p.d.dtype = HFP4_DTYPE_BF16;
+    p.d.ld = 256;
+    p.d.stride_group = 256 * 256;
+    CHECK_STATUS(hfp4_gemm_supported(&p), HFP4_OK);
+    p.a.stride_group = 256 * 256 + 8; /* groups of A the TMA loads cannot address */
+    p.a.ld = 256;
+    CHECK_REJECT(hfp4_gemm_supported(&p), HFP4_ERR_UNSUPPORTED, "a.stride_group");
 }

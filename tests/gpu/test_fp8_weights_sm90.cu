@@ -99,7 +99,7 @@ static void fw_run(const fw_case *c, const char *label) {
     p.d.ld = ldd;
     p.d.c = cv;
     CHECK_STATUS(hfp4_ref_gemm(&p, 0), HFP4_OK);
-    float *l1 = fw_sum_abs_products(&p, m * k, n * k); /* (the bound's accumulation term) */
+    float *l1 = fw_sum_abs_products(&p, m * k, n * k, m * ldd); /* (the bound's accumulation term) */
     /* device run */
     setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
     uint8_t *da, *db;

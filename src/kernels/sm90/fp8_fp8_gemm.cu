@@ -1,8 +1,9 @@
 /*
  * fp8_fp8_gemm.cu - the SM90 GEMM for FP8 weights (fp8_fp8_gemm.h): D = A B^T (+ C) with A FP8 e4m3
  * under 1x128 activation scales and B FP8 e4m3 [N, K] under 128 x 128 block scales, dense; or B
- * [G, N, K] with A's rows in expert segments aligned to 128 (m-grouped contiguous, the template's
- * GROUPED form: 128-row tiles, each one expert's or padding; opt-in until its tests run).
+ * [G, N, K] with A's rows in expert segments aligned to 128 (m-grouped contiguous) or A [G, m, K]
+ * with masked_m rows a group (masked): the template's grouped forms (GM), 128-row tiles, each one
+ * expert's (padding tiles and tiles past masked_m take no stages).
  *
  * DeepGEMM's FP8 structure, as measured first in bench/micro/fp8_ss_gemm.cu: a persistent kernel over
  * BM x 128 tiles of D (BM token rows: 128, or 192 for large M, fw_pick_tile; 256 opt-in) rastered in groups of 16 token
@@ -35,6 +36,12 @@
 
 #define FW_TILE 128   /* weight rows (N) and K of a tile / block; the token rows are the tile's BM */
 #define FW_GROUP_M 16 /* token tiles per raster group */
+/* The kernel's forms (its GM template argument): dense, m-grouped contiguous (A's rows sorted by
+ * expert in segments aligned to 128, layout[row] = expert or -1), masked (A [G, m, K], D [G, m, N],
+ * layout[g] = masked_m[g]: group g's rows from masked_m[g] on are neither computed nor written) */
+#define FW_DENSE 0
+#define FW_CONTIGUOUS 1
+#define FW_MASKED 2
 #define FW_B_BYTES (FW_TILE * FW_TILE)
 #ifndef HFP4_FW_SCALE_WARPS
 #define HFP4_FW_SCALE_WARPS 3
@@ -144,10 +151,14 @@ typedef struct sm90_fp8w_params {
     int64_t ldd;          /* elements */
     int32_t d_fp32;       /* D (and C) FP32, else BF16 */
     int32_t d_pairs;      /* two adjacent columns may go as one store (ld even, D 8-byte aligned) */
-    /* (GROUPED: m-grouped contiguous, 128-row segments) */
-    const int32_t *layout;        /* the expert of each row of A, -1 for padding rows */
+    /* (grouped forms: FW_CONTIGUOUS, FW_MASKED) */
+    const int32_t *layout;        /* CONTIGUOUS: the expert of each row of A, -1 for padding rows;
+                                     MASKED: masked_m of each group */
     int64_t b_scale_stride_group; /* b_scales' units between experts */
-    int32_t pad_zero;             /* padding rows of D are written +0 (without C) */
+    int32_t pad_zero;             /* CONTIGUOUS: padding rows of D are written +0 (without C) */
+    int32_t groups;               /* MASKED: G (the token tiles are G x ceil(m / 128)) */
+    int64_t a_scale_stride_group; /* MASKED: a_scales' units between groups */
+    int64_t d_stride_group;       /* MASKED: D's (and C's) elements between groups */
 } sm90_fp8w_params;
 
 /* The weight scale of expert e's 128-row block nb in K-block kb (e = 0 when dense) */
@@ -190,33 +201,55 @@ static __device__ __forceinline__ void fw_tile(int64_t t, int64_t tiles_m, int64
     nt = within / gm;
 }
 
-/* GROUPED: token tile mt's expert, the one of its first row (segments start at multiples of 128 =
- * BM, so a tile holds one expert's rows and padding, or padding alone: -1); 0 when dense */
-template <int BM, bool GROUPED>
-static __device__ __forceinline__ int32_t fw_expert(const sm90_fp8w_params &p, int64_t mt) {
-    return GROUPED ? __ldg(p.layout + mt * BM) : 0;
+/* Token tile mt's expert and rows: e, its expert (0 when dense; -1: a tile that takes no stages:
+ * all padding when contiguous, past masked_m when masked), first, its first row in A's rows
+ * (masked: within group e, whose A and D the third coordinate / group offset select), and end, the
+ * row bound its loads and stores keep below (m; masked: min(masked_m, m)). CONTIGUOUS: the expert of
+ * the tile's first row (segments start at multiples of 128 = BM, so a tile holds one expert's rows
+ * and padding, or padding alone). MASKED: tile mt is group mt / ceil(m / BM)'s (mt % ...)-th. */
+typedef struct fw_tile_rows {
+    int32_t e;
+    int64_t first, end;
+} fw_tile_rows;
+
+template <int BM, int GM>
+static __device__ __forceinline__ fw_tile_rows fw_rows(const sm90_fp8w_params &p, int64_t mt) {
+    fw_tile_rows r;
+    if constexpr (GM == FW_MASKED) {
+        const int64_t per_group = (p.m + BM - 1) / BM, g = mt / per_group;
+        const int64_t masked = __ldg(p.layout + g); /* (clamped to [0, m]: rows past m do not exist) */
+        r.first = (mt - g * per_group) * BM;
+        r.end = masked < 0 ? 0 : masked > p.m ? p.m : masked;
+        r.e = r.first < r.end ? (int32_t)g : -1;
+    } else {
+        r.e = GM == FW_CONTIGUOUS ? __ldg(p.layout + mt * BM) : 0;
+        r.first = mt * BM;
+        r.end = p.m;
+    }
+    return r;
 }
 
-/* GROUPED: the first tile from t on (t included, stepping by the grid) that is not all padding, or
+/* Grouped forms: the first tile from t on (t included, stepping by the grid) that takes stages, or
  * one >= tiles; t itself when dense. The factor warps count stages only in such tiles, as the
- * producer and the consumers do (a padding tile takes no stages). */
-template <int BM, bool GROUPED>
+ * producer and the consumers do (a padding tile, or one past masked_m, takes no stages). */
+template <int BM, int GM>
 static __device__ __forceinline__ int64_t fw_live_tile(const sm90_fp8w_params &p, int64_t t, int64_t tiles,
                                                        int64_t tiles_m, int64_t tiles_n) {
-    if constexpr (GROUPED) {
+    if constexpr (GM != FW_DENSE) {
         for (; t < tiles; t += gridDim.x) {
             int64_t mt, nt;
             fw_tile(t, tiles_m, tiles_n, mt, nt);
-            if (fw_expert<BM, true>(p, mt) >= 0) break;
+            if (fw_rows<BM, GM>(p, mt).e >= 0) break;
         }
     }
     return t;
 }
 
-/* D's element (row, col) (+ C's unless !with_c), one or two adjacent columns */
-static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64_t row, int64_t col, float v0, float v1,
-                                                bool with_c = true) {
-    const int64_t i = row * p.ldd + col;
+/* D's element (row, col) past element goff (masked: the group's first) (+ C's unless !with_c), one
+ * or two adjacent columns */
+static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64_t goff, int64_t row, int64_t col,
+                                                float v0, float v1, bool with_c = true) {
+    const int64_t i = goff + row * p.ldd + col;
     const bool two = col + 1 < p.n;
     if (p.d_fp32) {
         if (p.c && with_c) {
@@ -255,7 +288,7 @@ static __device__ __forceinline__ void fw_store(const sm90_fp8w_params &p, int64
  * stmatrix and 32 packed conversions, and the stores run while the next tile's blocks do: 967 ->
  * 1043 TFLOP/s sustained at 8192^3, 790 -> 1005 at 16384 x 7168 x 2048 (v40, same call). */
 static __device__ __forceinline__ void fw_store_tile_tma(const CUtensorMap *d_map, const float *fin, uint32_t staging,
-                                                         int wg, int tid, int32_t col0, int32_t row0) {
+                                                         int wg, int tid, int32_t col0, int32_t row0, int32_t z) {
     const int lane = tid % 32;
     if (tid == 0) bulk_wait_read();
     warpgroup_barrier<false>(wg);
@@ -273,8 +306,8 @@ static __device__ __forceinline__ void fw_store_tile_tma(const CUtensorMap *d_ma
     fence_proxy_async_shared(); /* the writes, visible to the TMA unit */
     warpgroup_barrier<false>(wg);
     if (tid == 0) {
-        tma_store_3d(d_map, staging, col0, row0, 0);
-        tma_store_3d(d_map, staging + 8192u, col0 + 64, row0, 0);
+        tma_store_3d(d_map, staging, col0, row0, z);
+        tma_store_3d(d_map, staging + 8192u, col0 + 64, row0, z);
         bulk_commit();
     }
 }
@@ -432,7 +465,7 @@ static __device__ __forceinline__ void fw_consume_tile_sub2(float *fin, const fw
  * instructions a stage): 8192^3 1028 -> 1074 TFLOP/s sustained at the cap (+4.5 %); two factor
  * warps level with three, one -13 % (its loads for the next stage wait for this one's arrival); a
  * factor-free timing build still +4 % (v41). */
-template <int BM, bool DTMA, int SF, bool CONTIG, bool GROUPED>
+template <int BM, bool DTMA, int SF, bool CONTIG, int GM>
 static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p, float *factors, uint64_t *full,
                                                       uint64_t *empty, int sw, int64_t tiles_m, int64_t tiles_n) {
     typedef fw_cfg<BM, DTMA> cfg;
@@ -445,27 +478,29 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     /* (shared-window addresses, formed once: the lane's factor in stage 0, the barriers) */
     const uint32_t fac_sa = smem_addr(factors) + 4u * (uint32_t)lane, full_sa = smem_addr(full),
                    empty_sa = smem_addr(empty);
-    int64_t t = fw_live_tile<BM, GROUPED>(p, blockIdx.x, tiles, tiles_m, tiles_n), nt = 0;
+    int64_t t = fw_live_tile<BM, GM>(p, blockIdx.x, tiles, tiles_m, tiles_n), nt = 0;
     int32_t kb = sw;
     while (kb >= kblocks) { /* (fewer K-blocks a tile than factor warps) */
         kb -= kblocks;
-        t = fw_live_tile<BM, GROUPED>(p, t + gridDim.x, tiles, tiles_m, tiles_n);
+        t = fw_live_tile<BM, GM>(p, t + gridDim.x, tiles, tiles_m, tiles_n);
     }
     const char *base = NULL; /* the tile's row lane, K-block 0 */
     int live = 0;            /* the tile's rows from lane on that exist */
     bool fresh = true;       /* t is a new tile */
     fw_bs_source bsrc = {0u, -1};
-    int32_t e = 0;           /* (GROUPED) the tile's expert */
+    int32_t e = 0;           /* (grouped forms) the tile's expert */
     int s = sw;              /* the stage; round: how often the stage sequence has wrapped */
     uint32_t round = 0;
     while (t < tiles) {
         if (fresh) {
             int64_t mt;
             fw_tile(t, tiles_m, tiles_n, mt, nt);
-            e = fw_expert<BM, GROUPED>(p, mt); /* (>= 0: fw_live_tile) */
-            const int64_t left = p.m - mt * BM - lane;
+            const fw_tile_rows tr = fw_rows<BM, GM>(p, mt);
+            e = tr.e; /* (>= 0: fw_live_tile) */
+            const int64_t left = tr.end - tr.first - lane;
             live = left > BM ? BM : (int)left;
-            base = (const char *)p.a_scales + (mt * BM + lane) * p.a_scale_stride_mn * BYTES;
+            base = (const char *)p.a_scales +
+                   ((tr.first + lane) * p.a_scale_stride_mn + (GM == FW_MASKED ? e * p.a_scale_stride_group : 0)) * BYTES;
             fresh = false;
             bsrc.base = -1;
         }
@@ -520,20 +555,21 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
         kb += FW_SCALE_WARPS;
         while (kb >= kblocks) {
             kb -= kblocks;
-            t = fw_live_tile<BM, GROUPED>(p, t + gridDim.x, tiles, tiles_m, tiles_n);
+            t = fw_live_tile<BM, GM>(p, t + gridDim.x, tiles, tiles_m, tiles_n);
             fresh = true;
         }
     }
 }
 
 
-template <int BM, bool DTMA, bool GROUPED>
+template <int BM, bool DTMA, int GM>
 __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     hfp4_sm90_fp8_weights_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
                                  const __grid_constant__ CUtensorMap d_map, const __grid_constant__ sm90_fp8w_params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef fw_cfg<BM, DTMA> cfg;
-    static_assert(!GROUPED || BM == 128, "the grouped form: 128-row tiles, one expert's segment each");
+    constexpr bool GROUPED = GM != FW_DENSE;
+    static_assert(!GROUPED || BM == 128, "the grouped forms: 128-row tiles, one expert's segment each");
     constexpr int STAGES = cfg::STAGES;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -550,7 +586,7 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     }
     __syncthreads();
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    const int64_t tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + FW_TILE - 1) / FW_TILE;
+    const int64_t tiles_m = (p.m + BM - 1) / BM * (GM == FW_MASKED ? p.groups : 1), tiles_n = (p.n + FW_TILE - 1) / FW_TILE;
     const int64_t tiles = tiles_m * tiles_n, kblocks = p.k / FW_TILE;
     if (wg == cfg::WGS) { /* the producer warpgroup: one thread issues every stage's two copies, warps 1-3 its factors */
         warpgroup_reg_dealloc<GROUPED ? cfg::GROUPED_PRODUCER_REGS : cfg::PRODUCER_REGS>();
@@ -559,13 +595,13 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
             const int sw = tid / 32 - 1;
             if (p.a_scale_dtype == HFP4_DTYPE_FP32) {
                 if (p.a_scale_stride_mn == 1)
-                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, true, GROUPED>(p, factors, full, empty, sw, tiles_m, tiles_n);
+                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, true, GM>(p, factors, full, empty, sw, tiles_m, tiles_n);
                 else
-                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, false, GROUPED>(p, factors, full, empty, sw, tiles_m, tiles_n);
+                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n);
             } else if (p.a_scale_dtype == HFP4_DTYPE_UE8M0) {
-                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0, false, GROUPED>(p, factors, full, empty, sw, tiles_m, tiles_n);
+                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n);
             } else {
-                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0_PACKED, false, GROUPED>(p, factors, full, empty, sw, tiles_m, tiles_n);
+                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0_PACKED, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n);
             }
         }
         if (tid == 0) {
@@ -575,16 +611,16 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
             for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
                 int64_t mt, nt;
                 fw_tile(t, tiles_m, tiles_n, mt, nt);
-                const int32_t e = fw_expert<BM, GROUPED>(p, mt);
-                if (GROUPED && e < 0) continue; /* (a padding tile: no stages) */
+                const fw_tile_rows tr = fw_rows<BM, GM>(p, mt);
+                if (GROUPED && tr.e < 0) continue; /* (a padding tile, or past masked_m: no stages) */
                 for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                     const int s = (int)(it % STAGES);
                     if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
                     mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES); /* whole boxes, zeros included */
                     tma_load_3d(a_tiles + s * cfg::A_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
-                                (int32_t)(mt * BM), 0);
+                                (int32_t)tr.first, GM == FW_MASKED ? tr.e : 0);
                     tma_load_3d(b_tiles + s * FW_B_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
-                                (int32_t)(nt * FW_TILE), e);
+                                (int32_t)(nt * FW_TILE), tr.e);
                 }
             }
         }
@@ -605,9 +641,11 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         int64_t mt, nt;
         fw_tile(t, tiles_m, tiles_n, mt, nt);
-        const int64_t row0 = mt * BM + r0;
-        const int32_t e = fw_expert<BM, GROUPED>(p, mt);
-        if (GROUPED && e < 0 && !p.pad_zero) continue; /* (a padding tile whose rows may hold anything) */
+        const fw_tile_rows tr = fw_rows<BM, GM>(p, mt);
+        const int64_t row0 = tr.first + r0;
+        const int32_t e = tr.e;
+        /* (a tile past masked_m, or a padding tile whose rows may hold anything: not visited) */
+        if (GROUPED && e < 0 && (GM == FW_MASKED || !p.pad_zero)) continue;
         float fin[64 * cfg::SUB];
 #pragma unroll
         for (int i = 0; i < 64 * cfg::SUB; i++) fin[i] = 0.0f;
@@ -626,11 +664,11 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                 }
             }
         }
-        /* GROUPED: the thread's padding rows (row0: registers 4j, 4j + 1; row0 + 8: 4j + 2, 4j + 3)
+        /* CONTIGUOUS: the thread's padding rows (row0: registers 4j, 4j + 1; row0 + 8: 4j + 2, 4j + 3)
          * are written +0 without C where pad_zero asks (their sums may be NaN: A's padding rows and
          * scales may hold anything) */
         bool pad[2] = {false, false};
-        if constexpr (GROUPED) {
+        if constexpr (GM == FW_CONTIGUOUS) {
 #pragma unroll
             for (int h = 0; h < 2; h++)
                 pad[h] = p.pad_zero && (e < 0 || (row0 + 8 * h < p.m && __ldg(p.layout + row0 + 8 * h) < 0));
@@ -641,10 +679,13 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
             }
         }
         if (FW_DIAG_NO_STORES(p)) continue; /* (timing-only builds) */
-        if constexpr (DTMA) {
+        /* MASKED: the TMA store clips only at m, so a warpgroup whose 64 rows cross masked_m stores
+         * from the registers (rows from masked_m on are left as they were) */
+        if (DTMA && (GM != FW_MASKED || tr.first + 64 * wg + 64 <= tr.end)) {
             fw_store_tile_tma(&d_map, fin, smem_addr(staging) + (uint32_t)(wg * FW_STAGING_BYTES), wg, tid,
-                              (int32_t)(nt * FW_TILE), (int32_t)(mt * BM + 64 * wg));
+                              (int32_t)(nt * FW_TILE), (int32_t)(tr.first + 64 * wg), GM == FW_MASKED ? e : 0);
         } else {
+            const int64_t goff = GM == FW_MASKED ? e * p.d_stride_group : 0;
             /* D from the registers: rows row0 (registers 4j, 4j + 1) and row0 + 8 (4j + 2, 4j + 3),
              * columns 8 j + 2 t4 and + 1 of the tile */
 #pragma unroll
@@ -652,13 +693,13 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int64_t row = row0 + 64 * sub + 8 * h;
-                    if (row >= p.m) continue;
+                    if (row >= tr.end) continue;
 #pragma unroll
                     for (int j = 0; j < 16; j++) {
                         const int64_t col = nt * FW_TILE + 8 * j + 2 * t4;
                         if (col < p.n)
-                            fw_store(p, row, col, fin[64 * sub + 4 * j + 2 * h], fin[64 * sub + 4 * j + 2 * h + 1],
-                                     !pad[h]);
+                            fw_store(p, goff, row, col, fin[64 * sub + 4 * j + 2 * h],
+                                     fin[64 * sub + 4 * j + 2 * h + 1], !pad[h]);
                     }
                 }
             }
@@ -673,14 +714,18 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
 /* The launch of the BM-row tile's kernel (the caller checked its shared memory against the device);
  * DTMA: D through shared memory to TMA stores (BF16 D, no C, ld and D 16-byte multiples, checked by
  * the caller), or, where the driver rejects D's map, the same tile storing from the registers */
-template <int BM, bool DTMA, bool GROUPED = false>
+template <int BM, bool DTMA, int GM = FW_DENSE>
 static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const hfp4_current_device *dev,
                              const sm90_fp8w_params *k, cudaStream_t stream) {
     typedef fw_cfg<BM, DTMA> cfg;
     CUtensorMap a_map, b_map, d_map;
     const uint32_t a_box[3] = {FW_TILE, BM, 1}, b_box[3] = {FW_TILE, FW_TILE, 1};
-    const int64_t a_dims[3] = {p->k, p->m, 1}, a_strides[2] = {p->a.ld, p->a.ld * p->m};
-    /* B as [G][n][k] (GROUPED: the expert is the copies' third coordinate) */
+    constexpr bool GROUPED = GM != FW_DENSE, MASKED = GM == FW_MASKED;
+    /* A as [1][m][k] (MASKED: [G][m][k], the group the copies' third coordinate) */
+    const int64_t groups = MASKED ? p->num_groups : 1;
+    const int64_t a_dims[3] = {p->k, p->m, groups},
+                  a_strides[2] = {p->a.ld, MASKED && groups > 1 ? p->a.stride_group : p->a.ld * p->m};
+    /* B as [G][n][k] (grouped forms: the expert is the copies' third coordinate) */
     const int64_t b_dims[3] = {p->k, p->n, GROUPED ? p->num_groups : 1},
                   b_strides[2] = {p->b.ld, GROUPED && p->num_groups > 1 ? p->b.stride_group : p->b.ld * p->n};
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &a_map, p->a.data, a_dims, a_strides, a_box));
@@ -689,20 +734,21 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
     if (DTMA) {
         /* D as [1][m][n] BF16; a consumer warpgroup's box: 64 columns (128 bytes, the swizzle's row)
          * x its 64 token rows, two a tile */
-        const int64_t d_dims[3] = {p->n, p->m, 1}, d_strides[2] = {p->d.ld * 2, p->d.ld * 2 * p->m};
+        const int64_t d_dims[3] = {p->n, p->m, groups},
+                      d_strides[2] = {p->d.ld * 2, (MASKED && groups > 1 ? p->d.stride_group : p->d.ld * p->m) * 2};
         const uint32_t d_box[3] = {64, 64, 1};
         if (hfp4__make_tensor_map_bf16_3d(fn, "D", &d_map, p->d.data, d_dims, d_strides, d_box) != HFP4_OK) {
             hfp4_clear_error(); /* (the call succeeds: no stale message) */
-            return fw_launch<BM, false, GROUPED>(fn, p, dev, k, stream);
+            return fw_launch<BM, false, GM>(fn, p, dev, k, stream);
         }
     }
-    auto kernel = hfp4_sm90_fp8_weights_kernel<BM, DTMA, GROUPED>;
+    auto kernel = hfp4_sm90_fp8_weights_kernel<BM, DTMA, GM>;
     HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::SMEM));
     static int built_regs = 0; /* (per instantiation) */
     HFP4_TRY(hfp4__require_kernel_regs(fn, "fp8-weights kernel", (const void *)kernel, &built_regs, cfg::WGS + 1,
                                        GROUPED ? cfg::GROUPED_PRODUCER_REGS + cfg::WGS * cfg::GROUPED_CONSUMER_REGS
                                                : cfg::PRODUCER_REGS + cfg::WGS * cfg::CONSUMER_REGS));
-    const int64_t tiles = ((p->m + BM - 1) / BM) * ((p->n + FW_TILE - 1) / FW_TILE);
+    const int64_t tiles = ((p->m + BM - 1) / BM) * groups * ((p->n + FW_TILE - 1) / FW_TILE);
     const int grid = (int)(tiles < dev->num_sms ? tiles : dev->num_sms);
     kernel<<<grid, cfg::THREADS, cfg::SMEM, stream>>>(a_map, b_map, d_map, *k);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
@@ -738,21 +784,27 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
                  "%s: b.dtype = fp8_e4m3: the SM90 kernel for FP8 weights is switched off by the environment "
                  "(HFP4_SM90_FP8_WEIGHTS=0); use FP4 weights or another backend",
                  fn);
-    /* dense, or m-grouped contiguous (expert ids, the rows of bench/RESULTS.md v45) */
-    const int grouped = p->grouping == HFP4_GROUPING_CONTIGUOUS;
+    /* dense, m-grouped contiguous (expert ids; bench/RESULTS.md v45) or masked */
+    const int contiguous = p->grouping == HFP4_GROUPING_CONTIGUOUS, masked = p->grouping == HFP4_GROUPING_MASKED;
+    const int grouped = contiguous || masked;
     HFP4_REQUIRE(p->grouping == HFP4_GROUPING_NONE || grouped,
-                 "%s: fp8 weights: grouping %d has no kernel yet (dense and contiguous have)", fn,
+                 "%s: fp8 weights: grouping %d has no kernel yet (dense, contiguous and masked have)", fn,
                  (int)p->grouping);
-    if (grouped) {
+    if (contiguous)
         HFP4_REQUIRE(p->m_alignment == 0 || p->m_alignment % 128 == 0,
                      "%s: fp8 weights, contiguous: m_alignment = %d; the kernel's 128-row tiles need segments "
                      "aligned to a multiple of 128",
                      fn, (int)p->m_alignment);
+    if (grouped)
         HFP4_REQUIRE(p->num_groups == 1 || (p->b.stride_group % 16 == 0 && p->b.stride_group < ((int64_t)1 << 40)),
-                     "%s: fp8 weights, contiguous: b.stride_group = %lld bytes must be a multiple of 16 below "
+                     "%s: fp8 weights, grouped: b.stride_group = %lld bytes must be a multiple of 16 below "
                      "2^40 for the TMA loads",
                      fn, (long long)p->b.stride_group);
-    }
+    if (masked)
+        HFP4_REQUIRE(p->num_groups == 1 || (p->a.stride_group % 16 == 0 && p->a.stride_group < ((int64_t)1 << 40)),
+                     "%s: fp8 weights, masked: a.stride_group = %lld bytes must be a multiple of 16 below "
+                     "2^40 for the TMA loads",
+                     fn, (long long)p->a.stride_group);
     HFP4_REQUIRE(p->a.dtype == HFP4_DTYPE_FP8_E4M3 && p->a.scales.gran_k == 128,
                  "%s: fp8 weights: a.dtype = %s with gran_k = %d; the kernel takes FP8 activations with 1x128 scales",
                  fn, hfp4_dtype_name(p->a.dtype), (int)p->a.scales.gran_k);
@@ -794,7 +846,9 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
      * 389-391 of D's padding (H200, gpu_fp8_weights_dense case 14, bench/RESULTS.md v40) */
     const char *dtma_env = getenv("HFP4_SM90_FP8_WEIGHTS_DTMA");
     const int dtma = bm != 256 && p->d.dtype == HFP4_DTYPE_BF16 && p->d.c == NULL && (p->d.ld * 2) % 16 == 0 &&
-                     p->n % 8 == 0 && (uintptr_t)p->d.data % 16 == 0 && !(dtma_env && !strcmp(dtma_env, "0"));
+                     p->n % 8 == 0 && (uintptr_t)p->d.data % 16 == 0 && !(dtma_env && !strcmp(dtma_env, "0")) &&
+                     (!masked || p->num_groups == 1 ||
+                      ((p->d.stride_group * 2) % 16 == 0 && p->d.stride_group * 2 < ((int64_t)1 << 40)));
     const int smem = bm == 256 ? fw_smem_needed<256>(false) : bm == 192 ? fw_smem_needed<192>(dtma) : fw_smem_needed<128>(dtma);
     HFP4_REQUIRE(smem <= dev.max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
                  "device has %d", fn, smem, dev.max_smem_optin);
@@ -823,7 +877,14 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
         k.layout = p->layout;
         k.b_scale_stride_group = p->b.scales.stride_group;
         k.pad_zero = p->d_padding != HFP4_D_PADDING_ANY;
-        return dtma ? fw_launch<128, true, true>(fn, p, &dev, &k, stream) : fw_launch<128, false, true>(fn, p, &dev, &k, stream);
+        k.groups = p->num_groups;
+        k.a_scale_stride_group = p->a.scales.stride_group;
+        k.d_stride_group = p->d.stride_group;
+        if (masked)
+            return dtma ? fw_launch<128, true, FW_MASKED>(fn, p, &dev, &k, stream)
+                        : fw_launch<128, false, FW_MASKED>(fn, p, &dev, &k, stream);
+        return dtma ? fw_launch<128, true, FW_CONTIGUOUS>(fn, p, &dev, &k, stream)
+                    : fw_launch<128, false, FW_CONTIGUOUS>(fn, p, &dev, &k, stream);
     }
     if (bm == 256) return fw_launch<256, false>(fn, p, &dev, &k, stream);
     if (bm == 192) return dtma ? fw_launch<192, true>(fn, p, &dev, &k, stream) : fw_launch<192, false>(fn, p, &dev, &k, stream);
