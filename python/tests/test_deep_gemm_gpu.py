@@ -401,10 +401,10 @@ def test_errors():
     a, sfa = _acts(18, (m, k))
     b, sfb = _weights(19, 1, n, k)
     d = torch.empty(m, n, dtype=torch.bfloat16, device=DEV)
-    wfp8 = torch.zeros(1, n, k, dtype=torch.float8_e4m3fn, device=DEV)
-    with pytest.raises(NotImplementedError):  # FP8 weights in a grouped GEMM: no hfp4 kernel
-        dg.m_grouped_fp8_gemm_nt_masked((a.unsqueeze(0), sfa.unsqueeze(0)), (wfp8, torch.ones(1, 2, 4, device=DEV)),
-                                        d.unsqueeze(0), torch.tensor([m], dtype=torch.int32, device=DEV), m)
+    wfp8_kn = torch.zeros(1, k, n, dtype=torch.float8_e4m3fn, device=DEV)  # [G, K, N]: not K-major
+    with pytest.raises(NotImplementedError):  # FP8 weights in the NN form: no hfp4 kernel
+        dg.m_grouped_fp8_fp4_gemm_nn_contiguous((a, sfa), (wfp8_kn, torch.ones(1, 4, 2, device=DEV)), d,
+                                                torch.zeros(m, dtype=torch.int32, device=DEV))
     with pytest.raises(NotImplementedError):
         dg.fp8_fp4_gemm_nt((a, sfa), (b[0], sfb[0]), d, recipe=(1, 128, 128))
     with pytest.raises(hfp4.InvalidArgument) as ei:
