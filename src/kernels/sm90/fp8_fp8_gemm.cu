@@ -201,31 +201,34 @@ static __device__ __forceinline__ void fw_tile(int64_t t, int64_t tiles_m, int64
     nt = within / gm;
 }
 
-/* Token tile mt's expert and rows: e, its expert (0 when dense; -1: a tile that takes no stages:
- * all padding when contiguous, past masked_m when masked), first, its first row in A's rows
- * (masked: within group e, whose A and D the third coordinate / group offset select), and end, the
- * row bound its loads and stores keep below (m; masked: min(masked_m, m)). CONTIGUOUS: the expert of
- * the tile's first row (segments start at multiples of 128 = BM, so a tile holds one expert's rows
- * and padding, or padding alone). MASKED: tile mt is group mt / ceil(m / BM)'s (mt % ...)-th. */
-typedef struct fw_tile_rows {
+/* CONTIGUOUS: token tile mt's expert, the one of its first row (segments start at multiples of
+ * 128 = BM, so a tile holds one expert's rows and padding, or padding alone: -1); 0 when dense */
+template <int BM, bool CONTIGUOUS>
+static __device__ __forceinline__ int32_t fw_expert(const sm90_fp8w_params &p, int64_t mt) {
+    return CONTIGUOUS ? __ldg(p.layout + mt * BM) : 0;
+}
+
+/* MASKED: token tile mt (group mt / ceil(m / BM)'s (mt % ...)-th) as e, its group (-1: a tile past
+ * masked_m, which takes no stages), first, its first row within the group, and end, the row bound
+ * its loads and stores keep below: min(masked_m, m). The dense and contiguous forms use fw_expert,
+ * mt BM and m, written out where they are used.
+ * NOTE: why apart: with one struct for all three forms the contiguous kernel was scheduled
+ * differently and ran ~1 % slower (V4-Flash T = 16384, 17 interleaved rounds, 14-15 of 17 slower,
+ * the FP4 rows level: bench/RESULTS.md v45); written so, the dense and contiguous kernels' SASS is
+ * instruction for instruction what it was before the masked form came. */
+typedef struct fw_masked_tile {
     int32_t e;
     int64_t first, end;
-} fw_tile_rows;
+} fw_masked_tile;
 
-template <int BM, int GM>
-static __device__ __forceinline__ fw_tile_rows fw_rows(const sm90_fp8w_params &p, int64_t mt) {
-    fw_tile_rows r;
-    if constexpr (GM == FW_MASKED) {
-        const int64_t per_group = (p.m + BM - 1) / BM, g = mt / per_group;
-        const int64_t masked = __ldg(p.layout + g); /* (clamped to [0, m]: rows past m do not exist) */
-        r.first = (mt - g * per_group) * BM;
-        r.end = masked < 0 ? 0 : masked > p.m ? p.m : masked;
-        r.e = r.first < r.end ? (int32_t)g : -1;
-    } else {
-        r.e = GM == FW_CONTIGUOUS ? __ldg(p.layout + mt * BM) : 0;
-        r.first = mt * BM;
-        r.end = p.m;
-    }
+template <int BM>
+static __device__ __forceinline__ fw_masked_tile fw_masked_rows(const sm90_fp8w_params &p, int64_t mt) {
+    const int64_t per_group = (p.m + BM - 1) / BM, g = mt / per_group;
+    const int64_t masked = __ldg(p.layout + g); /* (clamped to [0, m]: rows past m do not exist) */
+    fw_masked_tile r;
+    r.first = (mt - g * per_group) * BM;
+    r.end = masked < 0 ? 0 : masked > p.m ? p.m : masked;
+    r.e = r.first < r.end ? (int32_t)g : -1;
     return r;
 }
 
@@ -239,7 +242,7 @@ static __device__ __forceinline__ int64_t fw_live_tile(const sm90_fp8w_params &p
         for (; t < tiles; t += gridDim.x) {
             int64_t mt, nt;
             fw_tile(t, tiles_m, tiles_n, mt, nt);
-            if (fw_rows<BM, GM>(p, mt).e >= 0) break;
+            if ((GM == FW_MASKED ? fw_masked_rows<BM>(p, mt).e : fw_expert<BM, true>(p, mt)) >= 0) break;
         }
     }
     return t;
@@ -495,12 +498,18 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
         if (fresh) {
             int64_t mt;
             fw_tile(t, tiles_m, tiles_n, mt, nt);
-            const fw_tile_rows tr = fw_rows<BM, GM>(p, mt);
-            e = tr.e; /* (>= 0: fw_live_tile) */
-            const int64_t left = tr.end - tr.first - lane;
-            live = left > BM ? BM : (int)left;
-            base = (const char *)p.a_scales +
-                   ((tr.first + lane) * p.a_scale_stride_mn + (GM == FW_MASKED ? e * p.a_scale_stride_group : 0)) * BYTES;
+            if constexpr (GM == FW_MASKED) {
+                const fw_masked_tile tr = fw_masked_rows<BM>(p, mt);
+                e = tr.e; /* (>= 0: fw_live_tile) */
+                const int64_t left = tr.end - tr.first - lane;
+                live = left > BM ? BM : (int)left;
+                base = (const char *)p.a_scales + ((tr.first + lane) * p.a_scale_stride_mn + e * p.a_scale_stride_group) * BYTES;
+            } else {
+                e = fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt); /* (>= 0: fw_live_tile) */
+                const int64_t left = p.m - mt * BM - lane;
+                live = left > BM ? BM : (int)left;
+                base = (const char *)p.a_scales + (mt * BM + lane) * p.a_scale_stride_mn * BYTES;
+            }
             fresh = false;
             bsrc.base = -1;
         }
@@ -611,16 +620,22 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
             for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
                 int64_t mt, nt;
                 fw_tile(t, tiles_m, tiles_n, mt, nt);
-                const fw_tile_rows tr = fw_rows<BM, GM>(p, mt);
-                if (GROUPED && tr.e < 0) continue; /* (a padding tile, or past masked_m: no stages) */
+                int32_t e = fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
+                int64_t first = mt * BM;
+                if constexpr (GM == FW_MASKED) {
+                    const fw_masked_tile tr = fw_masked_rows<BM>(p, mt);
+                    e = tr.e;
+                    first = tr.first;
+                }
+                if (GROUPED && e < 0) continue; /* (a padding tile, or past masked_m: no stages) */
                 for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                     const int s = (int)(it % STAGES);
                     if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
                     mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES); /* whole boxes, zeros included */
                     tma_load_3d(a_tiles + s * cfg::A_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
-                                (int32_t)tr.first, GM == FW_MASKED ? tr.e : 0);
+                                (int32_t)first, GM == FW_MASKED ? e : 0);
                     tma_load_3d(b_tiles + s * FW_B_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
-                                (int32_t)(nt * FW_TILE), tr.e);
+                                (int32_t)(nt * FW_TILE), e);
                 }
             }
         }
@@ -641,9 +656,10 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         int64_t mt, nt;
         fw_tile(t, tiles_m, tiles_n, mt, nt);
-        const fw_tile_rows tr = fw_rows<BM, GM>(p, mt);
-        const int64_t row0 = tr.first + r0;
-        const int32_t e = tr.e;
+        fw_masked_tile mk = {0, 0, 0}; /* (MASKED: the tile's group, first row and row bound) */
+        if constexpr (GM == FW_MASKED) mk = fw_masked_rows<BM>(p, mt);
+        const int64_t row0 = (GM == FW_MASKED ? mk.first : mt * BM) + r0;
+        const int32_t e = GM == FW_MASKED ? mk.e : fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
         /* (a tile past masked_m, or a padding tile whose rows may hold anything: not visited) */
         if (GROUPED && e < 0 && (GM == FW_MASKED || !p.pad_zero)) continue;
         float fin[64 * cfg::SUB];
@@ -679,13 +695,18 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
             }
         }
         if (FW_DIAG_NO_STORES(p)) continue; /* (timing-only builds) */
-        /* MASKED: the TMA store clips only at m, so a warpgroup whose 64 rows cross masked_m stores
-         * from the registers (rows from masked_m on are left as they were) */
-        if (DTMA && (GM != FW_MASKED || tr.first + 64 * wg + 64 <= tr.end)) {
+        if constexpr (DTMA && GM != FW_MASKED) {
             fw_store_tile_tma(&d_map, fin, smem_addr(staging) + (uint32_t)(wg * FW_STAGING_BYTES), wg, tid,
-                              (int32_t)(nt * FW_TILE), (int32_t)(tr.first + 64 * wg), GM == FW_MASKED ? e : 0);
+                              (int32_t)(nt * FW_TILE), (int32_t)(mt * BM + 64 * wg), 0);
         } else {
-            const int64_t goff = GM == FW_MASKED ? e * p.d_stride_group : 0;
+            /* MASKED: the TMA store clips only at m, so a warpgroup whose 64 rows cross masked_m
+             * stores from the registers (rows from masked_m on are left as they were) */
+            if (DTMA && mk.first + 64 * wg + 64 <= mk.end) {
+                fw_store_tile_tma(&d_map, fin, smem_addr(staging) + (uint32_t)(wg * FW_STAGING_BYTES), wg, tid,
+                                  (int32_t)(nt * FW_TILE), (int32_t)(mk.first + 64 * wg), e);
+                continue;
+            }
+            const int64_t end = GM == FW_MASKED ? mk.end : p.m, goff = GM == FW_MASKED ? e * p.d_stride_group : 0;
             /* D from the registers: rows row0 (registers 4j, 4j + 1) and row0 + 8 (4j + 2, 4j + 3),
              * columns 8 j + 2 t4 and + 1 of the tile */
 #pragma unroll
@@ -693,7 +714,7 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int64_t row = row0 + 64 * sub + 8 * h;
-                    if (row >= tr.end) continue;
+                    if (row >= end) continue;
 #pragma unroll
                     for (int j = 0; j < 16; j++) {
                         const int64_t col = nt * FW_TILE + 8 * j + 2 * t4;
