@@ -7,10 +7,10 @@
  * (<= 256) also times the contiguous layout with d_padding ANY (layout "contiguous_padany": D's
  * padding rows left unwritten, for callers that drop them; DeepGEMM's ensure_zero_padding=False).
  *
- * From T = 4096 with 1 x 128 activation scales it also times the same contiguous rows with FP8
- * weights ([E, N, K] e4m3 under 128 x 128 block scales, random: the FP8 x FP8 kernel's grouped form,
- * DeepGEMM's m_grouped_fp8_gemm_nt_contiguous; op "fp8_fp8", layout "contiguous"), where the library
- * runs it (otherwise a note says why not).
+ * With 1 x 128 activation scales it also times the same rows with FP8 weights ([E, N, K] e4m3
+ * under 128 x 128 block scales, random: the FP8 x FP8 kernel's grouped forms; op "fp8_fp8"): masked
+ * at T <= 256 (DeepGEMM's m_grouped_fp8_gemm_nt_masked), contiguous from T = 4096 (its
+ * m_grouped_fp8_gemm_nt_contiguous), where the library runs them (otherwise a note says why not).
  *
  * Each row carries two reference points: "baseline", cuBLASLt FP8 row-wise on one dense GEMM of all
  * routed rows (an upper bound no grouped kernel beats at large T), and "floor_us", the bytes that
@@ -57,15 +57,16 @@ static int expert_case(bench_ctx *c, const bench_expert_case *ec, const bench_we
     return rc;
 }
 
-/* The contiguous rows with FP8 weights (the FP8 x FP8 kernel's grouped form): 0, or -1 when the case
- * failed; skipped with a note where the library does not run it */
-static int expert_fp8_weights_case(bench_ctx *c, const bench_expert_case *ec, const bench_routing *r,
+/* The routed rows with FP8 weights in layout g, masked or contiguous (the FP8 x FP8 kernel's grouped
+ * forms): 0, or -1 when the case failed; skipped with a note where the library does not run it */
+static int expert_fp8_weights_case(bench_ctx *c, const bench_expert_case *ec, const bench_routing *r, hfp4_grouping g,
                                    const char *base_name, double base_us) {
     const int64_t n = ec->n, k = ec->k, kg = (k + 127) / 128, nb = (n + 127) / 128, G = ec->experts;
+    const char *layout = g == HFP4_GROUPING_MASKED ? "masked" : "contiguous";
     char label[128];
-    snprintf(label, sizeof label, "%s fp8 weights contiguous T=%lld", ec->name, (long long)r->tokens);
+    snprintf(label, sizeof label, "%s fp8 weights %s T=%lld", ec->name, layout, (long long)r->tokens);
     bench_acts x;
-    if (bench_acts_alloc(&x, HFP4_GROUPING_CONTIGUOUS, r, n, k, 128) != 0) {
+    if (bench_acts_alloc(&x, g, r, n, k, 128) != 0) {
         fprintf(stderr, "bench: %s: could not set up the activations\n", label);
         return -1;
     }
@@ -104,8 +105,7 @@ static int expert_fp8_weights_case(bench_ctx *c, const bench_expert_case *ec, co
         if (rc == 0) {
             const double flops = 2.0 * r->rows * n * k, bytes = bench_fp8_expert_bytes(r->hit, r->rows, n, k);
             bench_row row;
-            bench_row_experts(&row, "contiguous", ec->name, r, n, k, ec->experts, us, flops, bytes, base_name, base_us,
-                              bytes);
+            bench_row_experts(&row, layout, ec->name, r, n, k, ec->experts, us, flops, bytes, base_name, base_us, bytes);
             row.op = "fp8_fp8";
             row.gran = 128;
             row.floor_us = bench_floor_us(c, bytes);
@@ -157,7 +157,11 @@ void bench_experts(bench_ctx *c, const bench_expert_case *ec) {
         /* the prefix-sum form of the same rows (DeepGEMM's use_psum_layout), where prefill uses it */
         if (T >= 4096 && expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS_PSUM, c->gran, base_name, base_us, zero) != 0)
             c->failed++;
-        if (T >= 4096 && c->gran == 128 && expert_fp8_weights_case(c, ec, &r, base_name, base_us) != 0) c->failed++;
+        /* FP8 weights on the same rows: masked at decode, contiguous at prefill */
+        if ((T <= 256 || T >= 4096) && c->gran == 128 &&
+            expert_fp8_weights_case(c, ec, &r, T <= 256 ? HFP4_GROUPING_MASKED : HFP4_GROUPING_CONTIGUOUS, base_name,
+                                    base_us) != 0)
+            c->failed++;
         /* the other activation-scale granularity on the same routing and weights (1x32 is what
          * transformers passes; 1x128 is DeepGEMM's SM90 recipe) */
         int alt = 0;
