@@ -294,10 +294,12 @@ TEST(gpu_fp8_weights_contiguous_rejections) {
 /* The masked layout: A [G][m + a_gap][k] (a_gap rows between groups: a.stride_group beyond m rows),
  * D and C [G][m + d_gap][ldd]; group g's rows from masked[g] on, A's and their scales NaN, must
  * neither be computed into another row nor written (D keeps the poison there, and in the gap rows) */
+#define FM_MAX_GROUPS 80
+
 typedef struct fm_case {
     int32_t groups;
     int64_t m;                      /* rows a group (DeepGEMM's max_m) */
-    int32_t masked[FG_MAX_GROUPS];  /* masked_m of each group, in [0, m] */
+    int32_t masked[FM_MAX_GROUPS];  /* masked_m of each group, in [0, m] */
     int64_t a_gap, d_gap;           /* rows between groups past m, in A and in D / C */
     hfp4_dtype a_scale;             /* FP32, UE8M0 or UE8M0_PACKED (1 x 128) */
     int mn_major;                   /* activation scales MN-major: [G][k units][align(m + a_gap, 4)] */
@@ -424,8 +426,10 @@ static void fm_run(const fm_case *c, const char *label) {
     p.d.c = cv;
     CHECK_STATUS(hfp4_ref_gemm(&p, 0), HFP4_OK);
     float *l1 = fw_sum_abs_products(&p, a_rows * k, (int64_t)G * n * k, d_rows * ldd);
-    /* device run */
+    /* device run (the masked form: opt-in until these tests pass with its compact tile walk; each
+     * test runs in a process of its own under --fork, and the switch is read once) */
     setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
+    setenv("HFP4_SM90_FP8_WEIGHTS_MASKED", "1", 1);
     uint8_t *da, *db;
     void *dsa, *dsb, *dd, *dc = NULL;
     int32_t *dl;
@@ -500,14 +504,27 @@ TEST(gpu_fp8_weights_masked) {
         {16, 256, {1, 8, 0, 3, 2, 1, 6, 0, 4, 8, 1, 1, 5, 2, 7, 3}, 0, 0, HFP4_DTYPE_FP32, 1, 512, 256,
          HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 5},
     };
+    /* the kernel walks the groups 32 at a time: 70 groups, most of them empty, live ones on either
+     * side of the 32- and 64-group windows (the first at group 3, the last at 69), m = 1000 (8 token
+     * tiles a group, most of them dead) and more live tiles than CTAs; then every group empty
+     * (nothing may be written) */
+    fm_case many = {70, 1000, {0}, 0, 0, HFP4_DTYPE_FP32, 0, 1024, 256, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 6};
+    static const int32_t live_groups[][2] = {{3, 5},    {31, 1000}, {32, 129}, {33, 1},  {40, 640},
+                                             {63, 128}, {64, 300},  {65, 2},   {69, 999}};
+    for (unsigned i = 0; i < sizeof live_groups / sizeof live_groups[0]; i++)
+        many.masked[live_groups[i][0]] = live_groups[i][1];
+    fm_case none = many;
+    memset(none.masked, 0, sizeof none.masked);
+    none.salt = 7;
     static const char *const dtma_env = "HFP4_SM90_FP8_WEIGHTS_DTMA";
     for (int dtma = 1; dtma >= 0; dtma--) {
         if (dtma) unsetenv(dtma_env);
         else setenv(dtma_env, "0", 1);
-        for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const unsigned count = sizeof cases / sizeof cases[0];
+        for (unsigned i = 0; i < count + 2; i++) {
             char label[80];
             snprintf(label, sizeof label, "fp8 weights masked, %s stores, case %u", dtma ? "default" : "register", i);
-            fm_run(&cases[i], label);
+            fm_run(i < count ? &cases[i] : i == count ? &many : &none, label);
         }
     }
     unsetenv(dtma_env);
@@ -516,6 +533,7 @@ TEST(gpu_fp8_weights_masked) {
 TEST(gpu_fp8_weights_masked_rejections) {
     if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
+    setenv("HFP4_SM90_FP8_WEIGHTS_MASKED", "1", 1);
     static uint8_t a[2 * 256 * 256], b[2 * 256 * 256];
     static float sfa[2 * 256 * 2], sfb[2 * 2 * 2];
     static uint16_t d[2 * 256 * 256];

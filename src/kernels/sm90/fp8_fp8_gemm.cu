@@ -208,10 +208,9 @@ static __device__ __forceinline__ int32_t fw_expert(const sm90_fp8w_params &p, i
     return CONTIGUOUS ? __ldg(p.layout + mt * BM) : 0;
 }
 
-/* MASKED: token tile mt (group mt / ceil(m / BM)'s (mt % ...)-th) as e, its group (-1: a tile past
- * masked_m, which takes no stages), first, its first row within the group, and end, the row bound
- * its loads and stores keep below: min(masked_m, m). The dense and contiguous forms use fw_expert,
- * mt BM and m, written out where they are used.
+/* MASKED: a tile's group e, its first row within the group, and end, the row bound its loads and
+ * stores keep below: min(masked_m, m). The dense and contiguous forms use fw_expert, mt BM and m,
+ * written out where they are used.
  * NOTE: why apart: with one struct for all three forms the contiguous kernel was scheduled
  * differently and ran ~1 % slower (V4-Flash T = 16384, 17 interleaved rounds, 14-15 of 17 slower,
  * the FP4 rows level: bench/RESULTS.md v45); written so, the dense and contiguous kernels' SASS is
@@ -221,20 +220,96 @@ typedef struct fw_masked_tile {
     int64_t first, end;
 } fw_masked_tile;
 
+/* MASKED: the tiles in a compact order, group after group, each group's live tiles only (its
+ * ceil(min(masked_m, m) / 128) token tiles x the weight tiles, token tiles inner, so CTAs side by side
+ * share a weight tile), so no role steps over dead tiles. A warp walks the groups 32 at a time (a
+ * lane a group: one load, a scan, a ballot) as its tile index grows; each role walks on its own.
+ * NOTE: why: in the G x ceil(m / 128) x ceil(N / 128) grid every role stepped over the dead tiles one
+ * at a time, each a masked_m read and 64-bit divisions: ~2000 a CTA at G = 256, m = 4096, N = 4096
+ * (DeepGEMM's test shape), tens of µs at decode where the GEMM itself takes ~10-100. */
+typedef struct fw_masked_walk {
+    int64_t start, next; /* the group's first tile; the next group's first tile */
+    int32_t g;           /* the group (-1 before the first) */
+    int32_t live, rows;  /* its live token tiles; its rows, min(masked_m, m) */
+} fw_masked_walk;
+
+static __device__ __forceinline__ fw_masked_walk fw_masked_walk_start() {
+    fw_masked_walk w;
+    w.start = w.next = 0;
+    w.g = -1;
+    w.live = w.rows = 0;
+    return w;
+}
+
+/* Moves the warp's walk w to the group that holds tile t; false where t is past the last tile. Every
+ * lane of the warp calls it with the same t, never smaller than at the call before. */
 template <int BM>
-static __device__ __forceinline__ fw_masked_tile fw_masked_rows(const sm90_fp8w_params &p, int64_t mt) {
-    const int64_t per_group = (p.m + BM - 1) / BM, g = mt / per_group;
-    const int64_t masked = __ldg(p.layout + g); /* (clamped to [0, m]: rows past m do not exist) */
+static __device__ __forceinline__ bool fw_masked_walk_to(fw_masked_walk &w, const sm90_fp8w_params &p, int64_t t,
+                                                        int64_t tiles_n) {
+    const int lane = threadIdx.x % 32;
+    while (t >= w.next) {
+        if (w.g + 1 >= p.groups) return false;
+        const int32_t g = w.g + 1 + lane;
+        int32_t rows = 0;
+        if (g < p.groups) { /* (masked_m clamped to [0, m]: rows past m do not exist) */
+            const int32_t masked = __ldg(p.layout + g);
+            rows = masked < 0 ? 0 : (int64_t)masked > p.m ? (int32_t)p.m : masked;
+        }
+        const int32_t live = (rows + BM - 1) / BM;
+        int64_t ends = (int64_t)live * tiles_n; /* the lane's group's last tile + 1, after w.next */
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int64_t v = __shfl_up_sync(0xffffffffu, ends, o);
+            if (lane >= o) ends += v;
+        }
+        const uint32_t hit = __ballot_sync(0xffffffffu, w.next + ends > t); /* (a group with tiles: first) */
+        if (hit) {
+            const int j = __ffs(hit) - 1;
+            w.g += 1 + j;
+            w.live = __shfl_sync(0xffffffffu, live, j);
+            w.rows = __shfl_sync(0xffffffffu, rows, j);
+            w.next += __shfl_sync(0xffffffffu, ends, j);
+            w.start = w.next - (int64_t)w.live * tiles_n;
+        } else {
+            w.g += 32;
+            w.next += __shfl_sync(0xffffffffu, ends, 31);
+            w.start = w.next;
+        }
+    }
+    return true;
+}
+
+/* MASKED: tile t of the walk's group (fw_masked_walk_to(w, t) was true) as its tile rows and weight
+ * tile nt */
+template <int BM>
+static __device__ __forceinline__ fw_masked_tile fw_masked_place(const fw_masked_walk &w, int64_t t, int64_t &nt) {
+    const int64_t u = t - w.start;
+    int64_t ml;
+    if (u >> 32 == 0) { /* (32-bit division where it fits: the usual case) */
+        ml = (uint32_t)u % (uint32_t)w.live;
+        nt = (uint32_t)u / (uint32_t)w.live;
+    } else {
+        ml = u % w.live;
+        nt = u / w.live;
+    }
     fw_masked_tile r;
-    r.first = (mt - g * per_group) * BM;
-    r.end = masked < 0 ? 0 : masked > p.m ? p.m : masked;
-    r.e = r.first < r.end ? (int32_t)g : -1;
+    r.e = w.g;
+    r.first = ml * BM;
+    r.end = w.rows;
     return r;
 }
 
-/* Grouped forms: the first tile from t on (t included, stepping by the grid) that takes stages, or
- * one >= tiles; t itself when dense. The factor warps count stages only in such tiles, as the
- * producer and the consumers do (a padding tile, or one past masked_m, takes no stages). */
+/* MASKED: the walk's first tile from t on (stepping by the grid; every tile of the compact order is
+ * live), or tiles when there is none */
+template <int BM>
+static __device__ __forceinline__ int64_t fw_masked_next(fw_masked_walk &w, const sm90_fp8w_params &p, int64_t t,
+                                                        int64_t tiles, int64_t tiles_n) {
+    return t < tiles && fw_masked_walk_to<BM>(w, p, t, tiles_n) ? t : tiles;
+}
+
+/* CONTIGUOUS: the first tile from t on (t included, stepping by the grid) that takes stages, or one
+ * >= tiles; t itself when dense (MASKED: fw_masked_next). The factor warps count stages only in such
+ * tiles, as the producer and the consumers do (a padding tile takes no stages). */
 template <int BM, int GM>
 static __device__ __forceinline__ int64_t fw_live_tile(const sm90_fp8w_params &p, int64_t t, int64_t tiles,
                                                        int64_t tiles_m, int64_t tiles_n) {
@@ -242,7 +317,7 @@ static __device__ __forceinline__ int64_t fw_live_tile(const sm90_fp8w_params &p
         for (; t < tiles; t += gridDim.x) {
             int64_t mt, nt;
             fw_tile(t, tiles_m, tiles_n, mt, nt);
-            if ((GM == FW_MASKED ? fw_masked_rows<BM>(p, mt).e : fw_expert<BM, true>(p, mt)) >= 0) break;
+            if (fw_expert<BM, true>(p, mt) >= 0) break;
         }
     }
     return t;
@@ -481,11 +556,15 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     /* (shared-window addresses, formed once: the lane's factor in stage 0, the barriers) */
     const uint32_t fac_sa = smem_addr(factors) + 4u * (uint32_t)lane, full_sa = smem_addr(full),
                    empty_sa = smem_addr(empty);
-    int64_t t = fw_live_tile<BM, GM>(p, blockIdx.x, tiles, tiles_m, tiles_n), nt = 0;
+    fw_masked_walk walk = fw_masked_walk_start(); /* (MASKED) */
+    int64_t t = GM == FW_MASKED ? fw_masked_next<BM>(walk, p, blockIdx.x, tiles, tiles_n)
+                                : fw_live_tile<BM, GM>(p, blockIdx.x, tiles, tiles_m, tiles_n),
+            nt = 0;
     int32_t kb = sw;
     while (kb >= kblocks) { /* (fewer K-blocks a tile than factor warps) */
         kb -= kblocks;
-        t = fw_live_tile<BM, GM>(p, t + gridDim.x, tiles, tiles_m, tiles_n);
+        t = GM == FW_MASKED ? fw_masked_next<BM>(walk, p, t + gridDim.x, tiles, tiles_n)
+                            : fw_live_tile<BM, GM>(p, t + gridDim.x, tiles, tiles_m, tiles_n);
     }
     const char *base = NULL; /* the tile's row lane, K-block 0 */
     int live = 0;            /* the tile's rows from lane on that exist */
@@ -496,11 +575,11 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     uint32_t round = 0;
     while (t < tiles) {
         if (fresh) {
-            int64_t mt;
-            fw_tile(t, tiles_m, tiles_n, mt, nt);
+            int64_t mt = 0;
+            if constexpr (GM != FW_MASKED) fw_tile(t, tiles_m, tiles_n, mt, nt);
             if constexpr (GM == FW_MASKED) {
-                const fw_masked_tile tr = fw_masked_rows<BM>(p, mt);
-                e = tr.e; /* (>= 0: fw_live_tile) */
+                const fw_masked_tile tr = fw_masked_place<BM>(walk, t, nt);
+                e = tr.e;
                 const int64_t left = tr.end - tr.first - lane;
                 live = left > BM ? BM : (int)left;
                 base = (const char *)p.a_scales + ((tr.first + lane) * p.a_scale_stride_mn + e * p.a_scale_stride_group) * BYTES;
@@ -564,7 +643,8 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
         kb += FW_SCALE_WARPS;
         while (kb >= kblocks) {
             kb -= kblocks;
-            t = fw_live_tile<BM, GM>(p, t + gridDim.x, tiles, tiles_m, tiles_n);
+            t = GM == FW_MASKED ? fw_masked_next<BM>(walk, p, t + gridDim.x, tiles, tiles_n)
+                                : fw_live_tile<BM, GM>(p, t + gridDim.x, tiles, tiles_m, tiles_n);
             fresh = true;
         }
     }
@@ -613,27 +693,47 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                 fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0_PACKED, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n);
             }
         }
-        if (tid == 0) {
+        if constexpr (GM == FW_MASKED) {
+            if (tid < 32) { /* (warp 0 walks the groups together; lane 0 issues) */
+                if (tid == 0) {
+                    tma_prefetch_descriptor(&a_map);
+                    tma_prefetch_descriptor(&b_map);
+                }
+                uint32_t it = 0;
+                fw_masked_walk walk = fw_masked_walk_start();
+                for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+                    if (!fw_masked_walk_to<BM>(walk, p, t, tiles_n)) break;
+                    int64_t nt;
+                    const fw_masked_tile tr = fw_masked_place<BM>(walk, t, nt);
+                    if (tid == 0) {
+                        for (int64_t kb = 0; kb < kblocks; kb++, it++) {
+                            const int s = (int)(it % STAGES);
+                            if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
+                            mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES);
+                            tma_load_3d(a_tiles + s * cfg::A_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
+                                        (int32_t)tr.first, tr.e);
+                            tma_load_3d(b_tiles + s * FW_B_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
+                                        (int32_t)(nt * FW_TILE), tr.e);
+                        }
+                    }
+                    __syncwarp();
+                }
+            }
+        } else if (tid == 0) {
             tma_prefetch_descriptor(&a_map);
             tma_prefetch_descriptor(&b_map);
             uint32_t it = 0;
             for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
                 int64_t mt, nt;
                 fw_tile(t, tiles_m, tiles_n, mt, nt);
-                int32_t e = fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
-                int64_t first = mt * BM;
-                if constexpr (GM == FW_MASKED) {
-                    const fw_masked_tile tr = fw_masked_rows<BM>(p, mt);
-                    e = tr.e;
-                    first = tr.first;
-                }
-                if (GROUPED && e < 0) continue; /* (a padding tile, or past masked_m: no stages) */
+                const int32_t e = fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
+                if (GROUPED && e < 0) continue; /* (a padding tile: no stages) */
                 for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                     const int s = (int)(it % STAGES);
                     if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
                     mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES); /* whole boxes, zeros included */
                     tma_load_3d(a_tiles + s * cfg::A_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
-                                (int32_t)first, GM == FW_MASKED ? e : 0);
+                                (int32_t)(mt * BM), 0);
                     tma_load_3d(b_tiles + s * FW_B_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
                                 (int32_t)(nt * FW_TILE), e);
                 }
@@ -653,11 +753,16 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     ad.factors = smem_addr(factors) + 4u * (uint32_t)r0;
     int stage = 0; /* the consumers' place in the CTA's stage sequence, as the producer counts it */
     uint32_t phase = 0;
+    fw_masked_walk walk = fw_masked_walk_start(); /* (MASKED: each consumer warp walks on its own) */
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int64_t mt, nt;
-        fw_tile(t, tiles_m, tiles_n, mt, nt);
+        int64_t mt = 0, nt;
         fw_masked_tile mk = {0, 0, 0}; /* (MASKED: the tile's group, first row and row bound) */
-        if constexpr (GM == FW_MASKED) mk = fw_masked_rows<BM>(p, mt);
+        if constexpr (GM == FW_MASKED) {
+            if (!fw_masked_walk_to<BM>(walk, p, t, tiles_n)) break;
+            mk = fw_masked_place<BM>(walk, t, nt);
+        } else {
+            fw_tile(t, tiles_m, tiles_n, mt, nt);
+        }
         const int64_t row0 = (GM == FW_MASKED ? mk.first : mt * BM) + r0;
         const int32_t e = GM == FW_MASKED ? mk.e : fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
         /* (a tile past masked_m, or a padding tile whose rows may hold anything: not visited) */
@@ -805,12 +910,19 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
                  "%s: b.dtype = fp8_e4m3: the SM90 kernel for FP8 weights is switched off by the environment "
                  "(HFP4_SM90_FP8_WEIGHTS=0); use FP4 weights or another backend",
                  fn);
-    /* dense, m-grouped contiguous (expert ids; bench/RESULTS.md v45) or masked */
-    const int contiguous = p->grouping == HFP4_GROUPING_CONTIGUOUS, masked = p->grouping == HFP4_GROUPING_MASKED;
+    /* dense, m-grouped contiguous (expert ids; bench/RESULTS.md v45) or masked. The masked form's
+     * compact tile walk (fw_masked_walk_to) is built but not yet run on a GPU (its first form, which
+     * stepped over dead tiles, passed there: v45), so it is behind HFP4_SM90_FP8_WEIGHTS_MASKED=1
+     * until gpu_fp8_weights_masked passes with it */
+    static int masked_cache = -1;
+    const int contiguous = p->grouping == HFP4_GROUPING_CONTIGUOUS,
+              masked = p->grouping == HFP4_GROUPING_MASKED &&
+                       hfp4__env_switch("HFP4_SM90_FP8_WEIGHTS_MASKED", 0, &masked_cache);
     const int grouped = contiguous || masked;
     HFP4_REQUIRE(p->grouping == HFP4_GROUPING_NONE || grouped,
-                 "%s: fp8 weights: grouping %d has no kernel yet (dense, contiguous and masked have)", fn,
-                 (int)p->grouping);
+                 "%s: fp8 weights: grouping %d has no kernel yet (dense and contiguous have; masked opt-in "
+                 "with HFP4_SM90_FP8_WEIGHTS_MASKED=1 while untested)",
+                 fn, (int)p->grouping);
     if (contiguous)
         HFP4_REQUIRE(p->m_alignment == 0 || p->m_alignment % 128 == 0,
                      "%s: fp8 weights, contiguous: m_alignment = %d; the kernel's 128-row tiles need segments "
