@@ -392,6 +392,19 @@ def _fp8_weights(name, B, SFB, k, gran_b, ndim=2):
     return L.hfp4_matrix(B.data_ptr(), L.DTYPE_FP8_E4M3, n, k, ld, B.stride(0) if groups > 1 else 0, scales)
 
 
+def _grouped_weights(b, fp8_b, k, gran_b, device):
+    """(w, its hfp4_matrix) of a grouped GEMM's weights [G, N, K(/2)]: FP8 ones as they are (w None:
+    the library's FP8 x FP8 grouped forms, or Unsupported), FP4 ones repacked (w: the cache's
+    SM90Weights, which the caller keeps alive over the launch)"""
+    if fp8_b:
+        B, SFB = _pair("b", b)
+        _same_device("b", B, device)
+        _same_device("sfb", SFB, device)
+        return None, _fp8_weights("b", B, SFB, k, gran_b, 3)
+    w = _weights("b", b, 3, k, device)
+    return w, w.matrix
+
+
 def _is_fp8_weights(b):
     if isinstance(b, SM90Weights):
         return False
@@ -866,14 +879,7 @@ def m_grouped_fp8_fp4_gemm_nt_contiguous(a, b, d, grouped_layout, recipe=None, r
         _same_device(nm, t, A.device)
     p = L.hfp4_gemm_problem()
     p.a = _activations(A, SFA, 2, gran_k_a, 1)  # checked before the weights are repacked
-    if fp8_b:  # FP8 weights [G, N, K] as they are (the library's FP8 x FP8 grouped form, or Unsupported)
-        B, SFB = _pair("b", b)
-        _same_device("b", B, A.device)
-        _same_device("sfb", SFB, A.device)
-        w, bm = None, _fp8_weights("b", B, SFB, K, gran_b, 3)
-    else:
-        w = _weights("b", b, 3, K, A.device)
-        bm = w.matrix
+    w, bm = _grouped_weights(b, fp8_b, K, gran_b, A.device)
     p.grouping = L.GROUPING_CONTIGUOUS_PSUM if use_psum_layout else L.GROUPING_CONTIGUOUS
     p.m, p.n, p.k, p.num_groups = M, N, K, G
     p.layout = grouped_layout.data_ptr()
@@ -925,16 +931,9 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None,
         raise L.invalid_argument("a has %d groups but b has %d" % (G, Gb))
     p = L.hfp4_gemm_problem()
     p.a = _activations(A, SFA, 3, gran_k_a, G)  # checked before the weights are repacked
-    if fp8_b:  # FP8 weights [G, N, K] as they are (the library's FP8 x FP8 masked form, or Unsupported)
-        B, SFB = _pair("b", b)
-        _same_device("b", B, A.device)
-        _same_device("sfb", SFB, A.device)
-        w, bm = None, _fp8_weights("b", B, SFB, K, gran_b, 3)
-    else:
-        w = _weights("b", b, 3, K, A.device)
-        if w.num_groups != G:
-            raise L.invalid_argument("a has %d groups but b has %d" % (G, w.num_groups))
-        bm = w.matrix
+    w, bm = _grouped_weights(b, fp8_b, K, gran_b, A.device)
+    if w is not None and w.num_groups != G:
+        raise L.invalid_argument("a has %d groups but b has %d" % (G, w.num_groups))
     p.grouping = L.GROUPING_MASKED
     p.m, p.n, p.k, p.num_groups = M, N, K, G
     p.layout = masked_m.data_ptr()

@@ -34,6 +34,95 @@ static void *fw_upload_c(const float *cv, int64_t count, int esz) {
     return dc;
 }
 
+/* G experts of n x k FP8 weights from rng (~N(0, 0.05) times 1..5 by row and expert), each under
+ * 128 x 128 block scales ([G][nb][kg], K-major, b_scale FP32 or UE8M0), into b (data, scales and
+ * strides; qb and the scales malloc'ed, the caller frees b->data and b->scales.data) */
+static inline void fw_make_experts(hfp4_rng *rng, int32_t G, int64_t n, int64_t k, hfp4_dtype b_scale, hfp4_matrix *b) {
+    const int64_t kg = k / 128, nb = (n + 127) / 128;
+    const int sb_esz = b_scale == HFP4_DTYPE_UE8M0 ? 1 : 4;
+    float *w = (float *)malloc(sizeof(float) * n * k);
+    uint8_t *qb = (uint8_t *)malloc((size_t)G * n * k);
+    uint8_t *sb = (uint8_t *)calloc((size_t)G * nb * kg, sb_esz);
+    for (int32_t g = 0; g < G; g++) {
+        for (int64_t i = 0; i < n * k; i++) w[i] = (float)(hfp4_rng_normal(rng) * 0.05 * (1.0 + (i / k + g) % 5));
+        hfp4_scales sg;
+        memset(&sg, 0, sizeof sg);
+        sg.data = sb + (size_t)g * nb * kg * sb_esz;
+        sg.dtype = b_scale;
+        sg.gran_mn = 128;
+        sg.gran_k = 128;
+        sg.stride_mn = kg;
+        sg.stride_k = 1;
+        CHECK_STATUS(hfp4_quantize_fp8_per_block(w, HFP4_DTYPE_FP32, n, k, k, b_scale == HFP4_DTYPE_UE8M0,
+                                                 qb + (size_t)g * n * k, k, &sg),
+                     HFP4_OK);
+    }
+    free(w);
+    memset(b, 0, sizeof *b);
+    b->data = qb;
+    b->dtype = HFP4_DTYPE_FP8_E4M3;
+    b->rows = n;
+    b->cols = k;
+    b->ld = k;
+    b->stride_group = n * k;
+    b->scales.data = sb;
+    b->scales.dtype = b_scale;
+    b->scales.gran_mn = 128;
+    b->scales.gran_k = 128;
+    b->scales.stride_mn = kg;
+    b->scales.stride_k = 1;
+    b->scales.stride_group = nb * kg;
+}
+
+/* The bytes of the host problem's operands as the device run uploads them (layout: int32 entries,
+ * 0 when none; d: D's elements' bytes, without the guard rows) */
+typedef struct fw_sizes {
+    size_t a, b, sa, sb, d, layout;
+} fw_sizes;
+
+/* Runs the host problem p (the reference's: FP32 D there) on the device with D in d_dtype: A, B,
+ * their scales and the layout uploaded, D and FW_GUARD_ROWS guard rows of p->d.ld elements poisoned
+ * (0xFF) first, C (c_count values cv, when p->d.c) in D's dtype. hfp4_gemm must return HFP4_OK.
+ * Returns D and the guard rows as copied back (malloc'ed). */
+static uint8_t *fw_run_on_device(const char *label, const hfp4_gemm_problem *p, const fw_sizes *z, hfp4_dtype d_dtype,
+                                 const float *cv, int64_t c_count) {
+    const int esz = d_dtype == HFP4_DTYPE_FP32 ? 4 : 2;
+    const size_t guard = (size_t)FW_GUARD_ROWS * p->d.ld * esz;
+    void *da, *db, *dsa, *dsb, *dd, *dc = NULL, *dl = NULL;
+    CHECK(cudaMalloc(&da, z->a) == cudaSuccess && cudaMalloc(&db, z->b) == cudaSuccess &&
+          cudaMalloc(&dsa, z->sa) == cudaSuccess && cudaMalloc(&dsb, z->sb) == cudaSuccess &&
+          cudaMalloc(&dd, z->d + guard) == cudaSuccess &&
+          (z->layout == 0 || cudaMalloc(&dl, sizeof(int32_t) * z->layout) == cudaSuccess));
+    cudaMemcpy(da, p->a.data, z->a, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, p->b.data, z->b, cudaMemcpyHostToDevice);
+    cudaMemcpy(dsa, p->a.scales.data, z->sa, cudaMemcpyHostToDevice);
+    cudaMemcpy(dsb, p->b.scales.data, z->sb, cudaMemcpyHostToDevice);
+    if (dl) cudaMemcpy(dl, p->layout, sizeof(int32_t) * z->layout, cudaMemcpyHostToDevice);
+    cudaMemset(dd, 0xFF, z->d + guard); /* NaN in BF16 and FP32 */
+    if (p->d.c) dc = fw_upload_c(cv, c_count, esz);
+    hfp4_gemm_problem pd = *p;
+    pd.layout = (const int32_t *)dl;
+    pd.a.data = da;
+    pd.a.scales.data = dsa;
+    pd.b.data = db;
+    pd.b.scales.data = dsb;
+    pd.d.data = dd;
+    pd.d.dtype = d_dtype;
+    pd.d.c = dc;
+    CHECK_STATUS(hfp4_gemm(&pd, NULL), HFP4_OK);
+    CHECK_MSG(cudaDeviceSynchronize() == cudaSuccess, "%s: %s", label, cudaGetErrorString(cudaGetLastError()));
+    uint8_t *out = (uint8_t *)malloc(z->d + guard);
+    cudaMemcpy(out, dd, z->d + guard, cudaMemcpyDeviceToHost);
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dsa);
+    cudaFree(dsb);
+    cudaFree(dd);
+    if (dl) cudaFree(dl);
+    if (dc) cudaFree(dc);
+    return out;
+}
+
 /* The bound's sum_k |a_k b_k| for each element of the host reference problem p (FP8 A and B of
  * a_bytes and b_bytes, D d_elems elements: m x ld, or masked G x stride_group): the reference on the
  * operands with their sign bits cleared (the scales are positive), without C. A malloc'ed FP32 array

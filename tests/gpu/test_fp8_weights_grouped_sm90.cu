@@ -92,24 +92,9 @@ static void fg_run(const fg_case *c, const char *label) {
             }
         }
     /* B: G experts of per-block FP8, 128 x 128 scales [G][nb][kg] */
-    float *w = (float *)malloc(sizeof(float) * n * k);
-    uint8_t *qb = (uint8_t *)malloc((size_t)G * n * k);
+    hfp4_matrix b;
+    fw_make_experts(&rng, G, n, k, c->b_scale, &b);
     const int sb_esz = c->b_scale == HFP4_DTYPE_UE8M0 ? 1 : 4;
-    uint8_t *sb_host = (uint8_t *)calloc((size_t)G * nb * kg, sb_esz);
-    for (int32_t g = 0; g < G; g++) {
-        for (int64_t i = 0; i < n * k; i++) w[i] = (float)(hfp4_rng_normal(&rng) * 0.05 * (1.0 + (i / k + g) % 5));
-        hfp4_scales sg;
-        memset(&sg, 0, sizeof sg);
-        sg.data = sb_host + (size_t)g * nb * kg * sb_esz;
-        sg.dtype = c->b_scale;
-        sg.gran_mn = 128;
-        sg.gran_k = 128;
-        sg.stride_mn = kg;
-        sg.stride_k = 1;
-        CHECK_STATUS(hfp4_quantize_fp8_per_block(w, HFP4_DTYPE_FP32, n, k, k, c->b_scale == HFP4_DTYPE_UE8M0,
-                                                 qb + (size_t)g * n * k, k, &sg),
-                     HFP4_OK);
-    }
     float *cv = NULL;
     if (c->with_c) {
         cv = (float *)malloc(sizeof(float) * m * ldd);
@@ -134,19 +119,7 @@ static void fg_run(const fg_case *c, const char *label) {
     p.a.cols = k;
     p.a.ld = k;
     p.a.scales = sa;
-    p.b.data = qb;
-    p.b.dtype = HFP4_DTYPE_FP8_E4M3;
-    p.b.rows = n;
-    p.b.cols = k;
-    p.b.ld = k;
-    p.b.stride_group = n * k;
-    p.b.scales.data = sb_host;
-    p.b.scales.dtype = c->b_scale;
-    p.b.scales.gran_mn = 128;
-    p.b.scales.gran_k = 128;
-    p.b.scales.stride_mn = kg;
-    p.b.scales.stride_k = 1;
-    p.b.scales.stride_group = nb * kg;
+    p.b = b;
     float *ref = (float *)malloc(sizeof(float) * m * ldd);
     p.d.data = ref;
     p.d.dtype = HFP4_DTYPE_FP32;
@@ -156,51 +129,18 @@ static void fg_run(const fg_case *c, const char *label) {
     float *l1 = fw_sum_abs_products(&p, m * k, (int64_t)G * n * k, m * ldd); /* (the bound's accumulation term) */
     /* device run */
     setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
-    uint8_t *da, *db;
-    void *dsa, *dsb, *dd, *dc = NULL;
-    int32_t *dl;
-    const size_t sa_bytes = (size_t)sa_units * sa_esz, sb_bytes = (size_t)G * nb * kg * sb_esz;
-    const size_t d_bytes = (size_t)m * ldd * esz, guard = (size_t)FW_GUARD_ROWS * ldd * esz;
-    CHECK(cudaMalloc(&da, m * k) == cudaSuccess && cudaMalloc(&db, (size_t)G * n * k) == cudaSuccess &&
-          cudaMalloc(&dsa, sa_bytes) == cudaSuccess && cudaMalloc(&dsb, sb_bytes) == cudaSuccess &&
-          cudaMalloc(&dd, d_bytes + guard) == cudaSuccess && cudaMalloc(&dl, sizeof(int32_t) * m) == cudaSuccess);
-    cudaMemcpy(da, qa, m * k, cudaMemcpyHostToDevice);
-    cudaMemcpy(db, qb, (size_t)G * n * k, cudaMemcpyHostToDevice);
-    cudaMemcpy(dsa, sa_host, sa_bytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(dsb, sb_host, sb_bytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(dl, layout, sizeof(int32_t) * m, cudaMemcpyHostToDevice);
-    cudaMemset(dd, 0xFF, d_bytes + guard); /* NaN in BF16 and FP32 */
-    if (c->with_c) dc = fw_upload_c(cv, m * ldd, esz);
-    hfp4_gemm_problem pd = p;
-    pd.layout = dl;
-    pd.a.data = da;
-    pd.a.scales.data = dsa;
-    pd.b.data = db;
-    pd.b.scales.data = dsb;
-    pd.d.data = dd;
-    pd.d.dtype = c->d_dtype;
-    pd.d.c = dc;
-    CHECK_STATUS(hfp4_gemm(&pd, NULL), HFP4_OK);
-    CHECK_MSG(cudaDeviceSynchronize() == cudaSuccess, "%s: %s", label, cudaGetErrorString(cudaGetLastError()));
-    uint8_t *out = (uint8_t *)malloc(d_bytes + guard);
-    cudaMemcpy(out, dd, d_bytes + guard, cudaMemcpyDeviceToHost);
+    const fw_sizes z = {(size_t)m * k, (size_t)G * n * k, (size_t)sa_units * sa_esz, (size_t)G * nb * kg * sb_esz,
+                        (size_t)m * ldd * esz, (size_t)m};
+    uint8_t *out = fw_run_on_device(label, &p, &z, c->d_dtype, cv, m * ldd);
     char what[160];
     snprintf(what, sizeof what, "%s (m=%lld n=%lld k=%lld G=%d)", label, (long long)m, (long long)n, (long long)k, G);
     fw_check_d(what, out, m, n, ldd, esz, ref, l1, layout, c->pad_any);
-    cudaFree(da);
-    cudaFree(db);
-    cudaFree(dsa);
-    cudaFree(dsb);
-    cudaFree(dd);
-    cudaFree(dl);
-    if (dc) cudaFree(dc);
     free(layout);
     free(x);
-    free(w);
     free(qa);
-    free(qb);
+    free((void *)b.data);
     free(sa_host);
-    free(sb_host);
+    free((void *)b.scales.data);
     free(cv);
     free(ref);
     free(l1);
@@ -248,16 +188,17 @@ TEST(gpu_fp8_weights_contiguous) {
     unsetenv(dtma_env);
 }
 
-TEST(gpu_fp8_weights_contiguous_rejections) {
-    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
-    setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
-    static uint8_t a[256 * 256], b[2 * 256 * 256];
-    static float sfa[256 * 2], sfb[2 * 2 * 2];
-    static uint16_t d[256 * 256];
+/* A 256 x 256 x 256 problem of two experts with FP8 weights on static host buffers (hfp4_gemm_supported
+ * reads no data): contiguous, or masked (A and D [2][256][256]) */
+static hfp4_gemm_problem fw_small_grouped_problem(hfp4_grouping g) {
+    static uint8_t a[2 * 256 * 256], b[2 * 256 * 256];
+    static float sfa[2 * 256 * 2], sfb[2 * 2 * 2];
+    static uint16_t d[2 * 256 * 256];
     static int32_t layout[256];
+    const int masked = g == HFP4_GROUPING_MASKED;
     hfp4_gemm_problem p;
     memset(&p, 0, sizeof p);
-    p.grouping = HFP4_GROUPING_CONTIGUOUS;
+    p.grouping = g;
     p.m = 256;
     p.n = 256;
     p.k = 256;
@@ -268,12 +209,14 @@ TEST(gpu_fp8_weights_contiguous_rejections) {
     p.a.rows = 256;
     p.a.cols = 256;
     p.a.ld = 256;
+    p.a.stride_group = masked ? 256 * 256 : 0;
     p.a.scales.data = sfa;
     p.a.scales.dtype = HFP4_DTYPE_FP32;
     p.a.scales.gran_mn = 1;
     p.a.scales.gran_k = 128;
     p.a.scales.stride_mn = 2;
     p.a.scales.stride_k = 1;
+    p.a.scales.stride_group = masked ? 512 : 0;
     p.b = p.a;
     p.b.data = b;
     p.b.stride_group = 256 * 256;
@@ -284,11 +227,24 @@ TEST(gpu_fp8_weights_contiguous_rejections) {
     p.d.data = d;
     p.d.dtype = HFP4_DTYPE_BF16;
     p.d.ld = 256;
+    p.d.stride_group = masked ? 256 * 256 : 0;
+    return p;
+}
+
+TEST(gpu_fp8_weights_grouped_rejections) {
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
+    setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
+    setenv("HFP4_SM90_FP8_WEIGHTS_MASKED", "1", 1);
+    hfp4_gemm_problem p = fw_small_grouped_problem(HFP4_GROUPING_CONTIGUOUS);
     CHECK_STATUS(hfp4_gemm_supported(&p), HFP4_OK);
     p.m_alignment = 64; /* segments the 128-row tiles cannot follow */
     CHECK_REJECT(hfp4_gemm_supported(&p), HFP4_ERR_UNSUPPORTED, "m_alignment");
     p.m_alignment = 256;
     CHECK_STATUS(hfp4_gemm_supported(&p), HFP4_OK);
+    p = fw_small_grouped_problem(HFP4_GROUPING_MASKED);
+    CHECK_STATUS(hfp4_gemm_supported(&p), HFP4_OK);
+    p.a.stride_group = 256 * 256 + 8; /* groups of A the TMA loads cannot address */
+    CHECK_REJECT(hfp4_gemm_supported(&p), HFP4_ERR_UNSUPPORTED, "a.stride_group");
 }
 
 /* The masked layout: A [G][m + a_gap][k] (a_gap rows between groups: a.stride_group beyond m rows),
@@ -360,24 +316,9 @@ static void fm_run(const fm_case *c, const char *label) {
     }
     sa.data = sa_host;
     /* B: G experts of per-block FP8, 128 x 128 scales [G][nb][kg] */
-    float *w = (float *)malloc(sizeof(float) * n * k);
-    uint8_t *qb = (uint8_t *)malloc((size_t)G * n * k);
+    hfp4_matrix b;
+    fw_make_experts(&rng, G, n, k, c->b_scale, &b);
     const int sb_esz = c->b_scale == HFP4_DTYPE_UE8M0 ? 1 : 4;
-    uint8_t *sb_host = (uint8_t *)calloc((size_t)G * nb * kg, sb_esz);
-    for (int32_t g = 0; g < G; g++) {
-        for (int64_t i = 0; i < n * k; i++) w[i] = (float)(hfp4_rng_normal(&rng) * 0.05 * (1.0 + (i / k + g) % 5));
-        hfp4_scales sg;
-        memset(&sg, 0, sizeof sg);
-        sg.data = sb_host + (size_t)g * nb * kg * sb_esz;
-        sg.dtype = c->b_scale;
-        sg.gran_mn = 128;
-        sg.gran_k = 128;
-        sg.stride_mn = kg;
-        sg.stride_k = 1;
-        CHECK_STATUS(hfp4_quantize_fp8_per_block(w, HFP4_DTYPE_FP32, n, k, k, c->b_scale == HFP4_DTYPE_UE8M0,
-                                                 qb + (size_t)g * n * k, k, &sg),
-                     HFP4_OK);
-    }
     float *cv = NULL;
     if (c->with_c) {
         cv = (float *)malloc(sizeof(float) * d_rows * ldd);
@@ -405,19 +346,7 @@ static void fm_run(const fm_case *c, const char *label) {
     p.a.ld = k;
     p.a.stride_group = am * k;
     p.a.scales = sa;
-    p.b.data = qb;
-    p.b.dtype = HFP4_DTYPE_FP8_E4M3;
-    p.b.rows = n;
-    p.b.cols = k;
-    p.b.ld = k;
-    p.b.stride_group = n * k;
-    p.b.scales.data = sb_host;
-    p.b.scales.dtype = c->b_scale;
-    p.b.scales.gran_mn = 128;
-    p.b.scales.gran_k = 128;
-    p.b.scales.stride_mn = kg;
-    p.b.scales.stride_k = 1;
-    p.b.scales.stride_group = nb * kg;
+    p.b = b;
     float *ref = (float *)calloc((size_t)d_rows * ldd, sizeof(float));
     p.d.data = ref;
     p.d.dtype = HFP4_DTYPE_FP32;
@@ -430,51 +359,18 @@ static void fm_run(const fm_case *c, const char *label) {
      * test runs in a process of its own under --fork, and the switch is read once) */
     setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
     setenv("HFP4_SM90_FP8_WEIGHTS_MASKED", "1", 1);
-    uint8_t *da, *db;
-    void *dsa, *dsb, *dd, *dc = NULL;
-    int32_t *dl;
-    const size_t sa_bytes = (size_t)sa_units * sa_esz, sb_bytes = (size_t)G * nb * kg * sb_esz;
-    const size_t d_bytes = (size_t)d_rows * ldd * esz, guard = (size_t)FW_GUARD_ROWS * ldd * esz;
-    CHECK(cudaMalloc(&da, a_rows * k) == cudaSuccess && cudaMalloc(&db, (size_t)G * n * k) == cudaSuccess &&
-          cudaMalloc(&dsa, sa_bytes) == cudaSuccess && cudaMalloc(&dsb, sb_bytes) == cudaSuccess &&
-          cudaMalloc(&dd, d_bytes + guard) == cudaSuccess && cudaMalloc(&dl, sizeof(int32_t) * G) == cudaSuccess);
-    cudaMemcpy(da, qa, a_rows * k, cudaMemcpyHostToDevice);
-    cudaMemcpy(db, qb, (size_t)G * n * k, cudaMemcpyHostToDevice);
-    cudaMemcpy(dsa, sa_host, sa_bytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(dsb, sb_host, sb_bytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(dl, masked, sizeof(int32_t) * G, cudaMemcpyHostToDevice);
-    cudaMemset(dd, 0xFF, d_bytes + guard); /* NaN in BF16 and FP32 */
-    if (c->with_c) dc = fw_upload_c(cv, d_rows * ldd, esz);
-    hfp4_gemm_problem pd = p;
-    pd.layout = dl;
-    pd.a.data = da;
-    pd.a.scales.data = dsa;
-    pd.b.data = db;
-    pd.b.scales.data = dsb;
-    pd.d.data = dd;
-    pd.d.dtype = c->d_dtype;
-    pd.d.c = dc;
-    CHECK_STATUS(hfp4_gemm(&pd, NULL), HFP4_OK);
-    CHECK_MSG(cudaDeviceSynchronize() == cudaSuccess, "%s: %s", label, cudaGetErrorString(cudaGetLastError()));
-    uint8_t *out = (uint8_t *)malloc(d_bytes + guard);
-    cudaMemcpy(out, dd, d_bytes + guard, cudaMemcpyDeviceToHost);
+    const fw_sizes z = {(size_t)a_rows * k, (size_t)G * n * k, (size_t)sa_units * sa_esz, (size_t)G * nb * kg * sb_esz,
+                        (size_t)d_rows * ldd * esz, (size_t)G};
+    uint8_t *out = fw_run_on_device(label, &p, &z, c->d_dtype, cv, d_rows * ldd);
     char what[160];
     snprintf(what, sizeof what, "%s (G=%d m=%lld n=%lld k=%lld)", label, G, (long long)m, (long long)n, (long long)k);
     fw_check_d(what, out, d_rows, n, ldd, esz, ref, l1, row_kind, 0);
-    cudaFree(da);
-    cudaFree(db);
-    cudaFree(dsa);
-    cudaFree(dsb);
-    cudaFree(dd);
-    cudaFree(dl);
-    if (dc) cudaFree(dc);
     if (sa_host != sk) free(sa_host);
     free(sk);
     free(x);
-    free(w);
     free(qa);
-    free(qb);
-    free(sb_host);
+    free((void *)b.data);
+    free((void *)b.scales.data);
     free(cv);
     free(masked);
     free(row_kind);
@@ -528,49 +424,4 @@ TEST(gpu_fp8_weights_masked) {
         }
     }
     unsetenv(dtma_env);
-}
-
-TEST(gpu_fp8_weights_masked_rejections) {
-    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
-    setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
-    setenv("HFP4_SM90_FP8_WEIGHTS_MASKED", "1", 1);
-    static uint8_t a[2 * 256 * 256], b[2 * 256 * 256];
-    static float sfa[2 * 256 * 2], sfb[2 * 2 * 2];
-    static uint16_t d[2 * 256 * 256];
-    static int32_t masked[2];
-    hfp4_gemm_problem p;
-    memset(&p, 0, sizeof p);
-    p.grouping = HFP4_GROUPING_MASKED;
-    p.m = 256;
-    p.n = 256;
-    p.k = 256;
-    p.num_groups = 2;
-    p.layout = masked;
-    p.a.data = a;
-    p.a.dtype = HFP4_DTYPE_FP8_E4M3;
-    p.a.rows = 256;
-    p.a.cols = 256;
-    p.a.ld = 256;
-    p.a.stride_group = 256 * 256;
-    p.a.scales.data = sfa;
-    p.a.scales.dtype = HFP4_DTYPE_FP32;
-    p.a.scales.gran_mn = 1;
-    p.a.scales.gran_k = 128;
-    p.a.scales.stride_mn = 2;
-    p.a.scales.stride_k = 1;
-    p.a.scales.stride_group = 512;
-    p.b = p.a;
-    p.b.data = b;
-    p.b.scales.data = sfb;
-    p.b.scales.gran_mn = 128;
-    p.b.scales.stride_mn = 2;
-    p.b.scales.stride_group = 4;
-    p.d.data = d;
-    p.d.dtype = HFP4_DTYPE_BF16;
-    p.d.ld = 256;
-    p.d.stride_group = 256 * 256;
-    CHECK_STATUS(hfp4_gemm_supported(&p), HFP4_OK);
-    p.a.stride_group = 256 * 256 + 8; /* groups of A the TMA loads cannot address */
-    p.a.ld = 256;
-    CHECK_REJECT(hfp4_gemm_supported(&p), HFP4_ERR_UNSUPPORTED, "a.stride_group");
 }

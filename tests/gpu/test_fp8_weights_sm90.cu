@@ -102,42 +102,12 @@ static void fw_run(const fw_case *c, const char *label) {
     float *l1 = fw_sum_abs_products(&p, m * k, n * k, m * ldd); /* (the bound's accumulation term) */
     /* device run */
     setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
-    uint8_t *da, *db;
-    void *dsa, *dsb, *dd, *dc = NULL;
-    const size_t sa_bytes = (size_t)a_sf_units * (c->a_scale == HFP4_DTYPE_UE8M0 ? 1 : 4);
-    const size_t sb_bytes = (size_t)nb * kg * (c->b_scale == HFP4_DTYPE_UE8M0 ? 1 : 4);
-    const size_t d_bytes = (size_t)m * ldd * esz;
-    const size_t guard = (size_t)FW_GUARD_ROWS * ldd * esz;
-    CHECK(cudaMalloc(&da, m * k) == cudaSuccess && cudaMalloc(&db, n * k) == cudaSuccess &&
-          cudaMalloc(&dsa, sa_bytes) == cudaSuccess && cudaMalloc(&dsb, sb_bytes) == cudaSuccess &&
-          cudaMalloc(&dd, d_bytes + guard) == cudaSuccess);
-    cudaMemcpy(da, qa, m * k, cudaMemcpyHostToDevice);
-    cudaMemcpy(db, qb, n * k, cudaMemcpyHostToDevice);
-    cudaMemcpy(dsa, sa_host, sa_bytes, cudaMemcpyHostToDevice);
-    cudaMemcpy(dsb, sb_host, sb_bytes, cudaMemcpyHostToDevice);
-    cudaMemset(dd, 0xFF, d_bytes + guard); /* NaN in BF16 and FP32 */
-    if (c->with_c) dc = fw_upload_c(cv, m * ldd, esz);
-    hfp4_gemm_problem pd = p;
-    pd.a.data = da;
-    pd.a.scales.data = dsa;
-    pd.b.data = db;
-    pd.b.scales.data = dsb;
-    pd.d.data = dd;
-    pd.d.dtype = c->d_dtype;
-    pd.d.c = dc;
-    CHECK_STATUS(hfp4_gemm(&pd, NULL), HFP4_OK);
-    CHECK_MSG(cudaDeviceSynchronize() == cudaSuccess, "%s: %s", label, cudaGetErrorString(cudaGetLastError()));
-    uint8_t *out = (uint8_t *)malloc(d_bytes + guard);
-    cudaMemcpy(out, dd, d_bytes + guard, cudaMemcpyDeviceToHost);
+    const fw_sizes z = {(size_t)m * k, (size_t)n * k, (size_t)a_sf_units * (c->a_scale == HFP4_DTYPE_UE8M0 ? 1 : 4),
+                        (size_t)nb * kg * (c->b_scale == HFP4_DTYPE_UE8M0 ? 1 : 4), (size_t)m * ldd * esz, 0};
+    uint8_t *out = fw_run_on_device(label, &p, &z, c->d_dtype, cv, m * ldd);
     char what[160];
     snprintf(what, sizeof what, "%s (m=%lld n=%lld k=%lld)", label, (long long)m, (long long)n, (long long)k);
     fw_check_d(what, out, m, n, ldd, esz, ref, l1, NULL, 0);
-    cudaFree(da);
-    cudaFree(db);
-    cudaFree(dsa);
-    cudaFree(dsb);
-    cudaFree(dd);
-    if (dc) cudaFree(dc);
     free(x);
     free(w);
     free(qa);
