@@ -402,9 +402,10 @@ TEST(gpu_fp8_weights_masked) {
     };
     /* the kernel walks the groups 32 at a time: 70 groups, most of them empty, live ones on either
      * side of the 32- and 64-group windows (the first at group 3, the last at 69), m = 1000 (8 token
-     * tiles a group, most of them dead) and more live tiles than CTAs; then every group empty
+     * tiles a group, most of them dead) and more live tiles than CTAs (30 token tiles x 5 weight
+     * tiles); then every group empty
      * (nothing may be written) */
-    fm_case many = {70, 1000, {0}, 0, 0, HFP4_DTYPE_FP32, 0, 1024, 256, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 6};
+    fm_case many = {70, 1000, {0}, 0, 0, HFP4_DTYPE_FP32, 0, 640, 256, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 6};
     static const int32_t live_groups[][2] = {{3, 5},    {31, 1000}, {32, 129}, {33, 1},  {40, 640},
                                              {63, 128}, {64, 300},  {65, 2},   {69, 999}};
     for (unsigned i = 0; i < sizeof live_groups / sizeof live_groups[0]; i++)

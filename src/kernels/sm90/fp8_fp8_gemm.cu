@@ -156,7 +156,7 @@ typedef struct sm90_fp8w_params {
                                      MASKED: masked_m of each group */
     int64_t b_scale_stride_group; /* b_scales' units between experts */
     int32_t pad_zero;             /* CONTIGUOUS: padding rows of D are written +0 (without C) */
-    int32_t groups;               /* MASKED: G (the token tiles are G x ceil(m / 128)) */
+    int32_t groups;               /* MASKED: G (the live tiles: fw_masked_walk_to) */
     int64_t a_scale_stride_group; /* MASKED: a_scales' units between groups */
     int64_t d_stride_group;       /* MASKED: D's (and C's) elements between groups */
 } sm90_fp8w_params;
@@ -313,6 +313,7 @@ static __device__ __forceinline__ int64_t fw_masked_next(fw_masked_walk &w, cons
 template <int BM, int GM>
 static __device__ __forceinline__ int64_t fw_live_tile(const sm90_fp8w_params &p, int64_t t, int64_t tiles,
                                                        int64_t tiles_m, int64_t tiles_n) {
+    static_assert(GM != FW_MASKED, "the masked form's tiles: fw_masked_next");
     if constexpr (GM != FW_DENSE) {
         for (; t < tiles; t += gridDim.x) {
             int64_t mt, nt;
@@ -321,6 +322,15 @@ static __device__ __forceinline__ int64_t fw_live_tile(const sm90_fp8w_params &p
         }
     }
     return t;
+}
+
+/* The first tile from t on (stepping by the grid) that takes stages, or tiles when there is none:
+ * fw_masked_next (walk) for the masked form, fw_live_tile for the others */
+template <int BM, int GM>
+static __device__ __forceinline__ int64_t fw_next_tile(fw_masked_walk &walk, const sm90_fp8w_params &p, int64_t t,
+                                                       int64_t tiles, int64_t tiles_m, int64_t tiles_n) {
+    if constexpr (GM == FW_MASKED) return fw_masked_next<BM>(walk, p, t, tiles, tiles_n);
+    else return fw_live_tile<BM, GM>(p, t, tiles, tiles_m, tiles_n);
 }
 
 /* D's element (row, col) past element goff (masked: the group's first) (+ C's unless !with_c), one
@@ -557,14 +567,11 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     const uint32_t fac_sa = smem_addr(factors) + 4u * (uint32_t)lane, full_sa = smem_addr(full),
                    empty_sa = smem_addr(empty);
     fw_masked_walk walk = fw_masked_walk_start(); /* (MASKED) */
-    int64_t t = GM == FW_MASKED ? fw_masked_next<BM>(walk, p, blockIdx.x, tiles, tiles_n)
-                                : fw_live_tile<BM, GM>(p, blockIdx.x, tiles, tiles_m, tiles_n),
-            nt = 0;
+    int64_t t = fw_next_tile<BM, GM>(walk, p, blockIdx.x, tiles, tiles_m, tiles_n), nt = 0;
     int32_t kb = sw;
     while (kb >= kblocks) { /* (fewer K-blocks a tile than factor warps) */
         kb -= kblocks;
-        t = GM == FW_MASKED ? fw_masked_next<BM>(walk, p, t + gridDim.x, tiles, tiles_n)
-                            : fw_live_tile<BM, GM>(p, t + gridDim.x, tiles, tiles_m, tiles_n);
+        t = fw_next_tile<BM, GM>(walk, p, t + gridDim.x, tiles, tiles_m, tiles_n);
     }
     const char *base = NULL; /* the tile's row lane, K-block 0 */
     int live = 0;            /* the tile's rows from lane on that exist */
@@ -643,8 +650,7 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
         kb += FW_SCALE_WARPS;
         while (kb >= kblocks) {
             kb -= kblocks;
-            t = GM == FW_MASKED ? fw_masked_next<BM>(walk, p, t + gridDim.x, tiles, tiles_n)
-                                : fw_live_tile<BM, GM>(p, t + gridDim.x, tiles, tiles_m, tiles_n);
+            t = fw_next_tile<BM, GM>(walk, p, t + gridDim.x, tiles, tiles_m, tiles_n);
             fresh = true;
         }
     }
@@ -765,7 +771,7 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
         }
         const int64_t row0 = (GM == FW_MASKED ? mk.first : mt * BM) + r0;
         const int32_t e = GM == FW_MASKED ? mk.e : fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
-        /* (a tile past masked_m, or a padding tile whose rows may hold anything: not visited) */
+        /* (a padding tile whose rows may hold anything: not visited; a masked tile is always live) */
         if (GROUPED && e < 0 && (GM == FW_MASKED || !p.pad_zero)) continue;
         float fin[64 * cfg::SUB];
 #pragma unroll
