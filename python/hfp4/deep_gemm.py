@@ -603,34 +603,56 @@ def _cache_key(B):
     return (str(B.device), B.data_ptr(), tuple(B.shape), tuple(B.stride()), B.dtype)
 
 
+_inflight = {}  # key -> (state, threading.Event): a repack in progress, which other threads' misses wait for
+
+
 def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
     if not weight_cache_enabled():
         return repack_weights((B, SFB))
     key = _cache_key(B)
     state = _weights_state(B, SFB)
-    with _cache_lock:
-        _purge_locked()
-        e = _cache.get(key)
-        # (both tokens alive: neither the weights' storage nor the scales' was freed since the
-        # repack, so equal pointers mean the same tensors, not new ones at a freed address)
-        if e is not None and e.state == state and all(tok() is not None for tok in e.tokens):
-            return e.weights
-        _note_repack_locked(key)
-        generation = _cache_generation
-    weights = repack_weights((B, SFB))
-    if capturing:
-        # captured: the repack runs only when the graph is replayed, so its buffer holds nothing
-        # yet; caching it would hand unwritten weights to later eager calls
+    done = None  # (this thread repacks for the cache: the event the others wait on)
+    while True:
+        with _cache_lock:
+            _purge_locked()
+            e = _cache.get(key)
+            # (both tokens alive: neither the weights' storage nor the scales' was freed since the
+            # repack, so equal pointers mean the same tensors, not new ones at a freed address)
+            if e is not None and e.state == state and all(tok() is not None for tok in e.tokens):
+                return e.weights
+            flight = _inflight.get(key)
+            # NOTE: why wait: threads whose first calls meet the same new weights would each repack
+            # them (a pass over the weights each, and the repeat warning for a caller that did nothing
+            # wrong); one repacks, the others take its result from the cache
+            if capturing or flight is None or flight[0] != state:
+                if not capturing:
+                    done = threading.Event()
+                    _inflight[key] = (state, done)
+                _note_repack_locked(key)
+                generation = _cache_generation
+                break
+        flight[1].wait()  # (then look again: the repack may have failed, or a clear dropped it)
+    try:
+        weights = repack_weights((B, SFB))
+        if capturing:
+            # captured: the repack runs only when the graph is replayed, so its buffer holds nothing
+            # yet; caching it would hand unwritten weights to later eager calls
+            return weights
+        e = _Entry()
+        e.state, e.weights = state, weights
+        e.tokens = (_liveness_token(B, key), _liveness_token(SFB, key))
+        with _cache_lock:
+            # (a clear_weight_cache() on another thread during the repack: these weights may be the old
+            # ones that the clear was meant to drop, so they serve this call only)
+            if _cache_generation == generation:
+                _cache[key] = e
         return weights
-    e = _Entry()
-    e.state, e.weights = state, weights
-    e.tokens = (_liveness_token(B, key), _liveness_token(SFB, key))
-    with _cache_lock:
-        # (a clear_weight_cache() on another thread during the repack: these weights may be the old
-        # ones that the clear was meant to drop, so they serve this call only)
-        if _cache_generation == generation:
-            _cache[key] = e
-    return weights
+    finally:
+        if done is not None:
+            with _cache_lock:
+                if _inflight.get(key, (None, None))[1] is done:
+                    del _inflight[key]
+            done.set()
 
 
 _clear_hooks = [_fp8_route.clear]  # callables run by clear_weight_cache (hfp4.experts drops its per-module plans

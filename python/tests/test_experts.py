@@ -318,6 +318,8 @@ def test_plan_shared_by_threads(emu, monkeypatch):
     for t in threads:
         t.join()
     assert not errors, errors
+    # each weight tensor repacked once, however the threads' first calls met (the others wait for it)
+    assert sum(c[0] == "repack" for c in emu.calls) == 2
 
 
 def test_plan_off_without_cache_or_while_capturing(emu, monkeypatch):
