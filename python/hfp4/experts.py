@@ -4,7 +4,10 @@ transformers runs a fine-grained FP8/FP4 experts module (``FP8Experts``, ``FineG
 newer versions: ``gate_up_proj`` int8
 [E, 2I, H/2] with ``gate_up_proj_scale_inv`` UE8M0 [E, 2I, H/32], ``down_proj`` int8 [E, H, I/2]
 with ``down_proj_scale_inv`` [E, H, I/32]) through a function picked by name from its experts
-interface. Its "deepgemm" function refuses FP4 weights below Blackwell; this one serves them on SM90:
+interface. Its "deepgemm" function refuses FP4 weights below Blackwell; this one serves them on SM90,
+and FP8 checkpoints' experts too (``float8_e4m3fn`` [E, 2I, H] and [E, H, I] under 128 x 128 block
+scales, ``block_size`` (128, 128): the library's FP8 x FP8 grouped GEMMs, 1 x 128 activation scales
+only; nothing repacked):
 
     import hfp4.experts
     hfp4.experts.register()                      # adds "hfp4" to transformers' fine-grained experts functions
@@ -37,7 +40,8 @@ more a decode step on the H200; bench/RESULTS.md v25). Requests hfp4 cannot serv
 (transformers' callers fall back), bad arguments ``ValueError``, both naming the argument. Refused:
 ``activation_scheme = "static"``, ``is_transposed``, ``has_bias``, a post-expert norm
 (``has_post_expert_norm`` / ``post_expert_norm``), an ``activation_format`` other than None, "fp8" or
-"mxfp8" (those three are all served with the FP8 quantization above), and weights other than FP4. The
+"mxfp8" (those three are all served with the FP8 quantization above), weights other than FP4 or
+FP8 under 128 x 128 blocks, and ``gran_k=32`` with FP8 weights. The
 weights must hold ``num_experts`` experts (ValueError otherwise).
 """
 import os
@@ -86,21 +90,34 @@ def _check_config(module):
         raise L.unsupported("hfp4 experts: activation_format = %r is not supported (hfp4 quantizes activations to "
                             "FP8 itself: None, 'fp8' or 'mxfp8')" % (activation_format,))
     has_gate = getattr(module, "has_gate", True)
-    return has_gate, (module.gate_up_proj if has_gate else module.up_proj)
+    up = module.gate_up_proj if has_gate else module.up_proj
+    block = getattr(module, "block_size", None)
+    if block is not None and tuple(block) != (128, 128) and _fp8_weights(module, up):
+        raise L.unsupported("hfp4 experts: FP8 expert weights with block_size = %r; the FP8 x FP8 kernels take "
+                            "128 x 128 block scales" % (block,))
+    return has_gate, up
+
+
+def _fp8_weights(module, up):
+    """True when the module's expert weights are FP8 (e4m3 under 128 x 128 block scales: transformers'
+    FP8Experts of an FP8 checkpoint), False when FP4 (int8-packed e2m1 under 1 x 32 scales)"""
+    return up.dtype == _torch().float8_e4m3fn
 
 
 def _check_weights(module, has_gate, up):
     """The expert weights' dtypes and shapes (checked when a module's plan is built)"""
     torch = _torch()
     up_name = "gate_up_proj" if has_gate else "up_proj"
+    fp8 = _fp8_weights(module, up)
     for name, w in ((up_name, up), ("down_proj", module.down_proj)):
-        if w.dtype not in (torch.int8, torch.uint8):
-            raise L.unsupported("hfp4 experts: %s.dtype = %s; only FP4 (int8-packed e2m1) expert weights have "
-                                "an hfp4 grouped kernel" % (name, w.dtype))
+        if fp8 and w.dtype != torch.float8_e4m3fn or not fp8 and w.dtype not in (torch.int8, torch.uint8):
+            raise L.unsupported("hfp4 experts: %s.dtype = %s; the expert weights must be FP4 (int8-packed e2m1) or "
+                                "FP8 e4m3 with 128 x 128 block scales, both of one kind" % (name, w.dtype))
     E = int(module.num_experts)
     if up.dim() != 3 or module.down_proj.dim() != 3 or up.shape[0] != E or module.down_proj.shape[0] != E:
         raise L.invalid_argument("hfp4 experts: num_experts = %d, but %s has shape %s and down_proj %s (both must be "
-                                 "[num_experts, N, K/2])" % (E, up_name, tuple(up.shape), tuple(module.down_proj.shape)))
+                                 "[num_experts, N, %s])" % (E, up_name, tuple(up.shape), tuple(module.down_proj.shape),
+                                                            "K" if fp8 else "K/2"))
 
 
 def _check_inputs(hidden_states, top_k_index, top_k_weights):
@@ -154,8 +171,10 @@ def _rows_per_expert(S, E):
 def _gemm_into_layout(a, sfa, w, w_scale, layout, gran_k, expected_m):
     """D [layout rows, N] BF16 of the FP8 rows a (scales sfa) in the layout; padding rows left unwritten"""
     d = a.new_empty((a.shape[0], w.shape[1]), dtype=_torch().bfloat16)
+    # (FP8 weights: 128 x 128 block scales; FP4 ones 1 x 32)
     dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (w, w_scale), d, layout, recipe_a=(1, gran_k),
-                                            recipe_b=(1, 32), ensure_zero_padding=False, expected_m=expected_m)
+                                            recipe_b=(128, 128) if w.dtype == _torch().float8_e4m3fn else (1, 32),
+                                            ensure_zero_padding=False, expected_m=expected_m)
     return d
 
 
@@ -286,6 +305,18 @@ class _Plan:
         return None if w_up is None or w_down is None else (w_up, w_down)
 
 
+class _FP8Weights:
+    """A module's FP8 expert weights [E, N, K] under 128 x 128 block scales as the GEMMs take them
+    (what SM90Weights is for FP4 weights: n, k, num_groups, matrix), pointing at the module's tensors"""
+    __slots__ = ("n", "k", "num_groups", "matrix")
+
+    def __init__(self, name, B, SFB, device):
+        dg._same_device(name, B, device)
+        dg._same_device(name + "_scale_inv", SFB, device)
+        self.matrix = dg._fp8_weights(name, B, SFB, B.shape[-1], None, 3)
+        self.num_groups, self.n, self.k = B.shape[0], B.shape[1], B.shape[2]
+
+
 # module -> _Plan (weakly held); emptied by hfp4.deep_gemm.clear_weight_cache
 _plans = weakref.WeakKeyDictionary()
 dg._clear_hooks.append(_plans.clear)
@@ -311,6 +342,23 @@ def _weights_plan(module, has_gate, up, up_scale, device, capturing):
     plan = _Plan()
     plan.E, plan.has_gate, plan.device, plan.problems = E, has_gate, device, None
     plan.generation = dg._cache_generation  # (before the fetch: a clear_weight_cache() meanwhile voids the plan)
+    if _fp8_weights(module, up):
+        # FP8 weights as they are (nothing repacked or cached: the descriptors point at the module's
+        # tensors, so the plan holds them only while their state is unchanged)
+        w_up = _FP8Weights(up_name, up, up_scale, device)
+        w_down = _FP8Weights("down_proj", down, down_scale, device)
+        if w_down.n != w_up.k:
+            raise L.invalid_argument("hfp4 experts: down_proj has %d rows an expert; it must equal the hidden size %d "
+                                     "(%s's K)" % (w_down.n, w_up.k, up_name))
+        plan.states = (dg._weights_state(up, up_scale), dg._weights_state(down, down_scale))
+        plan.tokens = ()
+        plan.w_refs = (lambda: w_up, lambda: w_down)
+        if keep:
+            try:
+                _plans[module] = plan
+            except TypeError:
+                pass
+        return plan, w_up, w_down
     # (dg._weights: the operands' checks, the cache, and a captured graph's pin on the buffers)
     w_up = dg._weights(up_name, (up, up_scale), 3, 2 * up.shape[-1], device)
     w_down = dg._weights("down_proj", (down, down_scale), 3, 2 * down.shape[-1], device)
@@ -476,6 +524,9 @@ def experts_forward(self, hidden_states, top_k_index, top_k_weights, gran_k=128)
         raise L.invalid_argument("hfp4 experts: gran_k = %r must be 32 or 128" % (gran_k,))
     has_gate, up = _check_config(self)
     _check_inputs(hidden_states, top_k_index, top_k_weights)
+    if gran_k != 128 and _fp8_weights(self, up):
+        raise L.unsupported("hfp4 experts: gran_k = %d with FP8 expert weights; the FP8 x FP8 kernels take 1 x 128 "
+                            "activation scales" % gran_k)
     up_scale = self.gate_up_proj_scale_inv if has_gate else self.up_proj_scale_inv
     T, H = hidden_states.shape
     k = top_k_index.shape[1]
