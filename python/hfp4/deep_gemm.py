@@ -371,7 +371,7 @@ def _check_b_gran(gran_b):
 # ------------------------------------------------------------------------------------------------
 
 
-def _fp8_weights(name, B, SFB, k, gran_b, ndim=2):
+def _fp8_weights(name, B, SFB, k, gran_b, ndim=2, sf_name="sfb"):
     """hfp4_matrix of FP8 weights B [N, K] (ndim 2) or [G, N, K] (ndim 3), K-major, under block scales
     SFB (DeepGEMM's fp8_gemm_nt / m_grouped_fp8_gemm_nt_contiguous / _masked on SM90: recipe
     (1, 128, 128), its default). hfp4_gemm runs them where the library's FP8-weight path is on (include/hfp4.h) and answers
@@ -387,7 +387,7 @@ def _fp8_weights(name, B, SFB, k, gran_b, ndim=2):
     if not B.is_cuda:
         raise L.invalid_argument("%s must be a CUDA tensor" % name)
     n, groups = B.size(-2), (B.size(0) if ndim == 3 else 0)
-    scales = _scales("sfb", SFB, groups, n, k, gran[0], gran[1])
+    scales = _scales(sf_name, SFB, groups, n, k, gran[0], gran[1])
     ld = B.stride(-2) if n > 1 else k
     return L.hfp4_matrix(B.data_ptr(), L.DTYPE_FP8_E4M3, n, k, ld, B.stride(0) if groups > 1 else 0, scales)
 
@@ -625,10 +625,10 @@ def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
             # them (a pass over the weights each, and the repeat warning for a caller that did nothing
             # wrong); one repacks, the others take its result from the cache
             if capturing or flight is None or flight[0] != state:
+                _note_repack_locked(key)  # (first: under -W error its warning raises, with nothing registered)
                 if not capturing:
                     done = threading.Event()
                     _inflight[key] = (state, done)
-                _note_repack_locked(key)
                 generation = _cache_generation
                 break
         flight[1].wait()  # (then look again: the repack may have failed, or a clear dropped it)
@@ -638,6 +638,11 @@ def _cached_weights(B, SFB, capturing=False) -> SM90Weights:
             # captured: the repack runs only when the graph is replayed, so its buffer holds nothing
             # yet; caching it would hand unwritten weights to later eager calls
             return weights
+        # NOTE: why the wait: the repack runs on this thread's stream, and the cache hands its buffer to
+        # other threads' streams (the waiters above at once) with nothing ordering their GEMMs after
+        # it; once a weight, before it is published (GEMM calls themselves never wait)
+        if B.device.type == "cuda":
+            _t().cuda.current_stream(B.device).synchronize()
         e = _Entry()
         e.state, e.weights = state, weights
         e.tokens = (_liveness_token(B, key), _liveness_token(SFB, key))

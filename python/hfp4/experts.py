@@ -92,7 +92,8 @@ def _check_config(module):
     has_gate = getattr(module, "has_gate", True)
     up = module.gate_up_proj if has_gate else module.up_proj
     block = getattr(module, "block_size", None)
-    if block is not None and tuple(block) != (128, 128) and _fp8_weights(module, up):
+    block = tuple(block) if isinstance(block, (tuple, list)) else block
+    if block is not None and block != (128, 128) and _fp8_weights(module, up):
         raise L.unsupported("hfp4 experts: FP8 expert weights with block_size = %r; the FP8 x FP8 kernels take "
                             "128 x 128 block scales" % (block,))
     return has_gate, up
@@ -171,10 +172,14 @@ def _rows_per_expert(S, E):
 def _gemm_into_layout(a, sfa, w, w_scale, layout, gran_k, expected_m):
     """D [layout rows, N] BF16 of the FP8 rows a (scales sfa) in the layout; padding rows left unwritten"""
     d = a.new_empty((a.shape[0], w.shape[1]), dtype=_torch().bfloat16)
-    # (FP8 weights: 128 x 128 block scales; FP4 ones 1 x 32)
-    dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (w, w_scale), d, layout, recipe_a=(1, gran_k),
-                                            recipe_b=(128, 128) if w.dtype == _torch().float8_e4m3fn else (1, 32),
-                                            ensure_zero_padding=False, expected_m=expected_m)
+    if w.dtype == _torch().float8_e4m3fn:
+        # (FP8 weights: DeepGEMM's defaults, 1 x 128 activation and 128 x 128 weight scales, so an
+        # installed DeepGEMM without the recipe keywords takes the call too)
+        dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (w, w_scale), d, layout, ensure_zero_padding=False,
+                                                expected_m=expected_m)
+    else:
+        dg.m_grouped_fp8_fp4_gemm_nt_contiguous((a, sfa), (w, w_scale), d, layout, recipe_a=(1, gran_k),
+                                                recipe_b=(1, 32), ensure_zero_padding=False, expected_m=expected_m)
     return d
 
 
@@ -311,9 +316,15 @@ class _FP8Weights:
     __slots__ = ("n", "k", "num_groups", "matrix")
 
     def __init__(self, name, B, SFB, device):
+        sf_name = name + "_scale_inv"
         dg._same_device(name, B, device)
-        dg._same_device(name + "_scale_inv", SFB, device)
-        self.matrix = dg._fp8_weights(name, B, SFB, B.shape[-1], None, 3)
+        dg._same_device(sf_name, SFB, device)
+        want = (B.shape[0], -(-B.shape[1] // 128), -(-B.shape[2] // 128))
+        if SFB.numel() == B.shape[0] and tuple(SFB.shape) != want:
+            # (a scale an expert, what transformers' FP8 quantizer keeps without a block size)
+            raise L.unsupported("hfp4 experts: %s has shape %s: FP8 expert weights need 128 x 128 block scales %s"
+                                % (sf_name, tuple(SFB.shape), want))
+        self.matrix = dg._fp8_weights(name, B, SFB, B.shape[-1], None, 3, sf_name)
         self.num_groups, self.n, self.k = B.shape[0], B.shape[1], B.shape[2]
 
 
@@ -328,7 +339,9 @@ def _weights_plan(module, has_gate, up, up_scale, device, capturing):
     cache is off: HFP4_WEIGHT_CACHE=0, read at every call as the cache reads it)"""
     down, down_scale = module.down_proj, module.down_proj_scale_inv
     E = int(module.num_experts)
-    keep = not capturing and dg.weight_cache_enabled()
+    fp8 = _fp8_weights(module, up)
+    # (FP8 plans hold no cached buffers: kept whatever the weight cache's switch says)
+    keep = not capturing and (fp8 or dg.weight_cache_enabled())
     try:
         plan = _plans.get(module) if keep else None
     except TypeError:  # (not weakly referable: a plan per call)
@@ -342,11 +355,14 @@ def _weights_plan(module, has_gate, up, up_scale, device, capturing):
     plan = _Plan()
     plan.E, plan.has_gate, plan.device, plan.problems = E, has_gate, device, None
     plan.generation = dg._cache_generation  # (before the fetch: a clear_weight_cache() meanwhile voids the plan)
-    if _fp8_weights(module, up):
+    if fp8:
         # FP8 weights as they are (nothing repacked or cached: the descriptors point at the module's
         # tensors, so the plan holds them only while their state is unchanged)
         w_up = _FP8Weights(up_name, up, up_scale, device)
         w_down = _FP8Weights("down_proj", down, down_scale, device)
+        if w_up.k % 128 or w_down.k % 128:
+            raise L.unsupported("hfp4 experts: FP8 expert weights with hidden size %d and intermediate size %d; the FP8 x "
+                                "FP8 kernels take multiples of 128" % (w_up.k, w_down.k))
         if w_down.n != w_up.k:
             raise L.invalid_argument("hfp4 experts: down_proj has %d rows an expert; it must equal the hidden size %d "
                                      "(%s's K)" % (w_down.n, w_up.k, up_name))

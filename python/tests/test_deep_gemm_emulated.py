@@ -526,6 +526,31 @@ def test_fp8_weights_masked(emu):
         dg.m_grouped_fp8_gemm_nt_masked((fc(a), fc(sfa)), (fc(b[0]), fc(sfb[0])), d, fc(masked_m), 64)
 
 
+def test_repeat_warning_as_error_leaves_no_waiter(emu):
+    # the fourth repack of weights at one address warns; where warnings are errors it raises, and a
+    # later call on the same tensors must then repack (or hit) rather than wait for a repack that never
+    # finishes
+    import threading
+    import warnings
+    m, n, k = 16, 64, 256
+    a, sfa = _acts(23, (m, k))
+    b, sfb = _weights(24, 1, n, k)
+    d = fc(torch.empty(m, n, dtype=torch.bfloat16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for _ in range(3):  # (a new scale tensor each call: a repack each)
+            dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(b[0]), fc(sfb[0].clone())), d)
+        last = fc(sfb[0].clone())
+        with pytest.raises(RuntimeWarning, match="repacked 4 times"):
+            dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(b[0]), last), d)
+    done = []
+    t = threading.Thread(target=lambda: done.append(dg.fp8_fp4_gemm_nt((fc(a), fc(sfa)), (fc(b[0]), last), d)))
+    t.daemon = True
+    t.start()
+    t.join(20)
+    assert done, "the call after the raised warning waited for a repack that never ends"
+
+
 def test_errors(emu):
     m, n, k = 16, 64, 256
     a, sfa = _acts(19, (m, k))

@@ -147,6 +147,32 @@ def test_fp8_weights_match_token_by_token(emu, monkeypatch, glue, tokens, k):
     mod.block_size = (1, 128)
     with pytest.raises(NotImplementedError, match="block_size"):
         X.experts_forward(mod, fc(x), fc(idx), fc(wts))
+    mod.block_size = 64
+    with pytest.raises(NotImplementedError, match="block_size"):
+        X.experts_forward(mod, fc(x), fc(idx), fc(wts))
+
+
+def test_fp8_weights_refusals(emu, monkeypatch):
+    # what an FP8 checkpoint's experts may hold that the FP8 x FP8 kernels do not take: Unsupported
+    # (NotImplementedError, so transformers falls back), naming the tensor; wrong shapes: ValueError
+    x, idx, w = fc(torch.randn(2, 256).to(torch.bfloat16)), fc(torch.zeros(2, 1, dtype=torch.int64)), fc(torch.ones(2, 1))
+    mod = _FP8Experts(2, 256, 128, 5)
+    mod.down_proj_scale_inv = fc(torch.ones(2, 1, 1))  # a scale an expert (no block size)
+    with pytest.raises(NotImplementedError, match="down_proj_scale_inv"):
+        X.experts_forward(mod, x, idx, w)
+    mod = _FP8Experts(2, 256, 128, 5)
+    mod.gate_up_proj_scale_inv = fc(torch.ones(2, 2, 3))  # a block grid of the wrong shape
+    with pytest.raises(ValueError, match="gate_up_proj_scale_inv"):
+        X.experts_forward(mod, x, idx, w)
+    mod = _FP8Experts(2, 256, 96, 5)  # an intermediate size that is not a multiple of 128
+    with pytest.raises(NotImplementedError, match="multiples of 128"):
+        X.experts_forward(mod, x, idx, w)
+    mod = _FP8Experts(2, 256, 128, 5)  # the plan is kept with the weight cache off too (it caches nothing)
+    monkeypatch.setenv("HFP4_WEIGHT_CACHE", "0")
+    X.experts_forward(mod, x, idx, w)
+    plan = X._plans.get(mod)
+    X.experts_forward(mod, x, idx, w)
+    assert plan is not None and X._plans.get(mod) is plan
 
 
 def test_routed_layout():
