@@ -74,6 +74,17 @@ static inline void fw_make_experts(hfp4_rng *rng, int32_t G, int64_t n, int64_t 
     b->scales.stride_group = nb * kg;
 }
 
+/* C: count values from rng that D's dtype holds exactly (the FP32 reference adds the same numbers);
+ * malloc'ed */
+static inline float *fw_make_c(hfp4_rng *rng, int64_t count, hfp4_dtype d_dtype) {
+    float *cv = (float *)malloc(sizeof(float) * count);
+    for (int64_t i = 0; i < count; i++) {
+        const float v = (float)hfp4_rng_normal(rng);
+        cv[i] = d_dtype == HFP4_DTYPE_FP32 ? v : hfp4_bf16_decode(hfp4_bf16_encode(v));
+    }
+    return cv;
+}
+
 /* The bytes of the host problem's operands as the device run uploads them (layout: int32 entries,
  * 0 when none; d: D's elements' bytes, without the guard rows) */
 typedef struct fw_sizes {

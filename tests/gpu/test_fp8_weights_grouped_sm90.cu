@@ -95,14 +95,7 @@ static void fg_run(const fg_case *c, const char *label) {
     hfp4_matrix b;
     fw_make_experts(&rng, G, n, k, c->b_scale, &b);
     const int sb_esz = c->b_scale == HFP4_DTYPE_UE8M0 ? 1 : 4;
-    float *cv = NULL;
-    if (c->with_c) {
-        cv = (float *)malloc(sizeof(float) * m * ldd);
-        for (int64_t i = 0; i < m * ldd; i++) {
-            const float v = (float)hfp4_rng_normal(&rng);
-            cv[i] = c->d_dtype == HFP4_DTYPE_FP32 ? v : hfp4_bf16_decode(hfp4_bf16_encode(v));
-        }
-    }
+    float *cv = c->with_c ? fw_make_c(&rng, m * ldd, c->d_dtype) : NULL;
     hfp4_gemm_problem p;
     memset(&p, 0, sizeof p);
     p.grouping = HFP4_GROUPING_CONTIGUOUS;
@@ -319,14 +312,7 @@ static void fm_run(const fm_case *c, const char *label) {
     hfp4_matrix b;
     fw_make_experts(&rng, G, n, k, c->b_scale, &b);
     const int sb_esz = c->b_scale == HFP4_DTYPE_UE8M0 ? 1 : 4;
-    float *cv = NULL;
-    if (c->with_c) {
-        cv = (float *)malloc(sizeof(float) * d_rows * ldd);
-        for (int64_t i = 0; i < d_rows * ldd; i++) {
-            const float v = (float)hfp4_rng_normal(&rng);
-            cv[i] = c->d_dtype == HFP4_DTYPE_FP32 ? v : hfp4_bf16_decode(hfp4_bf16_encode(v));
-        }
-    }
+    float *cv = c->with_c ? fw_make_c(&rng, d_rows * ldd, c->d_dtype) : NULL;
     int32_t *masked = (int32_t *)malloc(sizeof(int32_t) * G);
     int32_t *row_kind = (int32_t *)malloc(sizeof(int32_t) * d_rows); /* fw_check_d's layout: g, or -2 */
     for (int32_t g = 0; g < G; g++) masked[g] = c->masked[g];

@@ -64,15 +64,7 @@ static void fw_run(const fw_case *c, const char *label) {
     sb.stride_k = c->mn_major ? nb : 1;
     CHECK_STATUS(hfp4_quantize_fp8_per_block(w, HFP4_DTYPE_FP32, n, k, k, c->b_scale == HFP4_DTYPE_UE8M0, qb, k, &sb),
                  HFP4_OK);
-    /* C: values D's dtype holds exactly (the FP32 reference adds the same numbers) */
-    float *cv = NULL;
-    if (c->with_c) {
-        cv = (float *)malloc(sizeof(float) * m * ldd);
-        for (int64_t i = 0; i < m * ldd; i++) {
-            const float v = (float)hfp4_rng_normal(&rng);
-            cv[i] = c->d_dtype == HFP4_DTYPE_FP32 ? v : hfp4_bf16_decode(hfp4_bf16_encode(v));
-        }
-    }
+    float *cv = c->with_c ? fw_make_c(&rng, m * ldd, c->d_dtype) : NULL;
     /* the reference: FP32 D (and C), host operands */
     hfp4_gemm_problem p;
     memset(&p, 0, sizeof p);
