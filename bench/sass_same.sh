@@ -2,7 +2,8 @@
 # Whether two builds' GPU kernels are the same code, instruction by instruction (addresses and
 # encodings stripped): "same" or "DIFF" and the instruction counts per kernel. Used to land a change
 # without a device run when it must not touch the default kernels (bench/RESULTS.md says when).
-#   bash bench/sass_same.sh OLD/hfp4 NEW/hfp4 [KERNEL_REGEX]      (default regex: gemm_kernel)
+#   bash bench/sass_same.sh OLD/hfp4 NEW/hfp4 [KERNEL_REGEX]      (default regex: gemm_kernel;
+#   RENAME='sed script' maps old kernel names, below)
 # Needs cuobjdump and nvdisasm on PATH (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm puts
 # them under site-packages/nvidia/cu13/bin).
 set -eu
@@ -19,7 +20,9 @@ dump() {
 }
 a=$(mktemp) b=$(mktemp)
 trap 'rm -f "$a" "$b"' EXIT
-dump "$old" > "$a"
+# RENAME (a sed script) maps the old build's kernel names onto the new ones where a template
+# parameter changed type, e.g. RENAME='s/ELb\([01]\)EEv/ELi\1EEv/' for a bool that became an int
+dump "$old" | sed "${RENAME:-}" > "$a"
 dump "$new" > "$b"
 for k in $(cut -f1 "$a" "$b" | sort -u); do
     na=$(grep -c "^$k	" "$a" || true) nb=$(grep -c "^$k	" "$b" || true)
