@@ -30,3 +30,8 @@ timeout 120 build/hfp4 bench --only dense --sf-layout mn --dense-shape 8192,8192
 HFP4_SM90_FP8_WEIGHTS_MASKED=1 timeout 150 build/hfp4 bench --only w13,w2 --tokens 1,8,32,128,16384 --sf-layout mn \
     > "$OUT/grouped_bench.txt" 2>&1
 grep -E "^fp8_fp(8|4) +(contiguous|masked) " "$OUT/grouped_bench.txt" | cut -c1-170
+# where the grouped FP8 form loses against dense (RESULTS v45: 0.83x cuBLASLt over computed rows):
+# the dense FP8 x FP8 kernel at the grouped launch's computed rows (~114688 at V4-Flash T = 16384),
+# K = 4096, with the 128-row tile forced, next to the same cuBLASLt baseline
+HFP4_SM90_FP8_WEIGHTS_TILE=128 timeout 120 build/hfp4 bench --only dense --sf-layout mn \
+    --dense-shape 114688,4096,4096 --dense-shape 114688,4096,2048 2>&1 | grep -E "^fp8_fp8 +dense" | cut -c1-150
