@@ -87,6 +87,15 @@ static_assert(FW_SCALE_WARPS >= 1 && FW_SCALE_WARPS <= 3, "1 to 3 factor warps (
 #define FW_DIAG_NO_STORES(p) false
 #endif
 
+/* HFP4_FW_SKIP_IDLE_WG=1 (an A/B build, default 0: not yet run): in the grouped forms a consumer
+ * warpgroup whose 64 rows of the tile are all padding (contiguous: its first row's layout entry is
+ * -1, or past m) or past masked_m issues no wgmmas for the tile, only steps through its stages, so
+ * the other warpgroup has the tensor pipe to itself. Why: DeepGEMM's layout pads each expert to 128
+ * rows, and at V4-Flash T = 16384 ~1 / 0.857 of the rows computed are useful; with 64-row steps
+ * 1 / 0.923 (bench/RESULTS.md v45). */
+#ifndef HFP4_FW_SKIP_IDLE_WG
+#define HFP4_FW_SKIP_IDLE_WG 0
+#endif
 #ifndef HFP4_FW_OVERLAP
 #define HFP4_FW_OVERLAP 1
 #endif
@@ -474,6 +483,24 @@ static __device__ __forceinline__ void fw_block(float *acc, const fw_consumer_ad
     fw_block_finish<BM, DTMA>(acc, ad, su, s, phase, f0, f1);
 }
 
+/* A tile's K-blocks for a warpgroup with no rows in it (HFP4_FW_SKIP_IDLE_WG): each stage waited for
+ * (so that its arrival counts for this round of the stage, not a later one) and released, (s, phase)
+ * stepped as fw_block_finish steps them */
+template <int BM, bool DTMA>
+static __device__ __forceinline__ void fw_skip_tile(const fw_consumer_addrs &ad, int &s, uint32_t &phase,
+                                                    int32_t kblocks) {
+    typedef fw_cfg<BM, DTMA> cfg;
+    for (int32_t kb = 0; kb < kblocks; kb++) {
+        const uint32_t su = (uint32_t)warp_uniform(s);
+        mbar_wait_sa(ad.full + su * 8, phase);
+        mbar_arrive_sa(ad.full + (cfg::STAGES + su) * 8);
+        if (++s == cfg::STAGES) {
+            s = 0;
+            phase ^= 1;
+        }
+    }
+}
+
 /* A tile's K-blocks with block kb's promotion after block kb + 1's wgmmas are issued, so that it runs
  * under them; each block's stage is released as soon as its own wgmmas are done. The two blocks'
  * sums are in two register sets taken in turn (the loop unrolled by two, no branch inside, so each
@@ -777,7 +804,14 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 64 * cfg::SUB; i++) fin[i] = 0.0f;
         if (!GROUPED || e >= 0) { /* (a padding tile takes no stages: its rows are written +0) */
-            if constexpr (cfg::SUB == 2) {
+            /* (HFP4_FW_SKIP_IDLE_WG: this warpgroup's 64 rows all padding, past m or past masked_m) */
+            bool idle = false;
+            if constexpr (HFP4_FW_SKIP_IDLE_WG && GM == FW_CONTIGUOUS)
+                idle = mt * BM + 64 * wg >= p.m || __ldg(p.layout + mt * BM + 64 * wg) < 0;
+            if constexpr (HFP4_FW_SKIP_IDLE_WG && GM == FW_MASKED) idle = mk.first + 64 * wg >= mk.end;
+            if (idle) {
+                fw_skip_tile<BM, DTMA>(ad, stage, phase, (int32_t)kblocks);
+            } else if constexpr (cfg::SUB == 2) {
                 fw_consume_tile_sub2(fin, ad, stage, phase, (int32_t)kblocks);
             } else if constexpr (cfg::OVERLAP) {
                 fw_consume_tile_overlapped<BM, DTMA>(fin, ad, stage, phase, (int32_t)kblocks);
