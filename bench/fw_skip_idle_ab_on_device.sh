@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # HFP4_FW_SKIP_IDLE_WG (bench/RESULTS.md v45, built, not yet run): the grouped FP8 forms with a
-# consumer warpgroup whose 64 rows are all padding stepping through its stages without wgmmas.
+# consumer warpgroup whose 64 rows are all padding stepping through its stages without wgmmas, and
+# such a tile's A loaded 64 rows only (decode: a tile of a few rows moved as many A bytes as weights).
 # First its FP8-weight tests (the contiguous and masked ones have such warpgroups), then the
 # contiguous rows of main (build/hfp4) against it (build-skip/hfp4), interleaved until ~ROUNDS_UNTIL s.
 # Built here first (carry build-pack):
@@ -17,7 +18,7 @@ start=$(date +%s) round=0
 while [ $(( $(date +%s) - start )) -lt ${ROUNDS_UNTIL:-300} ]; do
     round=$((round + 1))
     for b in build build-skip; do
-        timeout 120 $b/hfp4 bench --only w13,w2 --tokens ${TOKENS:-4096,16384} --sf-layout mn 2>&1 |
-            grep -E "^fp8_fp8 +contiguous" | cut -c1-130 | sed "s|^|round $round $b: |" | tee -a "$OUT/skip_ab.txt"
+        HFP4_SM90_FP8_WEIGHTS_MASKED=1 timeout 150 $b/hfp4 bench --only w13,w2 --tokens ${TOKENS:-8,32,4096,16384} \
+            --sf-layout mn 2>&1 | grep -E "^fp8_fp8 " | cut -c1-130 | sed "s|^|round $round $b: |" | tee -a "$OUT/skip_ab.txt"
     done
 done

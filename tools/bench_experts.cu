@@ -8,8 +8,9 @@
  * padding rows left unwritten, for callers that drop them; DeepGEMM's ensure_zero_padding=False).
  *
  * With 1 x 128 activation scales it also times the same rows with FP8 weights ([E, N, K] e4m3
- * under 128 x 128 block scales, random: the FP8 x FP8 kernel's grouped forms; op "fp8_fp8"): masked
- * at T <= 256 (DeepGEMM's m_grouped_fp8_gemm_nt_masked), contiguous from T = 4096 (its
+ * under 128 x 128 block scales, random: the FP8 x FP8 kernel's grouped forms; op "fp8_fp8"): at
+ * T <= 256 masked (DeepGEMM's m_grouped_fp8_gemm_nt_masked) and contiguous with D's padding left
+ * alone (what hfp4.experts runs for FP8 checkpoints), contiguous from T = 4096 (DeepGEMM's
  * m_grouped_fp8_gemm_nt_contiguous), where the library runs them (otherwise a note says why not).
  *
  * Each row carries two reference points: "baseline", cuBLASLt FP8 row-wise on one dense GEMM of all
@@ -60,9 +61,11 @@ static int expert_case(bench_ctx *c, const bench_expert_case *ec, const bench_we
 /* The routed rows with FP8 weights in layout g, masked or contiguous (the FP8 x FP8 kernel's grouped
  * forms): 0, or -1 when the case failed; skipped with a note where the library does not run it */
 static int expert_fp8_weights_case(bench_ctx *c, const bench_expert_case *ec, const bench_routing *r, hfp4_grouping g,
-                                   const char *base_name, double base_us) {
+                                   hfp4_d_padding d_padding, const char *base_name, double base_us) {
     const int64_t n = ec->n, k = ec->k, kg = (k + 127) / 128, nb = (n + 127) / 128, G = ec->experts;
-    const char *layout = g == HFP4_GROUPING_MASKED ? "masked" : "contiguous";
+    const char *layout = g == HFP4_GROUPING_MASKED           ? "masked"
+                         : d_padding == HFP4_D_PADDING_ANY ? "contiguous_padany"
+                                                           : "contiguous";
     char label[128];
     snprintf(label, sizeof label, "%s fp8 weights %s T=%lld", ec->name, layout, (long long)r->tokens);
     bench_acts x;
@@ -86,6 +89,7 @@ static int expert_fp8_weights_case(bench_ctx *c, const bench_expert_case *ec, co
     b.data = b.scales.data = (void *)(uintptr_t)256; /* (a stand-in until the buffers exist) */
     hfp4_gemm_problem p;
     bench_expert_problem(&p, &x, r, &b);
+    p.d_padding = d_padding;
     int rc = 0;
     if (hfp4_gemm_supported(&p) != HFP4_OK) {
         if (!c->json) printf("%-10s (%s: skipped: %s)\n", "fp8_fp8", label, hfp4_last_error());
@@ -157,10 +161,15 @@ void bench_experts(bench_ctx *c, const bench_expert_case *ec) {
         /* the prefix-sum form of the same rows (DeepGEMM's use_psum_layout), where prefill uses it */
         if (T >= 4096 && expert_case(c, ec, &w, &r, HFP4_GROUPING_CONTIGUOUS_PSUM, c->gran, base_name, base_us, zero) != 0)
             c->failed++;
-        /* FP8 weights on the same rows: masked at decode, contiguous at prefill */
-        if ((T <= 256 || T >= 4096) && c->gran == 128 &&
-            expert_fp8_weights_case(c, ec, &r, T <= 256 ? HFP4_GROUPING_MASKED : HFP4_GROUPING_CONTIGUOUS, base_name,
-                                    base_us) != 0)
+        /* FP8 weights on the same rows: masked and contiguous (padding left alone) at decode, contiguous
+         * at prefill */
+        if (c->gran == 128 && T <= 256) {
+            if (expert_fp8_weights_case(c, ec, &r, HFP4_GROUPING_MASKED, zero, base_name, base_us) != 0) c->failed++;
+            if (expert_fp8_weights_case(c, ec, &r, HFP4_GROUPING_CONTIGUOUS, HFP4_D_PADDING_ANY, base_name, base_us) != 0)
+                c->failed++;
+        }
+        if (c->gran == 128 && T >= 4096 &&
+            expert_fp8_weights_case(c, ec, &r, HFP4_GROUPING_CONTIGUOUS, zero, base_name, base_us) != 0)
             c->failed++;
         /* the other activation-scale granularity on the same routing and weights (1x32 is what
          * transformers passes; 1x128 is DeepGEMM's SM90 recipe) */

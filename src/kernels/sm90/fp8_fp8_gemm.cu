@@ -168,7 +168,20 @@ typedef struct sm90_fp8w_params {
     int32_t groups;               /* MASKED: G (the live tiles: fw_masked_walk_to) */
     int64_t a_scale_stride_group; /* MASKED: a_scales' units between groups */
     int64_t d_stride_group;       /* MASKED: D's (and C's) elements between groups */
+#if HFP4_FW_SKIP_IDLE_WG
+    CUtensorMap a_map64;          /* (grouped forms) A's map with a 64-row box: a tile whose second
+                                     warpgroup is idle loads only its first 64 rows */
+#endif
 } sm90_fp8w_params;
+
+/* HFP4_FW_SKIP_IDLE_WG, grouped forms: whether the second consumer warpgroup of the tile whose rows
+ * start at `first` has no rows (the consumers' `idle` test for wg = 1), so the producer loads A's
+ * first 64 rows only (the rest of A's stage is then stale, and no wgmma reads it) */
+template <int BM, int GM>
+static __device__ __forceinline__ bool fw_second_wg_idle(const sm90_fp8w_params &p, int64_t first, int64_t end) {
+    if constexpr (GM == FW_CONTIGUOUS) return first + 64 >= p.m || __ldg(p.layout + first + 64) < 0;
+    else return first + 64 >= end;
+}
 
 /* The weight scale of expert e's 128-row block nb in K-block kb (e = 0 when dense) */
 static __device__ __forceinline__ float fw_b_scale(const sm90_fp8w_params &p, int64_t e, int64_t nb, int64_t kb) {
@@ -742,9 +755,16 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                         for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                             const int s = (int)(it % STAGES);
                             if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
+#if HFP4_FW_SKIP_IDLE_WG
+                            const bool half = fw_second_wg_idle<BM, GM>(p, tr.first, tr.end);
+                            mbar_arrive_expect_tx(&full[s], (half ? cfg::A_BYTES / 2 : cfg::A_BYTES) + FW_B_BYTES);
+                            tma_load_3d(a_tiles + s * cfg::A_BYTES, half ? &p.a_map64 : &a_map, &full[s],
+                                        (int32_t)(kb * FW_TILE), (int32_t)tr.first, tr.e);
+#else
                             mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES);
                             tma_load_3d(a_tiles + s * cfg::A_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
                                         (int32_t)tr.first, tr.e);
+#endif
                             tma_load_3d(b_tiles + s * FW_B_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
                                         (int32_t)(nt * FW_TILE), tr.e);
                         }
@@ -764,9 +784,16 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                 for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                     const int s = (int)(it % STAGES);
                     if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
+#if HFP4_FW_SKIP_IDLE_WG
+                    const bool half = GROUPED && fw_second_wg_idle<BM, GM>(p, mt * BM, p.m);
+                    mbar_arrive_expect_tx(&full[s], (half ? cfg::A_BYTES / 2 : cfg::A_BYTES) + FW_B_BYTES);
+                    tma_load_3d(a_tiles + s * cfg::A_BYTES, half ? &p.a_map64 : &a_map, &full[s],
+                                (int32_t)(kb * FW_TILE), (int32_t)(mt * BM), 0);
+#else
                     mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES); /* whole boxes, zeros included */
                     tma_load_3d(a_tiles + s * cfg::A_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
                                 (int32_t)(mt * BM), 0);
+#endif
                     tma_load_3d(b_tiles + s * FW_B_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
                                 (int32_t)(nt * FW_TILE), e);
                 }
@@ -895,6 +922,14 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
     const int64_t b_dims[3] = {p->k, p->n, GROUPED ? p->num_groups : 1},
                   b_strides[2] = {p->b.ld, GROUPED && p->num_groups > 1 ? p->b.stride_group : p->b.ld * p->n};
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &a_map, p->a.data, a_dims, a_strides, a_box));
+#if HFP4_FW_SKIP_IDLE_WG
+    sm90_fp8w_params k64 = *k; /* (the grouped forms' 64-row box of A) */
+    if (GROUPED) {
+        const uint32_t a_box64[3] = {FW_TILE, 64, 1};
+        HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &k64.a_map64, p->a.data, a_dims, a_strides, a_box64));
+    }
+    k = &k64;
+#endif
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &b_map, p->b.data, b_dims, b_strides, b_box));
     d_map = a_map; /* (unused without the TMA store) */
     if (DTMA) {
