@@ -744,6 +744,9 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                 if (tid == 0) {
                     tma_prefetch_descriptor(&a_map);
                     tma_prefetch_descriptor(&b_map);
+#if HFP4_FW_SKIP_IDLE_WG
+                    tma_prefetch_descriptor(&p.a_map64);
+#endif
                 }
                 uint32_t it = 0;
                 fw_masked_walk walk = fw_masked_walk_start();
@@ -752,11 +755,13 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                     int64_t nt;
                     const fw_masked_tile tr = fw_masked_place<BM>(walk, t, nt);
                     if (tid == 0) {
+#if HFP4_FW_SKIP_IDLE_WG
+                        const bool half = fw_second_wg_idle<BM, GM>(p, tr.first, tr.end); /* (once a tile) */
+#endif
                         for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                             const int s = (int)(it % STAGES);
                             if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
 #if HFP4_FW_SKIP_IDLE_WG
-                            const bool half = fw_second_wg_idle<BM, GM>(p, tr.first, tr.end);
                             mbar_arrive_expect_tx(&full[s], (half ? cfg::A_BYTES / 2 : cfg::A_BYTES) + FW_B_BYTES);
                             tma_load_3d(a_tiles + s * cfg::A_BYTES, half ? &p.a_map64 : &a_map, &full[s],
                                         (int32_t)(kb * FW_TILE), (int32_t)tr.first, tr.e);
@@ -775,17 +780,22 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
         } else if (tid == 0) {
             tma_prefetch_descriptor(&a_map);
             tma_prefetch_descriptor(&b_map);
+#if HFP4_FW_SKIP_IDLE_WG
+            if (GROUPED) tma_prefetch_descriptor(&p.a_map64);
+#endif
             uint32_t it = 0;
             for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
                 int64_t mt, nt;
                 fw_tile(t, tiles_m, tiles_n, mt, nt);
                 const int32_t e = fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
                 if (GROUPED && e < 0) continue; /* (a padding tile: no stages) */
+#if HFP4_FW_SKIP_IDLE_WG
+                const bool half = GROUPED && fw_second_wg_idle<BM, GM>(p, mt * BM, p.m); /* (once a tile) */
+#endif
                 for (int64_t kb = 0; kb < kblocks; kb++, it++) {
                     const int s = (int)(it % STAGES);
                     if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
 #if HFP4_FW_SKIP_IDLE_WG
-                    const bool half = GROUPED && fw_second_wg_idle<BM, GM>(p, mt * BM, p.m);
                     mbar_arrive_expect_tx(&full[s], (half ? cfg::A_BYTES / 2 : cfg::A_BYTES) + FW_B_BYTES);
                     tma_load_3d(a_tiles + s * cfg::A_BYTES, half ? &p.a_map64 : &a_map, &full[s],
                                 (int32_t)(kb * FW_TILE), (int32_t)(mt * BM), 0);
