@@ -93,15 +93,16 @@ def _check_config(module):
     up = module.gate_up_proj if has_gate else module.up_proj
     block = getattr(module, "block_size", None)
     block = tuple(block) if isinstance(block, (tuple, list)) else block
-    if block is not None and block != (128, 128) and _fp8_weights(module, up):
+    if block is not None and block != (128, 128) and _fp8_weights(up):
         raise L.unsupported("hfp4 experts: FP8 expert weights with block_size = %r; the FP8 x FP8 kernels take "
                             "128 x 128 block scales" % (block,))
     return has_gate, up
 
 
-def _fp8_weights(module, up):
-    """True when the module's expert weights are FP8 (e4m3 under 128 x 128 block scales: transformers'
-    FP8Experts of an FP8 checkpoint), False when FP4 (int8-packed e2m1 under 1 x 32 scales)"""
+def _fp8_weights(up):
+    """True when a module's expert weights (up: its gate_up_proj or up_proj) are FP8 (e4m3 under
+    128 x 128 block scales: transformers' FP8Experts of an FP8 checkpoint), False when FP4 (int8-packed
+    e2m1 under 1 x 32 scales)"""
     return up.dtype == _torch().float8_e4m3fn
 
 
@@ -109,7 +110,7 @@ def _check_weights(module, has_gate, up):
     """The expert weights' dtypes and shapes (checked when a module's plan is built)"""
     torch = _torch()
     up_name = "gate_up_proj" if has_gate else "up_proj"
-    fp8 = _fp8_weights(module, up)
+    fp8 = _fp8_weights(up)
     for name, w in ((up_name, up), ("down_proj", module.down_proj)):
         if fp8 and w.dtype != torch.float8_e4m3fn or not fp8 and w.dtype not in (torch.int8, torch.uint8):
             raise L.unsupported("hfp4 experts: %s.dtype = %s; the expert weights must be FP4 (int8-packed e2m1) or "
@@ -336,10 +337,11 @@ dg._clear_hooks.append(_plans.clear)
 def _weights_plan(module, has_gate, up, up_scale, device, capturing):
     """(the module's _Plan, its repacked w_up, w_down): the plan kept from the last call where the
     weights are unchanged, else built (and kept unless a CUDA graph is being captured or the weight
-    cache is off: HFP4_WEIGHT_CACHE=0, read at every call as the cache reads it)"""
+    cache is off: HFP4_WEIGHT_CACHE=0, read at every call as the cache reads it; FP8 weights' plans,
+    which hold no cached buffer, are kept either way)"""
     down, down_scale = module.down_proj, module.down_proj_scale_inv
     E = int(module.num_experts)
-    fp8 = _fp8_weights(module, up)
+    fp8 = _fp8_weights(up)
     # (FP8 plans hold no cached buffers: kept whatever the weight cache's switch says)
     keep = not capturing and (fp8 or dg.weight_cache_enabled())
     try:
@@ -540,7 +542,7 @@ def experts_forward(self, hidden_states, top_k_index, top_k_weights, gran_k=128)
         raise L.invalid_argument("hfp4 experts: gran_k = %r must be 32 or 128" % (gran_k,))
     has_gate, up = _check_config(self)
     _check_inputs(hidden_states, top_k_index, top_k_weights)
-    if gran_k != 128 and _fp8_weights(self, up):
+    if gran_k != 128 and _fp8_weights(up):
         raise L.unsupported("hfp4 experts: gran_k = %d with FP8 expert weights; the FP8 x FP8 kernels take 1 x 128 "
                             "activation scales" % gran_k)
     up_scale = self.gate_up_proj_scale_inv if has_gate else self.up_proj_scale_inv
