@@ -697,6 +697,22 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
 }
 
 
+/* The producer thread's copies of the CTA's it-th stage: the wait for the stage to be free, then A's
+ * rows a_row.. of group a_z (through a_map: half, a 64-row box, HFP4_FW_SKIP_IDLE_WG) and the weight
+ * tile nt of expert e, K-block kb, onto the stage's full barrier (whole boxes, zeros included) */
+template <int BM, bool DTMA>
+static __device__ __forceinline__ void fw_load_stage(uint8_t *a_tiles, uint8_t *b_tiles, uint64_t *full, uint64_t *empty,
+                                                     uint32_t it, const CUtensorMap *a_map, bool half,
+                                                     const CUtensorMap *b_map, int64_t kb, int64_t a_row, int32_t a_z,
+                                                     int64_t nt, int32_t e) {
+    typedef fw_cfg<BM, DTMA> cfg;
+    const int s = (int)(it % cfg::STAGES);
+    if (it >= cfg::STAGES) mbar_wait_sleeping(&empty[s], ((it / cfg::STAGES) - 1) & 1);
+    mbar_arrive_expect_tx(&full[s], (half ? cfg::A_BYTES / 2 : cfg::A_BYTES) + FW_B_BYTES);
+    tma_load_3d(a_tiles + s * cfg::A_BYTES, a_map, &full[s], (int32_t)(kb * FW_TILE), (int32_t)a_row, a_z);
+    tma_load_3d(b_tiles + s * FW_B_BYTES, b_map, &full[s], (int32_t)(kb * FW_TILE), (int32_t)(nt * FW_TILE), e);
+}
+
 template <int BM, bool DTMA, int GM>
 __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     hfp4_sm90_fp8_weights_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
@@ -758,21 +774,14 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
 #if HFP4_FW_SKIP_IDLE_WG
                         const bool half = fw_second_wg_idle<BM, GM>(p, tr.first, tr.end); /* (once a tile) */
 #endif
-                        for (int64_t kb = 0; kb < kblocks; kb++, it++) {
-                            const int s = (int)(it % STAGES);
-                            if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
+                        for (int64_t kb = 0; kb < kblocks; kb++, it++)
+                            fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it,
 #if HFP4_FW_SKIP_IDLE_WG
-                            mbar_arrive_expect_tx(&full[s], (half ? cfg::A_BYTES / 2 : cfg::A_BYTES) + FW_B_BYTES);
-                            tma_load_3d(a_tiles + s * cfg::A_BYTES, half ? &p.a_map64 : &a_map, &full[s],
-                                        (int32_t)(kb * FW_TILE), (int32_t)tr.first, tr.e);
+                                                    half ? &p.a_map64 : &a_map, half,
 #else
-                            mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES);
-                            tma_load_3d(a_tiles + s * cfg::A_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
-                                        (int32_t)tr.first, tr.e);
+                                                    &a_map, false,
 #endif
-                            tma_load_3d(b_tiles + s * FW_B_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
-                                        (int32_t)(nt * FW_TILE), tr.e);
-                        }
+                                                    &b_map, kb, tr.first, tr.e, nt, tr.e);
                     }
                     __syncwarp();
                 }
@@ -792,21 +801,14 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
 #if HFP4_FW_SKIP_IDLE_WG
                 const bool half = GROUPED && fw_second_wg_idle<BM, GM>(p, mt * BM, p.m); /* (once a tile) */
 #endif
-                for (int64_t kb = 0; kb < kblocks; kb++, it++) {
-                    const int s = (int)(it % STAGES);
-                    if (it >= STAGES) mbar_wait_sleeping(&empty[s], ((it / STAGES) - 1) & 1);
+                for (int64_t kb = 0; kb < kblocks; kb++, it++)
+                    fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it,
 #if HFP4_FW_SKIP_IDLE_WG
-                    mbar_arrive_expect_tx(&full[s], (half ? cfg::A_BYTES / 2 : cfg::A_BYTES) + FW_B_BYTES);
-                    tma_load_3d(a_tiles + s * cfg::A_BYTES, half ? &p.a_map64 : &a_map, &full[s],
-                                (int32_t)(kb * FW_TILE), (int32_t)(mt * BM), 0);
+                                            half ? &p.a_map64 : &a_map, half,
 #else
-                    mbar_arrive_expect_tx(&full[s], cfg::A_BYTES + FW_B_BYTES); /* whole boxes, zeros included */
-                    tma_load_3d(a_tiles + s * cfg::A_BYTES, &a_map, &full[s], (int32_t)(kb * FW_TILE),
-                                (int32_t)(mt * BM), 0);
+                                            &a_map, false,
 #endif
-                    tma_load_3d(b_tiles + s * FW_B_BYTES, &b_map, &full[s], (int32_t)(kb * FW_TILE),
-                                (int32_t)(nt * FW_TILE), e);
-                }
+                                            &b_map, kb, mt * BM, 0, nt, e);
             }
         }
         return;
