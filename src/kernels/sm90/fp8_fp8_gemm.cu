@@ -174,6 +174,13 @@ typedef struct sm90_fp8w_params {
 #endif
 } sm90_fp8w_params;
 
+/* A's map for a tile: the 64-row one where the tile's second warpgroup is idle (half) */
+#if HFP4_FW_SKIP_IDLE_WG
+#define FW_A_MAP(p, a_map, half) ((half) ? &(p).a_map64 : &(a_map))
+#else
+#define FW_A_MAP(p, a_map, half) (&(a_map))
+#endif
+
 /* HFP4_FW_SKIP_IDLE_WG, grouped forms: whether the second consumer warpgroup of the tile whose rows
  * start at `first` has no rows (the consumers' `idle` test for wg = 1), so the producer loads A's
  * first 64 rows only (the rest of A's stage is then stale, and no wgmma reads it) */
@@ -771,16 +778,9 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                     int64_t nt;
                     const fw_masked_tile tr = fw_masked_place<BM>(walk, t, nt);
                     if (tid == 0) {
-#if HFP4_FW_SKIP_IDLE_WG
-                        const bool half = fw_second_wg_idle<BM, GM>(p, tr.first, tr.end); /* (once a tile) */
-#endif
+                        const bool half = HFP4_FW_SKIP_IDLE_WG && fw_second_wg_idle<BM, GM>(p, tr.first, tr.end);
                         for (int64_t kb = 0; kb < kblocks; kb++, it++)
-                            fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it,
-#if HFP4_FW_SKIP_IDLE_WG
-                                                    half ? &p.a_map64 : &a_map, half,
-#else
-                                                    &a_map, false,
-#endif
+                            fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it, FW_A_MAP(p, a_map, half), half,
                                                     &b_map, kb, tr.first, tr.e, nt, tr.e);
                     }
                     __syncwarp();
@@ -798,17 +798,10 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                 fw_tile(t, tiles_m, tiles_n, mt, nt);
                 const int32_t e = fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
                 if (GROUPED && e < 0) continue; /* (a padding tile: no stages) */
-#if HFP4_FW_SKIP_IDLE_WG
-                const bool half = GROUPED && fw_second_wg_idle<BM, GM>(p, mt * BM, p.m); /* (once a tile) */
-#endif
+                const bool half = HFP4_FW_SKIP_IDLE_WG && GROUPED && fw_second_wg_idle<BM, GM>(p, mt * BM, p.m);
                 for (int64_t kb = 0; kb < kblocks; kb++, it++)
-                    fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it,
-#if HFP4_FW_SKIP_IDLE_WG
-                                            half ? &p.a_map64 : &a_map, half,
-#else
-                                            &a_map, false,
-#endif
-                                            &b_map, kb, mt * BM, 0, nt, e);
+                    fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it, FW_A_MAP(p, a_map, half), half, &b_map,
+                                            kb, mt * BM, 0, nt, e);
             }
         }
         return;
