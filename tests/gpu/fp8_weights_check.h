@@ -34,6 +34,46 @@ static void *fw_upload_c(const float *cv, int64_t count, int esz) {
     return dc;
 }
 
+/* The bytes of one activation-scale unit of dtype s (UE8M0 bytes; FP32 floats and packed words: 4) */
+static inline int fw_scale_esz(hfp4_dtype s) { return s == HFP4_DTYPE_UE8M0 ? 1 : 4; }
+
+/* An activation row's scale units along K (1 x 128 scales; packed words hold 4 K-groups) */
+static inline int64_t fw_a_scale_units(hfp4_dtype s, int64_t k) {
+    return s == HFP4_DTYPE_UE8M0_PACKED ? (k / 128 + 3) / 4 : k / 128;
+}
+
+/* x [rows, k] quantized per token with 1 x 128 scales of dtype a_scale: *qa malloc'ed [rows][k], sa's
+ * data calloc'ed, MN-major [k units][align(rows, 4)] or K-major [rows][k units]. Returns the scales'
+ * units. */
+static inline int64_t fw_quantize_a(const float *x, int64_t rows, int64_t k, hfp4_dtype a_scale, int mn_major,
+                                    uint8_t **qa, hfp4_scales *sa) {
+    const int64_t units = fw_a_scale_units(a_scale, k), rows4 = (rows + 3) & ~(int64_t)3;
+    const int64_t total = mn_major ? units * rows4 : rows * units;
+    *qa = (uint8_t *)malloc(rows * k);
+    memset(sa, 0, sizeof *sa);
+    sa->data = calloc(total, fw_scale_esz(a_scale));
+    sa->dtype = a_scale;
+    sa->gran_mn = 1;
+    sa->gran_k = 128;
+    sa->stride_mn = mn_major ? 1 : units;
+    sa->stride_k = mn_major ? rows4 : 1;
+    CHECK_STATUS(hfp4_quantize_fp8_per_token(x, HFP4_DTYPE_FP32, rows, k, k, a_scale != HFP4_DTYPE_FP32, *qa, k, sa),
+                 HFP4_OK);
+    return total;
+}
+
+/* Row r of A (k bytes a row) and its scales NaN (e4m3 0x7F; scale bytes and words 0xFF, NaN as
+ * UE8M0): what rows no result may read hold */
+static inline void fw_poison_a_row(uint8_t *qa, int64_t k, const hfp4_scales *sa, int64_t r) {
+    const int esz = fw_scale_esz(sa->dtype);
+    memset(qa + r * k, 0x7F, k);
+    for (int64_t j = 0; j < fw_a_scale_units(sa->dtype, k); j++) {
+        const int64_t u = r * sa->stride_mn + j * sa->stride_k;
+        if (sa->dtype == HFP4_DTYPE_FP32) ((float *)sa->data)[u] = NAN;
+        else memset((uint8_t *)sa->data + u * esz, 0xFF, esz);
+    }
+}
+
 /* G experts of n x k FP8 weights from rng (~N(0, 0.05) times 1..5 by row and expert), each under
  * 128 x 128 block scales ([G][nb][kg], K-major, b_scale FP32 or UE8M0), into b (data, scales and
  * strides; qb and the scales malloc'ed, the caller frees b->data and b->scales.data) */
@@ -200,6 +240,26 @@ static void fw_check_d(const char *label, const uint8_t *out, int64_t m, int64_t
               (long long)poison_lost);
     CHECK_MSG(guard_lost == 0, "%s: %lld bytes written past D's last row", label, (long long)guard_lost);
     CHECK_MSG(rel <= (esz == 4 ? 5e-4 : 2e-3), "%s: relative Frobenius error %.3g", label, rel);
+}
+
+/* The whole check of host problem p on the device with D in d_dtype (z: the device run's sizes, z->d
+ * covering d_rows rows of p->d.ld): the reference (FP32 D over p's C), the bound's sum_k |a_k b_k|,
+ * the run (fw_run_on_device) and every element (fw_check_d with row_kinds and pad_any). p->d.data
+ * and p->d.dtype are the reference's, set here; p->d.c (host, FP32) is also uploaded as C. */
+static inline void fw_verify(const char *label, hfp4_gemm_problem p, const fw_sizes *z, hfp4_dtype d_dtype, int64_t d_rows,
+                             const int32_t *row_kinds, int pad_any) {
+    const int64_t d_elems = d_rows * p.d.ld;
+    float *ref = (float *)calloc((size_t)d_elems, sizeof(float));
+    p.d.data = ref;
+    p.d.dtype = HFP4_DTYPE_FP32;
+    CHECK_STATUS(hfp4_ref_gemm(&p, 0), HFP4_OK);
+    float *l1 = fw_sum_abs_products(&p, (int64_t)z->a, (int64_t)z->b, d_elems); /* (the bound's accumulation term) */
+    setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
+    uint8_t *out = fw_run_on_device(label, &p, z, d_dtype, (const float *)p.d.c, d_elems);
+    fw_check_d(label, out, d_rows, p.n, p.d.ld, d_dtype == HFP4_DTYPE_FP32 ? 4 : 2, ref, l1, row_kinds, pad_any);
+    free(ref);
+    free(l1);
+    free(out);
 }
 
 #endif

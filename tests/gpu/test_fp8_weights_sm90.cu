@@ -38,20 +38,10 @@ static void fw_run(const fw_case *c, const char *label) {
     for (int64_t i = 0; i < m * k; i++) x[i] = (float)(hfp4_rng_normal(&rng) * (1.0 + (i / k) % 7));
     for (int64_t i = 0; i < n * k; i++) w[i] = (float)(hfp4_rng_normal(&rng) * 0.05 * (1.0 + (i / k) % 5));
     /* A: per-token FP8, 1 x 128 scales */
-    uint8_t *qa = (uint8_t *)malloc(m * k), *qb = (uint8_t *)malloc(n * k);
-    const int64_t a_words = (kg + 3) / 4, m4 = (m + 3) & ~(int64_t)3;
-    const int64_t a_sf_units = c->mn_major ? kg * m4 : c->a_scale == HFP4_DTYPE_UE8M0_PACKED ? m * a_words : m * kg;
-    void *sa_host = calloc(a_sf_units, c->a_scale == HFP4_DTYPE_UE8M0 ? 1 : 4);
+    uint8_t *qa, *qb = (uint8_t *)malloc(n * k);
     hfp4_scales sa;
-    memset(&sa, 0, sizeof sa);
-    sa.data = sa_host;
-    sa.dtype = c->a_scale;
-    sa.gran_mn = 1;
-    sa.gran_k = 128;
-    sa.stride_mn = c->mn_major ? 1 : c->a_scale == HFP4_DTYPE_UE8M0_PACKED ? a_words : kg;
-    sa.stride_k = c->mn_major ? m4 : 1;
-    CHECK_STATUS(hfp4_quantize_fp8_per_token(x, HFP4_DTYPE_FP32, m, k, k, c->a_scale != HFP4_DTYPE_FP32, qa, k, &sa),
-                 HFP4_OK);
+    const int64_t a_sf_units = fw_quantize_a(x, m, k, c->a_scale, c->mn_major, &qa, &sa);
+    void *sa_host = (void *)sa.data;
     /* B: per-block FP8, 128 x 128 scales */
     void *sb_host = calloc(nb * kg, c->b_scale == HFP4_DTYPE_UE8M0 ? 1 : 4);
     hfp4_scales sb;
@@ -85,21 +75,13 @@ static void fw_run(const fw_case *c, const char *label) {
     p.b.cols = k;
     p.b.ld = k;
     p.b.scales = sb;
-    float *ref = (float *)malloc(sizeof(float) * m * ldd);
-    p.d.data = ref;
-    p.d.dtype = HFP4_DTYPE_FP32;
     p.d.ld = ldd;
     p.d.c = cv;
-    CHECK_STATUS(hfp4_ref_gemm(&p, 0), HFP4_OK);
-    float *l1 = fw_sum_abs_products(&p, m * k, n * k, m * ldd); /* (the bound's accumulation term) */
-    /* device run */
-    setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
-    const fw_sizes z = {(size_t)m * k, (size_t)n * k, (size_t)a_sf_units * (c->a_scale == HFP4_DTYPE_UE8M0 ? 1 : 4),
-                        (size_t)nb * kg * (c->b_scale == HFP4_DTYPE_UE8M0 ? 1 : 4), (size_t)m * ldd * esz, 0};
-    uint8_t *out = fw_run_on_device(label, &p, &z, c->d_dtype, cv, m * ldd);
+    const fw_sizes z = {(size_t)m * k, (size_t)n * k, (size_t)a_sf_units * fw_scale_esz(c->a_scale),
+                        (size_t)nb * kg * fw_scale_esz(c->b_scale), (size_t)m * ldd * esz, 0};
     char what[160];
     snprintf(what, sizeof what, "%s (m=%lld n=%lld k=%lld)", label, (long long)m, (long long)n, (long long)k);
-    fw_check_d(what, out, m, n, ldd, esz, ref, l1, NULL, 0);
+    fw_verify(what, p, &z, c->d_dtype, m, NULL, 0);
     free(x);
     free(w);
     free(qa);
@@ -107,9 +89,6 @@ static void fw_run(const fw_case *c, const char *label) {
     free(sa_host);
     free(sb_host);
     free(cv);
-    free(ref);
-    free(l1);
-    free(out);
 }
 
 TEST(gpu_fp8_weights_dense) {
