@@ -181,13 +181,15 @@ typedef struct sm90_fp8w_params {
 #define FW_A_MAP(p, a_map, half) (&(a_map))
 #endif
 
-/* HFP4_FW_SKIP_IDLE_WG, grouped forms: whether the second consumer warpgroup of the tile whose rows
- * start at `first` has no rows (the consumers' `idle` test for wg = 1), so the producer loads A's
- * first 64 rows only (the rest of A's stage is then stale, and no wgmma reads it) */
+/* HFP4_FW_SKIP_IDLE_WG, grouped forms: whether the 64 rows from `row` (a consumer warpgroup's in its
+ * tile) hold none to compute: past m or padding (contiguous: a warpgroup's rows are padding when its
+ * first is), or past masked_m (masked: end). The consumers skip such a warpgroup's wgmmas; the
+ * producer, where it is the tile's second (row = first + 64), loads A's first 64 rows only (the rest
+ * of A's stage is then stale, and no wgmma reads it). */
 template <int BM, int GM>
-static __device__ __forceinline__ bool fw_second_wg_idle(const sm90_fp8w_params &p, int64_t first, int64_t end) {
-    if constexpr (GM == FW_CONTIGUOUS) return first + 64 >= p.m || __ldg(p.layout + first + 64) < 0;
-    else return first + 64 >= end;
+static __device__ __forceinline__ bool fw_wg_idle(const sm90_fp8w_params &p, int64_t row, int64_t end) {
+    if constexpr (GM == FW_CONTIGUOUS) return row >= p.m || __ldg(p.layout + row) < 0;
+    else return row >= end;
 }
 
 /* The weight scale of expert e's 128-row block nb in K-block kb (e = 0 when dense) */
@@ -778,7 +780,7 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                     int64_t nt;
                     const fw_masked_tile tr = fw_masked_place<BM>(walk, t, nt);
                     if (tid == 0) {
-                        const bool half = HFP4_FW_SKIP_IDLE_WG && fw_second_wg_idle<BM, GM>(p, tr.first, tr.end);
+                        const bool half = HFP4_FW_SKIP_IDLE_WG && fw_wg_idle<BM, GM>(p, tr.first + 64, tr.end);
                         for (int64_t kb = 0; kb < kblocks; kb++, it++)
                             fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it, FW_A_MAP(p, a_map, half), half,
                                                     &b_map, kb, tr.first, tr.e, nt, tr.e);
@@ -798,7 +800,7 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                 fw_tile(t, tiles_m, tiles_n, mt, nt);
                 const int32_t e = fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
                 if (GROUPED && e < 0) continue; /* (a padding tile: no stages) */
-                const bool half = HFP4_FW_SKIP_IDLE_WG && GROUPED && fw_second_wg_idle<BM, GM>(p, mt * BM, p.m);
+                const bool half = HFP4_FW_SKIP_IDLE_WG && GROUPED && fw_wg_idle<BM, GM>(p, mt * BM + 64, p.m);
                 for (int64_t kb = 0; kb < kblocks; kb++, it++)
                     fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it, FW_A_MAP(p, a_map, half), half, &b_map,
                                             kb, mt * BM, 0, nt, e);
@@ -838,9 +840,8 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
         if (!GROUPED || e >= 0) { /* (a padding tile takes no stages: its rows are written +0) */
             /* (HFP4_FW_SKIP_IDLE_WG: this warpgroup's 64 rows all padding, past m or past masked_m) */
             bool idle = false;
-            if constexpr (HFP4_FW_SKIP_IDLE_WG && GM == FW_CONTIGUOUS)
-                idle = mt * BM + 64 * wg >= p.m || __ldg(p.layout + mt * BM + 64 * wg) < 0;
-            if constexpr (HFP4_FW_SKIP_IDLE_WG && GM == FW_MASKED) idle = mk.first + 64 * wg >= mk.end;
+            if constexpr (HFP4_FW_SKIP_IDLE_WG && GROUPED)
+                idle = fw_wg_idle<BM, GM>(p, (GM == FW_MASKED ? mk.first : mt * BM) + 64 * wg, mk.end);
             if (idle) {
                 fw_skip_tile<BM, DTMA>(ad, stage, phase, (int32_t)kblocks);
             } else if constexpr (cfg::SUB == 2) {
