@@ -58,11 +58,34 @@ static int expert_case(bench_ctx *c, const bench_expert_case *ec, const bench_we
     return rc;
 }
 
+/* A section's random FP8 expert weights [E, N, K] and their FP32 128 x 128 block scales: made at the
+ * first FP8 case that runs, kept for the section's token counts, freed at its end */
+typedef struct fp8_experts {
+    void *w, *sf;
+} fp8_experts;
+
+static void fp8_experts_free(fp8_experts *fw) {
+    if (fw->w) (void)BENCH_CUDA(cudaFree(fw->w));
+    if (fw->sf) (void)BENCH_CUDA(cudaFree(fw->sf));
+    fw->w = fw->sf = NULL;
+}
+
+/* fw made for ec's experts if it is not yet: 0, or -1 (then nothing held) */
+static int fp8_experts_make(fp8_experts *fw, const bench_expert_case *ec) {
+    if (fw->w) return 0;
+    const int64_t n = ec->n, k = ec->k, kg = (k + 127) / 128, nb = (n + 127) / 128, G = ec->experts;
+    if (BENCH_CUDA(cudaMalloc(&fw->w, (size_t)G * n * k)) && BENCH_CUDA(cudaMalloc(&fw->sf, (size_t)G * nb * kg * 4)) &&
+        bench_fill_random(fw->w, (size_t)G * n * k, 1) == 0 && bench_fill_a_scales(fw->sf, (size_t)G * nb * kg) == 0)
+        return 0;
+    fp8_experts_free(fw);
+    return -1;
+}
+
 /* The routed rows with FP8 weights in layout g, masked or contiguous (the FP8 x FP8 kernel's grouped
  * forms): 0, or -1 when the case failed; skipped with a note where the library does not run it */
 static int expert_fp8_weights_case(bench_ctx *c, const bench_expert_case *ec, const bench_routing *r, hfp4_grouping g,
-                                   hfp4_d_padding d_padding, const char *base_name, double base_us) {
-    const int64_t n = ec->n, k = ec->k, kg = (k + 127) / 128, nb = (n + 127) / 128, G = ec->experts;
+                                   hfp4_d_padding d_padding, fp8_experts *fw, const char *base_name, double base_us) {
+    const int64_t n = ec->n, k = ec->k, kg = (k + 127) / 128, nb = (n + 127) / 128;
     const char *layout = g == HFP4_GROUPING_MASKED           ? "masked"
                          : d_padding == HFP4_D_PADDING_ANY ? "contiguous_padany"
                                                            : "contiguous";
@@ -97,13 +120,11 @@ static int expert_fp8_weights_case(bench_ctx *c, const bench_expert_case *ec, co
         bench_acts_free(&x);
         return 0;
     }
-    void *w = NULL, *sfw = NULL;
-    if (!BENCH_CUDA(cudaMalloc(&w, (size_t)G * n * k)) || !BENCH_CUDA(cudaMalloc(&sfw, (size_t)G * nb * kg * 4)) ||
-        bench_fill_random(w, (size_t)G * n * k, 1) != 0 || bench_fill_a_scales(sfw, (size_t)G * nb * kg) != 0) {
+    if (fp8_experts_make(fw, ec) != 0) {
         rc = -1;
     } else {
-        p.b.data = w;
-        p.b.scales.data = sfw;
+        p.b.data = fw->w;
+        p.b.scales.data = fw->sf;
         double us = 0;
         rc = bench_time_gemm(c, &p, label, &us);
         if (rc == 0) {
@@ -116,8 +137,6 @@ static int expert_fp8_weights_case(bench_ctx *c, const bench_expert_case *ec, co
             bench_print_row(c, &row);
         }
     }
-    if (w) cudaFree(w);
-    if (sfw) cudaFree(sfw);
     bench_acts_free(&x);
     return rc;
 }
@@ -126,6 +145,7 @@ void bench_experts(bench_ctx *c, const bench_expert_case *ec) {
     bench_weights w;
     int have_w = 0;
     memset(&w, 0, sizeof w);
+    fp8_experts fw = {NULL, NULL};
     for (int ti = 0; ti < ec->ntok; ti++) {
         const int64_t T = ec->tokens[ti];
         if (!bench_budget_ok(c, "%s T=%lld", ec->name, (long long)T)) continue;
@@ -164,12 +184,13 @@ void bench_experts(bench_ctx *c, const bench_expert_case *ec) {
         /* FP8 weights on the same rows: masked and contiguous (padding left alone) at decode, contiguous
          * at prefill */
         if (c->gran == 128 && T <= 256) {
-            if (expert_fp8_weights_case(c, ec, &r, HFP4_GROUPING_MASKED, zero, base_name, base_us) != 0) c->failed++;
-            if (expert_fp8_weights_case(c, ec, &r, HFP4_GROUPING_CONTIGUOUS, HFP4_D_PADDING_ANY, base_name, base_us) != 0)
+            if (expert_fp8_weights_case(c, ec, &r, HFP4_GROUPING_MASKED, zero, &fw, base_name, base_us) != 0) c->failed++;
+            if (expert_fp8_weights_case(c, ec, &r, HFP4_GROUPING_CONTIGUOUS, HFP4_D_PADDING_ANY, &fw, base_name,
+                                        base_us) != 0)
                 c->failed++;
         }
         if (c->gran == 128 && T >= 4096 &&
-            expert_fp8_weights_case(c, ec, &r, HFP4_GROUPING_CONTIGUOUS, zero, base_name, base_us) != 0)
+            expert_fp8_weights_case(c, ec, &r, HFP4_GROUPING_CONTIGUOUS, zero, &fw, base_name, base_us) != 0)
             c->failed++;
         /* the other activation-scale granularity on the same routing and weights (1x32 is what
          * transformers passes; 1x128 is DeepGEMM's SM90 recipe) */
@@ -181,4 +202,5 @@ void bench_experts(bench_ctx *c, const bench_expert_case *ec) {
         bench_routing_free(&r);
     }
     if (have_w) bench_free_weights(&w);
+    fp8_experts_free(&fw);
 }
