@@ -373,9 +373,9 @@ def _check_b_gran(gran_b):
 
 def _fp8_weights(name, B, SFB, k, gran_b, ndim=2, sf_name="sfb"):
     """hfp4_matrix of FP8 weights B [N, K] (ndim 2) or [G, N, K] (ndim 3), K-major, under block scales
-    SFB (DeepGEMM's fp8_gemm_nt / m_grouped_fp8_gemm_nt_contiguous / _masked on SM90: recipe
-    (1, 128, 128), its default). hfp4_gemm runs them where the library's FP8-weight path is on (include/hfp4.h) and answers
-    Unsupported otherwise, so the caller falls back."""
+    SFB (named sf_name in errors; DeepGEMM's fp8_gemm_nt / m_grouped_fp8_gemm_nt_contiguous / _masked
+    on SM90: recipe (1, 128, 128), its default). hfp4_gemm runs them where the library's FP8-weight
+    path is on (include/hfp4.h) and answers Unsupported otherwise, so the caller falls back."""
     gran = (128, 128) if gran_b is None else tuple(gran_b)
     if B.dim() != ndim:
         raise L.invalid_argument("%s must be %s (FP8 weights), got shape %s"
