@@ -341,8 +341,7 @@ HFP4_API hfp4_status hfp4_device_query(int device, hfp4_device_info *info);
  * scales (FP32, UE8M0 or UE8M0_PACKED, any strides), a.data 16-byte aligned and a.ld (and, masked,
  * a.stride_group) a multiple of 16 bytes, as the TMA loads need; B: FP4_E2M1_SM90 produced by a
  * repack, or FP8 e4m3 with (128,128) scales (dense, 1x128 activation scales, k a multiple of 128;
- * or in the contiguous grouping with segments aligned to a multiple of 128, or masked with
- * environment HFP4_SM90_FP8_WEIGHTS_MASKED=1 while new;
+ * or in the contiguous grouping with segments aligned to a multiple of 128, or masked;
  * HFP4_SM90_FP8_WEIGHTS=0 switches this path off); D: BF16 or FP32, optional C. The result matches
  * hfp4_ref_gemm within the bound of
  * docs/TESTING.md (FP8 tensor cores accumulate each 128-K chunk with ~13 bits, as DeepGEMM's do). Stream-ordered: allocates nothing, never synchronizes and never

@@ -925,8 +925,8 @@ def m_grouped_fp8_fp4_gemm_nt_masked(a, b, d, masked_m, expected_m, recipe=None,
     D [G, M, N]; only rows r < masked_m[g] (int32 [G], on the device) of group g are computed and
     written. expected_m is a scheduling hint. B may also be FP8 [G, N, K] under 128 x 128 block
     scales (DeepGEMM's m_grouped_fp8_gemm_nt_masked): the installed DeepGEMM's kernel where there is
-    one, else the library's FP8 x FP8 masked form (opt-in with HFP4_SM90_FP8_WEIGHTS_MASKED=1 while
-    new; Unsupported, NotImplementedError, where it cannot run it)."""
+    one, else the library's FP8 x FP8 masked form (Unsupported, NotImplementedError, where it cannot
+    run it)."""
     torch = _t()
     fp8_b = _is_fp8_weights(b)
     if fp8_b:  # (as the contiguous form: the installed DeepGEMM's FP8 kernel first)

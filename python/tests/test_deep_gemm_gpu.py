@@ -322,11 +322,9 @@ def test_fp8_weights_contiguous():
     assert (got[(ids_cpu < 0).numpy()] == 0).all()
 
 
-def test_fp8_weights_masked(monkeypatch):
+def test_fp8_weights_masked():
     # DeepGEMM's m_grouped_fp8_gemm_nt_masked on SM90 (FP8 weights [G, N, K], 128 x 128 block scales):
-    # the library's FP8 x FP8 masked form, opt-in while its compact tile walk is new (read once a
-    # process: this test is the only masked FP8 call here); rows from masked_m on keep what D held
-    monkeypatch.setenv("HFP4_SM90_FP8_WEIGHTS_MASKED", "1")
+    # the library's FP8 x FP8 masked form; rows from masked_m on keep what D held
     G, M, n, k = 4, 256, 384, 512
     masked_m = torch.tensor([200, 0, 64, 1], dtype=torch.int32, device=DEV)
     a, sfa = _acts(39, (G, M, k))

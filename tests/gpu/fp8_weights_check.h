@@ -174,6 +174,17 @@ static uint8_t *fw_run_on_device(const char *label, const hfp4_gemm_problem *p, 
     return out;
 }
 
+/* The FP8-weight kernel's comparison switches for the runs that follow (read at each call): dtma 1
+ * the TMA store of D where D allows (the default), 0 the register stores; skip 1 / 0 the grouped
+ * forms' kernel that skips idle warpgroups or the one that computes them all, -1 the launcher's
+ * choice (fw_skip_idle) */
+static inline void fw_set_modes(int dtma, int skip) {
+    if (dtma) unsetenv("HFP4_SM90_FP8_WEIGHTS_DTMA");
+    else setenv("HFP4_SM90_FP8_WEIGHTS_DTMA", "0", 1);
+    if (skip < 0) unsetenv("HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE");
+    else setenv("HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE", skip ? "1" : "0", 1);
+}
+
 /* The bound's sum_k |a_k b_k| for each element of the host reference problem p (FP8 A and B of
  * a_bytes and b_bytes, D d_elems elements: m x ld, or masked G x stride_group): the reference on the
  * operands with their sign bits cleared (the scales are positive), without C. A malloc'ed FP32 array

@@ -139,17 +139,19 @@ TEST(gpu_fp8_weights_contiguous) {
         {16, {128, 100, 1, 128, 64, 128, 127, 2, 128, 128, 90, 128, 128, 3, 128, 70}, -1, 256, HFP4_DTYPE_UE8M0, 0,
          1280, 256, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 1, 0, 0, 7},
     };
-    static const char *const dtma_env = "HFP4_SM90_FP8_WEIGHTS_DTMA";
-    for (int dtma = 1; dtma >= 0; dtma--) {
-        if (dtma) unsetenv(dtma_env);
-        else setenv(dtma_env, "0", 1);
+    /* each case with the TMA store and the register stores, each by the kernel that computes every
+     * warpgroup and by the one that skips idle ones (fw_skip_idle forced both ways) */
+    for (int mode = 0; mode < 4; mode++) {
+        const int dtma = mode % 2 == 0, skip = mode / 2;
+        fw_set_modes(dtma, skip);
         for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-            char label[80];
-            snprintf(label, sizeof label, "fp8 weights contiguous, %s stores, case %u", dtma ? "default" : "register", i);
+            char label[96];
+            snprintf(label, sizeof label, "fp8 weights contiguous, %s stores, %s, case %u",
+                     dtma ? "default" : "register", skip ? "idle skipped" : "all computed", i);
             fg_run(&cases[i], label);
         }
     }
-    unsetenv(dtma_env);
+    fw_set_modes(1, -1);
 }
 
 /* A 256 x 256 x 256 problem of two experts with FP8 weights on static host buffers (hfp4_gemm_supported
@@ -198,7 +200,6 @@ static hfp4_gemm_problem fw_small_grouped_problem(hfp4_grouping g) {
 TEST(gpu_fp8_weights_grouped_rejections) {
     if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     setenv("HFP4_SM90_FP8_WEIGHTS", "1", 1);
-    setenv("HFP4_SM90_FP8_WEIGHTS_MASKED", "1", 1);
     hfp4_gemm_problem p = fw_small_grouped_problem(HFP4_GROUPING_CONTIGUOUS);
     CHECK_STATUS(hfp4_gemm_supported(&p), HFP4_OK);
     p.m_alignment = 64; /* segments the 128-row tiles cannot follow */
@@ -293,9 +294,6 @@ static void fm_run(const fm_case *c, const char *label) {
     p.d.ld = ldd;
     p.d.stride_group = dm * ldd;
     p.d.c = cv;
-    /* device run (the masked form: opt-in until these tests pass with its compact tile walk; each
-     * test runs in a process of its own under --fork, and the switch is read once) */
-    setenv("HFP4_SM90_FP8_WEIGHTS_MASKED", "1", 1);
     const fw_sizes z = {(size_t)a_rows * k, (size_t)G * n * k, (size_t)sa_units * sa_esz, (size_t)G * nb * kg * sb_esz,
                         (size_t)d_rows * ldd * esz, (size_t)G};
     char what[160];
@@ -346,16 +344,16 @@ TEST(gpu_fp8_weights_masked) {
     fm_case none = many;
     memset(none.masked, 0, sizeof none.masked);
     none.salt = 7;
-    static const char *const dtma_env = "HFP4_SM90_FP8_WEIGHTS_DTMA";
-    for (int dtma = 1; dtma >= 0; dtma--) {
-        if (dtma) unsetenv(dtma_env);
-        else setenv(dtma_env, "0", 1);
+    for (int mode = 0; mode < 4; mode++) { /* (as the contiguous test's modes) */
+        const int dtma = mode % 2 == 0, skip = mode / 2;
+        fw_set_modes(dtma, skip);
         const unsigned count = sizeof cases / sizeof cases[0];
         for (unsigned i = 0; i < count + 2; i++) {
-            char label[80];
-            snprintf(label, sizeof label, "fp8 weights masked, %s stores, case %u", dtma ? "default" : "register", i);
+            char label[96];
+            snprintf(label, sizeof label, "fp8 weights masked, %s stores, %s, case %u", dtma ? "default" : "register",
+                     skip ? "idle skipped" : "all computed", i);
             fm_run(i < count ? &cases[i] : i == count ? &many : &none, label);
         }
     }
-    unsetenv(dtma_env);
+    fw_set_modes(1, -1);
 }

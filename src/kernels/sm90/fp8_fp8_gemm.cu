@@ -87,15 +87,14 @@ static_assert(FW_SCALE_WARPS >= 1 && FW_SCALE_WARPS <= 3, "1 to 3 factor warps (
 #define FW_DIAG_NO_STORES(p) false
 #endif
 
-/* HFP4_FW_SKIP_IDLE_WG=1 (an A/B build, default 0: not yet run): in the grouped forms a consumer
+/* The grouped forms' SKIP kernels (the template's SKIP; fw_skip_idle picks them): a consumer
  * warpgroup whose 64 rows of the tile are all padding (contiguous: its first row's layout entry is
- * -1, or past m) or past masked_m issues no wgmmas for the tile, only steps through its stages, so
- * the other warpgroup has the tensor pipe to itself. Why: DeepGEMM's layout pads each expert to 128
- * rows, and at V4-Flash T = 16384 ~1 / 0.857 of the rows computed are useful; with 64-row steps
- * 1 / 0.923 (bench/RESULTS.md v45). */
-#ifndef HFP4_FW_SKIP_IDLE_WG
-#define HFP4_FW_SKIP_IDLE_WG 0
-#endif
+ * -1, or past m) or past masked_m issues no wgmmas for the tile, only steps through its stages, and
+ * the producer loads such a tile's A 64 rows only (a second tensor map, a_map64). At decode, where a
+ * live tile holds a few rows, that is half of A's bytes and tensor work a tile: V4-Flash FP8 masked
+ * w13 T = 8 +38 %, contiguous with D's padding left alone +12 % (bench/RESULTS.md v46). At prefill
+ * the same kernel lost (w13 T = 16384 -7 %, T = 4096 -3 %; w2 level / +3 %), so it is a second
+ * instantiation chosen by the problem's shape, not the only one. */
 #ifndef HFP4_FW_OVERLAP
 #define HFP4_FW_OVERLAP 1
 #endif
@@ -168,20 +167,11 @@ typedef struct sm90_fp8w_params {
     int32_t groups;               /* MASKED: G (the live tiles: fw_masked_walk_to) */
     int64_t a_scale_stride_group; /* MASKED: a_scales' units between groups */
     int64_t d_stride_group;       /* MASKED: D's (and C's) elements between groups */
-#if HFP4_FW_SKIP_IDLE_WG
-    CUtensorMap a_map64;          /* (grouped forms) A's map with a 64-row box: a tile whose second
+    CUtensorMap a_map64;          /* (SKIP kernels) A's map with a 64-row box: a tile whose second
                                      warpgroup is idle loads only its first 64 rows */
-#endif
 } sm90_fp8w_params;
 
-/* A's map for a tile: the 64-row one where the tile's second warpgroup is idle (half) */
-#if HFP4_FW_SKIP_IDLE_WG
-#define FW_A_MAP(p, a_map, half) ((half) ? &(p).a_map64 : &(a_map))
-#else
-#define FW_A_MAP(p, a_map, half) (&(a_map))
-#endif
-
-/* HFP4_FW_SKIP_IDLE_WG, grouped forms: whether the 64 rows from `row` (a consumer warpgroup's in its
+/* SKIP kernels, grouped forms: whether the 64 rows from `row` (a consumer warpgroup's in its
  * tile) hold none to compute: past m or padding (contiguous: a warpgroup's rows are padding when its
  * first is), or past masked_m (masked: end). The consumers skip such a warpgroup's wgmmas; the
  * producer, where it is the tile's second (row = first + 64), loads A's first 64 rows only (the rest
@@ -505,7 +495,7 @@ static __device__ __forceinline__ void fw_block(float *acc, const fw_consumer_ad
     fw_block_finish<BM, DTMA>(acc, ad, su, s, phase, f0, f1);
 }
 
-/* A tile's K-blocks for a warpgroup with no rows in it (HFP4_FW_SKIP_IDLE_WG): each stage waited for
+/* A tile's K-blocks for a warpgroup with no rows in it (SKIP kernels): each stage waited for
  * (so that its arrival counts for this round of the stage, not a later one) and released, (s, phase)
  * stepped as fw_block_finish steps them */
 template <int BM, bool DTMA>
@@ -707,7 +697,7 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
 
 
 /* The producer thread's copies of the CTA's it-th stage: the wait for the stage to be free, then A's
- * rows a_row.. of group a_z (through a_map: half, a 64-row box, HFP4_FW_SKIP_IDLE_WG) and the weight
+ * rows a_row.. of group a_z (through a_map: half, a 64-row box, SKIP kernels) and the weight
  * tile nt of expert e, K-block kb, onto the stage's full barrier (whole boxes, zeros included) */
 template <int BM, bool DTMA>
 static __device__ __forceinline__ void fw_load_stage(uint8_t *a_tiles, uint8_t *b_tiles, uint64_t *full, uint64_t *empty,
@@ -722,7 +712,7 @@ static __device__ __forceinline__ void fw_load_stage(uint8_t *a_tiles, uint8_t *
     tma_load_3d(b_tiles + s * FW_B_BYTES, b_map, &full[s], (int32_t)(kb * FW_TILE), (int32_t)(nt * FW_TILE), e);
 }
 
-template <int BM, bool DTMA, int GM>
+template <int BM, bool DTMA, int GM, bool SKIP>
 __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     hfp4_sm90_fp8_weights_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
                                  const __grid_constant__ CUtensorMap d_map, const __grid_constant__ sm90_fp8w_params p) {
@@ -730,6 +720,7 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     typedef fw_cfg<BM, DTMA> cfg;
     constexpr bool GROUPED = GM != FW_DENSE;
     static_assert(!GROUPED || BM == 128, "the grouped forms: 128-row tiles, one expert's segment each");
+    static_assert(!SKIP || GROUPED, "idle warpgroups: the grouped forms' padding and rows past masked_m");
     constexpr int STAGES = cfg::STAGES;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -769,9 +760,7 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                 if (tid == 0) {
                     tma_prefetch_descriptor(&a_map);
                     tma_prefetch_descriptor(&b_map);
-#if HFP4_FW_SKIP_IDLE_WG
-                    tma_prefetch_descriptor(&p.a_map64);
-#endif
+                    if (SKIP) tma_prefetch_descriptor(&p.a_map64);
                 }
                 uint32_t it = 0;
                 fw_masked_walk walk = fw_masked_walk_start();
@@ -780,9 +769,9 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
                     int64_t nt;
                     const fw_masked_tile tr = fw_masked_place<BM>(walk, t, nt);
                     if (tid == 0) {
-                        const bool half = HFP4_FW_SKIP_IDLE_WG && fw_wg_idle<BM, GM>(p, tr.first + 64, tr.end);
+                        const bool half = SKIP && fw_wg_idle<BM, GM>(p, tr.first + 64, tr.end);
                         for (int64_t kb = 0; kb < kblocks; kb++, it++)
-                            fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it, FW_A_MAP(p, a_map, half), half,
+                            fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it, half ? &p.a_map64 : &a_map, half,
                                                     &b_map, kb, tr.first, tr.e, nt, tr.e);
                     }
                     __syncwarp();
@@ -791,18 +780,16 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
         } else if (tid == 0) {
             tma_prefetch_descriptor(&a_map);
             tma_prefetch_descriptor(&b_map);
-#if HFP4_FW_SKIP_IDLE_WG
-            if (GROUPED) tma_prefetch_descriptor(&p.a_map64);
-#endif
+            if (SKIP) tma_prefetch_descriptor(&p.a_map64);
             uint32_t it = 0;
             for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
                 int64_t mt, nt;
                 fw_tile(t, tiles_m, tiles_n, mt, nt);
                 const int32_t e = fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
                 if (GROUPED && e < 0) continue; /* (a padding tile: no stages) */
-                const bool half = HFP4_FW_SKIP_IDLE_WG && GROUPED && fw_wg_idle<BM, GM>(p, mt * BM + 64, p.m);
+                const bool half = SKIP && fw_wg_idle<BM, GM>(p, mt * BM + 64, p.m);
                 for (int64_t kb = 0; kb < kblocks; kb++, it++)
-                    fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it, FW_A_MAP(p, a_map, half), half, &b_map,
+                    fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it, half ? &p.a_map64 : &a_map, half, &b_map,
                                             kb, mt * BM, 0, nt, e);
             }
         }
@@ -838,9 +825,9 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 64 * cfg::SUB; i++) fin[i] = 0.0f;
         if (!GROUPED || e >= 0) { /* (a padding tile takes no stages: its rows are written +0) */
-            /* (HFP4_FW_SKIP_IDLE_WG: this warpgroup's 64 rows all padding, past m or past masked_m) */
+            /* (SKIP: this warpgroup's 64 rows all padding, past m or past masked_m) */
             bool idle = false;
-            if constexpr (HFP4_FW_SKIP_IDLE_WG && GROUPED)
+            if constexpr (SKIP)
                 idle = fw_wg_idle<BM, GM>(p, (GM == FW_MASKED ? mk.first : mt * BM) + 64 * wg, mk.end);
             if (idle) {
                 fw_skip_tile<BM, DTMA>(ad, stage, phase, (int32_t)kblocks);
@@ -912,8 +899,9 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
 
 /* The launch of the BM-row tile's kernel (the caller checked its shared memory against the device);
  * DTMA: D through shared memory to TMA stores (BF16 D, no C, ld and D 16-byte multiples, checked by
- * the caller), or, where the driver rejects D's map, the same tile storing from the registers */
-template <int BM, bool DTMA, int GM = FW_DENSE>
+ * the caller), or, where the driver rejects D's map, the same tile storing from the registers;
+ * SKIP: the grouped forms' kernel that skips idle warpgroups (fw_skip_idle) */
+template <int BM, bool DTMA, int GM = FW_DENSE, bool SKIP = false>
 static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const hfp4_current_device *dev,
                              const sm90_fp8w_params *k, cudaStream_t stream) {
     typedef fw_cfg<BM, DTMA> cfg;
@@ -928,14 +916,11 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
     const int64_t b_dims[3] = {p->k, p->n, GROUPED ? p->num_groups : 1},
                   b_strides[2] = {p->b.ld, GROUPED && p->num_groups > 1 ? p->b.stride_group : p->b.ld * p->n};
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &a_map, p->a.data, a_dims, a_strides, a_box));
-#if HFP4_FW_SKIP_IDLE_WG
-    sm90_fp8w_params k64 = *k; /* (the grouped forms' 64-row box of A) */
-    if (GROUPED) {
+    sm90_fp8w_params k64 = *k; /* (SKIP: with A's 64-row box) */
+    if (SKIP) {
         const uint32_t a_box64[3] = {FW_TILE, 64, 1};
         HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &k64.a_map64, p->a.data, a_dims, a_strides, a_box64));
     }
-    k = &k64;
-#endif
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &b_map, p->b.data, b_dims, b_strides, b_box));
     d_map = a_map; /* (unused without the TMA store) */
     if (DTMA) {
@@ -946,10 +931,10 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
         const uint32_t d_box[3] = {64, 64, 1};
         if (hfp4__make_tensor_map_bf16_3d(fn, "D", &d_map, p->d.data, d_dims, d_strides, d_box) != HFP4_OK) {
             hfp4_clear_error(); /* (the call succeeds: no stale message) */
-            return fw_launch<BM, false, GM>(fn, p, dev, k, stream);
+            return fw_launch<BM, false, GM, SKIP>(fn, p, dev, k, stream);
         }
     }
-    auto kernel = hfp4_sm90_fp8_weights_kernel<BM, DTMA, GM>;
+    auto kernel = hfp4_sm90_fp8_weights_kernel<BM, DTMA, GM, SKIP>;
     HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::SMEM));
     static int built_regs = 0; /* (per instantiation) */
     HFP4_TRY(hfp4__require_kernel_regs(fn, "fp8-weights kernel", (const void *)kernel, &built_regs, cfg::WGS + 1,
@@ -957,7 +942,7 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
                                                : cfg::PRODUCER_REGS + cfg::WGS * cfg::CONSUMER_REGS));
     const int64_t tiles = ((p->m + BM - 1) / BM) * groups * ((p->n + FW_TILE - 1) / FW_TILE);
     const int grid = (int)(tiles < dev->num_sms ? tiles : dev->num_sms);
-    kernel<<<grid, cfg::THREADS, cfg::SMEM, stream>>>(a_map, b_map, d_map, *k);
+    kernel<<<grid, cfg::THREADS, cfg::SMEM, stream>>>(a_map, b_map, d_map, k64);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;
 }
@@ -984,6 +969,19 @@ static int fw_pick_tile(int64_t m, int64_t n, int sms) {
     return waves192 * 192 * 100 < waves128 * 128 * 103 ? 192 : 128;
 }
 
+/* Whether a grouped problem takes the SKIP kernel (idle warpgroups skipped, A's idle half not
+ * loaded): where its tiles are mostly single tiles of a few rows, i.e. decode. Contiguous: at most
+ * 128 rows of A an expert on average (one tile each); masked: expected_m (else m) at most 128. The
+ * measured sides (bench/RESULTS.md v46, V4-Flash FP8): T = 8 gains 12-38 %, T = 4096 (~125 rows an
+ * expert after padding) moves -3...+3 %, T = 16384 (~450) loses 7 % on w13. Environment
+ * HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE=0 or 1 forces it (a comparison switch, read at each call). */
+static int fw_skip_idle(const hfp4_gemm_problem *p) {
+    const char *env = getenv("HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE");
+    if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
+    if (p->grouping == HFP4_GROUPING_MASKED) return (p->expected_m > 0 ? p->expected_m : p->m) <= 128;
+    return p->m <= 128 * (int64_t)p->num_groups;
+}
+
 hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem *p, cudaStream_t stream, int launch) {
     HFP4_TRY(hfp4_check_problem(p, 1));
     static int switch_cache = -1;
@@ -991,19 +989,12 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
                  "%s: b.dtype = fp8_e4m3: the SM90 kernel for FP8 weights is switched off by the environment "
                  "(HFP4_SM90_FP8_WEIGHTS=0); use FP4 weights or another backend",
                  fn);
-    /* dense, m-grouped contiguous (expert ids; bench/RESULTS.md v45) or masked. The masked form's
-     * compact tile walk (fw_masked_walk_to) is built but not yet run on a GPU (its first form, which
-     * stepped over dead tiles, passed there: v45), so it is behind HFP4_SM90_FP8_WEIGHTS_MASKED=1
-     * until gpu_fp8_weights_masked passes with it */
-    static int masked_cache = -1;
-    const int contiguous = p->grouping == HFP4_GROUPING_CONTIGUOUS,
-              masked = p->grouping == HFP4_GROUPING_MASKED &&
-                       hfp4__env_switch("HFP4_SM90_FP8_WEIGHTS_MASKED", 0, &masked_cache);
+    /* dense, m-grouped contiguous (expert ids) or masked (bench/RESULTS.md v45, v46) */
+    const int contiguous = p->grouping == HFP4_GROUPING_CONTIGUOUS, masked = p->grouping == HFP4_GROUPING_MASKED;
     const int grouped = contiguous || masked;
     HFP4_REQUIRE(p->grouping == HFP4_GROUPING_NONE || grouped,
-                 "%s: fp8 weights: grouping %d has no kernel yet (dense and contiguous have; masked opt-in "
-                 "with HFP4_SM90_FP8_WEIGHTS_MASKED=1 while untested)",
-                 fn, (int)p->grouping);
+                 "%s: fp8 weights: grouping %d has no kernel (dense, contiguous and masked have)", fn,
+                 (int)p->grouping);
     if (contiguous)
         HFP4_REQUIRE(p->m_alignment == 0 || p->m_alignment % 128 == 0,
                      "%s: fp8 weights, contiguous: m_alignment = %d; the kernel's 128-row tiles need segments "
@@ -1094,9 +1085,16 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
         k.groups = p->num_groups;
         k.a_scale_stride_group = p->a.scales.stride_group;
         k.d_stride_group = p->d.stride_group;
+        const int skip = fw_skip_idle(p);
+        if (masked && skip)
+            return dtma ? fw_launch<128, true, FW_MASKED, true>(fn, p, &dev, &k, stream)
+                        : fw_launch<128, false, FW_MASKED, true>(fn, p, &dev, &k, stream);
         if (masked)
             return dtma ? fw_launch<128, true, FW_MASKED>(fn, p, &dev, &k, stream)
                         : fw_launch<128, false, FW_MASKED>(fn, p, &dev, &k, stream);
+        if (skip)
+            return dtma ? fw_launch<128, true, FW_CONTIGUOUS, true>(fn, p, &dev, &k, stream)
+                        : fw_launch<128, false, FW_CONTIGUOUS, true>(fn, p, &dev, &k, stream);
         return dtma ? fw_launch<128, true, FW_CONTIGUOUS>(fn, p, &dev, &k, stream)
                     : fw_launch<128, false, FW_CONTIGUOUS>(fn, p, &dev, &k, stream);
     }
