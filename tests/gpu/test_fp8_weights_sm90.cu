@@ -139,13 +139,15 @@ TEST(gpu_fp8_weights_dense) {
         {2000, 1408, 768, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 19, 1},
     };
     /* every token tile forced (HFP4_SM90_FP8_WEIGHTS_TILE: 128, 192, 256: the opt-in tile of two
-     * 64-row sub-blocks a warpgroup), then the launcher's choice (192 for the cases with many token
-     * tiles); each with D's TMA store where D allows it (the default) and with the register stores
+     * 64-row sub-blocks a warpgroup; the few-row kernel off, so the tile kernel also meets m = 1),
+     * then the launcher's choice (192 for the cases with many token tiles, the few-row kernel for m =
+     * 1); each with D's TMA store where D allows it (the default) and with the register stores
      * (HFP4_SM90_FP8_WEIGHTS_DTMA=0); the caller's settings are restored after */
-    static const char *const names[2] = {"HFP4_SM90_FP8_WEIGHTS_TILE", "HFP4_SM90_FP8_WEIGHTS_DTMA"};
-    char saved[2][16] = {"", ""};
-    int had[2];
-    for (int e = 0; e < 2; e++) {
+    static const char *const names[3] = {"HFP4_SM90_FP8_WEIGHTS_TILE", "HFP4_SM90_FP8_WEIGHTS_DTMA",
+                                         "HFP4_SM90_FP8_GEMV"};
+    char saved[3][16] = {"", "", ""};
+    int had[3];
+    for (int e = 0; e < 3; e++) {
         const char *v = getenv(names[e]);
         had[e] = v != NULL;
         if (v) snprintf(saved[e], sizeof saved[e], "%s", v);
@@ -154,6 +156,8 @@ TEST(gpu_fp8_weights_dense) {
     for (unsigned t = 0; t < 4; t++) {
         if (t < 3) setenv(names[0], tiles[t], 1);
         else unsetenv(names[0]);
+        if (t < 3) setenv(names[2], "0", 1);
+        else unsetenv(names[2]);
         for (int dtma = 1; dtma >= 0; dtma--) {
             if (dtma) unsetenv(names[1]);
             else setenv(names[1], "0", 1);
@@ -165,9 +169,43 @@ TEST(gpu_fp8_weights_dense) {
             }
         }
     }
-    for (int e = 0; e < 2; e++) {
+    for (int e = 0; e < 3; e++) {
         if (had[e]) setenv(names[e], saved[e], 1);
         else unsetenv(names[e]);
+    }
+}
+
+/* The few-row kernel (fp8_fp8_gemv.cu: m <= 32, dense): its CTAs of 16 weight rows with K split
+ * among 8 warps, its token sets of 8, every scale form, n tails inside a CTA's 16 rows */
+TEST(gpu_fp8_weights_gemv) {
+    if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
+    static const fw_case cases[] = {
+        /* one token, V4's 4096 x 2048: 16 K-blocks, two a warp */
+        {1, 4096, 2048, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 21, 0},
+        /* n = 200 (the last CTA half full), 9 K-blocks (one warp with two), UE8M0 both sides, FP32 D
+         * with C and an odd ld */
+        {3, 200, 1152, HFP4_DTYPE_UE8M0, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 1, 3, 22, 0},
+        /* 3 K-blocks (five warps without any), packed activation scales, BF16 D with C, n = 389 */
+        {8, 389, 384, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 1, 8, 23, 0},
+        /* two token sets, the second with one token; MN-major scales */
+        {9, 640, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 24, 1},
+        /* K = 7168 (56 blocks, 7 a warp), FP32 D, ld n + 1 */
+        {16, 1000, 7168, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 0, 1, 25, 0},
+        /* 17 tokens (the kernel's four sets, the last two partly and wholly empty), one K-block,
+         * UE8M0 activation scales MN-major, C */
+        {17, 128, 128, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 1, 0, 26, 1},
+        /* the largest m, V4's 7168 x 2048 */
+        {32, 7168, 2048, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 27, 0},
+        /* packed words MN-major, 5 K-blocks (K-groups not a multiple of 4), n = 136, FP32 D with C */
+        {31, 136, 640, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 1, 0, 28, 1},
+        /* a wide GEMV: 32768 x 1024 (2048 CTAs, one K-block a warp) */
+        {1, 32768, 1024, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 29, 0},
+    };
+    unsetenv("HFP4_SM90_FP8_GEMV");
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char label[80];
+        snprintf(label, sizeof label, "fp8 weights, few rows, case %u", i);
+        fw_run(&cases[i], label);
     }
 }
 

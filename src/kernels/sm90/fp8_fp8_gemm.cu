@@ -25,6 +25,7 @@
  */
 #include "../../runtime/cuda_runtime.h"
 #include "fp8_fp8_gemm.h"
+#include "fp8_fp8_gemv.h"
 #include "ptx.cuh"
 #include "scales.cuh"
 #include "wgmma_fp8_ss.cuh"
@@ -1058,6 +1059,12 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     HFP4_REQUIRE(smem <= dev.max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
                  "device has %d", fn, smem, dev.max_smem_optin);
     if (!launch) return HFP4_OK;
+    /* a few token rows, dense: the kernel that splits K inside a CTA of 16 weight rows
+     * (fp8_fp8_gemv.cu; bench/RESULTS.md v46); HFP4_SM90_FP8_GEMV=0 keeps the tile kernel (a
+     * comparison switch, read at each call) */
+    const char *gemv_env = getenv("HFP4_SM90_FP8_GEMV");
+    if (!grouped && p->m <= HFP4_FP8_GEMV_MAX_M && !(gemv_env && !strcmp(gemv_env, "0")))
+        return hfp4__sm90_fp8_gemv(fn, p, stream);
 
     sm90_fp8w_params k;
     memset(&k, 0, sizeof k);

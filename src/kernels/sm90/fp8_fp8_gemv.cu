@@ -1,0 +1,226 @@
+/*
+ * fp8_fp8_gemv.cu - FP8 x FP8 for a few token rows (fp8_fp8_gemv.h): V4's dense FP8 layers at decode.
+ *
+ * Why a second kernel: the tile kernel (fp8_fp8_gemm.cu) gives a CTA a 128-row tile of weights, so a
+ * decode-sized call runs n / 128 CTAs (32 at n = 4096, 56 at n = 7168) on 132 SMs and streams its
+ * weights at a fraction of the HBM rate: 1 x 7168 x 2048 took 13.2 us where its 14.7 MB need 3.5 at
+ * the copy rate, level with cuBLASLt FP8 and behind cuBLAS BF16 on twice the bytes (10.7 us;
+ * bench/RESULTS.md v43). Here a CTA of 8 warps takes 16 weight rows and splits their K among its
+ * warps, so n = 4096 gives 256 CTAs and 2048 warps, each with two K-blocks of loads in flight.
+ *
+ * A warp's unit is a 128-K block of its 16 rows: each lane loads 2 x 16 bytes of each of its two
+ * rows (g and g + 8, g = lane / 4) straight from global memory into registers, and 2 x 16 bytes of
+ * its token's activations (token g of each set of 8), then runs four mma.sync m16n8k32 e4m3 (weights
+ * as the 16-row operand, tokens as the 8 columns). The mma's K order inside a block is not memory's:
+ * lane t of a row holds bytes 16 t .. 16 t + 15 and 64 + 16 t .. of the block, and step (h, s) takes
+ * words 2s and 2s + 1 of half h as the fragment's columns 4t.. and 16 + 4t..; the activations'
+ * fragments are loaded the same way, so each product pairs the same K, and the 16 steps of the lanes
+ * cover the block's 128 K once. So every load is 16 contiguous bytes (a row's 64 bytes per four
+ * lanes), and no shared memory is needed until the end.
+ *
+ * Numerics are the tile kernel's: a block's 128 products accumulate in the tensor core (FP32
+ * accumulator, fresh for each block), then one FFMA per sum promotes it with the token's activation
+ * scale times the block's weight scale; at the end the warps' partial sums are added in shared
+ * memory (warp 0 first, then 1 .. 7) and warp 0 stores D (+ C).
+ */
+#include "../../runtime/cuda_runtime.h"
+#include "fp8_fp8_gemv.h"
+#include "scales.cuh"
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#define FV_WARPS 8 /* warps a CTA: they split the K-blocks of its rows */
+#define FV_ROWS 16 /* weight rows a CTA: the mma's 16 */
+
+typedef struct fv_params {
+    const uint8_t *a, *b;
+    int64_t lda, ldb; /* bytes */
+    const void *a_scales, *b_scales;
+    int64_t a_stride_mn, a_stride_k; /* units of a_dtype's element (packed UE8M0: words) */
+    int64_t b_stride_mn, b_stride_k;
+    int32_t a_dtype, b_dtype;
+    void *d;
+    const void *c; /* NULL, or C with D's dtype and ld */
+    int64_t ldd;   /* elements */
+    int32_t d_fp32;
+    int32_t m, n, kblocks;
+} fv_params;
+
+/* 16 bytes of data read once, not kept in L1 (the weights) */
+static __device__ __forceinline__ uint4 fv_load_stream(const uint8_t *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+static __device__ __forceinline__ void fv_mma(float *acc, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                              uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* The activation scale of token row `row`, K-block kb (FP32, UE8M0 bytes, or UE8M0 packed 4 a word) */
+static __device__ __forceinline__ float fv_a_scale(const fv_params &p, int64_t row, int64_t kb) {
+    if (p.a_dtype == HFP4_DTYPE_FP32)
+        return __ldg((const float *)p.a_scales + row * p.a_stride_mn + kb * p.a_stride_k);
+    if (p.a_dtype == HFP4_DTYPE_UE8M0)
+        return ue8m0_to_float(__ldg((const uint8_t *)p.a_scales + row * p.a_stride_mn + kb * p.a_stride_k));
+    const uint32_t w = __ldg((const uint32_t *)p.a_scales + row * p.a_stride_mn + (kb >> 2) * p.a_stride_k);
+    return ue8m0_to_float((w >> (8 * (kb & 3))) & 255u);
+}
+
+static __device__ __forceinline__ float fv_b_scale(const fv_params &p, int64_t nb, int64_t kb) {
+    const int64_t i = nb * p.b_stride_mn + kb * p.b_stride_k;
+    return p.b_dtype == HFP4_DTYPE_FP32 ? __ldg((const float *)p.b_scales + i)
+                                        : ue8m0_to_float(__ldg((const uint8_t *)p.b_scales + i));
+}
+
+/* One K-block's operands in a lane's registers: its two rows' 32 bytes each, its token's 32 bytes in
+ * each set of 8 tokens (zeros past n or m) */
+template <int NT>
+struct fv_block {
+    uint4 w[2][2]; /* [row g, g + 8][half] */
+    uint4 x[NT][2];
+};
+
+template <int NT>
+static __device__ __forceinline__ void fv_load_block(fv_block<NT> &o, const fv_params &p, const uint8_t *w_row0,
+                                                     const uint8_t *w_row1, bool live0, bool live1, int g, int t,
+                                                     int64_t kb) {
+    const int64_t k0 = kb * 128 + 16 * t;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        o.w[0][h] = live0 ? fv_load_stream(w_row0 + k0 + 64 * h) : make_uint4(0, 0, 0, 0);
+        o.w[1][h] = live1 ? fv_load_stream(w_row1 + k0 + 64 * h) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int s = 0; s < NT; s++) {
+        const int token = 8 * s + g;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            o.x[s][h] = token < p.m ? __ldg((const uint4 *)(p.a + token * p.lda + k0 + 64 * h)) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+/* The block's products into sum (fresh: the tensor core's accumulation stays within a block), then
+ * promoted into total with each token's activation scale times the block's weight scale bs */
+template <int NT>
+static __device__ __forceinline__ void fv_compute_block(float (*total)[4], const fv_block<NT> &o, const fv_params &p,
+                                                        int t, int64_t kb, float bs) {
+#pragma unroll
+    for (int s = 0; s < NT; s++) {
+        float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            fv_mma(sum, o.w[0][h].x, o.w[1][h].x, o.w[0][h].y, o.w[1][h].y, o.x[s][h].x, o.x[s][h].y);
+            fv_mma(sum, o.w[0][h].z, o.w[1][h].z, o.w[0][h].w, o.w[1][h].w, o.x[s][h].z, o.x[s][h].w);
+        }
+        /* sums: [0] row g token 8s + 2t, [1] row g token + 1, [2], [3] row g + 8 */
+        const int tok = 8 * s + 2 * t;
+        const float f0 = tok < p.m ? fv_a_scale(p, tok, kb) * bs : 0.0f;
+        const float f1 = tok + 1 < p.m ? fv_a_scale(p, tok + 1, kb) * bs : 0.0f;
+        total[s][0] = fmaf(sum[0], f0, total[s][0]);
+        total[s][1] = fmaf(sum[1], f1, total[s][1]);
+        total[s][2] = fmaf(sum[2], f0, total[s][2]);
+        total[s][3] = fmaf(sum[3], f1, total[s][3]);
+    }
+}
+
+static __device__ __forceinline__ void fv_store(const fv_params &p, int64_t token, int64_t col, float v) {
+    if (token >= p.m || col >= p.n) return;
+    const int64_t i = token * p.ldd + col;
+    if (p.d_fp32) {
+        if (p.c) v += ((const float *)p.c)[i];
+        ((float *)p.d)[i] = v;
+    } else {
+        if (p.c) v += __bfloat162float(((const __nv_bfloat16 *)p.c)[i]);
+        ((__nv_bfloat16 *)p.d)[i] = __float2bfloat16_rn(v);
+    }
+}
+
+/* NT sets of 8 token rows (m <= 8 NT); CTA blockIdx.x: weight rows 16 blockIdx.x .. + 15 */
+template <int NT>
+__global__ void __launch_bounds__(FV_WARPS * 32) hfp4_sm90_fp8_gemv_kernel(const __grid_constant__ fv_params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    __shared__ float4 partial[FV_WARPS - 1][NT][32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int64_t row0 = (int64_t)blockIdx.x * FV_ROWS;
+    const bool live0 = row0 + g < p.n, live1 = row0 + g + 8 < p.n;
+    const uint8_t *w_row0 = p.b + (row0 + g) * p.ldb, *w_row1 = p.b + (row0 + g + 8) * p.ldb;
+    /* the warp's K-blocks [kb0, kb1): the CTA's split as evenly as whole blocks allow */
+    const int64_t kb0 = (int64_t)warp * p.kblocks / FV_WARPS, kb1 = (int64_t)(warp + 1) * p.kblocks / FV_WARPS;
+    const int64_t nb = row0 / 128; /* (16 divides 128: the CTA's rows share their weight-scale row) */
+    float total[NT][4];
+#pragma unroll
+    for (int s = 0; s < NT; s++) total[s][0] = total[s][1] = total[s][2] = total[s][3] = 0.0f;
+    if (kb0 < kb1) {
+        /* two blocks in flight: the next block's loads go out before this one's products */
+        fv_block<NT> cur, next;
+        fv_load_block<NT>(next, p, w_row0, w_row1, live0, live1, g, t, kb0);
+        for (int64_t kb = kb0; kb < kb1; kb++) {
+            cur = next;
+            if (kb + 1 < kb1) fv_load_block<NT>(next, p, w_row0, w_row1, live0, live1, g, t, kb + 1);
+            fv_compute_block<NT>(total, cur, p, t, kb, fv_b_scale(p, nb, kb));
+        }
+    }
+    if (warp > 0) {
+#pragma unroll
+        for (int s = 0; s < NT; s++)
+            partial[warp - 1][s][lane] = make_float4(total[s][0], total[s][1], total[s][2], total[s][3]);
+    }
+    __syncthreads();
+    if (warp != 0) return;
+#pragma unroll
+    for (int s = 0; s < NT; s++) {
+        for (int w = 0; w < FV_WARPS - 1; w++) {
+            const float4 q = partial[w][s][lane];
+            total[s][0] += q.x;
+            total[s][1] += q.y;
+            total[s][2] += q.z;
+            total[s][3] += q.w;
+        }
+        const int64_t tok = 8 * s + 2 * t;
+        fv_store(p, tok, row0 + g, total[s][0]);
+        fv_store(p, tok + 1, row0 + g, total[s][1]);
+        fv_store(p, tok, row0 + g + 8, total[s][2]);
+        fv_store(p, tok + 1, row0 + g + 8, total[s][3]);
+    }
+#else
+    __trap(); /* built for another architecture: never launched there (the host checks the device) */
+#endif
+}
+
+hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *pr, cudaStream_t stream) {
+    fv_params k;
+    k.a = (const uint8_t *)pr->a.data;
+    k.b = (const uint8_t *)pr->b.data;
+    k.lda = pr->a.ld;
+    k.ldb = pr->b.ld;
+    k.a_scales = pr->a.scales.data;
+    k.b_scales = pr->b.scales.data;
+    k.a_stride_mn = pr->a.scales.stride_mn;
+    k.a_stride_k = pr->a.scales.stride_k;
+    k.b_stride_mn = pr->b.scales.stride_mn;
+    k.b_stride_k = pr->b.scales.stride_k;
+    k.a_dtype = (int32_t)pr->a.scales.dtype;
+    k.b_dtype = (int32_t)pr->b.scales.dtype;
+    k.d = pr->d.data;
+    k.c = pr->d.c;
+    k.ldd = pr->d.ld;
+    k.d_fp32 = pr->d.dtype == HFP4_DTYPE_FP32;
+    k.m = (int32_t)pr->m;
+    k.n = (int32_t)pr->n;
+    k.kblocks = (int32_t)(pr->k / 128);
+    const unsigned grid = (unsigned)((pr->n + FV_ROWS - 1) / FV_ROWS);
+    const int sets = (int)((pr->m + 7) / 8);
+    if (sets <= 1) hfp4_sm90_fp8_gemv_kernel<1><<<grid, FV_WARPS * 32, 0, stream>>>(k);
+    else if (sets == 2) hfp4_sm90_fp8_gemv_kernel<2><<<grid, FV_WARPS * 32, 0, stream>>>(k);
+    else hfp4_sm90_fp8_gemv_kernel<4><<<grid, FV_WARPS * 32, 0, stream>>>(k);
+    HFP4_CUDA_TRY(fn, cudaGetLastError());
+    return HFP4_OK;
+}

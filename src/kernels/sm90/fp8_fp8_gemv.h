@@ -1,0 +1,19 @@
+/*
+ * fp8_fp8_gemv.h - the FP8-weight path's kernel for a few token rows (fp8_fp8_gemv.cu): dense
+ * D = A B^T (+ C) with m <= HFP4_FP8_GEMV_MAX_M, FP8 e4m3 A under 1x128 scales and FP8 e4m3 B [n, k]
+ * under 128 x 128 block scales. hfp4__sm90_fp8_weights_gemm checks the problem and picks it.
+ */
+#ifndef HFP4_SM90_FP8_FP8_GEMV_H
+#define HFP4_SM90_FP8_FP8_GEMV_H
+
+#include <cuda_runtime.h>
+
+#include "hfp4.h"
+
+#define HFP4_FP8_GEMV_MAX_M 32 /* token rows: the kernel's mma has 8 columns, up to 4 sets of them */
+
+/* Launches the kernel for `problem` (dense, b.dtype FP8_E4M3, m <= HFP4_FP8_GEMV_MAX_M, checked by
+ * the caller with everything the tile kernel needs: k % 128 == 0, 16-byte aligned rows) on `stream`. */
+hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *problem, cudaStream_t stream);
+
+#endif
