@@ -175,8 +175,9 @@ TEST(gpu_fp8_weights_dense) {
     }
 }
 
-/* The few-row kernel (fp8_fp8_gemv.cu: m <= 32, dense): its CTAs of 16 weight rows with K split
- * among 8 warps, its token sets of 8, every scale form, n tails inside a CTA's 16 rows */
+/* The few-row kernel (fp8_fp8_gemv.cu: m <= 16, dense): its row groups of 16 weight rows with K
+ * split among 1, 2, 4 or 8 warps (each forced, then the launcher's choice), its token sets of 8,
+ * every scale form, n tails inside a group and groups wholly past n */
 TEST(gpu_fp8_weights_gemv) {
     if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const fw_case cases[] = {
@@ -191,21 +192,25 @@ TEST(gpu_fp8_weights_gemv) {
         {9, 640, 512, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 24, 1},
         /* K = 7168 (56 blocks, 7 a warp), FP32 D, ld n + 1 */
         {16, 1000, 7168, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 0, 1, 25, 0},
-        /* 17 tokens (the kernel's four sets, the last two partly and wholly empty), one K-block,
-         * UE8M0 activation scales MN-major, C */
-        {17, 128, 128, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 1, 0, 26, 1},
+        /* 13 tokens, one K-block (more warps than blocks), UE8M0 activation scales MN-major, C */
+        {13, 128, 128, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 1, 0, 26, 1},
         /* the largest m, V4's 7168 x 2048 */
-        {32, 7168, 2048, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 27, 0},
+        {16, 7168, 2048, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 27, 0},
         /* packed words MN-major, 5 K-blocks (K-groups not a multiple of 4), n = 136, FP32 D with C */
-        {31, 136, 640, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 1, 0, 28, 1},
+        {15, 136, 640, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 1, 0, 28, 1},
         /* a wide GEMV: 32768 x 1024 (2048 CTAs, one K-block a warp) */
         {1, 32768, 1024, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 29, 0},
     };
     unsetenv("HFP4_SM90_FP8_GEMV");
-    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char label[80];
-        snprintf(label, sizeof label, "fp8 weights, few rows, case %u", i);
-        fw_run(&cases[i], label);
+    static const char *const kws[] = {"1", "2", "4", "8", "auto"};
+    for (unsigned j = 0; j < 5; j++) {
+        if (j < 4) setenv("HFP4_SM90_FP8_GEMV_KW", kws[j], 1);
+        else unsetenv("HFP4_SM90_FP8_GEMV_KW");
+        for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            char label[80];
+            snprintf(label, sizeof label, "fp8 weights, few rows, %s warps a row group, case %u", kws[j], i);
+            fw_run(&cases[i], label);
+        }
     }
 }
 

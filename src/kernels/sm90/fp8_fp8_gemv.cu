@@ -5,8 +5,9 @@
  * decode-sized call runs n / 128 CTAs (32 at n = 4096, 56 at n = 7168) on 132 SMs and streams its
  * weights at a fraction of the HBM rate: 1 x 7168 x 2048 took 13.2 us where its 14.7 MB need 3.5 at
  * the copy rate, level with cuBLASLt FP8 and behind cuBLAS BF16 on twice the bytes (10.7 us;
- * bench/RESULTS.md v43). Here a CTA of 8 warps takes 16 weight rows and splits their K among its
- * warps, so n = 4096 gives 256 CTAs and 2048 warps, each with two K-blocks of loads in flight.
+ * bench/RESULTS.md v43). Here each 16 weight rows have up to 8 warps that split their K (a CTA of 8
+ * warps takes 16 to 128 rows: fv_warps_per_rows), so n = 4096 at K = 4096 gives 256 CTAs and 2048
+ * warps, each streaming 4 K-blocks with two in flight.
  *
  * A warp's unit is a 128-K block of its 16 rows: each lane loads 2 x 16 bytes of each of its two
  * rows (g and g + 8, g = lane / 4) straight from global memory into registers, and 2 x 16 bytes of
@@ -20,8 +21,8 @@
  *
  * Numerics are the tile kernel's: a block's 128 products accumulate in the tensor core (FP32
  * accumulator, fresh for each block), then one FFMA per sum promotes it with the token's activation
- * scale times the block's weight scale; at the end the warps' partial sums are added in shared
- * memory (warp 0 first, then 1 .. 7) and warp 0 stores D (+ C).
+ * scale times the block's weight scale; at the end the partial sums of a row group's warps are added
+ * in shared memory (its first warp's, then the others' in order) and its first warp stores D (+ C).
  */
 #include "../../runtime/cuda_runtime.h"
 #include "fp8_fp8_gemv.h"
@@ -29,9 +30,11 @@
 
 #include <cuda_bf16.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
-#define FV_WARPS 8 /* warps a CTA: they split the K-blocks of its rows */
-#define FV_ROWS 16 /* weight rows a CTA: the mma's 16 */
+#define FV_WARPS 8 /* warps a CTA: KW of them split the K-blocks of each 16 of its rows */
+#define FV_ROWS 16 /* weight rows a row group: the mma's 16 */
 
 typedef struct fv_params {
     const uint8_t *a, *b;
@@ -45,6 +48,7 @@ typedef struct fv_params {
     int64_t ldd;   /* elements */
     int32_t d_fp32;
     int32_t m, n, kblocks;
+    int32_t kw; /* warps a row group (1, 2, 4 or 8): the CTA takes 16 x 8 / kw rows (fv_warps_per_rows) */
 } fv_params;
 
 /* 16 bytes of data read once, not kept in L1 (the weights) */
@@ -143,22 +147,24 @@ static __device__ __forceinline__ void fv_store(const fv_params &p, int64_t toke
     }
 }
 
-/* NT sets of 8 token rows (m <= 8 NT); CTA blockIdx.x: weight rows 16 blockIdx.x .. + 15 */
+/* NT sets of 8 token rows (m <= 8 NT). The CTA's warps: 8 / kw row groups of 16 weight rows, kw
+ * warps a group, each over its share of the K-blocks (warp w: group w / kw, share w % kw) */
 template <int NT>
-__global__ void __launch_bounds__(FV_WARPS * 32) hfp4_sm90_fp8_gemv_kernel(const __grid_constant__ fv_params p) {
+__global__ void __launch_bounds__(FV_WARPS * 32, NT == 1 ? 3 : 2) hfp4_sm90_fp8_gemv_kernel(const __grid_constant__ fv_params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    __shared__ float4 partial[FV_WARPS - 1][NT][32];
+    __shared__ float4 partial[FV_WARPS][NT][32];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int64_t row0 = (int64_t)blockIdx.x * FV_ROWS;
+    const int share = warp % p.kw;
+    const int64_t row0 = ((int64_t)blockIdx.x * (FV_WARPS / p.kw) + warp / p.kw) * FV_ROWS;
     const bool live0 = row0 + g < p.n, live1 = row0 + g + 8 < p.n;
     const uint8_t *w_row0 = p.b + (row0 + g) * p.ldb, *w_row1 = p.b + (row0 + g + 8) * p.ldb;
-    /* the warp's K-blocks [kb0, kb1): the CTA's split as evenly as whole blocks allow */
-    const int64_t kb0 = (int64_t)warp * p.kblocks / FV_WARPS, kb1 = (int64_t)(warp + 1) * p.kblocks / FV_WARPS;
-    const int64_t nb = row0 / 128; /* (16 divides 128: the CTA's rows share their weight-scale row) */
+    /* the warp's K-blocks [kb0, kb1): the group's split as evenly as whole blocks allow */
+    const int64_t kb0 = (int64_t)share * p.kblocks / p.kw, kb1 = (int64_t)(share + 1) * p.kblocks / p.kw;
+    const int64_t nb = row0 / 128; /* (16 divides 128: a group's rows share their weight-scale row) */
     float total[NT][4];
 #pragma unroll
     for (int s = 0; s < NT; s++) total[s][0] = total[s][1] = total[s][2] = total[s][3] = 0.0f;
-    if (kb0 < kb1) {
+    if (kb0 < kb1 && row0 < p.n) {
         /* two blocks in flight: the next block's loads go out before this one's products */
         fv_block<NT> cur, next;
         fv_load_block<NT>(next, p, w_row0, w_row1, live0, live1, g, t, kb0);
@@ -168,16 +174,16 @@ __global__ void __launch_bounds__(FV_WARPS * 32) hfp4_sm90_fp8_gemv_kernel(const
             fv_compute_block<NT>(total, cur, p, t, kb, fv_b_scale(p, nb, kb));
         }
     }
-    if (warp > 0) {
+    if (share > 0) {
 #pragma unroll
         for (int s = 0; s < NT; s++)
-            partial[warp - 1][s][lane] = make_float4(total[s][0], total[s][1], total[s][2], total[s][3]);
+            partial[warp][s][lane] = make_float4(total[s][0], total[s][1], total[s][2], total[s][3]);
     }
     __syncthreads();
-    if (warp != 0) return;
+    if (share != 0) return; /* (the group's first warp adds the others' sums, in order, and stores) */
 #pragma unroll
     for (int s = 0; s < NT; s++) {
-        for (int w = 0; w < FV_WARPS - 1; w++) {
+        for (int w = warp + 1; w < warp + p.kw; w++) {
             const float4 q = partial[w][s][lane];
             total[s][0] += q.x;
             total[s][1] += q.y;
@@ -193,6 +199,15 @@ __global__ void __launch_bounds__(FV_WARPS * 32) hfp4_sm90_fp8_gemv_kernel(const
 #else
     __trap(); /* built for another architecture: never launched there (the host checks the device) */
 #endif
+}
+
+/* Warps a row group: enough that each has ~4 K-blocks to stream (two in flight, fv_load_block), at
+ * most the CTA's 8. Measured (H200, bench/RESULTS.md v46): 32768 x 1024 with 8 warps on 8 K-blocks
+ * (one each) ran 20.8 us against the tile kernel's 18.0 */
+static int fv_warps_per_rows(int64_t kblocks) {
+    int kw = FV_WARPS;
+    while (kw > 1 && kblocks / kw < 4) kw /= 2;
+    return kw;
 }
 
 hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *pr, cudaStream_t stream) {
@@ -216,11 +231,14 @@ hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *pr, cud
     k.m = (int32_t)pr->m;
     k.n = (int32_t)pr->n;
     k.kblocks = (int32_t)(pr->k / 128);
-    const unsigned grid = (unsigned)((pr->n + FV_ROWS - 1) / FV_ROWS);
-    const int sets = (int)((pr->m + 7) / 8);
-    if (sets <= 1) hfp4_sm90_fp8_gemv_kernel<1><<<grid, FV_WARPS * 32, 0, stream>>>(k);
-    else if (sets == 2) hfp4_sm90_fp8_gemv_kernel<2><<<grid, FV_WARPS * 32, 0, stream>>>(k);
-    else hfp4_sm90_fp8_gemv_kernel<4><<<grid, FV_WARPS * 32, 0, stream>>>(k);
+    const char *kw_env = getenv("HFP4_SM90_FP8_GEMV_KW"); /* (1, 2, 4 or 8 forces it: tests, A/Bs) */
+    k.kw = kw_env && (!strcmp(kw_env, "1") || !strcmp(kw_env, "2") || !strcmp(kw_env, "4") || !strcmp(kw_env, "8"))
+               ? atoi(kw_env)
+               : fv_warps_per_rows(k.kblocks);
+    const int64_t cta_rows = (int64_t)FV_ROWS * (FV_WARPS / k.kw);
+    const unsigned grid = (unsigned)((pr->n + cta_rows - 1) / cta_rows);
+    if (pr->m <= 8) hfp4_sm90_fp8_gemv_kernel<1><<<grid, FV_WARPS * 32, 0, stream>>>(k);
+    else hfp4_sm90_fp8_gemv_kernel<2><<<grid, FV_WARPS * 32, 0, stream>>>(k);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;
 }

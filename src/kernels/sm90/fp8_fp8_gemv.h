@@ -10,7 +10,9 @@
 
 #include "hfp4.h"
 
-#define HFP4_FP8_GEMV_MAX_M 32 /* token rows: the kernel's mma has 8 columns, up to 4 sets of them */
+/* token rows: the kernel's mma has 8 columns, two sets of them; at 32 rows (four sets: 206 registers,
+ * one CTA an SM) it ran 28 us at 32 x 7168 x 2048 against the tile kernel's 12 (RESULTS v46) */
+#define HFP4_FP8_GEMV_MAX_M 16
 
 /* Launches the kernel for `problem` (dense, b.dtype FP8_E4M3, m <= HFP4_FP8_GEMV_MAX_M, checked by
  * the caller with everything the tile kernel needs: k % 128 == 0, 16-byte aligned rows) on `stream`. */
