@@ -201,12 +201,16 @@ __global__ void __launch_bounds__(FV_WARPS * 32, NT == 1 ? 3 : 2) hfp4_sm90_fp8_
 #endif
 }
 
-/* Warps a row group: enough that each has ~4 K-blocks to stream (two in flight, fv_load_block), at
- * most the CTA's 8. Measured (H200, bench/RESULTS.md v46): 32768 x 1024 with 8 warps on 8 K-blocks
- * (one each) ran 20.8 us against the tile kernel's 18.0 */
-static int fv_warps_per_rows(int64_t kblocks) {
-    int kw = FV_WARPS;
-    while (kw > 1 && kblocks / kw < 4) kw /= 2;
+/* Warps a row group: the fewest (the most K-blocks each, two in flight: fv_load_block) that give the
+ * launch ~1536 warps (~12 an SM: enough bytes in flight), at most the CTA's 8 and the K-blocks.
+ * Measured at m = 1 (H200, bench/RESULTS.md v46; us, warps a group 1 / 2 / 4 / 8):
+ * 7168 x 2048 16.5 / 11.6 / 9.7 / 11.4; 4096 x 4096 27.6 / 16.9 / 12.0 / 10.2; 32768 x 1024
+ * 14.2 / 16.2 / 16.3 / 20.3; 2048 x 7168 44.3 / 25.0 / 15.5 / 11.2 (the tile kernel: 13.2, 16.8,
+ * 17.3, 25.7) */
+static int fv_warps_per_rows(int64_t n, int64_t kblocks) {
+    const int64_t groups = (n + FV_ROWS - 1) / FV_ROWS;
+    int kw = 1;
+    while (kw < FV_WARPS && kw < kblocks && groups * kw < 1536) kw *= 2;
     return kw;
 }
 
@@ -234,7 +238,7 @@ hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *pr, cud
     const char *kw_env = getenv("HFP4_SM90_FP8_GEMV_KW"); /* (1, 2, 4 or 8 forces it: tests, A/Bs) */
     k.kw = kw_env && (!strcmp(kw_env, "1") || !strcmp(kw_env, "2") || !strcmp(kw_env, "4") || !strcmp(kw_env, "8"))
                ? atoi(kw_env)
-               : fv_warps_per_rows(k.kblocks);
+               : fv_warps_per_rows(pr->n, k.kblocks);
     const int64_t cta_rows = (int64_t)FV_ROWS * (FV_WARPS / k.kw);
     const unsigned grid = (unsigned)((pr->n + cta_rows - 1) / cta_rows);
     if (pr->m <= 8) hfp4_sm90_fp8_gemv_kernel<1><<<grid, FV_WARPS * 32, 0, stream>>>(k);
