@@ -138,6 +138,10 @@ $(BUILD)/fp8_ss_gemm: bench/micro/fp8_ss_gemm.cu bench/micro/micro_timing.cuh be
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
+$(BUILD)/fp4_fewrow: bench/micro/fp4_fewrow.cu bench/micro/micro_timing.cuh $(wildcard src/kernels/sm90/*.cuh)
+	@mkdir -p $(BUILD)
+	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
+
 $(BUILD)/bf16_ceiling: bench/micro/bf16_ceiling.cu bench/micro/micro_timing.cuh $(wildcard src/kernels/sm90/*.cuh)
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
