@@ -53,6 +53,15 @@ typedef struct fr_chunk {
     uint32_t e0, e1;
 } fr_chunk;
 
+static __device__ __forceinline__ void fr_load(fr_chunk &o, const uint8_t *wq, const uint32_t *sq, int64_t c) {
+    o.q0 = fr_ldg16(wq + (2 * c) * 2048);
+    o.q1 = fr_ldg16(wq + (2 * c + 1) * 2048);
+    o.e0 = __ldg(sq + c * 64);
+    o.e1 = __ldg(sq + c * 64 + 8);
+}
+
+/* DEPTH: chunks a warp has in flight (its ring of loads) */
+template <int DEPTH>
 __global__ void __launch_bounds__(FR_WARPS * 32, 2) fr_kernel(const fr_args p) {
     __shared__ float4 partial[FR_WARPS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -65,19 +74,17 @@ __global__ void __launch_bounds__(FR_WARPS * 32, 2) fr_kernel(const fr_args p) {
     float fin[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     uint32_t x = 0;
     if (rg * 16 < p.n && c0 < c1) {
-        fr_chunk cur, next;
-        next.q0 = fr_ldg16(wq + (2 * c0) * 2048);
-        next.q1 = fr_ldg16(wq + (2 * c0 + 1) * 2048);
-        next.e0 = __ldg(sq + c0 * 64);
-        next.e1 = __ldg(sq + c0 * 64 + 8);
-        for (int64_t c = c0; c < c1; c++) {
-            cur = next;
-            if (c + 1 < c1) {
-                next.q0 = fr_ldg16(wq + (2 * c + 2) * 2048);
-                next.q1 = fr_ldg16(wq + (2 * c + 3) * 2048);
-                next.e0 = __ldg(sq + (c + 1) * 64);
-                next.e1 = __ldg(sq + (c + 1) * 64 + 8);
-            }
+        fr_chunk ring[DEPTH];
+#pragma unroll
+        for (int i = 0; i < DEPTH; i++)
+            if (c0 + i < c1) fr_load(ring[i], wq, sq, c0 + i);
+        for (int64_t cb = c0; cb < c1; cb += DEPTH)
+#pragma unroll
+        for (int i = 0; i < DEPTH; i++) {
+            const int64_t c = cb + i;
+            if (c >= c1) break;
+            const fr_chunk cur = ring[i];
+            if (c + DEPTH < c1) fr_load(ring[i], wq, sq, c + DEPTH);
             if (p.read_only) {
                 x ^= cur.q0.x ^ cur.q0.y ^ cur.q0.z ^ cur.q0.w ^ cur.q1.x ^ cur.q1.y ^ cur.q1.z ^ cur.q1.w ^ cur.e0 ^ cur.e1;
                 continue;
@@ -129,7 +136,7 @@ typedef struct fr_launch_arg {
     fr_args args;
     const uint8_t *w[8];
     const uint32_t *sw[8];
-    int copies, next;
+    int copies, next, depth;
     unsigned grid;
 } fr_launch_arg;
 
@@ -139,13 +146,14 @@ static void fr_launch(void *v) {
     a.w = l->w[l->next];
     a.sw = l->sw[l->next];
     l->next = (l->next + 1) % l->copies;
-    fr_kernel<<<l->grid, FR_WARPS * 32>>>(a);
+    if (l->depth == 4) fr_kernel<4><<<l->grid, FR_WARPS * 32>>>(a);
+    else fr_kernel<2><<<l->grid, FR_WARPS * 32>>>(a);
 }
 
 int main(void) {
     if (!micro_sm_count("fp4_fewrow")) return 1;
     static const int shapes[][2] = {{24576, 4096}, {24576, 2048}, {4096, 4096}, {7168, 2048}, {32768, 1024}};
-    printf("%-14s %-9s %3s %9s %8s\n", "n x k", "form", "kw", "us", "TB/s");
+    printf("%-14s %-9s %5s %3s %9s %8s\n", "n x k", "form", "depth", "kw", "us", "TB/s");
     for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int n = shapes[s][0], k = shapes[s][1];
         const int64_t wbytes = (int64_t)n * k / 2, sbytes = (int64_t)(n / 64) * (k / 128) * 64 * 4;
@@ -177,7 +185,9 @@ int main(void) {
         l.args.n = n;
         l.args.k = k;
         for (int ro = 0; ro < 2; ro++)
+            for (int depth = 2; depth <= 4; depth *= 2)
             for (int kw = 1; kw <= FR_WARPS; kw *= 2) {
+                l.depth = depth;
                 l.args.kw = kw;
                 l.args.read_only = ro;
                 l.grid = (unsigned)((n / 16 + FR_WARPS / kw - 1) / (FR_WARPS / kw));
@@ -188,7 +198,7 @@ int main(void) {
                     return 1;
                 }
                 const double us = ms * 1000.0 / MICRO_REPS;
-                printf("%6d x %-5d %-9s %3d %9.2f %8.3f\n", n, k, ro ? "read-only" : "convert", kw, us,
+                printf("%6d x %-5d %-9s %5d %3d %9.2f %8.3f\n", n, k, ro ? "read-only" : "convert", depth, kw, us,
                        (wbytes + sbytes) / us * 1e-6);
             }
         for (int c = 0; c < l.copies; c++) {
