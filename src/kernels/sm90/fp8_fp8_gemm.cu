@@ -1059,11 +1059,12 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     HFP4_REQUIRE(smem <= dev.max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
                  "device has %d", fn, smem, dev.max_smem_optin);
     if (!launch) return HFP4_OK;
-    /* a few token rows, dense: the kernel that splits K inside a CTA of 16 weight rows
-     * (fp8_fp8_gemv.cu; bench/RESULTS.md v46); HFP4_SM90_FP8_GEMV=0 keeps the tile kernel (a
-     * comparison switch, read at each call) */
+    /* a few token rows, dense: the kernel whose warps split K (fp8_fp8_gemv.cu); HFP4_SM90_FP8_GEMV=0
+     * keeps the tile kernel (a comparison switch, read at each call). Measured (bench/RESULTS.md
+     * v46): m <= 8 1.2-2.3x the tile kernel; m = 9..16 1.4x at n = 4096, level at 7168, 5 % behind at
+     * 12288 (the tile kernel's 96 CTAs then fill the SMs), so there n >= 8192 keeps the tile kernel */
     const char *gemv_env = getenv("HFP4_SM90_FP8_GEMV");
-    if (!grouped && p->m <= HFP4_FP8_GEMV_MAX_M && !(gemv_env && !strcmp(gemv_env, "0")))
+    if (!grouped && (p->m <= 8 || (p->m <= HFP4_FP8_GEMV_MAX_M && p->n < 8192)) && !(gemv_env && !strcmp(gemv_env, "0")))
         return hfp4__sm90_fp8_gemv(fn, p, stream);
 
     sm90_fp8w_params k;
