@@ -33,29 +33,14 @@ typedef struct fr_args {
     int n, k, kw, read_only;
 } fr_args;
 
-static __device__ __forceinline__ uint4 fr_ldg16(const uint8_t *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
-static __device__ __forceinline__ void fr_mma(float *acc, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};"
-                 : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 typedef struct fr_chunk {
     uint4 q0, q1;
     uint32_t e0, e1;
 } fr_chunk;
 
 static __device__ __forceinline__ void fr_load(fr_chunk &o, const uint8_t *wq, const uint32_t *sq, int64_t c) {
-    o.q0 = fr_ldg16(wq + (2 * c) * 2048);
-    o.q1 = fr_ldg16(wq + (2 * c + 1) * 2048);
+    o.q0 = ldg_stream_16(wq + (2 * c) * 2048);
+    o.q1 = ldg_stream_16(wq + (2 * c + 1) * 2048);
     o.e0 = __ldg(sq + c * 64);
     o.e1 = __ldg(sq + c * 64 + 8);
 }
@@ -97,7 +82,7 @@ __global__ void __launch_bounds__(FR_WARPS * 32, 2) fr_kernel(const fr_args p) {
                 /* the token's K bytes of step st in the fragment's order (token g = 0 only: T = 1) */
                 const uint32_t b0 = g == 0 ? __ldg((const uint32_t *)(p.a + c * 128 + 32 * st + 4 * t)) : 0u;
                 const uint32_t b1 = g == 0 ? __ldg((const uint32_t *)(p.a + c * 128 + 32 * st + 16 + 4 * t)) : 0u;
-                fr_mma(acc, af[st], b0, b1);
+                mma_e4m3_m16n8k32(acc, af[st][0], af[st][1], af[st][2], af[st][3], b0, b1);
             }
             const float s = __ldg(p.as + c);
             const float r0 = row_scale_from_emax((cur.e0 >> 16) & 0xFFu), r1 = row_scale_from_emax((cur.e1 >> 16) & 0xFFu);

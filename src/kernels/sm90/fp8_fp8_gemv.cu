@@ -26,6 +26,7 @@
  */
 #include "../../runtime/cuda_runtime.h"
 #include "fp8_fp8_gemv.h"
+#include "ptx.cuh"
 #include "scales.cuh"
 
 #include <cuda_bf16.h>
@@ -50,23 +51,6 @@ typedef struct fv_params {
     int32_t m, n, kblocks;
     int32_t kw; /* warps a row group (1, 2, 4 or 8): the CTA takes 16 x 8 / kw rows (fv_warps_per_rows) */
 } fv_params;
-
-/* 16 bytes of data read once, not kept in L1 (the weights) */
-static __device__ __forceinline__ uint4 fv_load_stream(const uint8_t *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
-static __device__ __forceinline__ void fv_mma(float *acc, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                              uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};"
-                 : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 /* The activation scale of token row `row`, K-block kb (FP32, UE8M0 bytes, or UE8M0 packed 4 a word) */
 static __device__ __forceinline__ float fv_a_scale(const fv_params &p, int64_t row, int64_t kb) {
@@ -99,8 +83,8 @@ static __device__ __forceinline__ void fv_load_block(fv_block<NT> &o, const fv_p
     const int64_t k0 = kb * 128 + 16 * t;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        o.w[0][h] = live0 ? fv_load_stream(w_row0 + k0 + 64 * h) : make_uint4(0, 0, 0, 0);
-        o.w[1][h] = live1 ? fv_load_stream(w_row1 + k0 + 64 * h) : make_uint4(0, 0, 0, 0);
+        o.w[0][h] = live0 ? ldg_stream_16(w_row0 + k0 + 64 * h) : make_uint4(0, 0, 0, 0);
+        o.w[1][h] = live1 ? ldg_stream_16(w_row1 + k0 + 64 * h) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int s = 0; s < NT; s++) {
@@ -121,8 +105,8 @@ static __device__ __forceinline__ void fv_compute_block(float (*total)[4], const
         float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            fv_mma(sum, o.w[0][h].x, o.w[1][h].x, o.w[0][h].y, o.w[1][h].y, o.x[s][h].x, o.x[s][h].y);
-            fv_mma(sum, o.w[0][h].z, o.w[1][h].z, o.w[0][h].w, o.w[1][h].w, o.x[s][h].z, o.x[s][h].w);
+            mma_e4m3_m16n8k32(sum, o.w[0][h].x, o.w[1][h].x, o.w[0][h].y, o.w[1][h].y, o.x[s][h].x, o.x[s][h].y);
+            mma_e4m3_m16n8k32(sum, o.w[0][h].z, o.w[1][h].z, o.w[0][h].w, o.w[1][h].w, o.x[s][h].z, o.x[s][h].w);
         }
         /* sums: [0] row g token 8s + 2t, [1] row g token + 1, [2], [3] row g + 8 */
         const int tok = 8 * s + 2 * t;

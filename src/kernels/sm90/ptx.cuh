@@ -422,3 +422,25 @@ static __device__ __forceinline__ uint32_t prmt(uint32_t lo, uint32_t hi, uint32
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
     return r;
 }
+
+/* 16 bytes read once, past L1: weights streamed from global memory straight into registers */
+static __device__ __forceinline__ uint4 ldg_stream_16(const void *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* acc += A B with mma.sync m16n8k32, e4m3 x e4m3 into FP32, one warp: A's 16 x 32 fragment a0..a3
+ * (4 bytes each: rows g and g + 8 at K 4t.., then the same rows at K 16 + 4t..; g = lane / 4,
+ * t = lane % 4), B's 32 x 8 fragment b0 (K 4t.. of column g), b1 (K 16 + 4t..), acc rows g (0, 1)
+ * and g + 8 (2, 3) at columns 2t, 2t + 1. (On SM90 ptxas makes it F2FP conversions to FP16 and HMMA
+ * with FP32 accumulation: exact products.) */
+static __device__ __forceinline__ void mma_e4m3_m16n8k32(float (&acc)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}

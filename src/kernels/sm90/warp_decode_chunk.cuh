@@ -12,15 +12,6 @@
 #include "warp_decode_config.cuh"
 #include "wgmma_fp8_rs.cuh"
 
-/* One 16-byte global load that bypasses L1 (each weight byte is read once). */
-static __device__ __forceinline__ uint4 ldg_stream_16(const void *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
 /* One chunk (128 K) of a thread's FP4 weight words (two 64-K pairs), loaded ahead of its use. */
 typedef struct wd_chunk {
     uint4 q0, q1;
