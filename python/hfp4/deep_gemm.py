@@ -371,11 +371,15 @@ def _check_b_gran(gran_b):
 # ------------------------------------------------------------------------------------------------
 
 
-def _fp8_weights(name, B, SFB, k, gran_b, ndim=2, sf_name="sfb"):
+def _fp8_weights(name, B, SFB, k, gran_b, ndim=2, sf_name="sfb", device=None):
     """hfp4_matrix of FP8 weights B [N, K] (ndim 2) or [G, N, K] (ndim 3), K-major, under block scales
     SFB (named sf_name in errors; DeepGEMM's fp8_gemm_nt / m_grouped_fp8_gemm_nt_contiguous / _masked
-    on SM90: recipe (1, 128, 128), its default). hfp4_gemm runs them where the library's FP8-weight
-    path is on (include/hfp4.h) and answers Unsupported otherwise, so the caller falls back."""
+    on SM90: recipe (1, 128, 128), its default), both on `device` when it is given. hfp4_gemm runs
+    them where the library's FP8-weight path is on (include/hfp4.h) and answers Unsupported
+    otherwise, so the caller falls back."""
+    if device is not None:
+        _same_device(name, B, device)
+        _same_device(sf_name, SFB, device)
     gran = (128, 128) if gran_b is None else tuple(gran_b)
     if B.dim() != ndim:
         raise L.invalid_argument("%s must be %s (FP8 weights), got shape %s"
@@ -398,9 +402,7 @@ def _grouped_weights(b, fp8_b, k, gran_b, device):
     SM90Weights, which the caller keeps alive over the launch)"""
     if fp8_b:
         B, SFB = _pair("b", b)
-        _same_device("b", B, device)
-        _same_device("sfb", SFB, device)
-        return None, _fp8_weights("b", B, SFB, k, gran_b, 3)
+        return None, _fp8_weights("b", B, SFB, k, gran_b, 3, device=device)
     w = _weights("b", b, 3, k, device)
     return w, w.matrix
 
@@ -820,9 +822,7 @@ def fp8_fp4_gemm_nt(a, b, d, c=None, recipe=None, recipe_a=None, recipe_b=None, 
     w = None  # (the repacked weights, held until the launch: uncached ones own their buffer)
     if fp8_b:
         B, SFB = _pair("b", b)
-        _same_device("b", B, A.device)
-        _same_device("sfb", SFB, A.device)
-        p.b = _fp8_weights("b", B, SFB, K, gran_b)
+        p.b = _fp8_weights("b", B, SFB, K, gran_b, device=A.device)
     elif _fp8_route.try_gemm(sys.modules[__name__], p.a, b, M, N, K, out, d, copy_c, A.device):
         return  # (large M: the weights converted to FP8 for this call, then the FP8 x FP8 GEMM)
     else:

@@ -318,14 +318,12 @@ class _FP8Weights:
 
     def __init__(self, name, B, SFB, device):
         sf_name = name + "_scale_inv"
-        dg._same_device(name, B, device)
-        dg._same_device(sf_name, SFB, device)
         want = (B.shape[0], -(-B.shape[1] // 128), -(-B.shape[2] // 128))
         if SFB.numel() == B.shape[0] and tuple(SFB.shape) != want:
             # (a scale an expert, what transformers' FP8 quantizer keeps without a block size)
             raise L.unsupported("hfp4 experts: %s has shape %s: FP8 expert weights need 128 x 128 block scales %s"
                                 % (sf_name, tuple(SFB.shape), want))
-        self.matrix = dg._fp8_weights(name, B, SFB, B.shape[-1], None, 3, sf_name)
+        self.matrix = dg._fp8_weights(name, B, SFB, B.shape[-1], None, 3, sf_name, device)
         self.num_groups, self.n, self.k = B.shape[0], B.shape[1], B.shape[2]
 
 

@@ -28,7 +28,16 @@ typedef struct fw_case {
     uint64_t salt;
     int mn_major; /* scales MN-major: A's [k/128][align(m, 4)] as DeepGEMM's TMA-aligned layout (FP32 or
                    * UE8M0 bytes; packed words [k/512][align(m, 4)]), B's [k/128][n/128] */
+    int64_t a_pad, b_pad; /* A's and B's row strides beyond k (bytes, multiples of 16; 0 in most cases) */
 } fw_case;
+
+/* rows x k bytes at src as rows of ld bytes (the rest of each row 0x7F, NaN in e4m3: never read) */
+static uint8_t *fw_pad_rows(const uint8_t *src, int64_t rows, int64_t k, int64_t ld) {
+    uint8_t *p = (uint8_t *)malloc(rows * ld);
+    memset(p, 0x7F, rows * ld);
+    for (int64_t r = 0; r < rows; r++) memcpy(p + r * ld, src + r * k, k);
+    return p;
+}
 
 static void fw_run(const fw_case *c, const char *label) {
     const int64_t m = c->m, n = c->n, k = c->k, kg = k / 128, nb = (n + 127) / 128, ldd = n + c->d_pad;
@@ -55,6 +64,17 @@ static void fw_run(const fw_case *c, const char *label) {
     CHECK_STATUS(hfp4_quantize_fp8_per_block(w, HFP4_DTYPE_FP32, n, k, k, c->b_scale == HFP4_DTYPE_UE8M0, qb, k, &sb),
                  HFP4_OK);
     float *cv = c->with_c ? fw_make_c(&rng, m * ldd, c->d_dtype) : NULL;
+    const int64_t lda = k + c->a_pad, ldb = k + c->b_pad;
+    if (c->a_pad) {
+        uint8_t *t = fw_pad_rows(qa, m, k, lda);
+        free(qa);
+        qa = t;
+    }
+    if (c->b_pad) {
+        uint8_t *t = fw_pad_rows(qb, n, k, ldb);
+        free(qb);
+        qb = t;
+    }
     /* the reference: FP32 D (and C), host operands */
     hfp4_gemm_problem p;
     memset(&p, 0, sizeof p);
@@ -67,17 +87,17 @@ static void fw_run(const fw_case *c, const char *label) {
     p.a.dtype = HFP4_DTYPE_FP8_E4M3;
     p.a.rows = m;
     p.a.cols = k;
-    p.a.ld = k;
+    p.a.ld = lda;
     p.a.scales = sa;
     p.b.data = qb;
     p.b.dtype = HFP4_DTYPE_FP8_E4M3;
     p.b.rows = n;
     p.b.cols = k;
-    p.b.ld = k;
+    p.b.ld = ldb;
     p.b.scales = sb;
     p.d.ld = ldd;
     p.d.c = cv;
-    const fw_sizes z = {(size_t)m * k, (size_t)n * k, (size_t)a_sf_units * fw_scale_esz(c->a_scale),
+    const fw_sizes z = {(size_t)m * lda, (size_t)n * ldb, (size_t)a_sf_units * fw_scale_esz(c->a_scale),
                         (size_t)nb * kg * fw_scale_esz(c->b_scale), (size_t)m * ldd * esz, 0};
     char what[160];
     snprintf(what, sizeof what, "%s (m=%lld n=%lld k=%lld)", label, (long long)m, (long long)n, (long long)k);
@@ -153,6 +173,7 @@ TEST(gpu_fp8_weights_dense) {
         if (v) snprintf(saved[e], sizeof saved[e], "%s", v);
     }
     static const char *const tiles[] = {"128", "192", "256", "auto"}; /* (auto: the launcher's choice) */
+    unsetenv("HFP4_SM90_FP8_GEMV_KW");
     for (unsigned t = 0; t < 4; t++) {
         if (t < 3) setenv(names[0], tiles[t], 1);
         else unsetenv(names[0]);
@@ -175,9 +196,11 @@ TEST(gpu_fp8_weights_dense) {
     }
 }
 
-/* The few-row kernel (fp8_fp8_gemv.cu: m <= 16, dense): its row groups of 16 weight rows with K
- * split among 1, 2, 4 or 8 warps (each forced, then the launcher's choice), its token sets of 8,
- * every scale form, n tails inside a group and groups wholly past n */
+/* The few-row kernel (fp8_fp8_gemv.cu: dense, m <= 8, and m <= 16 below n = 8192): its row groups
+ * of 16 weight rows with K split among 1, 2, 4 or 8 warps (each forced, then the launcher's choice),
+ * its token sets of 8, every scale form, n tails inside a group (rows g + 8 partly live: n = 205)
+ * and groups wholly past n, row strides beyond k; and the launcher's boundary (m = 12 at n = 8320:
+ * the tile kernel) */
 TEST(gpu_fp8_weights_gemv) {
     if (!gpu_current_is_sm90()) SKIP("no SM90 (Hopper) GPU");
     static const fw_case cases[] = {
@@ -198,8 +221,14 @@ TEST(gpu_fp8_weights_gemv) {
         {16, 7168, 2048, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_BF16, 0, 0, 27, 0},
         /* packed words MN-major, 5 K-blocks (K-groups not a multiple of 4), n = 136, FP32 D with C */
         {15, 136, 640, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_UE8M0, HFP4_DTYPE_FP32, 1, 0, 28, 1},
-        /* a wide GEMV: 32768 x 1024 (2048 CTAs, one K-block a warp) */
+        /* a wide GEMV: 32768 x 1024 (8 K-blocks: one warp a group by the launcher's rule) */
         {1, 32768, 1024, HFP4_DTYPE_FP32, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 29, 0},
+        /* n = 205 (the last group's rows g + 8 live for g < 5 only), A's rows 16 bytes and B's 48
+         * bytes longer than k, packed scales K-major over 3 words (k = 1408) */
+        {5, 205, 1408, HFP4_DTYPE_UE8M0_PACKED, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 1, 2, 30, 0, 16, 48},
+        /* m = 12 at n = 8320: the launcher's tile kernel (the few-row one stops at n = 8192 for m > 8),
+         * FP32 scales MN-major over 3 x 65 blocks, padded rows */
+        {12, 8320, 384, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 0, 0, 31, 1, 32, 16},
     };
     unsetenv("HFP4_SM90_FP8_GEMV");
     static const char *const kws[] = {"1", "2", "4", "8", "auto"};

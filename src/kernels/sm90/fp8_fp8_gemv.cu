@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(FV_WARPS * 32, NT == 1 ? 3 : 2) hfp4_sm90_fp8_
 
 /* Warps a row group: the fewest that leave each at most 8 K-blocks to stream (two in flight:
  * fv_load_block) and give the launch ~1536 warps or more (~12 an SM: enough bytes in flight), at
- * most the CTA's 8 and the K-blocks. Measured at m = 1 (H200, bench/RESULTS.md v46; us, warps a
+ * most the CTA's 8, and no more than the K-blocks (a warp without any would only add zeros). Measured at m = 1 (H200, bench/RESULTS.md v46; us, warps a
  * group 1 / 2 / 4 / 8, the rule's choice starred): 7168 x 2048 16.5 / 11.6 / 9.7* / 11.4; 4096 x
  * 4096 27.6 / 16.9 / 12.0 / 10.2*; 32768 x 1024 14.2* / 16.2 / 16.3 / 20.3; 2048 x 7168 44.3 / 25.0 /
  * 15.5 / 11.2*; 12288 x 4096 - / 21.5 / 18.2* / 19.0; 24576 x 4096 36.4 / - / 30.9* / 32.5;
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(FV_WARPS * 32, NT == 1 ? 3 : 2) hfp4_sm90_fp8_
 static int fv_warps_per_rows(int64_t n, int64_t kblocks) {
     const int64_t groups = (n + FV_ROWS - 1) / FV_ROWS;
     int kw = 1;
-    while (kw < FV_WARPS && kw < kblocks && (kblocks > 8 * kw || groups * kw < 1536)) kw *= 2;
+    while (kw < FV_WARPS && 2 * kw <= kblocks && (kblocks > 8 * kw || groups * kw < 1536)) kw *= 2;
     return kw;
 }
 
