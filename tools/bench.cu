@@ -11,7 +11,7 @@
  *             per 1x32 (what transformers passes) and per 1x128
  *   launch    launch floors: an empty kernel launched on a stream and as graphs of 1 and 2 kernels
  *   graph     V4-Flash: one MoE layer's w13 + w2 as CUDA-graph replays, decode T (bench_graph.cu)
- *   gemv      dense M = 1: 4096x4096 and 32768x1024, with the copy-rate and launch floors
+ *   gemv      dense M = 1: 4096x4096 and 32768x1024, with the copy-rate and launch floors; FP8 weights too
  *   tp        V4-Flash TP8 shards (w13 512x4096, w2 4096x256, E = 256), decode: standalone + graphs
  *   pro       V4-Pro experts (E = 384; w13 6144x7168, w2 7168x3072): standalone at decode and
  *             prefill T, graphs at decode T

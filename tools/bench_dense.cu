@@ -307,11 +307,13 @@ void bench_dense(bench_ctx *c, int64_t m, int64_t n, int64_t k) {
 
 /* M = 1: a handful of microseconds of weight streaming, where the fixed cost of a launch weighs
  * most; the row carries both floors (floor_us: bytes / copy rate; launch_us: an empty kernel's
- * stream launch timed the same way). */
+ * stream launch timed the same way). Then the same shape with FP8 weights (the few-row FP8
+ * kernel, fp8_fp8_gemv.cu: V4's dense FP8 layers at decode) against the same cuBLASLt baseline. */
 void bench_gemv(bench_ctx *c, int64_t n, int64_t k) {
     if (!bench_budget_ok(c, "gemv 1x%lldx%lld", (long long)n, (long long)k)) return;
     bench_launch_floors(c);
     dense_case(c, "gemv", 1, n, k, 0, 1, 0);
+    dense_fp8_weights_case(c, 1, n, k);
 }
 
 /* ---- scale-factor layout transforms ---- */
