@@ -60,7 +60,11 @@ extern "C" int hfp4_cmd_verify(int argc, char **argv) {
         fprintf(stderr, "hfp4 verify: no Hopper (SM90) GPU here; nothing to verify\n");
         return 3;
     }
-    return run_checks() ? 1 : 0;
+    printf("FP4 expert weights (FP8 x FP4):\n");
+    int failures = run_checks();
+    printf("FP8 weights, 128 x 128 block scales (FP8 x FP8):\n");
+    failures += hfp4_verify_fp8_weights();
+    return failures ? 1 : 0;
 }
 
 extern "C" int hfp4_cmd_demo_gpu(int argc, char **argv) {

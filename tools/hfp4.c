@@ -4,7 +4,7 @@
  *   hfp4 demo            a small DeepSeek-V4-shaped FP4 experts layer on the CPU reference, checked;
  *                        where a Hopper GPU is present, V4-Flash's expert GEMMs checked and timed
  *   hfp4 bench [--json]  speed table with baselines timed in the same run (Hopper GPU)
- *   hfp4 verify          the GPU checks of the demo without timing
+ *   hfp4 verify          the GPU checks of the demo without timing, and V4's FP8-weight GEMMs'
  *   hfp4 info            library version and the GPU (if any)
  *   hfp4 inspect FILE    tensors of a safetensors file and the SM90 fold statistics of its FP4 experts
  *   hfp4 repack IN OUT   FP4 expert weights of a safetensors file into an HFP4SM90 container
@@ -26,7 +26,7 @@ static int usage(FILE *f) {
             "                  speed vs cuBLASLt FP8/BF16 and the copy rate, same run (Hopper GPU);\n"
             "                  sections: w13 w2 dense sf gran launch graph gemv tp pro moe (default: all)\n"
             "                  and tp-pro (only when named)\n"
-            "  verify          GPU kernels vs the CPU reference (Hopper GPU)\n"
+            "  verify          GPU kernels vs the CPU reference: FP4 experts, FP8 weights (Hopper GPU)\n"
             "  info            library version and GPU\n"
             "  inspect FILE.safetensors [--tensor NAME]\n"
             "                  tensors, and how much of each FP4 expert weight runs on the fast paths\n"
