@@ -12,6 +12,7 @@ set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
 [ -f build-pack/bins.tar.xz ] && tar xJf build-pack/bins.tar.xz
+timeout 120 build/hfp4 verify 2>&1 | tee "$OUT/verify.log" | tail -12   # (the FP4 and FP8-weight checks)
 timeout 300 build/hfp4_gpu_tests --fork --filter gpu_fp8_weights 2>&1 | tee "$OUT/fp8_weights_tests.log" |
     grep -E "^(ok|FAIL|skip)|passed|bad|not \+0|beyond|written" | grep -v " 0 bad, 0 padding" | tail -12
 for tool in memcheck racecheck; do
