@@ -826,10 +826,16 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 64 * cfg::SUB; i++) fin[i] = 0.0f;
         if (!GROUPED || e >= 0) { /* (a padding tile takes no stages: its rows are written +0) */
-            /* (SKIP: this warpgroup's 64 rows all padding, past m or past masked_m) */
+            /* (SKIP: this warpgroup's 64 rows all padding, past m or past masked_m; the same in every
+             * lane, and said so through warp_uniform: read from layout as a plain bool, the branch
+             * on it made ptxas keep (stage, phase) in per-thread registers, and the overlapped loop
+             * moved each descriptor to a uniform register (R2UR) before its wgmma: 37 R2UR in the
+             * contiguous TMA-store kernel against 17 without SKIP, 19 now, none between the
+             * loop's wgmmas; a suspect for the SKIP kernel's -7 % at prefill, bench/RESULTS.md v46) */
             bool idle = false;
             if constexpr (SKIP)
-                idle = fw_wg_idle<BM, GM>(p, (GM == FW_MASKED ? mk.first : mt * BM) + 64 * wg, mk.end);
+                idle = warp_uniform((int32_t)fw_wg_idle<BM, GM>(p, (GM == FW_MASKED ? mk.first : mt * BM) + 64 * wg,
+                                                                mk.end)) != 0;
             if (idle) {
                 fw_skip_tile<BM, DTMA>(ad, stage, phase, (int32_t)kblocks);
             } else if constexpr (cfg::SUB == 2) {
