@@ -34,6 +34,12 @@ for round in 1 2; do
             grep -E "^fp8_fp8 +dense" | cut -c1-150 | sed "s|^|round $round gemv=$gemv: |"
     done
 done | tee "$OUT/gemv_rows.txt"
+# the few-row kernel's masked form (opt-in, HFP4_SM90_FP8_GEMV_MASKED=1) against the tile kernel's
+# SKIP form at decode: fp8_fp8 masked rows, T = 1, 8, 32
+for few in 0 1; do
+    HFP4_SM90_FP8_GEMV_MASKED=$few timeout 150 build/hfp4 bench --only w13,w2 --tokens 1,8,32 --sf-layout mn 2>&1 |
+        grep -E "^fp8_fp8 +masked" | cut -c1-130 | sed "s|^|gemv_masked=$few: |"
+done | tee "$OUT/gemv_masked_rows.txt"
 for skip in 0 1 auto; do
     if [ $skip = auto ]; then unset HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE; else export HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE=$skip; fi
     timeout 150 build/hfp4 bench --only w13,w2 --tokens 8,32,4096,16384 --sf-layout mn 2>&1 |

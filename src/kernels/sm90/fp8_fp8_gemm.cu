@@ -1071,7 +1071,13 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
      * 12288 (the tile kernel's 96 CTAs then fill the SMs), so there n >= 8192 keeps the tile kernel */
     const char *gemv_env = getenv("HFP4_SM90_FP8_GEMV");
     if (!grouped && (p->m <= 8 || (p->m <= HFP4_FP8_GEMV_MAX_M && p->n < 8192)) && !(gemv_env && !strcmp(gemv_env, "0")))
-        return hfp4__sm90_fp8_gemv(fn, p, stream);
+        return hfp4__sm90_fp8_gemv(fn, p, dev.num_sms, stream);
+    /* masked, opt-in while untested on a GPU (HFP4_SM90_FP8_GEMV_MASKED=1: every masked call of up to
+     * HFP4_FP8_GEMV_MAX_GROUPS groups): the same kernel over the live groups (decode: a few rows a
+     * group; the rows past 8 take further passes over the group's weights) */
+    const char *gemv_masked_env = getenv("HFP4_SM90_FP8_GEMV_MASKED");
+    if (masked && p->num_groups <= HFP4_FP8_GEMV_MAX_GROUPS && gemv_masked_env && !strcmp(gemv_masked_env, "1"))
+        return hfp4__sm90_fp8_gemv(fn, p, dev.num_sms, stream);
 
     sm90_fp8w_params k;
     memset(&k, 0, sizeof k);

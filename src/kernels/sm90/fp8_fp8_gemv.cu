@@ -50,6 +50,13 @@ typedef struct fv_params {
     int32_t d_fp32;
     int32_t m, n, kblocks;
     int32_t kw; /* warps a row group (1, 2, 4 or 8): the CTA takes 16 x 8 / kw rows (fv_warps_per_rows) */
+    /* the masked layout (hfp4_sm90_fp8_gemv_masked_kernel): G groups, group g's rows below
+     * masked_m[g] (at most m) of A [G][m][k], D and C [G][m][n]; strides between groups */
+    int32_t groups;
+    const int32_t *masked_m;
+    int64_t a_group, b_group;   /* bytes */
+    int64_t as_group, bs_group; /* units of the scales' dtype (packed: words) */
+    int64_t d_group;            /* elements of D (and C) */
 } fv_params;
 
 /* The activation scale of token row `row`, K-block kb (FP32, UE8M0 bytes, or UE8M0 packed 4 a word) */
@@ -131,15 +138,15 @@ static __device__ __forceinline__ void fv_store(const fv_params &p, int64_t toke
     }
 }
 
-/* NT sets of 8 token rows (m <= 8 NT). The CTA's warps: 8 / kw row groups of 16 weight rows, kw
- * warps a group, each over its share of the K-blocks (warp w: group w / kw, share w % kw) */
+/* A CTA's rows: 8 / kw row groups of 16 weight rows from group cta_group, kw warps a group, each over its
+ * share of the K-blocks (warp w: group w / kw, share w % kw), for NT sets of 8 token rows (m <= 8 NT);
+ * the group's first warp adds the others' sums (in shared memory) and stores D */
 template <int NT>
-__global__ void __launch_bounds__(FV_WARPS * 32, NT == 1 ? 3 : 2) hfp4_sm90_fp8_gemv_kernel(const __grid_constant__ fv_params p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+static __device__ __forceinline__ void fv_cta_rows(const fv_params &p, int64_t cta_group) {
     __shared__ float4 partial[FV_WARPS][NT][32];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int share = warp % p.kw;
-    const int64_t row0 = ((int64_t)blockIdx.x * (FV_WARPS / p.kw) + warp / p.kw) * FV_ROWS;
+    const int64_t row0 = (cta_group + warp / p.kw) * FV_ROWS;
     const bool live0 = row0 + g < p.n, live1 = row0 + g + 8 < p.n;
     const uint8_t *w_row0 = p.b + (row0 + g) * p.ldb, *w_row1 = p.b + (row0 + g + 8) * p.ldb;
     /* the warp's K-blocks [kb0, kb1): the group's split as evenly as whole blocks allow */
@@ -180,6 +187,61 @@ __global__ void __launch_bounds__(FV_WARPS * 32, NT == 1 ? 3 : 2) hfp4_sm90_fp8_
         fv_store(p, tok, row0 + g + 8, total[s][2]);
         fv_store(p, tok + 1, row0 + g + 8, total[s][3]);
     }
+}
+
+/* Dense: CTA blockIdx.x takes row groups (8 / kw) blockIdx.x .. (fv_cta_rows) */
+template <int NT>
+__global__ void __launch_bounds__(FV_WARPS * 32, NT == 1 ? 3 : 2) hfp4_sm90_fp8_gemv_kernel(const __grid_constant__ fv_params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    fv_cta_rows<NT>(p, (int64_t)blockIdx.x * (FV_WARPS / p.kw));
+#else
+    __trap(); /* built for another architecture: never launched there (the host checks the device) */
+#endif
+}
+
+/* Masked (DeepGEMM's m_grouped_fp8_gemm_nt_masked at decode): every CTA lists the live groups
+ * (masked_m > 0) in shared memory, then the persistent grid takes the (live group, CTA rows) units in
+ * turn; a unit runs its group's rows 8 at a time (one pass at decode, where a group holds a few
+ * rows) through fv_cta_rows on the group's operands. */
+#define FV_MAX_GROUPS HFP4_FP8_GEMV_MAX_GROUPS
+__global__ void __launch_bounds__(FV_WARPS * 32, 2) hfp4_sm90_fp8_gemv_masked_kernel(const __grid_constant__ fv_params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    __shared__ int32_t live[FV_MAX_GROUPS];
+    __shared__ int32_t live_count;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (warp == 0) { /* (a ballot a 32 groups: their order kept) */
+        int32_t count = 0;
+        for (int32_t base = 0; base < p.groups; base += 32) {
+            const int32_t gi = base + lane;
+            const bool on = gi < p.groups && __ldg(p.masked_m + gi) > 0;
+            const uint32_t mask = __ballot_sync(0xFFFFFFFFu, on);
+            if (on) live[count + __popc(mask & ((1u << lane) - 1u))] = gi;
+            count += __popc(mask);
+        }
+        if (lane == 0) live_count = count;
+    }
+    __syncthreads();
+    const int64_t cta_groups = FV_WARPS / p.kw, row_groups = (p.n + FV_ROWS - 1) / FV_ROWS;
+    const int64_t blocks = (row_groups + cta_groups - 1) / cta_groups, units = (int64_t)live_count * blocks;
+    const int a_esz = p.a_dtype == HFP4_DTYPE_UE8M0 ? 1 : 4, b_esz = p.b_dtype == HFP4_DTYPE_UE8M0 ? 1 : 4;
+    const int d_esz = p.d_fp32 ? 4 : 2;
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+        const int32_t grp = live[u / blocks];
+        const int64_t cta_group = (u % blocks) * cta_groups;
+        const int32_t rows = min(__ldg(p.masked_m + grp), p.m);
+        fv_params q = p; /* the group's operands */
+        q.b = p.b + grp * p.b_group;
+        q.b_scales = (const uint8_t *)p.b_scales + grp * p.bs_group * b_esz;
+        for (int32_t t0 = 0; t0 < rows; t0 += 8) {
+            q.m = min(8, rows - t0);
+            q.a = p.a + grp * p.a_group + t0 * p.lda;
+            q.a_scales = (const uint8_t *)p.a_scales + (grp * p.as_group + t0 * p.a_stride_mn) * a_esz;
+            q.d = (uint8_t *)p.d + (grp * p.d_group + t0 * p.ldd) * d_esz;
+            q.c = p.c ? (const uint8_t *)p.c + (grp * p.d_group + t0 * p.ldd) * d_esz : NULL;
+            fv_cta_rows<1>(q, cta_group);
+            __syncthreads(); /* (the sums' slots are written again by the next pass) */
+        }
+    }
 #else
     __trap(); /* built for another architecture: never launched there (the host checks the device) */
 #endif
@@ -199,7 +261,7 @@ static int fv_warps_per_rows(int64_t n, int64_t kblocks) {
     return kw;
 }
 
-hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *pr, cudaStream_t stream) {
+hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *pr, int num_sms, cudaStream_t stream) {
     fv_params k;
     k.a = (const uint8_t *)pr->a.data;
     k.b = (const uint8_t *)pr->b.data;
@@ -220,13 +282,27 @@ hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *pr, cud
     k.m = (int32_t)pr->m;
     k.n = (int32_t)pr->n;
     k.kblocks = (int32_t)(pr->k / 128);
+    const int masked = pr->grouping == HFP4_GROUPING_MASKED;
+    k.groups = masked ? pr->num_groups : 1;
+    k.masked_m = masked ? pr->layout : NULL;
+    k.a_group = masked ? pr->a.stride_group : 0;
+    k.b_group = masked ? pr->b.stride_group : 0;
+    k.as_group = masked ? pr->a.scales.stride_group : 0;
+    k.bs_group = masked ? pr->b.scales.stride_group : 0;
+    k.d_group = masked ? pr->d.stride_group : 0;
     const char *kw_env = getenv("HFP4_SM90_FP8_GEMV_KW"); /* (1, 2, 4 or 8 forces it: tests, A/Bs) */
     k.kw = kw_env && (!strcmp(kw_env, "1") || !strcmp(kw_env, "2") || !strcmp(kw_env, "4") || !strcmp(kw_env, "8"))
                ? atoi(kw_env)
-               : fv_warps_per_rows(pr->n, k.kblocks);
+               : fv_warps_per_rows(masked ? pr->n * (pr->num_groups < 6 ? pr->num_groups : 6) : pr->n, k.kblocks);
+    /* (masked: the live groups are known on the device only; the rule counts six, a decode step's
+     * top-6 experts at T = 1) */
     const int64_t cta_rows = (int64_t)FV_ROWS * (FV_WARPS / k.kw);
     const unsigned grid = (unsigned)((pr->n + cta_rows - 1) / cta_rows);
-    if (pr->m <= 8) hfp4_sm90_fp8_gemv_kernel<1><<<grid, FV_WARPS * 32, 0, stream>>>(k);
+    if (masked) {
+        /* persistent: 2 CTAs an SM (128 registers: at 80 it spilled), or fewer when all units are fewer */
+        const int64_t all = (int64_t)grid * pr->num_groups, cap = 2 * (int64_t)num_sms;
+        hfp4_sm90_fp8_gemv_masked_kernel<<<(unsigned)(all < cap ? all : cap), FV_WARPS * 32, 0, stream>>>(k);
+    } else if (pr->m <= 8) hfp4_sm90_fp8_gemv_kernel<1><<<grid, FV_WARPS * 32, 0, stream>>>(k);
     else hfp4_sm90_fp8_gemv_kernel<2><<<grid, FV_WARPS * 32, 0, stream>>>(k);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;

@@ -14,9 +14,13 @@
  * one CTA an SM) it ran 28 us at 32 x 7168 x 2048 against the tile kernel's 12 (RESULTS v46) */
 #define HFP4_FP8_GEMV_MAX_M 16
 
-/* Launches the kernel for `problem` on `stream`: dense, b.dtype FP8_E4M3, m <= HFP4_FP8_GEMV_MAX_M
- * (the caller picks it for m <= 8, and m <= 16 where n < 8192) and checked by the caller for all
- * the tile kernel needs (k % 128 == 0, 16-byte aligned rows and pointers). */
-hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *problem, cudaStream_t stream);
+#define HFP4_FP8_GEMV_MAX_GROUPS 1024 /* masked: the live-group list in shared memory */
+
+/* Launches the kernel for `problem` on `stream` (num_sms: the device's): b.dtype FP8_E4M3, dense
+ * with m <= HFP4_FP8_GEMV_MAX_M (the caller picks it for m <= 8, and m <= 16 where n < 8192), or
+ * masked with num_groups <= HFP4_FP8_GEMV_MAX_GROUPS (any masked_m: a group's rows go 8 at a time;
+ * opt-in, HFP4_SM90_FP8_GEMV_MASKED=1, while untested on a GPU), checked by the caller for all the
+ * tile kernel needs (k % 128 == 0, 16-byte aligned rows, pointers and group strides). */
+hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *problem, int num_sms, cudaStream_t stream);
 
 #endif
