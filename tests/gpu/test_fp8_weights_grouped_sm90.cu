@@ -344,22 +344,31 @@ TEST(gpu_fp8_weights_masked) {
     fm_case none = many;
     memset(none.masked, 0, sizeof none.masked);
     none.salt = 7;
-    /* modes 0-3 as the contiguous test's; mode 4 the few-row kernel (fp8_fp8_gemv.cu's masked form,
-     * opt-in: HFP4_SM90_FP8_GEMV_MASKED=1), whose groups of more than 8 rows take several passes */
-    for (int mode = 0; mode < 5; mode++) {
-        const int dtma = mode % 2 == 0, skip = mode / 2, few = mode == 4;
+    /* 80 groups, 70 of them live with 1-16 rows (two passes of 8 for some), k = 1024: the few-row
+     * kernel's persistent grid (2 CTAs an SM) meets more (group, rows) units than CTAs */
+    fm_case wide = {80, 16, {0}, 0, 0, HFP4_DTYPE_FP32, 0, 1536, 1024, HFP4_DTYPE_UE8M0, HFP4_DTYPE_BF16, 0, 0, 8};
+    for (int32_t g = 0; g < 80; g++) wide.masked[g] = g % 8 == 3 ? 0 : 1 + (g * 7) % 16;
+    /* modes 0-3 as the contiguous test's; modes 4 and 5 the few-row kernel (fp8_fp8_gemv.cu's masked
+     * form, opt-in: HFP4_SM90_FP8_GEMV_MASKED=1), whose groups of more than 8 rows take several
+     * passes, with its own warps a row group and with 8 (HFP4_SM90_FP8_GEMV_KW) */
+    for (int mode = 0; mode < 6; mode++) {
+        const int dtma = mode % 2 == 0, skip = mode / 2, few = mode >= 4;
         fw_set_modes(dtma, few ? -1 : skip);
         if (few) setenv("HFP4_SM90_FP8_GEMV_MASKED", "1", 1);
+        if (mode == 5) setenv("HFP4_SM90_FP8_GEMV_KW", "8", 1);
         const unsigned count = sizeof cases / sizeof cases[0];
-        for (unsigned i = 0; i < count + 2; i++) {
+        for (unsigned i = 0; i < count + 3; i++) {
             char label[96];
             snprintf(label, sizeof label, "fp8 weights masked, %s, case %u",
-                     few ? "few-row kernel" : !dtma ? (skip ? "register stores, idle skipped" : "register stores")
-                                                    : (skip ? "idle skipped" : "all computed"),
+                     mode == 5 ? "few-row kernel, 8 warps a row group"
+                     : few     ? "few-row kernel"
+                     : !dtma   ? (skip ? "register stores, idle skipped" : "register stores")
+                               : (skip ? "idle skipped" : "all computed"),
                      i);
-            fm_run(i < count ? &cases[i] : i == count ? &many : &none, label);
+            fm_run(i < count ? &cases[i] : i == count ? &many : i == count + 1 ? &none : &wide, label);
         }
         unsetenv("HFP4_SM90_FP8_GEMV_MASKED");
+        unsetenv("HFP4_SM90_FP8_GEMV_KW");
     }
     fw_set_modes(1, -1);
 }

@@ -207,20 +207,23 @@ __global__ void __launch_bounds__(FV_WARPS * 32, NT == 1 ? 3 : 2) hfp4_sm90_fp8_
 __global__ void __launch_bounds__(FV_WARPS * 32, 2) hfp4_sm90_fp8_gemv_masked_kernel(const __grid_constant__ fv_params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
     __shared__ int32_t live[FV_MAX_GROUPS];
-    __shared__ int32_t live_count;
+    __shared__ int32_t warp_live[FV_WARPS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (warp == 0) { /* (a ballot a 32 groups: their order kept) */
-        int32_t count = 0;
-        for (int32_t base = 0; base < p.groups; base += 32) {
-            const int32_t gi = base + lane;
-            const bool on = gi < p.groups && __ldg(p.masked_m + gi) > 0;
-            const uint32_t mask = __ballot_sync(0xFFFFFFFFu, on);
-            if (on) live[count + __popc(mask & ((1u << lane) - 1u))] = gi;
-            count += __popc(mask);
-        }
-        if (lane == 0) live_count = count;
+    /* the live groups in order, 256 a round (one load a thread: at G = 256 one L2 round trip): each
+     * warp's ballot, then the warps' counts before it */
+    int32_t live_count = 0;
+    for (int32_t base = 0; base < p.groups; base += FV_WARPS * 32) {
+        const int32_t gi = base + warp * 32 + lane;
+        const bool on = gi < p.groups && __ldg(p.masked_m + gi) > 0;
+        const uint32_t mask = __ballot_sync(0xFFFFFFFFu, on);
+        if (lane == 0) warp_live[warp] = __popc(mask);
+        __syncthreads();
+        int32_t before = live_count;
+        for (int w = 0; w < warp; w++) before += warp_live[w];
+        if (on) live[before + __popc(mask & ((1u << lane) - 1u))] = gi;
+        for (int w = 0; w < FV_WARPS; w++) live_count += warp_live[w];
+        __syncthreads(); /* (live complete; warp_live free for the next round) */
     }
-    __syncthreads();
     const int64_t cta_groups = FV_WARPS / p.kw, row_groups = (p.n + FV_ROWS - 1) / FV_ROWS;
     const int64_t blocks = (row_groups + cta_groups - 1) / cta_groups, units = (int64_t)live_count * blocks;
     const int a_esz = p.a_dtype == HFP4_DTYPE_UE8M0 ? 1 : 4, b_esz = p.b_dtype == HFP4_DTYPE_UE8M0 ? 1 : 4;
