@@ -1,5 +1,6 @@
 /*
- * fp8_fp8_gemv.cu - FP8 x FP8 for a few token rows (fp8_fp8_gemv.h): V4's dense FP8 layers at decode.
+ * fp8_fp8_gemv.cu - FP8 x FP8 for a few token rows (fp8_fp8_gemv.h): V4's dense FP8 layers at decode,
+ * and (opt-in while untested on a GPU) FP8 experts in DeepGEMM's masked layout at decode.
  *
  * Why a second kernel: the tile kernel (fp8_fp8_gemm.cu) gives a CTA a 128-row tile of weights, so a
  * decode-sized call runs n / 128 CTAs (32 at n = 4096, 56 at n = 7168) on 132 SMs and streams its
@@ -23,6 +24,8 @@
  * accumulator, fresh for each block), then one FFMA per sum promotes it with the token's activation
  * scale times the block's weight scale; at the end the partial sums of a row group's warps are added
  * in shared memory (its first warp's, then the others' in order) and its first warp stores D (+ C).
+ * The masked form (hfp4_sm90_fp8_gemv_masked_kernel) runs the same body on each live group's
+ * operands, 8 of its rows a pass.
  */
 #include "../../runtime/cuda_runtime.h"
 #include "fp8_fp8_gemv.h"

@@ -1,7 +1,8 @@
 /*
- * fp8_fp8_gemv.h - the FP8-weight path's kernel for a few token rows (fp8_fp8_gemv.cu): dense
- * D = A B^T (+ C) with m <= HFP4_FP8_GEMV_MAX_M, FP8 e4m3 A under 1x128 scales and FP8 e4m3 B [n, k]
- * under 128 x 128 block scales. hfp4__sm90_fp8_weights_gemm checks the problem and picks it.
+ * fp8_fp8_gemv.h - the FP8-weight path's kernel for a few token rows (fp8_fp8_gemv.cu): D = A B^T
+ * (+ C) with FP8 e4m3 A under 1x128 scales and FP8 e4m3 B [n, k] under 128 x 128 block scales, dense
+ * with m <= HFP4_FP8_GEMV_MAX_M, or masked (B [G, n, k], a few rows a group). hfp4__sm90_fp8_weights_gemm
+ * checks the problem and picks it.
  */
 #ifndef HFP4_SM90_FP8_FP8_GEMV_H
 #define HFP4_SM90_FP8_FP8_GEMV_H
