@@ -1,9 +1,7 @@
 /*
  * fp8_weights_check.h - what the FP8-weight GEMM tests share (test_fp8_weights_sm90.cu, dense;
  * test_fp8_weights_grouped_sm90.cu, m-grouped contiguous and masked): C uploaded in D's dtype, and D checked
- * element by element against the reference with docs/TESTING.md's bound:
- *   |d - r| <= eps_out |r| + 2^-10 sum_k |a_k b_k| (scaled operands) + 1e-6 rms(R),
- * eps_out 4e-3 for BF16 D and 1e-5 for FP32; D's padding columns (ld > n) and the 64 guard rows past m
+ * element by element against the reference with docs/TESTING.md's bound (fp8_weights_bound.h); D's padding columns (ld > n) and the 64 guard rows past m
  * must keep the 0xFF poison; the relative Frobenius error at most 2e-3 (BF16) or 5e-4 (FP32).
  */
 #ifndef HFP4_TEST_FP8_WEIGHTS_CHECK_H
@@ -15,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8_weights_bound.h"
 #include "harness.h"
 #include "hfp4.h"
 
@@ -190,19 +189,8 @@ static inline void fw_set_modes(int dtma, int skip) {
  * operands with their sign bits cleared (the scales are positive), without C. A malloc'ed FP32 array
  * of d_elems (elements the reference does not write: 0). */
 static float *fw_sum_abs_products(const hfp4_gemm_problem *p, int64_t a_bytes, int64_t b_bytes, int64_t d_elems) {
-    uint8_t *abs_a = (uint8_t *)malloc(a_bytes), *abs_b = (uint8_t *)malloc(b_bytes);
-    for (int64_t i = 0; i < a_bytes; i++) abs_a[i] = ((const uint8_t *)p->a.data)[i] & 0x7F;
-    for (int64_t i = 0; i < b_bytes; i++) abs_b[i] = ((const uint8_t *)p->b.data)[i] & 0x7F;
     float *l1 = (float *)calloc((size_t)d_elems, sizeof(float));
-    hfp4_gemm_problem pabs = *p;
-    pabs.a.data = abs_a;
-    pabs.b.data = abs_b;
-    pabs.d.data = l1;
-    pabs.d.dtype = HFP4_DTYPE_FP32;
-    pabs.d.c = NULL;
-    CHECK_STATUS(hfp4_ref_gemm(&pabs, 0), HFP4_OK);
-    free(abs_a);
-    free(abs_b);
+    CHECK_STATUS(fw_abs_products(p, a_bytes, b_bytes, l1), HFP4_OK);
     return l1;
 }
 
@@ -218,7 +206,7 @@ static void fw_check_d(const char *label, const uint8_t *out, int64_t m, int64_t
     double ss = 0.0, es = 0.0;
     for (int64_t i = 0; i < m * ldd; i++)
         if (i % ldd < n && !(layout && layout[i / ldd] < 0)) ss += (double)ref[i] * ref[i];
-    const double rms = sqrt(ss / (double)(m * n)), eps_out = esz == 4 ? 1e-5 : 4e-3;
+    const double rms = sqrt(ss / (double)(m * n));
     int64_t bad = 0, poison_lost = 0, pad_bad = 0;
     for (int64_t i = 0; i < m; i++) {
         for (int64_t j = 0; j < ldd; j++) {
@@ -234,7 +222,7 @@ static void fw_check_d(const char *label, const uint8_t *out, int64_t m, int64_t
             }
             const double want = ref[e], err = fabs(got - want);
             es += err * err;
-            if (!(err <= eps_out * fabs(want) + ldexp((double)l1[e], -10) + 1e-6 * rms)) {
+            if (!fw_within_bound(got, want, l1[e], rms, esz)) {
                 if (bad < 3)
                     fprintf(stderr, "    %s: D[%lld][%lld] = %.9g, want %.9g (sum|ab| %.3g)\n", label, (long long)i,
                             (long long)j, got, want, (double)l1[e]);
