@@ -980,7 +980,8 @@ static int fw_pick_tile(int64_t m, int64_t n, int sms) {
  * loaded): where its tiles are mostly single tiles of a few rows, i.e. decode. Contiguous: at most
  * 128 rows of A an expert on average (one tile each); masked: expected_m (else m) at most 128. The
  * measured sides (bench/RESULTS.md v46, V4-Flash FP8): T = 8 gains 12-38 %, T = 4096 (~125 rows an
- * expert after padding) moves -3...+3 %, T = 16384 (~450) loses 7 % on w13. Environment
+ * expert after padding) moves -3...+3 %, T = 16384 (~450) loses 7 % on w13; v47 (its idle test made
+ * warp-uniform): T = 16384 still -7 % (w13) and -6 % (w2), T = 4096 level, so two kernels. Environment
  * HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE=0 or 1 forces it (a comparison switch, read at each call). */
 static int fw_skip_idle(const hfp4_gemm_problem *p) {
     const char *env = getenv("HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE");
@@ -1072,9 +1073,12 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     const char *gemv_env = getenv("HFP4_SM90_FP8_GEMV");
     if (!grouped && (p->m <= 8 || (p->m <= HFP4_FP8_GEMV_MAX_M && p->n < 8192)) && !(gemv_env && !strcmp(gemv_env, "0")))
         return hfp4__sm90_fp8_gemv(fn, p, dev.num_sms, stream);
-    /* masked, opt-in while untested on a GPU (HFP4_SM90_FP8_GEMV_MASKED=1: every masked call of up to
-     * HFP4_FP8_GEMV_MAX_GROUPS groups): the same kernel over the live groups (decode: a few rows a
-     * group; the rows past 8 take further passes over the group's weights) */
+    /* masked, opt-in (HFP4_SM90_FP8_GEMV_MASKED=1: every masked call of up to HFP4_FP8_GEMV_MAX_GROUPS
+     * groups): the same kernel over the live groups (the rows past 8 take further passes over a
+     * group's weights). Measured (bench/RESULTS.md v47, V4-Flash FP8): 13-14 % faster than the SKIP
+     * tile kernel with 6 live groups (T = 1), 6-22 % slower with 41 or more (T = 8, 32: its 16-byte
+     * loads stream ~3.3 TB/s where TMA tiles reach ~4). The host cannot tell those apart (both have
+     * expected_m 1; masked_m lives on the device), so it is not a default. */
     const char *gemv_masked_env = getenv("HFP4_SM90_FP8_GEMV_MASKED");
     if (masked && p->num_groups <= HFP4_FP8_GEMV_MAX_GROUPS && gemv_masked_env && !strcmp(gemv_masked_env, "1"))
         return hfp4__sm90_fp8_gemv(fn, p, dev.num_sms, stream);

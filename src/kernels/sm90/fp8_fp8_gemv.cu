@@ -1,6 +1,7 @@
 /*
  * fp8_fp8_gemv.cu - FP8 x FP8 for a few token rows (fp8_fp8_gemv.h): V4's dense FP8 layers at decode,
- * and (opt-in while untested on a GPU) FP8 experts in DeepGEMM's masked layout at decode.
+ * and (opt-in: faster only with a few live groups, bench/RESULTS.md v47) FP8 experts in DeepGEMM's
+ * masked layout at decode.
  *
  * Why a second kernel: the tile kernel (fp8_fp8_gemm.cu) gives a CTA a 128-row tile of weights, so a
  * decode-sized call runs n / 128 CTAs (32 at n = 4096, 56 at n = 7168) on 132 SMs and streams its

@@ -20,7 +20,7 @@
 /* Launches the kernel for `problem` on `stream` (num_sms: the device's): b.dtype FP8_E4M3, dense
  * with m <= HFP4_FP8_GEMV_MAX_M (the caller picks it for m <= 8, and m <= 16 where n < 8192), or
  * masked with num_groups <= HFP4_FP8_GEMV_MAX_GROUPS (any masked_m: a group's rows go 8 at a time;
- * opt-in, HFP4_SM90_FP8_GEMV_MASKED=1, while untested on a GPU), checked by the caller for all the
+ * opt-in, HFP4_SM90_FP8_GEMV_MASKED=1: faster only with few live groups, RESULTS v47), checked by the caller for all the
  * tile kernel needs (k % 128 == 0, 16-byte aligned rows, pointers and group strides). */
 hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *problem, int num_sms, cudaStream_t stream);
 
