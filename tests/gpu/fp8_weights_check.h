@@ -176,7 +176,7 @@ static uint8_t *fw_run_on_device(const char *label, const hfp4_gemm_problem *p, 
 /* The FP8-weight kernel's comparison switches for the runs that follow (read at each call): dtma 1
  * the TMA store of D where D allows (the default), 0 the register stores; skip 1 / 0 the grouped
  * forms' kernel that skips idle warpgroups or the one that computes them all, -1 the launcher's
- * choice (fw_skip_idle) */
+ * choice (the plan's skip_idle, sm90_fp8_weights_plan.c) */
 static inline void fw_set_modes(int dtma, int skip) {
     if (dtma) unsetenv("HFP4_SM90_FP8_WEIGHTS_DTMA");
     else setenv("HFP4_SM90_FP8_WEIGHTS_DTMA", "0", 1);

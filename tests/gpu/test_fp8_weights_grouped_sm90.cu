@@ -140,7 +140,7 @@ TEST(gpu_fp8_weights_contiguous) {
          1280, 256, HFP4_DTYPE_FP32, HFP4_DTYPE_FP32, 1, 0, 0, 7},
     };
     /* each case with the TMA store and the register stores, each by the kernel that computes every
-     * warpgroup and by the one that skips idle ones (fw_skip_idle forced both ways) */
+     * warpgroup and by the one that skips idle ones (the plan's skip_idle forced both ways) */
     for (int mode = 0; mode < 4; mode++) {
         const int dtma = mode % 2 == 0, skip = mode / 2;
         fw_set_modes(dtma, skip);

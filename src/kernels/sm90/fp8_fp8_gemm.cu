@@ -6,7 +6,7 @@
  * expert's (padding tiles and tiles past masked_m take no stages).
  *
  * DeepGEMM's FP8 structure, as measured first in bench/micro/fp8_ss_gemm.cu: a persistent kernel over
- * BM x 128 tiles of D (BM token rows: 128, or 192 for large M, fw_pick_tile; 256 opt-in) rastered in groups of 16 token
+ * BM x 128 tiles of D (BM token rows: 128, or 192 for large M, hfp4__sm90_fp8w_pick_tile; 256 opt-in) rastered in groups of 16 token
  * tiles (a wave's A and B slices stay in L2); one producer thread loads BM x 128-byte tiles of A
  * (tokens) and 128 x 128-byte tiles of B (weight rows) with TMA (128-byte swizzle, zeros past m, n)
  * into 6 (5, 4) stages, and three more producer warps take turns writing each stage's BM promotion
@@ -88,7 +88,7 @@ static_assert(FW_SCALE_WARPS >= 1 && FW_SCALE_WARPS <= 3, "1 to 3 factor warps (
 #define FW_DIAG_NO_STORES(p) false
 #endif
 
-/* The grouped forms' SKIP kernels (the template's SKIP; fw_skip_idle picks them): a consumer
+/* The grouped forms' SKIP kernels (the template's SKIP; the plan's skip_idle picks them, sm90_fp8_weights_plan.c): a consumer
  * warpgroup whose 64 rows of the tile are all padding (contiguous: its first row's layout entry is
  * -1, or past m) or past masked_m issues no wgmmas for the tile, only steps through its stages, and
  * the producer loads such a tile's A 64 rows only (a second tensor map, a_map64). At decode, where a
@@ -110,7 +110,7 @@ static_assert(FW_SCALE_WARPS >= 1 && FW_SCALE_WARPS <= 3, "1 to 3 factor warps (
  * at BM = 256 one per 128, as two m64 sub-blocks),
  * one producer warpgroup; stages as shared memory allows; the setmaxnreg split within the
  * registers the CTA is launched with (more would make setmaxnreg.inc wait forever).
- * BM = 192 (fw_pick_tile's choice for large M; +4-6 % at 8192^3, RESULTS v27): three consumer warpgroups
+ * BM = 192 (hfp4__sm90_fp8w_pick_tile's choice for large M; +4-6 % at 8192^3, RESULTS v27): three consumer warpgroups
  * of fin + acc (128 registers) in 152 registers each, so the SM has 12 consumer warps where BM = 128
  * has 8, each weight tile's B reads serve 192 token rows, and the L2 reads per FLOP drop by 17 %.
  * BM = 256 (opt-in, HFP4_SM90_FP8_WEIGHTS_TILE=256; DeepGEMM's choice at 8192^3): two consumer
@@ -907,7 +907,7 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
 /* The launch of the BM-row tile's kernel (the caller checked its shared memory against the device);
  * DTMA: D through shared memory to TMA stores (BF16 D, no C, ld and D 16-byte multiples, checked by
  * the caller), or, where the driver rejects D's map, the same tile storing from the registers;
- * SKIP: the grouped forms' kernel that skips idle warpgroups (fw_skip_idle) */
+ * SKIP: the grouped forms' kernel that skips idle warpgroups (the plan's skip_idle) */
 template <int BM, bool DTMA, int GM = FW_DENSE, bool SKIP = false>
 static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const hfp4_current_device *dev,
                              const sm90_fp8w_params *k, cudaStream_t stream) {
@@ -960,34 +960,6 @@ template <int BM>
 static int fw_smem_needed(bool dtma) {
     if constexpr (BM == 256) return fw_cfg<256, false>::SMEM;
     else return dtma && fw_cfg<BM, true>::SMEM > fw_cfg<BM, false>::SMEM ? fw_cfg<BM, true>::SMEM : fw_cfg<BM, false>::SMEM;
-}
-
-/* The token tile for m x n: the one with the shorter estimated time, waves of tiles (the grid is
- * persistent, one tile per SM at a time) times a tile's time, the 192-row tile counted 3 % faster
- * per row (H200 8192^3, MN-major scales, 3 interleaved rounds in one call: 955-984 against the
- * overlapped 128-row tile's 941-948 TFLOP/s, bench/RESULTS.md v32; 5 % before the overlap, v27). So
- * large M takes 192 unless its last wave is emptier than 128's (e.g. m = 256 gives 2 token tiles of
- * 192 rows for 256 useful ones). */
-static int fw_pick_tile(int64_t m, int64_t n, int sms) {
-    const int64_t tiles_n = (n + FW_TILE - 1) / FW_TILE;
-    const int64_t waves128 = ((m + 127) / 128 * tiles_n + sms - 1) / sms;
-    const int64_t waves192 = ((m + 191) / 192 * tiles_n + sms - 1) / sms;
-    /* waves x rows a tile / speed: 128 w128 against 192 w192 / 1.03, in integers (x 100) */
-    return waves192 * 192 * 100 < waves128 * 128 * 103 ? 192 : 128;
-}
-
-/* Whether a grouped problem takes the SKIP kernel (idle warpgroups skipped, A's idle half not
- * loaded): where its tiles are mostly single tiles of a few rows, i.e. decode. Contiguous: at most
- * 128 rows of A an expert on average (one tile each); masked: expected_m (else m) at most 128. The
- * measured sides (bench/RESULTS.md v46, V4-Flash FP8): T = 8 gains 12-38 %, T = 4096 (~125 rows an
- * expert after padding) moves -3...+3 %, T = 16384 (~450) loses 7 % on w13; v47 (its idle test made
- * warp-uniform): T = 16384 still -7 % (w13) and -6 % (w2), T = 4096 level, so two kernels. Environment
- * HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE=0 or 1 forces it (a comparison switch, read at each call). */
-static int fw_skip_idle(const hfp4_gemm_problem *p) {
-    const char *env = getenv("HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE");
-    if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
-    if (p->grouping == HFP4_GROUPING_MASKED) return (p->expected_m > 0 ? p->expected_m : p->m) <= 128;
-    return p->m <= 128 * (int64_t)p->num_groups;
 }
 
 hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem *p, cudaStream_t stream, int launch) {
@@ -1044,44 +1016,16 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
     const int esz = p->d.dtype == HFP4_DTYPE_FP32 ? 4 : 2;
     hfp4_current_device dev;
     HFP4_TRY(hfp4__require_sm90(fn, &dev));
-    /* the token tile (fw_pick_tile); HFP4_SM90_FP8_WEIGHTS_TILE=128, 192 or 256 forces one (a
-     * comparison switch: any other value means the choice; 256 is never chosen: 5 % slower, v40) */
-    const char *tile_env = getenv("HFP4_SM90_FP8_WEIGHTS_TILE");
-    const int bm = grouped                                ? 128 /* (segments of 128 rows: a tile each) */
-                   : tile_env && !strcmp(tile_env, "256") ? 256
-                   : tile_env && !strcmp(tile_env, "192") ? 192
-                   : tile_env && !strcmp(tile_env, "128") ? 128
-                                                          : fw_pick_tile(p->m, p->n, dev.num_sms);
-    /* D through shared memory to TMA stores (fw_store_tile_tma) where D allows: BF16 without C, its
-     * rows and start 16-byte aligned, n a multiple of 8; HFP4_SM90_FP8_WEIGHTS_DTMA=0 keeps the
-     * register stores (a comparison switch, read at each call).
-     * NOTE: n % 8: the TMA store clips a row at n only to 16 bytes: with n = 389 it wrote columns
-     * 389-391 of D's padding (H200, gpu_fp8_weights_dense case 14, bench/RESULTS.md v40) */
-    const char *dtma_env = getenv("HFP4_SM90_FP8_WEIGHTS_DTMA");
-    const int dtma = bm != 256 && p->d.dtype == HFP4_DTYPE_BF16 && p->d.c == NULL && (p->d.ld * 2) % 16 == 0 &&
-                     p->n % 8 == 0 && (uintptr_t)p->d.data % 16 == 0 && !(dtma_env && !strcmp(dtma_env, "0")) &&
-                     (!masked || p->num_groups == 1 ||
-                      ((p->d.stride_group * 2) % 16 == 0 && p->d.stride_group * 2 < ((int64_t)1 << 40)));
+    /* the kernel, tile and form (sm90_fp8_weights_plan.c: the rules and their measurements) */
+    hfp4_sm90_fp8w_plan plan;
+    hfp4__sm90_fp8w_plan(p, dev.num_sms, &plan);
+    const int bm = plan.block_m, dtma = plan.tma_store;
     const int smem = bm == 256 ? fw_smem_needed<256>(false) : bm == 192 ? fw_smem_needed<192>(dtma) : fw_smem_needed<128>(dtma);
     HFP4_REQUIRE(smem <= dev.max_smem_optin, "%s: fp8 weights: the kernel needs %d bytes of shared memory, the "
                  "device has %d", fn, smem, dev.max_smem_optin);
     if (!launch) return HFP4_OK;
-    /* a few token rows, dense: the kernel whose warps split K (fp8_fp8_gemv.cu); HFP4_SM90_FP8_GEMV=0
-     * keeps the tile kernel (a comparison switch, read at each call). Measured (bench/RESULTS.md
-     * v46): m <= 8 1.2-2.3x the tile kernel; m = 9..16 1.4x at n = 4096, level at 7168, 5 % behind at
-     * 12288 (the tile kernel's 96 CTAs then fill the SMs), so there n >= 8192 keeps the tile kernel */
-    const char *gemv_env = getenv("HFP4_SM90_FP8_GEMV");
-    if (!grouped && (p->m <= 8 || (p->m <= HFP4_FP8_GEMV_MAX_M && p->n < 8192)) && !(gemv_env && !strcmp(gemv_env, "0")))
-        return hfp4__sm90_fp8_gemv(fn, p, dev.num_sms, stream);
-    /* masked, opt-in (HFP4_SM90_FP8_GEMV_MASKED=1: every masked call of up to HFP4_FP8_GEMV_MAX_GROUPS
-     * groups): the same kernel over the live groups (the rows past 8 take further passes over a
-     * group's weights). Measured (bench/RESULTS.md v47, V4-Flash FP8): 13-14 % faster than the SKIP
-     * tile kernel with 6 live groups (T = 1), 6-22 % slower with 41 or more (T = 8, 32: its 16-byte
-     * loads stream ~3.3 TB/s where TMA tiles reach ~4). The host cannot tell those apart (both have
-     * expected_m 1; masked_m lives on the device), so it is not a default. */
-    const char *gemv_masked_env = getenv("HFP4_SM90_FP8_GEMV_MASKED");
-    if (masked && p->num_groups <= HFP4_FP8_GEMV_MAX_GROUPS && gemv_masked_env && !strcmp(gemv_masked_env, "1"))
-        return hfp4__sm90_fp8_gemv(fn, p, dev.num_sms, stream);
+    /* a few token rows (dense; masked when opted in): the kernel whose warps split K (fp8_fp8_gemv.cu) */
+    if (plan.kernel == HFP4_FP8W_FEW_ROWS) return hfp4__sm90_fp8_gemv(fn, p, plan.warps_per_rows, dev.num_sms, stream);
 
     sm90_fp8w_params k;
     memset(&k, 0, sizeof k);
@@ -1109,7 +1053,7 @@ hfp4_status hfp4__sm90_fp8_weights_gemm(const char *fn, const hfp4_gemm_problem 
         k.groups = p->num_groups;
         k.a_scale_stride_group = p->a.scales.stride_group;
         k.d_stride_group = p->d.stride_group;
-        const int skip = fw_skip_idle(p);
+        const int skip = plan.skip_idle;
         if (masked && skip)
             return dtma ? fw_launch<128, true, FW_MASKED, true>(fn, p, &dev, &k, stream)
                         : fw_launch<128, false, FW_MASKED, true>(fn, p, &dev, &k, stream);

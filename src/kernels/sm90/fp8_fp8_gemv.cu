@@ -8,7 +8,7 @@
  * weights at a fraction of the HBM rate: 1 x 7168 x 2048 took 13.2 us where its 14.7 MB need 3.5 at
  * the copy rate, level with cuBLASLt FP8 and behind cuBLAS BF16 on twice the bytes (10.7 us;
  * bench/RESULTS.md v43). Here each 16 weight rows have up to 8 warps that split their K (a CTA of 8
- * warps takes 16 to 128 rows: fv_warps_per_rows), so n = 4096 at K = 4096 gives 256 CTAs and 2048
+ * warps takes 16 to 128 rows: hfp4__sm90_fp8_gemv_warps), so n = 4096 at K = 4096 gives 256 CTAs and 2048
  * warps, each streaming 4 K-blocks with two in flight.
  *
  * A warp's unit is a 128-K block of its 16 rows: each lane loads 2 x 16 bytes of each of its two
@@ -35,11 +35,9 @@
 
 #include <cuda_bf16.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
-#define FV_WARPS 8 /* warps a CTA: KW of them split the K-blocks of each 16 of its rows */
-#define FV_ROWS 16 /* weight rows a row group: the mma's 16 */
+#define FV_WARPS HFP4_FP8_GEMV_WARPS /* warps a CTA: kw of them split the K-blocks of each 16 of its rows */
+#define FV_ROWS HFP4_FP8_GEMV_ROWS   /* weight rows a row group: the mma's 16 */
 
 typedef struct fv_params {
     const uint8_t *a, *b;
@@ -53,7 +51,7 @@ typedef struct fv_params {
     int64_t ldd;   /* elements */
     int32_t d_fp32;
     int32_t m, n, kblocks;
-    int32_t kw; /* warps a row group (1, 2, 4 or 8): the CTA takes 16 x 8 / kw rows (fv_warps_per_rows) */
+    int32_t kw; /* warps a row group (1, 2, 4 or 8): the CTA takes 16 x 8 / kw rows (hfp4__sm90_fp8_gemv_warps) */
     /* the masked layout (hfp4_sm90_fp8_gemv_masked_kernel): G groups, group g's rows below
      * masked_m[g] (at most m) of A [G][m][k], D and C [G][m][n]; strides between groups */
     int32_t groups;
@@ -254,21 +252,8 @@ __global__ void __launch_bounds__(FV_WARPS * 32, 2) hfp4_sm90_fp8_gemv_masked_ke
 #endif
 }
 
-/* Warps a row group: the fewest that leave each at most 8 K-blocks to stream (two in flight:
- * fv_load_block) and give the launch ~1536 warps or more (~12 an SM: enough bytes in flight), at
- * most the CTA's 8, and no more than the K-blocks (a warp without any would only add zeros). Measured at m = 1 (H200, bench/RESULTS.md v46; us, warps a
- * group 1 / 2 / 4 / 8, the rule's choice starred): 7168 x 2048 16.5 / 11.6 / 9.7* / 11.4; 4096 x
- * 4096 27.6 / 16.9 / 12.0 / 10.2*; 32768 x 1024 14.2* / 16.2 / 16.3 / 20.3; 2048 x 7168 44.3 / 25.0 /
- * 15.5 / 11.2*; 12288 x 4096 - / 21.5 / 18.2* / 19.0; 24576 x 4096 36.4 / - / 30.9* / 32.5;
- * 6144 x 7168 - / - / 19.0 / 16.5* (the tile kernel: 13.2, 16.8, 17.3, 25.7, 29.9, 48.1, 31.8) */
-static int fv_warps_per_rows(int64_t n, int64_t kblocks) {
-    const int64_t groups = (n + FV_ROWS - 1) / FV_ROWS;
-    int kw = 1;
-    while (kw < FV_WARPS && 2 * kw <= kblocks && (kblocks > 8 * kw || groups * kw < 1536)) kw *= 2;
-    return kw;
-}
-
-hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *pr, int num_sms, cudaStream_t stream) {
+hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *pr, int warps_per_rows, int num_sms,
+                                cudaStream_t stream) {
     fv_params k;
     k.a = (const uint8_t *)pr->a.data;
     k.b = (const uint8_t *)pr->b.data;
@@ -297,12 +282,7 @@ hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *pr, int
     k.as_group = masked ? pr->a.scales.stride_group : 0;
     k.bs_group = masked ? pr->b.scales.stride_group : 0;
     k.d_group = masked ? pr->d.stride_group : 0;
-    const char *kw_env = getenv("HFP4_SM90_FP8_GEMV_KW"); /* (1, 2, 4 or 8 forces it: tests, A/Bs) */
-    k.kw = kw_env && (!strcmp(kw_env, "1") || !strcmp(kw_env, "2") || !strcmp(kw_env, "4") || !strcmp(kw_env, "8"))
-               ? atoi(kw_env)
-               : fv_warps_per_rows(masked ? pr->n * (pr->num_groups < 6 ? pr->num_groups : 6) : pr->n, k.kblocks);
-    /* (masked: the live groups are known on the device only; the rule counts six, a decode step's
-     * top-6 experts at T = 1) */
+    k.kw = warps_per_rows; /* (hfp4__sm90_fp8_gemv_warps, or forced: sm90_fp8_weights_plan.c) */
     const int64_t cta_rows = (int64_t)FV_ROWS * (FV_WARPS / k.kw);
     const unsigned grid = (unsigned)((pr->n + cta_rows - 1) / cta_rows);
     if (masked) {
