@@ -485,6 +485,53 @@ void baseline_last_clock(int *sm_mhz, int *power_w) {
     *power_w = last_power_w;
 }
 
+int baseline_energy_window(const char *fn, baseline_window_launch launch, void *ctx, void *stream_v, double median_us,
+                           double window_ms, baseline_energy_reader reader, double *mj, double *sustained_us,
+                           char *err, size_t errlen) {
+    cudaStream_t stream = (cudaStream_t)stream_v;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    int nev = 0, rc = BASELINE_OK;
+    unsigned long long e0 = 0, e1 = 0;
+    float ms = 0;
+    *mj = *sustained_us = 0;
+    if (!reader || window_ms <= 0 || median_us < 200.0) return BASELINE_OK;
+    const int n = (int)fmin(5000.0, fmax(5.0, window_ms * 1e3 / median_us));
+    BL_CUDA(cudaStreamSynchronize(stream));
+    if (!reader(&e0)) return BASELINE_OK;
+    for (nev = 0; nev < 2; nev++) BL_CUDA(cudaEventCreate(&ev[nev]));
+    BL_CUDA(cudaEventRecord(ev[0], stream));
+    for (int j = 0; j < n; j++)
+        if ((rc = launch(ctx, stream)) != 0) goto done;
+    BL_CUDA(cudaEventRecord(ev[1], stream));
+    BL_CUDA(cudaStreamSynchronize(stream));
+    if (reader(&e1) && e1 > e0) {
+        *mj = (double)(e1 - e0) / n;
+        /* (the window's mean launch time: the rate it sustains at the power cap, next to the timed
+         * median; on the H200 the two agree within a few %) */
+        BL_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+        *sustained_us = (double)ms * 1e3 / n;
+    }
+done:
+    if (rc != BASELINE_OK) {
+        cudaStreamSynchronize(stream); /* nothing in flight when the caller frees buffers */
+        *mj = *sustained_us = 0;
+    }
+    for (int e = 0; e < nev; e++) cudaEventDestroy(ev[e]);
+    return rc;
+}
+
+/* A baseline's launch (with its error buffer) as the energy window's launch */
+typedef struct baseline_window_ctx {
+    launch_fn launch;
+    void *ctx;
+    char *err;
+    size_t errlen;
+} baseline_window_ctx;
+static int baseline_window_step(void *c, void *stream) {
+    baseline_window_ctx *w = (baseline_window_ctx *)c;
+    return w->launch(w->ctx, (cudaStream_t)stream, w->err, w->errlen);
+}
+
 typedef struct clock_sample {
     int mhz, power_w;
 } clock_sample;
@@ -566,27 +613,14 @@ static int time_median_us(const char *fn, launch_fn launch, void *ctx, cudaStrea
     qsort(times, (size_t)iters, sizeof(double), cmp_double);
     *median_us = (iters & 1) ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
     last_median_us = *median_us;
-    /* the energy a launch takes: energy_window_ms of launches back to back between two readings
-     * of the counter, the GPU idle at both (synchronized); sized and gated by the median, as the
+    /* the energy a launch takes (baseline_energy_window), sized and gated by the median, as the
      * hfp4 rows are (the warm-up's first launches carry first-call host work) */
-    if (energy_reader && *median_us >= 200.0) {
-        const int n = (int)fmin(5000.0, fmax(5.0, energy_window_ms * 1e3 / *median_us));
-        unsigned long long e0 = 0, e1 = 0;
-        BL_CUDA(cudaStreamSynchronize(stream));
-        if (energy_reader(&e0)) {
-            BL_CUDA(cudaEventRecord(ev[0], stream));
-            for (int j = 0; j < n; j++)
-                if ((lrc = launch(ctx, stream, err, errlen)) != 0) {
-                    rc = lrc;
-                    goto done;
-                }
-            BL_CUDA(cudaEventRecord(ev[1], stream));
-            BL_CUDA(cudaStreamSynchronize(stream));
-            if (energy_reader(&e1) && e1 > e0) {
-                last_energy_mj = (double)(e1 - e0) / n;
-                BL_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
-                last_sustained_us = (double)ms * 1e3 / n;
-            }
+    {
+        baseline_window_ctx w = {launch, ctx, err, errlen};
+        if ((lrc = baseline_energy_window(fn, baseline_window_step, &w, stream, *median_us, energy_window_ms,
+                                          energy_reader, &last_energy_mj, &last_sustained_us, err, errlen)) != 0) {
+            rc = lrc;
+            goto done;
         }
     }
     if (nsamples > 0) {

@@ -68,6 +68,17 @@ void baseline_last_clock(int *sm_mhz, int *power_w);
  * launch runs window_ms of launches back to back between two readings. 0: not measured. */
 typedef int (*baseline_energy_reader)(unsigned long long *mj);
 void baseline_set_energy_reader(baseline_energy_reader fn, double window_ms);
+/* The energy window itself, which the bench's own rows use too: window_ms of launches of `launch`
+ * (ctx, the stream; 0 on success) back to back on `stream` (a cudaStream_t; 5 to 5000 launches, sized
+ * by median_us) between two readings of `reader`, the GPU idle at both, for launches of median_us >=
+ * 200 only. Sets *mj (a launch's energy) and *sustained_us (the window's mean launch time), both 0
+ * where nothing was measured (no reader or window, a short launch, a counter that did not move).
+ * Returns 0, a launch's nonzero return, or BASELINE_ERR / BASELINE_UNAVAILABLE when a CUDA call
+ * failed (err says which). */
+typedef int (*baseline_window_launch)(void *ctx, void *stream);
+int baseline_energy_window(const char *fn, baseline_window_launch launch, void *ctx, void *stream, double median_us,
+                           double window_ms, baseline_energy_reader reader, double *mj, double *sustained_us,
+                           char *err, size_t errlen);
 double baseline_last_energy_mj(void);
 /* the same window's mean launch time, us (0: not measured) */
 double baseline_last_sustained_us(void);

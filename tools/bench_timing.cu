@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "baselines.h"
 #include "bench_common.h"
 #include "sm90/diag_timeline.h" /* (the opt-in launch timeline) */
 
@@ -233,36 +234,30 @@ double bench_energy_window_ms(void) {
     return ms > 0 && ms <= 60000 ? ms : 0;
 }
 
+/* A bench launch as the energy window's (baseline_energy_window) */
+typedef struct bench_window_ctx {
+    bench_launch_fn fn;
+    void *arg;
+} bench_window_ctx;
+static int bench_window_step(void *c, void *stream) {
+    const bench_window_ctx *w = (const bench_window_ctx *)c;
+    return w->fn(w->arg, (cudaStream_t)stream);
+}
+
 /* mJ a launch of fn takes: bench_energy_window_ms of launches back to back (no flushes between
- * them, as the baselines run: baselines.cu) between two readings of the GPU's energy counter, for
- * launches of >= 0.2 ms; 0 where there is no counter, -1 if a launch or CUDA call failed. Why: at
- * the H200's 700 W cap a long GEMM's rate is its energy per FLOP (bench/RESULTS.md v36), which the
- * row then shows next to its baseline's. */
+ * them, as the baselines run) between two readings of the GPU's energy counter, for launches of >=
+ * 0.2 ms (baseline_energy_window, shared with the baselines); 0 where there is no counter, -1 if a
+ * launch or CUDA call failed. Why: at the H200's 700 W cap a long GEMM's rate is its energy per
+ * FLOP (bench/RESULTS.md v36), which the row then shows next to its baseline's. */
 static double energy_per_launch_mj(bench_launch_fn fn, void *arg, cudaStream_t s, double us, double *sustained_us) {
-    unsigned long long e0 = 0, e1 = 0;
-    cudaEvent_t t0 = NULL, t1 = NULL;
-    double mj = -1;
-    float ms = 0;
-    *sustained_us = 0;
-    const double window_us = bench_energy_window_ms() * 1e3;
-    if (window_us <= 0 || us < 200) return 0;
-    if (!BENCH_CUDA(cudaStreamSynchronize(s))) return -1;
-    if (!bench_read_energy_mj(&e0)) return 0;
-    const int n = (int)(window_us / us) < 5 ? 5 : (int)(window_us / us) > 5000 ? 5000 : (int)(window_us / us);
-    if (!BENCH_CUDA(cudaEventCreate(&t0)) || !BENCH_CUDA(cudaEventCreate(&t1)) || !BENCH_CUDA(cudaEventRecord(t0, s)))
-        goto done;
-    for (int i = 0; i < n; i++)
-        if (fn(arg, s) != 0) goto done;
-    if (!BENCH_CUDA(cudaEventRecord(t1, s)) || !BENCH_CUDA(cudaStreamSynchronize(s))) goto done;
-    mj = 0; /* (the launches ran; a counter that did not move measures nothing) */
-    if (!bench_read_energy_mj(&e1) || e1 <= e0) goto done;
-    mj = (double)(e1 - e0) / n;
-    /* (the window's mean launch time: the rate it sustains at the power cap, next to the timed
-     * median of ~20 launches after a 100 ms settle; on the H200 the two agree within a few %) */
-    if (BENCH_CUDA(cudaEventElapsedTime(&ms, t0, t1))) *sustained_us = ms * 1e3 / n;
-done:
-    if (t0) (void)cudaEventDestroy(t0);
-    if (t1) (void)cudaEventDestroy(t1);
+    bench_window_ctx w = {fn, arg};
+    char err[256] = "";
+    double mj = 0;
+    if (baseline_energy_window("energy window", bench_window_step, &w, s, us, bench_energy_window_ms(),
+                               bench_read_energy_mj, &mj, sustained_us, err, sizeof err) != 0) {
+        if (err[0]) fprintf(stderr, "%s\n", err);
+        return -1;
+    }
     return mj;
 }
 
