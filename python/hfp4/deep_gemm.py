@@ -81,6 +81,7 @@ import types
 import weakref
 from ctypes import byref, c_int64, c_size_t
 
+from . import _cublaslt as _cublaslt_impl
 from . import _fp8_route
 from . import _lib as L
 from ._common import SM90Weights, align, ceil_div, infer_gran_k, resolve_recipes, scale_grid
@@ -99,6 +100,8 @@ __all__ = [
     "get_num_sms", "set_num_sms", "ceil_to_ue8m0", "pack_ue8m0_to_int",
     "fp8_fp4_gemm_nn", "fp8_fp4_gemm_tn", "fp8_fp4_gemm_tt", "m_grouped_fp8_fp4_gemm_nn_contiguous",
     "fp4_gemm_nt", "m_grouped_fp4_gemm_nt_contiguous", "m_grouped_fp4_gemm_nt_masked",
+    "cublaslt_gemm_nt", "cublaslt_gemm_nn", "cublaslt_gemm_tn", "cublaslt_gemm_tt",
+    "k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous",
 ]
 
 # ------------------------------------------------------------------------------------------------
@@ -1051,8 +1054,9 @@ fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_fp4_gemm_nt_masked
 
 
 # Names transformers' DeepGEMM loader requires to exist (deepseek-v4.md §1.1: a missing symbol makes
-# it refuse the whole module). hfp4 has no BF16 grouped GEMM and no Mega MoE yet: they exist so the
-# module loads, and raise NotImplementedError when called so the caller falls back.
+# it refuse the whole module), and DeepGEMM's tests import (deepgemm-compat.md §5.1). hfp4 has no BF16
+# grouped GEMM, no K-grouped (wgrad) FP8 GEMM and no Mega MoE: they exist so the module loads, run the
+# installed DeepGEMM's where there is one, and else raise NotImplementedError so the caller falls back.
 def _not_in_hfp4(name):
     def call(*args, **kwargs):
         r = _call_real((name,), args, kwargs)
@@ -1071,6 +1075,33 @@ m_grouped_bf16_gemm_nn_contiguous = _not_in_hfp4("m_grouped_bf16_gemm_nn_contigu
 transform_weights_for_mega_moe = _not_in_hfp4("transform_weights_for_mega_moe")
 get_symm_buffer_for_mega_moe = _not_in_hfp4("get_symm_buffer_for_mega_moe")
 fp8_fp4_mega_moe = _not_in_hfp4("fp8_fp4_mega_moe")
+k_grouped_fp8_gemm_nt_contiguous = _not_in_hfp4("k_grouped_fp8_gemm_nt_contiguous")
+k_grouped_fp8_gemm_tn_contiguous = _not_in_hfp4("k_grouped_fp8_gemm_tn_contiguous")
+
+
+def _cublaslt(name, transpose_a, transpose_b):
+    """DeepGEMM's cuBLASLt baseline `name` (_cublaslt.py): the installed DeepGEMM's where there is
+    one, else torch's cuBLASLt calls; A and/or B passed transposed as the suffix says"""
+    def flip(x, on):
+        return x.t() if on and getattr(x, "dim", lambda: 0)() == 2 else x
+
+    def call(a, b, d, c=None):
+        r = _call_real((name,), (a, b, d), {"c": c} if c is not None else {})
+        if r is not None:
+            return r[0]
+        _t()
+        _cublaslt_impl.gemm_nt(name, flip(a, transpose_a), flip(b, transpose_b), d, c)
+
+    call.__name__ = name
+    call.__doc__ = ("DeepGEMM's plain cuBLASLt GEMM, D = A B^T (+ C) with FP8 e4m3 or BF16 operands and no "
+                    "scales (its tests' baseline; hfp4/_cublaslt.py)")
+    return call
+
+
+cublaslt_gemm_nt = _cublaslt("cublaslt_gemm_nt", False, False)
+cublaslt_gemm_nn = _cublaslt("cublaslt_gemm_nn", False, True)
+cublaslt_gemm_tn = _cublaslt("cublaslt_gemm_tn", True, True)
+cublaslt_gemm_tt = _cublaslt("cublaslt_gemm_tt", True, False)
 
 
 class SymmBuffer:

@@ -1,0 +1,71 @@
+"""DeepGEMM's plain cuBLASLt GEMMs, ``cublaslt_gemm_nt`` / ``_nn`` / ``_tn`` / ``_tt``: D = A B^T (+ C)
+with FP8 e4m3 or BF16 A and B and no scaling factors. DeepGEMM's tests time its kernels against
+them (by the kernel names 'nvjet' and 'reduce') and a drop-in must provide them
+(deepgemm-compat.md §8), so hfp4.deep_gemm exposes them under those names.
+
+The installed DeepGEMM's run where there is one (deep_gemm._call_real). Otherwise torch's
+cuBLASLt calls: FP8 through torch._scaled_mm with unit scales, BF16 through torch.mm into FP32;
+both accumulate in FP32, C is added in FP32, and D is rounded once. Where torch's GEMM does not
+take the call (FP8 with K or N not a multiple of 16, an older torch, CPU tensors) the product is an
+FP64 matmul of the operands' exact values: slower, never less precise (not TF32, whatever torch's
+float32 matmul precision is set to).
+
+The layouts follow DeepGEMM's fp8_fp4_gemm_* (deep_gemm.py): nn takes B as [K, N], tn A as [K, M]
+and B as [K, N], tt A as [K, M]; each calls the NT form with transposed views."""
+from __future__ import annotations
+
+from . import _lib as L
+
+
+def _torch():
+    import torch  # (hfp4.deep_gemm imported it already: these are reached through it)
+    return torch
+
+
+def _check(name, a, b, d, c):
+    torch = _torch()
+    for nm, t in (("a", a), ("b", b), ("d", d)) + ((("c", c),) if c is not None else ()):
+        if not isinstance(t, torch.Tensor) or t.dim() != 2:
+            raise L.invalid_argument("%s: %s must be a 2-D torch tensor (got %s)"
+                                     % (name, nm, getattr(t, "shape", type(t).__name__)))
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    if a.dtype != b.dtype or a.dtype not in (fp8, torch.bfloat16):
+        raise L.invalid_argument("%s: a.dtype = %s and b.dtype = %s must both be float8_e4m3fn or both bfloat16"
+                                 % (name, a.dtype, b.dtype))
+    m, k = a.shape
+    n = b.shape[0]
+    if b.shape[1] != k:
+        raise L.invalid_argument("%s: b.shape = %s must be [N, K] with a's K = %d" % (name, tuple(b.shape), k))
+    if tuple(d.shape) != (m, n) or d.dtype not in (torch.bfloat16, torch.float32):
+        raise L.invalid_argument("%s: d (shape %s, %s) must be [M, N] = [%d, %d], bfloat16 or float32"
+                                 % (name, tuple(d.shape), d.dtype, m, n))
+    if c is not None and (tuple(c.shape) != (m, n) or c.dtype not in (torch.bfloat16, torch.float32)):
+        raise L.invalid_argument("%s: c (shape %s, %s) must be [M, N] = [%d, %d], bfloat16 or float32"
+                                 % (name, tuple(c.shape), c.dtype, m, n))
+    for nm, t in (("b", b), ("d", d)) + ((("c", c),) if c is not None else ()):
+        if t.device != a.device:
+            raise L.invalid_argument("%s: %s is on %s, a on %s (all operands on one device)" % (name, nm, t.device, a.device))
+
+
+def _product_fp32(a, b):
+    """a @ b.T accumulated in FP32 (or exactly, in FP64), as an FP32 tensor"""
+    torch = _torch()
+    if a.is_cuda:
+        try:
+            if a.dtype == torch.bfloat16:
+                return torch.mm(a, b.t(), out_dtype=torch.float32)
+            if a.shape[1] % 16 == 0 and b.shape[0] % 16 == 0:
+                one = torch.ones((), device=a.device, dtype=torch.float32)
+                return torch._scaled_mm(a.contiguous(), b.contiguous().t(), scale_a=one, scale_b=one,
+                                        out_dtype=torch.float32)
+        except (TypeError, RuntimeError):  # (a torch without the call or the layout: the exact path below)
+            pass
+    return torch.mm(a.double(), b.double().t()).float()
+
+
+def gemm_nt(name, a, b, d, c=None):
+    _check(name, a, b, d, c)
+    out = _product_fp32(a, b)
+    if c is not None:
+        out = out + c.float()
+    d.copy_(out)

@@ -1,0 +1,104 @@
+"""hfp4.deep_gemm's cublaslt_gemm_{nt,nn,tn,tt} (hfp4/_cublaslt.py): DeepGEMM's unscaled baseline
+GEMM, D = A B^T (+ C), FP8 e4m3 or BF16 operands, FP32 accumulation, one rounding into D. Checked
+element by element against the float64 product of the same operands; on the CPU (the exact FP64
+path) and, marked gpu, through torch's cuBLASLt calls. The K-grouped FP8 GEMMs exist and fall back."""
+import pytest
+
+import hfp4
+
+torch = pytest.importorskip("torch")
+import hfp4.deep_gemm as dg  # noqa: E402
+
+FP8 = getattr(torch, "float8_e4m3fn", None)
+
+
+def _operands(dtype, m, n, k, device, seed):
+    g = torch.Generator().manual_seed(seed)
+    a = (torch.randn(m, k, generator=g) * 2).to(dtype).to(device)
+    b = (torch.randn(n, k, generator=g) * 2).to(dtype).to(device)
+    c = torch.randn(m, n, generator=g).to(device)
+    return a, b, c
+
+
+def _check(d, a, b, c, fp32_sums):
+    """|d - r| within D's rounding and the FP32 roundings of the product (k terms of |a b| where the sums
+    are FP32) of r = a b^T (+ c) in FP64"""
+    ad, bd = a.double().cpu(), b.double().cpu()
+    r = ad @ bd.t() + (c.double().cpu() if c is not None else 0)
+    # (the product is rounded to FP32 before C is added; on the GPU its k terms are summed in FP32)
+    bound = (ad.abs() @ bd.abs().t()) * ((a.shape[1] + 1) * 2.0 ** -23 if fp32_sums else 2.0 ** -23)
+    eps = 2.0 ** -8 if d.dtype == torch.bfloat16 else 2.0 ** -23
+    err = (d.double().cpu() - r).abs()
+    ok = err <= eps * r.abs() + bound + 1e-30
+    assert bool(ok.all()), "max error %g at %s" % (float(err.max()), (~ok).nonzero()[:3].tolist())
+
+
+@pytest.mark.skipif(FP8 is None, reason="torch without float8_e4m3fn")
+@pytest.mark.parametrize("dtype", ["fp8", "bf16"])
+@pytest.mark.parametrize("out", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("with_c", [False, True])
+def test_cpu_exact_path(dtype, out, with_c, monkeypatch):
+    monkeypatch.setenv("HFP4_DEEP_GEMM_FALLBACK", "0")  # (never an installed DeepGEMM)
+    dt = FP8 if dtype == "fp8" else torch.bfloat16
+    a, b, c = _operands(dt, 37, 45, 200, "cpu", 1)
+    d = torch.full((37, 45), float("nan"), dtype=out)
+    dg.cublaslt_gemm_nt(a, b, d, c=c if with_c else None)
+    _check(d, a, b, c if with_c else None, fp32_sums=False)
+
+
+def test_layouts_transpose_as_deep_gemm(monkeypatch):
+    monkeypatch.setenv("HFP4_DEEP_GEMM_FALLBACK", "0")
+    a, b, _ = _operands(torch.bfloat16, 16, 24, 32, "cpu", 2)
+    ref = torch.empty(16, 24, dtype=torch.float32)
+    dg.cublaslt_gemm_nt(a, b, ref)
+    for fn, x, y in ((dg.cublaslt_gemm_nn, a, b.t()), (dg.cublaslt_gemm_tn, a.t(), b.t()),
+                     (dg.cublaslt_gemm_tt, a.t(), b)):
+        d = torch.full_like(ref, float("nan"))
+        fn(x, y, d)
+        assert torch.allclose(d, ref, rtol=2.0 ** -22, atol=0), fn.__name__
+
+
+def test_bad_arguments_name_the_operand(monkeypatch):
+    monkeypatch.setenv("HFP4_DEEP_GEMM_FALLBACK", "0")
+    a, b, _ = _operands(torch.bfloat16, 8, 16, 32, "cpu", 3)
+    d = torch.empty(8, 16, dtype=torch.bfloat16)
+    with pytest.raises(hfp4.InvalidArgument, match="b.shape"):
+        dg.cublaslt_gemm_nt(a, b[:, :16], d)
+    with pytest.raises(hfp4.InvalidArgument, match="d .shape"):
+        dg.cublaslt_gemm_nt(a, b, d[:4])
+    with pytest.raises(hfp4.InvalidArgument, match="a.dtype"):
+        dg.cublaslt_gemm_nt(a.float(), b, d)
+    with pytest.raises(hfp4.InvalidArgument, match="c .shape"):
+        dg.cublaslt_gemm_nt(a, b, d, c=d[:, :8])
+    with pytest.raises(hfp4.InvalidArgument, match="2-D"):
+        dg.cublaslt_gemm_nt(a[None], b, d)
+    with pytest.raises(ValueError):  # (InvalidArgument is a ValueError and "Assertion error ..." text)
+        dg.cublaslt_gemm_nt(a, b, d.int())
+
+
+def test_k_grouped_names_exist_and_fall_back(monkeypatch):
+    monkeypatch.setenv("HFP4_DEEP_GEMM_FALLBACK", "0")
+    for name in ("k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous", "cublaslt_gemm_nt",
+                 "cublaslt_gemm_nn", "cublaslt_gemm_tn", "cublaslt_gemm_tt"):
+        assert name in dg.__all__ and callable(getattr(dg, name)), name
+    with pytest.raises(NotImplementedError):
+        dg.k_grouped_fp8_gemm_nt_contiguous(None, None, None, [128], None)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(FP8 is None, reason="torch without float8_e4m3fn")
+@pytest.mark.parametrize("dtype", ["fp8", "bf16"])
+@pytest.mark.parametrize("shape", [(256, 512, 1024), (33, 40, 72)])  # (the second: FP8 takes the exact path)
+@pytest.mark.parametrize("with_c", [False, True])
+def test_gpu_cublaslt(dtype, shape, with_c, monkeypatch):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    monkeypatch.setenv("HFP4_DEEP_GEMM_FALLBACK", "0")
+    m, n, k = shape
+    dt = FP8 if dtype == "fp8" else torch.bfloat16
+    a, b, c = _operands(dt, m, n, k, "cuda", 4)
+    for out in (torch.bfloat16, torch.float32):
+        d = torch.full((m, n), float("nan"), dtype=out, device="cuda")
+        dg.cublaslt_gemm_nt(a, b, d, c=c if with_c else None)
+        torch.cuda.synchronize()
+        _check(d, a, b, c if with_c else None, fp32_sums=True)
