@@ -83,6 +83,7 @@ from ctypes import byref, c_int64, c_size_t
 
 from . import _cublaslt as _cublaslt_impl
 from . import _fp8_route
+from . import _testing
 from . import _lib as L
 from ._common import SM90Weights, align, ceil_div, infer_gran_k, resolve_recipes, scale_grid
 
@@ -101,7 +102,7 @@ __all__ = [
     "fp8_fp4_gemm_nn", "fp8_fp4_gemm_tn", "fp8_fp4_gemm_tt", "m_grouped_fp8_fp4_gemm_nn_contiguous",
     "fp4_gemm_nt", "m_grouped_fp4_gemm_nt_contiguous", "m_grouped_fp4_gemm_nt_masked",
     "cublaslt_gemm_nt", "cublaslt_gemm_nn", "cublaslt_gemm_tn", "cublaslt_gemm_tt",
-    "k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous",
+    "k_grouped_fp8_gemm_nt_contiguous", "k_grouped_fp8_gemm_tn_contiguous", "testing",
 ]
 
 # ------------------------------------------------------------------------------------------------
@@ -1441,3 +1442,10 @@ for _name, _obj in {
 utils.__all__ = sorted(n for n in vars(utils) if not n.startswith("_"))
 sys.modules[utils.__name__] = utils
 del _name, _obj
+
+testing = types.ModuleType(__name__ + ".testing", "DeepGEMM's deep_gemm.testing names (hfp4/_testing.py).")
+for _name in ("bench_kineto", "calc_diff", "count_bytes", "ignore_env", "get_arch_major", "test_filter"):
+    setattr(testing, _name, getattr(_testing, _name))
+testing.__all__ = sorted(n for n in vars(testing) if not n.startswith("_"))
+sys.modules[testing.__name__] = testing
+del _name

@@ -102,3 +102,45 @@ def test_gpu_cublaslt(dtype, shape, with_c, monkeypatch):
         dg.cublaslt_gemm_nt(a, b, d, c=c if with_c else None)
         torch.cuda.synchronize()
         _check(d, a, b, c if with_c else None, fp32_sums=True)
+
+
+def test_testing_names():
+    from hfp4.deep_gemm.testing import calc_diff, count_bytes, ignore_env, get_arch_major, bench_kineto  # noqa: F401
+    import os
+    x = torch.randn(64, 32)
+    assert calc_diff(x, x) == pytest.approx(0.0, abs=1e-15)
+    assert calc_diff(x, -x) == pytest.approx(2.0)
+    assert calc_diff(torch.zeros(3), torch.zeros(3)) == 0.0
+    y = x + 1e-3 * torch.randn(64, 32)
+    ref = float(((x.double() - y.double()) ** 2).sum() / (x.double() ** 2 + y.double() ** 2).sum())
+    assert calc_diff(x, y) == pytest.approx(ref, rel=1e-6)
+    assert count_bytes(x, None, (torch.empty(4, dtype=torch.bfloat16), [torch.empty(2, dtype=torch.int8)])) == \
+        64 * 32 * 4 + 8 + 2
+    os.environ["HFP4_TEST_IGNORED"] = "1"
+    seen = []
+    ignore_env("HFP4_TEST_IGNORED", lambda: True)(lambda: seen.append(os.environ.get("HFP4_TEST_IGNORED")))()
+    ignore_env("HFP4_TEST_IGNORED", lambda: False)(lambda: seen.append(os.environ.get("HFP4_TEST_IGNORED")))()
+    assert seen == [None, "1"] and os.environ.pop("HFP4_TEST_IGNORED") == "1"
+    os.environ["DG_USE_NVIDIA_TOOLS"] = "1"
+    try:
+        assert bench_kineto(lambda: None, ("a", "b")) == (1, 1) and bench_kineto(lambda: None, "a") == 1
+    finally:
+        del os.environ["DG_USE_NVIDIA_TOOLS"]
+    with pytest.raises(ValueError):
+        bench_kineto(lambda: None, ["gemm_"])
+
+
+@pytest.mark.gpu
+def test_bench_kineto_times_the_cublaslt_baseline(monkeypatch):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from hfp4.deep_gemm.testing import bench_kineto, get_arch_major
+    monkeypatch.setenv("HFP4_DEEP_GEMM_FALLBACK", "0")
+    assert get_arch_major() >= 9
+    a, b, _ = _operands(FP8, 2048, 2048, 2048, "cuda", 5)
+    d = torch.empty(2048, 2048, dtype=torch.bfloat16, device="cuda")
+    t, split_k = bench_kineto(lambda: dg.cublaslt_gemm_nt(a, b, d), ("nvjet", "reduce"), num_tests=5,
+                              suppress_kineto_output=True)
+    # (DeepGEMM's test times its baseline by these names: cuBLASLt's kernels must be what ran)
+    assert 1e-6 < t < 1e-2, t
+    assert split_k >= 0
