@@ -12,10 +12,10 @@ builds=${*:-build/hfp4 build-fwc/hfp4}
 args="bench --only dense --sf-layout mn --dense-shape ${SHAPE:-8192,8192,8192} --iters 3"
 for b in $builds; do
   n=$(echo $b | cut -d/ -f1)
-  HFP4_BENCH_SETTLE_MS=0 HFP4_BENCH_WATCHDOG_S=0 timeout 150 ncu --clock-control none --csv --print-units base --metrics gpu__time_duration.sum,sm__cycles_elapsed.max,smsp__inst_executed.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active -k regex:fp8_weights_kernel -c 8 $b $args > $OUT/cyc_$n.csv 2> $OUT/cyc_$n.err
+  HFP4_BENCH_SETTLE_MS=0 HFP4_BENCH_WATCHDOG_S=0 timeout 150 ncu --clock-control none --csv --print-units base --metrics gpu__time_duration.sum,sm__cycles_elapsed.max,smsp__inst_executed.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active -k regex:fp8_fp8_gemm_kernel -c 8 $b $args > $OUT/cyc_$n.csv 2> $OUT/cyc_$n.err
   echo "cycles $n rc=$?"
   rep=/tmp/ncu_full_$n
-  HFP4_BENCH_SETTLE_MS=0 HFP4_BENCH_WATCHDOG_S=0 timeout 200 ncu --clock-control none --set full --import-source yes -k regex:fp8_weights_kernel -s 2 -c 1 -f -o $rep $b $args > $OUT/full_$n.log 2>&1
+  HFP4_BENCH_SETTLE_MS=0 HFP4_BENCH_WATCHDOG_S=0 timeout 200 ncu --clock-control none --set full --import-source yes -k regex:fp8_fp8_gemm_kernel -s 2 -c 1 -f -o $rep $b $args > $OUT/full_$n.log 2>&1
   echo "full $n rc=$?"
   ncu --import $rep.ncu-rep --page details > $OUT/details_$n.txt 2>&1
   ncu --import $rep.ncu-rep --page source --csv --print-source sass > /tmp/src_$n.csv 2>&1

@@ -8,7 +8,7 @@ mkdir -p "$OUT"
 for b in "$@"; do
     n=$(dirname "$b")
     HFP4_BENCH_SETTLE_MS=0 HFP4_BENCH_WATCHDOG_S=0 timeout 150 ncu --clock-control none --csv --print-units base \
-        --metrics gpu__time_duration.sum,sm__cycles_elapsed.max,smsp__inst_executed.sum -k regex:fp8_weights_kernel -c 8 \
+        --metrics gpu__time_duration.sum,sm__cycles_elapsed.max,smsp__inst_executed.sum -k regex:fp8_fp8_gemm_kernel -c 8 \
         "$b" bench --only dense --sf-layout mn --dense-shape ${SHAPE:-8192,8192,8192} --iters 3 > "$OUT/cyc_$n.csv" 2> "$OUT/cyc_$n.err"
     awk -F'","' -v b="$n" '
         /gpu__time_duration.sum/ { gsub(/[",]/, "", $NF); t[n1++] = $NF + 0 }

@@ -715,7 +715,7 @@ static __device__ __forceinline__ void fw_load_stage(uint8_t *a_tiles, uint8_t *
 
 template <int BM, bool DTMA, int GM, bool SKIP>
 __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
-    hfp4_sm90_fp8_weights_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+    hfp4_sm90_fp8_fp8_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
                                  const __grid_constant__ CUtensorMap d_map, const __grid_constant__ sm90_fp8w_params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     typedef fw_cfg<BM, DTMA> cfg;
@@ -941,7 +941,7 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
             return fw_launch<BM, false, GM, SKIP>(fn, p, dev, k, stream);
         }
     }
-    auto kernel = hfp4_sm90_fp8_weights_kernel<BM, DTMA, GM, SKIP>;
+    auto kernel = hfp4_sm90_fp8_fp8_gemm_kernel<BM, DTMA, GM, SKIP>;
     HFP4_CUDA_TRY(fn, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg::SMEM));
     static int built_regs = 0; /* (per instantiation) */
     HFP4_TRY(hfp4__require_kernel_regs(fn, "fp8-weights kernel", (const void *)kernel, &built_regs, cfg::WGS + 1,

@@ -25,7 +25,7 @@
  * accumulator, fresh for each block), then one FFMA per sum promotes it with the token's activation
  * scale times the block's weight scale; at the end the partial sums of a row group's warps are added
  * in shared memory (its first warp's, then the others' in order) and its first warp stores D (+ C).
- * The masked form (hfp4_sm90_fp8_gemv_masked_kernel) runs the same body on each live group's
+ * The masked form (hfp4_sm90_fp8_fp8_gemm_few_rows_masked_kernel) runs the same body on each live group's
  * operands, 8 of its rows a pass.
  */
 #include "../../runtime/cuda_runtime.h"
@@ -52,7 +52,7 @@ typedef struct fv_params {
     int32_t d_fp32;
     int32_t m, n, kblocks;
     int32_t kw; /* warps a row group (1, 2, 4 or 8): the CTA takes 16 x 8 / kw rows (hfp4__sm90_fp8_gemv_warps) */
-    /* the masked layout (hfp4_sm90_fp8_gemv_masked_kernel): G groups, group g's rows below
+    /* the masked layout (hfp4_sm90_fp8_fp8_gemm_few_rows_masked_kernel): G groups, group g's rows below
      * masked_m[g] (at most m) of A [G][m][k], D and C [G][m][n]; strides between groups */
     int32_t groups;
     const int32_t *masked_m;
@@ -193,7 +193,7 @@ static __device__ __forceinline__ void fv_cta_rows(const fv_params &p, int64_t c
 
 /* Dense: CTA blockIdx.x takes row groups (8 / kw) blockIdx.x .. (fv_cta_rows) */
 template <int NT>
-__global__ void __launch_bounds__(FV_WARPS * 32, NT == 1 ? 3 : 2) hfp4_sm90_fp8_gemv_kernel(const __grid_constant__ fv_params p) {
+__global__ void __launch_bounds__(FV_WARPS * 32, NT == 1 ? 3 : 2) hfp4_sm90_fp8_fp8_gemm_few_rows_kernel(const __grid_constant__ fv_params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
     fv_cta_rows<NT>(p, (int64_t)blockIdx.x * (FV_WARPS / p.kw));
 #else
@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(FV_WARPS * 32, NT == 1 ? 3 : 2) hfp4_sm90_fp8_
  * turn; a unit runs its group's rows 8 at a time (one pass at decode, where a group holds a few
  * rows) through fv_cta_rows on the group's operands. */
 #define FV_MAX_GROUPS HFP4_FP8_GEMV_MAX_GROUPS
-__global__ void __launch_bounds__(FV_WARPS * 32, 2) hfp4_sm90_fp8_gemv_masked_kernel(const __grid_constant__ fv_params p) {
+__global__ void __launch_bounds__(FV_WARPS * 32, 2) hfp4_sm90_fp8_fp8_gemm_few_rows_masked_kernel(const __grid_constant__ fv_params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
     __shared__ int32_t live[FV_MAX_GROUPS];
     __shared__ int32_t warp_live[FV_WARPS];
@@ -288,9 +288,9 @@ hfp4_status hfp4__sm90_fp8_gemv(const char *fn, const hfp4_gemm_problem *pr, int
     if (masked) {
         /* persistent: 2 CTAs an SM (128 registers: at 80 it spilled), or fewer when all units are fewer */
         const int64_t all = (int64_t)grid * pr->num_groups, cap = 2 * (int64_t)num_sms;
-        hfp4_sm90_fp8_gemv_masked_kernel<<<(unsigned)(all < cap ? all : cap), FV_WARPS * 32, 0, stream>>>(k);
-    } else if (pr->m <= 8) hfp4_sm90_fp8_gemv_kernel<1><<<grid, FV_WARPS * 32, 0, stream>>>(k);
-    else hfp4_sm90_fp8_gemv_kernel<2><<<grid, FV_WARPS * 32, 0, stream>>>(k);
+        hfp4_sm90_fp8_fp8_gemm_few_rows_masked_kernel<<<(unsigned)(all < cap ? all : cap), FV_WARPS * 32, 0, stream>>>(k);
+    } else if (pr->m <= 8) hfp4_sm90_fp8_fp8_gemm_few_rows_kernel<1><<<grid, FV_WARPS * 32, 0, stream>>>(k);
+    else hfp4_sm90_fp8_fp8_gemm_few_rows_kernel<2><<<grid, FV_WARPS * 32, 0, stream>>>(k);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;
 }

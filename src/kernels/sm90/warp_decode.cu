@@ -58,7 +58,7 @@ struct wd_depth {
 
 template <bool W_FP32, bool G32>
 __global__ void __launch_bounds__(WD_THREADS, WD_MAX_CTAS_PER_SM)
-    hfp4_sm90_warp_decode_kernel(const __grid_constant__ hfp4_sm90_gemm_params p, const wd_operands o) {
+    hfp4_sm90_fp8_fp4_gemm_warp_decode_kernel(const __grid_constant__ hfp4_sm90_gemm_params p, const wd_operands o) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ uint8_t wd_smem_raw[];
     /* the activation tiles must start 1024-byte aligned (the swizzle's atom); the launcher adds the slack */
@@ -315,7 +315,7 @@ static hfp4_status wd_raise_smem_limit(const char *fn, const void *kernel, const
 template <bool W_FP32, bool G32>
 static hfp4_status launch_warp(const char *fn, const hfp4_gemm_problem *problem, const hfp4_sm90_plan *plan,
                                const hfp4_current_device *dev, cudaStream_t stream, int *taken) {
-    auto kernel = hfp4_sm90_warp_decode_kernel<W_FP32, G32>;
+    auto kernel = hfp4_sm90_fp8_fp4_gemm_warp_decode_kernel<W_FP32, G32>;
     const hfp4_sm90_gemm_params &k = plan->params;
     wd_operands o;
     o.a = (const uint8_t *)problem->a.data;
