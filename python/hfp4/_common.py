@@ -7,6 +7,23 @@ from . import _lib as L
 __all__ = ["ceil_div", "align", "SM90Weights", "infer_gran_k", "resolve_recipes", "scale_grid"]
 
 
+_torch = None
+
+
+def torch_module():
+    """torch, imported on first use: hfp4.deep_gemm and its parts import without it, and a call that
+    needs it raises an ImportError that says so"""
+    global _torch
+    if _torch is None:
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError("hfp4.deep_gemm: this function needs PyTorch, which is not installed "
+                              "(hfp4.host offers the CPU calls on numpy arrays)") from e
+        _torch = torch
+    return _torch
+
+
 def ceil_div(x: int, y: int) -> int:
     """DeepGEMM's ceil_div: (x + y - 1) // y."""
     return (x + y - 1) // y

@@ -15,11 +15,7 @@ and B as [K, N], tt A as [K, M]; each calls the NT form with transposed views.""
 from __future__ import annotations
 
 from . import _lib as L
-
-
-def _torch():
-    import torch  # (hfp4.deep_gemm imported it already: these are reached through it)
-    return torch
+from ._common import torch_module as _torch
 
 
 def _check(name, a, b, d, c):

@@ -22,13 +22,9 @@ import functools
 import os
 
 from . import _lib as L
+from ._common import torch_module as _torch
 
 _FLUSH_BYTES = 8_000_000_000
-
-
-def _torch():
-    import torch
-    return torch
 
 
 def calc_diff(x, y):
