@@ -16,7 +16,7 @@ for b in "$@"; do
     for sec in ${SECTIONS:-w13 w2 dense}; do
         csv="$OUT/ncu_$(basename "$b")_$sec.csv"
         HFP4_BENCH_SETTLE_MS=0 HFP4_BENCH_WATCHDOG_S=0 timeout 200 ncu --clock-control none --csv --print-units base --metrics gpu__time_duration.sum,sm__cycles_elapsed.max \
-            -k regex:fp8_fp4_gemm -c ${LAUNCHES:-12} "$b" bench --only "$sec" --tokens ${TOKENS:-16384} --iters 3 \
+            -k regex:fp8_fp4_gemm_kernel -c ${LAUNCHES:-12} "$b" bench --only "$sec" --tokens ${TOKENS:-16384} --iters 3 \
             > "$csv" 2> "$csv.err"
         awk -F'","' -v b="$(basename "$b")" -v s="$sec" '
             /gpu__time_duration.sum/ { gsub(/"/, "", $NF); gsub(/,/, "", $NF); t[n1++] = $NF + 0 }

@@ -83,7 +83,7 @@ if [ -n "${NCU:-}" ] && command -v ncu >/dev/null; then
     # text pages are written here too (details, and per-SASS-line stall samples as CSV), so no
     # second device call is needed to read the reports.
     for t in ${NCU_TOKENS:-1 32 4096}; do
-        HFP4_BENCH_WATCHDOG_S=0 timeout 240 ncu --clock-control none --set full --import-source yes -k regex:fp8_fp4_gemm -c 1 \
+        HFP4_BENCH_WATCHDOG_S=0 timeout 240 ncu --clock-control none --set full --import-source yes -k regex:fp8_fp4_gemm_kernel -c 1 \
             -o "$OUT/ncu_w13_T$t" ${BUILD:-build}/hfp4 bench --only w13 --tokens $t --iters 3 > "$OUT/ncu_T$t.log" 2>&1
         echo "ncu T=$t: exit $?"
         ncu --import "$OUT/ncu_w13_T$t.ncu-rep" --page details > "$OUT/ncu_T$t.txt" 2>&1

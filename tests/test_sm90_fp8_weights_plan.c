@@ -108,10 +108,18 @@ TEST(fp8w_plan_tile_switch_and_tma_store) {
     CHECK_EQ_I64(plan.tma_store, 0); /* (the 256-row tile stores from registers) */
     setenv("HFP4_SM90_FP8_WEIGHTS_TILE", "512", 1);
     CHECK_EQ_I64(plan_of(&p).block_m, 192);
+    hfp4_gemm_problem small = fp8w_problem(HFP4_GROUPING_NONE, 256, 4096, 4096, 1);
+    setenv("HFP4_SM90_FP8_WEIGHTS_TILE", "192", 1); /* (the rule picks 128 there) */
+    CHECK_EQ_I64(plan_of(&small).block_m, 192);
+    hfp4_gemm_problem grouped = fp8w_problem(HFP4_GROUPING_CONTIGUOUS, 4096, 4096, 4096, 8);
+    CHECK_EQ_I64(plan_of(&grouped).block_m, 128); /* (grouped forms: 128-row segments, any switch) */
     unsetenv("HFP4_SM90_FP8_WEIGHTS_TILE");
+    CHECK_EQ_I64(plan_of(&small).block_m, 128);
     /* the TMA store only where D allows it */
     setenv("HFP4_SM90_FP8_WEIGHTS_DTMA", "0", 1);
     CHECK_EQ_I64(plan_of(&p).tma_store, 0);
+    setenv("HFP4_SM90_FP8_WEIGHTS_DTMA", "00", 1); /* (only "0" switches it off) */
+    CHECK_EQ_I64(plan_of(&p).tma_store, 1);
     unsetenv("HFP4_SM90_FP8_WEIGHTS_DTMA");
     hfp4_gemm_problem q = p;
     q.n = 389; /* (it clipped a row only to 16 bytes: D's padding written, v40) */
@@ -149,7 +157,10 @@ TEST(fp8w_plan_grouped_skip_idle_at_decode) {
     CHECK_EQ_I64(plan_of(&p).skip_idle, 0);
     setenv("HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE", "1", 1);
     CHECK_EQ_I64(plan_of(&p).skip_idle, 1);
+    setenv("HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE", "2", 1); /* (not 0 or 1: the rule's) */
+    CHECK_EQ_I64(plan_of(&p).skip_idle, 0);
     p.m = 48 * 128;
+    CHECK_EQ_I64(plan_of(&p).skip_idle, 1);
     setenv("HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE", "0", 1);
     CHECK_EQ_I64(plan_of(&p).skip_idle, 0);
     unsetenv("HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE");
@@ -174,13 +185,24 @@ TEST(fp8w_plan_masked_few_rows_is_opt_in) {
     hfp4_gemm_problem p = fp8w_problem(HFP4_GROUPING_MASKED, 16, 4096, 4096, 256);
     p.expected_m = 1;
     CHECK_EQ_I64(plan_of(&p).kernel, HFP4_FP8W_TILES); /* (faster at T = 1 only: v47) */
+    setenv("HFP4_SM90_FP8_GEMV_MASKED", "yes", 1); /* (only "1" opts in) */
+    CHECK_EQ_I64(plan_of(&p).kernel, HFP4_FP8W_TILES);
     setenv("HFP4_SM90_FP8_GEMV_MASKED", "1", 1);
     hfp4_sm90_fp8w_plan plan = plan_of(&p);
     CHECK_EQ_I64(plan.kernel, HFP4_FP8W_FEW_ROWS);
-    /* its warps count six groups' rows (a decode step's top-6 experts) */
+    /* its warps count min(groups, 6) groups' rows (a decode step's top-6 experts), at shapes where
+     * n alone, a constant 6 and all the groups give different counts */
     CHECK_EQ_I64(plan.warps_per_rows, hfp4__sm90_fp8_gemv_warps(6 * 4096, 32));
-    p.num_groups = 2;
-    CHECK_EQ_I64(plan_of(&p).warps_per_rows, hfp4__sm90_fp8_gemv_warps(2 * 4096, 32));
+    p.k = 2048;
+    p.num_groups = 2; /* 2 x 4096 rows: 4 (six groups' rows would give 2) */
+    CHECK_EQ_I64(plan_of(&p).warps_per_rows, 4);
+    p.n = 512;
+    p.num_groups = 256; /* 6 x 512 rows: 8 (n alone 8 too, all 256 groups' rows 2) */
+    CHECK_EQ_I64(plan_of(&p).warps_per_rows, 8);
+    p.num_groups = 1; /* 512 rows: 8 */
+    CHECK_EQ_I64(plan_of(&p).warps_per_rows, 8);
+    p.n = 4096;
+    p.k = 4096;
     p.num_groups = HFP4_FP8_GEMV_MAX_GROUPS + 1; /* (its live-group list holds 1024) */
     CHECK_EQ_I64(plan_of(&p).kernel, HFP4_FP8W_TILES);
     /* contiguous calls never take it */
@@ -192,5 +214,9 @@ TEST(fp8w_plan_masked_few_rows_is_opt_in) {
     CHECK_EQ_I64(plan_of(&p).tma_store, 1);
     p.d.stride_group = 16 * 4096 + 4;
     CHECK_EQ_I64(plan_of(&p).tma_store, 0);
+    p.d.stride_group = (int64_t)1 << 40; /* (2 bytes an element: beyond the TMA's 2^40-byte stride) */
+    CHECK_EQ_I64(plan_of(&p).tma_store, 0);
+    p.num_groups = 1; /* (one group: its stride is never used) */
+    CHECK_EQ_I64(plan_of(&p).tma_store, 1);
     clear_switches();
 }

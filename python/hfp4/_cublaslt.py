@@ -5,10 +5,13 @@ them (by the kernel names 'nvjet' and 'reduce') and a drop-in must provide them
 
 The installed DeepGEMM's run where there is one (deep_gemm._call_real). Otherwise torch's
 cuBLASLt calls: FP8 through torch._scaled_mm with unit scales, BF16 through torch.mm into FP32;
-both accumulate in FP32, C is added in FP32, and D is rounded once. Where torch's GEMM does not
-take the call (FP8 with K or N not a multiple of 16, an older torch, CPU tensors) the product is an
-FP64 matmul of the operands' exact values: slower, never less precise (not TF32, whatever torch's
-float32 matmul precision is set to).
+both accumulate in FP32, C is added to the FP32 product, and the sum is rounded into D, as
+cuBLASLt's FP32 epilogue does. Where torch's GEMM does not take the call (FP8 with K or N not a
+multiple of 16, a torch without the call, CPU tensors) the product is an FP64 matmul of the
+operands' exact values, rounded to FP32: slower, never less precise (not TF32, whatever torch's
+float32 matmul precision is set to). Other failures of torch's call (out of memory, a CUDA error)
+are raised, not retried. As DeepGEMM's, C must have D's dtype and both must be N-major (unit
+stride along N).
 
 The layouts follow DeepGEMM's fp8_fp4_gemm_* (deep_gemm.py): nn takes B as [K, N], tn A as [K, M]
 and B as [K, N], tt A as [K, M]; each calls the NT form with transposed views."""
@@ -35,9 +38,13 @@ def _check(name, a, b, d, c):
     if tuple(d.shape) != (m, n) or d.dtype not in (torch.bfloat16, torch.float32):
         raise L.invalid_argument("%s: d (shape %s, %s) must be [M, N] = [%d, %d], bfloat16 or float32"
                                  % (name, tuple(d.shape), d.dtype, m, n))
-    if c is not None and (tuple(c.shape) != (m, n) or c.dtype not in (torch.bfloat16, torch.float32)):
-        raise L.invalid_argument("%s: c (shape %s, %s) must be [M, N] = [%d, %d], bfloat16 or float32"
-                                 % (name, tuple(c.shape), c.dtype, m, n))
+    if c is not None and (tuple(c.shape) != (m, n) or c.dtype != d.dtype):
+        raise L.invalid_argument("%s: c (shape %s, %s) must be [M, N] = [%d, %d] with d's dtype %s"
+                                 % (name, tuple(c.shape), c.dtype, m, n, d.dtype))
+    for nm, t in (("d", d),) + ((("c", c),) if c is not None else ()):
+        if n > 1 and t.stride(1) != 1:
+            raise L.invalid_argument("%s: %s.stride() = %s must be N-major (unit stride along N)"
+                                     % (name, nm, tuple(t.stride())))
     for nm, t in (("b", b), ("d", d)) + ((("c", c),) if c is not None else ()):
         if t.device != a.device:
             raise L.invalid_argument("%s: %s is on %s, a on %s (all operands on one device)" % (name, nm, t.device, a.device))
@@ -50,11 +57,11 @@ def _product_fp32(a, b):
         try:
             if a.dtype == torch.bfloat16:
                 return torch.mm(a, b.t(), out_dtype=torch.float32)
-            if a.shape[1] % 16 == 0 and b.shape[0] % 16 == 0:
+            if a.shape[1] % 16 == 0 and b.shape[0] % 16 == 0 and hasattr(torch, "_scaled_mm"):
                 one = torch.ones((), device=a.device, dtype=torch.float32)
                 return torch._scaled_mm(a.contiguous(), b.contiguous().t(), scale_a=one, scale_b=one,
                                         out_dtype=torch.float32)
-        except (TypeError, RuntimeError):  # (a torch without the call or the layout: the exact path below)
+        except TypeError:  # (a torch whose call lacks out_dtype: the exact path below)
             pass
     return torch.mm(a.double(), b.double().t()).float()
 

@@ -1,14 +1,15 @@
 """DeepGEMM's ``deep_gemm.testing`` names (``hfp4.deep_gemm.testing``): what DeepGEMM's own test
 scripts import besides the GEMMs (deepgemm-compat.md §5.1), so they run against hfp4.deep_gemm.
 
-* ``calc_diff(x, y)``: 1 - 2 Σxy / Σ(x² + y²) in float64 (= Σ(x - y)² / Σ(x² + y²)); 0 when both are
-  all zeros.
+* ``calc_diff(x, y)``: 1 - 2 Σxy / Σ(x² + y²) in float64 (= Σ(x - y)² / Σ(x² + y²)), a 0-d tensor as
+  DeepGEMM's; 0 when both are all zeros.
 * ``count_bytes(*tensors)``: the bytes of the tensors given, in nested tuples or lists (None skipped).
 * ``bench_kineto(fn, kernel_names, ...)``: seconds per launch of the GPU kernels whose names contain
   each of kernel_names (a str gives one figure, a tuple a tuple), from torch's profiler over the
   second of two rounds of num_tests calls of fn, each after an 8 GB memset that flushes L2 (as
   DeepGEMM times); 0 for a name no kernel matched. Unless with_multiple_kernels, a name that
-  matches more than one distinct kernel is an error (the figure would mix them).
+  matches more than one distinct kernel is an AssertionError (the figure would mix them), as in
+  DeepGEMM. suppress_kineto_output silences what the profiler prints (at the file-descriptor level).
   DG_USE_NVIDIA_TOOLS=1 skips the profiling (1 for each name), as DeepGEMM's does under Nsight
   and compute-sanitizer.
 * ``ignore_env(name, condition)``: a decorator that runs the function with environment variable
@@ -31,8 +32,39 @@ def calc_diff(x, y):
     x, y = x.double(), y.double()
     denominator = (x * x + y * y).sum()
     if float(denominator) == 0.0:
-        return 0.0
-    return float(1.0 - 2.0 * (x * y).sum() / denominator)
+        return denominator  # (a 0-d zero)
+    return 1.0 - 2.0 * (x * y).sum() / denominator
+
+
+class _silenced:
+    """stdout and stderr sent to /dev/null at the file-descriptor level (the profiler prints from C++)"""
+
+    def __enter__(self):
+        import sys
+        for f in (sys.stdout, sys.stderr):
+            f.flush()
+        self.null = os.open(os.devnull, os.O_WRONLY)
+        self.saved = [os.dup(1), os.dup(2)]
+        os.dup2(self.null, 1)
+        os.dup2(self.null, 2)
+        return self
+
+    def __exit__(self, *_):
+        import sys
+        for f in (sys.stdout, sys.stderr):
+            f.flush()
+        os.dup2(self.saved[0], 1)
+        os.dup2(self.saved[1], 2)
+        for fd in self.saved + [self.null]:
+            os.close(fd)
+
+
+class _unchanged:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        return False
 
 
 def count_bytes(*tensors):
@@ -69,27 +101,25 @@ def bench_kineto(fn, kernel_names, num_tests: int = 30, suppress_kineto_output: 
         return (1,) * len(names) if isinstance(kernel_names, tuple) else 1
     torch = _torch()
     fn()  # (first-call work: module loads, repacks, caches)
-    schedule = torch.profiler.schedule(wait=1, warmup=0, active=1, repeat=1)
-    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA], schedule=schedule)
-    with profiler:
-        for _ in range(2):
-            for _ in range(num_tests):
-                if flush_l2:
-                    torch.empty(_FLUSH_BYTES // 4, dtype=torch.int, device="cuda").zero_()
-                fn()
-            profiler.step()
+    with _silenced() if suppress_kineto_output else _unchanged():
+        schedule = torch.profiler.schedule(wait=1, warmup=0, active=1, repeat=1)
+        profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA], schedule=schedule)
+        with profiler:
+            for _ in range(2):
+                for _ in range(num_tests):
+                    if flush_l2:
+                        torch.empty(_FLUSH_BYTES // 4, dtype=torch.int, device="cuda").zero_()
+                    fn()
+                profiler.step()
     if trace_path is not None:
         profiler.export_chrome_trace(trace_path)
     kernels = _device_times_us(profiler.key_averages())
-    if not suppress_kineto_output:
-        for key, total, count in sorted(kernels, key=lambda k: -k[1]):
-            print("%-100s %12.3f us %6d" % (key[:100], total / count, count))
     times = []
     for name in names:
         hits = [k for k in kernels if name in k[0]]
         if len(hits) > 1 and not with_multiple_kernels:
-            raise L.invalid_argument("bench_kineto: %r matches %d kernels (%s); pass with_multiple_kernels=True to "
-                                     "average them" % (name, len(hits), ", ".join(h[0][:60] for h in hits)))
+            raise AssertionError("bench_kineto: %r matches %d kernels (%s); pass with_multiple_kernels=True to "
+                                 "average them" % (name, len(hits), ", ".join(h[0][:60] for h in hits)))
         launches = sum(h[2] for h in hits)
         times.append(sum(h[1] for h in hits) / launches * 1e-6 if launches else 0)
     return tuple(times) if isinstance(kernel_names, tuple) else times[0]

@@ -42,8 +42,9 @@ def test_cpu_exact_path(dtype, out, with_c, monkeypatch):
     dt = FP8 if dtype == "fp8" else torch.bfloat16
     a, b, c = _operands(dt, 37, 45, 200, "cpu", 1)
     d = torch.full((37, 45), float("nan"), dtype=out)
-    dg.cublaslt_gemm_nt(a, b, d, c=c if with_c else None)
-    _check(d, a, b, c if with_c else None, fp32_sums=False)
+    c = c.to(out) if with_c else None  # (C has D's dtype, as DeepGEMM requires)
+    dg.cublaslt_gemm_nt(a, b, d, c=c)
+    _check(d, a, b, c, fp32_sums=False)
 
 
 def test_layouts_transpose_as_deep_gemm(monkeypatch):
@@ -70,6 +71,10 @@ def test_bad_arguments_name_the_operand(monkeypatch):
         dg.cublaslt_gemm_nt(a.float(), b, d)
     with pytest.raises(hfp4.InvalidArgument, match="c .shape"):
         dg.cublaslt_gemm_nt(a, b, d, c=d[:, :8])
+    with pytest.raises(hfp4.InvalidArgument, match="d's dtype"):  # (DeepGEMM's rule: C has D's dtype)
+        dg.cublaslt_gemm_nt(a, b, d, c=d.float())
+    with pytest.raises(hfp4.InvalidArgument, match="N-major"):
+        dg.cublaslt_gemm_nt(a, b, torch.empty(16, 8, dtype=torch.bfloat16).t())
     with pytest.raises(hfp4.InvalidArgument, match="2-D"):
         dg.cublaslt_gemm_nt(a[None], b, d)
     with pytest.raises(ValueError):  # (InvalidArgument is a ValueError and "Assertion error ..." text)
@@ -99,21 +104,22 @@ def test_gpu_cublaslt(dtype, shape, with_c, monkeypatch):
     a, b, c = _operands(dt, m, n, k, "cuda", 4)
     for out in (torch.bfloat16, torch.float32):
         d = torch.full((m, n), float("nan"), dtype=out, device="cuda")
-        dg.cublaslt_gemm_nt(a, b, d, c=c if with_c else None)
+        cd = c.to(out) if with_c else None
+        dg.cublaslt_gemm_nt(a, b, d, c=cd)
         torch.cuda.synchronize()
-        _check(d, a, b, c if with_c else None, fp32_sums=True)
+        _check(d, a, b, cd, fp32_sums=True)
 
 
 def test_testing_names():
     from hfp4.deep_gemm.testing import calc_diff, count_bytes, ignore_env, get_arch_major, bench_kineto  # noqa: F401
     import os
     x = torch.randn(64, 32)
-    assert calc_diff(x, x) == pytest.approx(0.0, abs=1e-15)
-    assert calc_diff(x, -x) == pytest.approx(2.0)
-    assert calc_diff(torch.zeros(3), torch.zeros(3)) == 0.0
+    assert float(calc_diff(x, x)) == pytest.approx(0.0, abs=1e-15)
+    assert calc_diff(x, -x).item() == pytest.approx(2.0)  # (a 0-d tensor, as DeepGEMM's)
+    assert float(calc_diff(torch.zeros(3), torch.zeros(3))) == 0.0
     y = x + 1e-3 * torch.randn(64, 32)
     ref = float(((x.double() - y.double()) ** 2).sum() / (x.double() ** 2 + y.double() ** 2).sum())
-    assert calc_diff(x, y) == pytest.approx(ref, rel=1e-6)
+    assert float(calc_diff(x, y)) == pytest.approx(ref, rel=1e-6)
     assert count_bytes(x, None, (torch.empty(4, dtype=torch.bfloat16), [torch.empty(2, dtype=torch.int8)])) == \
         64 * 32 * 4 + 8 + 2
     os.environ["HFP4_TEST_IGNORED"] = "1"
@@ -144,3 +150,15 @@ def test_bench_kineto_times_the_cublaslt_baseline(monkeypatch):
     # (DeepGEMM's test times its baseline by these names: cuBLASLt's kernels must be what ran)
     assert 1e-6 < t < 1e-2, t
     assert split_k >= 0
+
+
+def test_kineto_output_silenced_at_fd_level(capfd):
+    import os
+    from hfp4._testing import _silenced
+    with _silenced():
+        os.write(1, b"from C++ stdout\n")
+        os.write(2, b"from C++ stderr\n")
+        print("from python")
+    print("after")
+    out, err = capfd.readouterr()
+    assert out == "after\n" and err == ""
