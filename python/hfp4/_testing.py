@@ -37,7 +37,8 @@ def calc_diff(x, y):
 
 
 class _silenced:
-    """stdout and stderr sent to /dev/null at the file-descriptor level (the profiler prints from C++)"""
+    """stdout and stderr sent to /dev/null, Python's streams and the file descriptors both (the
+    profiler prints from C++)"""
 
     def __enter__(self):
         import sys
@@ -47,12 +48,15 @@ class _silenced:
         self.saved = [os.dup(1), os.dup(2)]
         os.dup2(self.null, 1)
         os.dup2(self.null, 2)
+        self.streams = (sys.stdout, sys.stderr)
+        self.null_file = open(os.devnull, "w")
+        sys.stdout = sys.stderr = self.null_file
         return self
 
     def __exit__(self, *_):
         import sys
-        for f in (sys.stdout, sys.stderr):
-            f.flush()
+        sys.stdout, sys.stderr = self.streams
+        self.null_file.close()
         os.dup2(self.saved[0], 1)
         os.dup2(self.saved[1], 2)
         for fd in self.saved + [self.null]:
