@@ -53,6 +53,8 @@ def _check(name, a, b, d, c):
 def _product_fp32(a, b):
     """a @ b.T accumulated in FP32 (or exactly, in FP64), as an FP32 tensor"""
     torch = _torch()
+    if a.shape[1] == 0 or a.shape[0] == 0 or b.shape[0] == 0:  # (K = 0: D = C, or zeros)
+        return torch.zeros(a.shape[0], b.shape[0], dtype=torch.float32, device=a.device)
     if a.is_cuda:
         try:
             if a.dtype == torch.bfloat16:

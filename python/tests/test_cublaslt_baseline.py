@@ -47,6 +47,16 @@ def test_cpu_exact_path(dtype, out, with_c, monkeypatch):
     _check(d, a, b, c, fp32_sums=False)
 
 
+def test_empty_k_gives_c(monkeypatch):
+    monkeypatch.setenv("HFP4_DEEP_GEMM_FALLBACK", "0")
+    a, b, c = _operands(torch.bfloat16, 5, 7, 0, "cpu", 6)
+    d = torch.full((5, 7), float("nan"))
+    dg.cublaslt_gemm_nt(a, b, d, c=c)
+    assert torch.equal(d, c)
+    dg.cublaslt_gemm_nt(a, b, d)
+    assert torch.equal(d, torch.zeros(5, 7))
+
+
 def test_layouts_transpose_as_deep_gemm(monkeypatch):
     monkeypatch.setenv("HFP4_DEEP_GEMM_FALLBACK", "0")
     a, b, _ = _operands(torch.bfloat16, 16, 24, 32, "cpu", 2)
