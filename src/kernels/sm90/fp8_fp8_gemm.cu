@@ -230,6 +230,35 @@ static __device__ __forceinline__ int32_t fw_expert(const sm90_fp8w_params &p, i
     return CONTIGUOUS ? __ldg(p.layout + mt * BM) : 0;
 }
 
+/* CONTIGUOUS, HFP4_FW_LAYOUT_AHEAD: tile t's expert (its first row's layout entry) and the entry of
+ * warpgroup wg's first row (-1 past m), read a tile ahead by the consumers so that the loads' latency
+ * falls under the current tile's K-blocks. Without it each consumer waits for the expert's entry at
+ * every tile start, and the SKIP kernels wait again for their idle test's entry, which is read
+ * behind the branch on the expert: one or two exposed L2 round trips a tile of ~17 us at prefill
+ * (the SKIP kernels' -6/-7 % at V4-Flash T = 16384, bench/RESULTS.md v47, is the suspect).
+ * An A/B build, not yet measured: off (0) by default. */
+#ifndef HFP4_FW_LAYOUT_AHEAD
+#define HFP4_FW_LAYOUT_AHEAD 0
+#endif
+typedef struct fw_tile_ahead {
+    int64_t mt, nt;      /* the tile's place (fw_tile), so that the loop does not divide again          */
+    int32_t e, wg_entry; /* its expert and warpgroup wg's first-row entry (-1 past m)                  */
+    int32_t row_entry[2]; /* the thread's rows r0 and r0 + 8 (0 past m): the epilogue's padding test */
+} fw_tile_ahead;
+template <int BM>
+static __device__ __forceinline__ fw_tile_ahead fw_layout_ahead(const sm90_fp8w_params &p, int64_t t, int64_t tiles,
+                                                                int64_t tiles_m, int64_t tiles_n, int wg, int r0) {
+    fw_tile_ahead a = {0, 0, -1, -1, {0, 0}};
+    if (t >= tiles) return a;
+    fw_tile(t, tiles_m, tiles_n, a.mt, a.nt);
+    const int64_t first = a.mt * BM, row = first + 64 * wg;
+    a.e = __ldg(p.layout + first);
+    a.wg_entry = row < p.m ? __ldg(p.layout + row) : -1;
+#pragma unroll
+    for (int h = 0; h < 2; h++) a.row_entry[h] = first + r0 + 8 * h < p.m ? __ldg(p.layout + first + r0 + 8 * h) : 0;
+    return a;
+}
+
 /* MASKED: a tile's group e, its first row within the group, and end, the row bound its loads and
  * stores keep below: min(masked_m, m). The dense and contiguous forms use fw_expert, mt BM and m,
  * written out where they are used.
@@ -809,17 +838,25 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     int stage = 0; /* the consumers' place in the CTA's stage sequence, as the producer counts it */
     uint32_t phase = 0;
     fw_masked_walk walk = fw_masked_walk_start(); /* (MASKED: each consumer warp walks on its own) */
+    constexpr bool AHEAD = HFP4_FW_LAYOUT_AHEAD && GM == FW_CONTIGUOUS;
+    fw_tile_ahead ahead = {0, 0, 0, 0, {0, 0}}, cur = ahead; /* (AHEAD: fw_layout_ahead) */
+    if constexpr (AHEAD) ahead = fw_layout_ahead<BM>(p, blockIdx.x, tiles, tiles_m, tiles_n, wg, r0);
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         int64_t mt = 0, nt;
         fw_masked_tile mk = {0, 0, 0}; /* (MASKED: the tile's group, first row and row bound) */
         if constexpr (GM == FW_MASKED) {
             if (!fw_masked_walk_to<BM>(walk, p, t, tiles_n)) break;
             mk = fw_masked_place<BM>(walk, t, nt);
+        } else if constexpr (AHEAD) {
+            cur = ahead;
+            mt = cur.mt;
+            nt = cur.nt;
+            ahead = fw_layout_ahead<BM>(p, t + gridDim.x, tiles, tiles_m, tiles_n, wg, r0);
         } else {
             fw_tile(t, tiles_m, tiles_n, mt, nt);
         }
         const int64_t row0 = (GM == FW_MASKED ? mk.first : mt * BM) + r0;
-        const int32_t e = GM == FW_MASKED ? mk.e : fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
+        const int32_t e = AHEAD ? cur.e : GM == FW_MASKED ? mk.e : fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
         /* (a padding tile whose rows may hold anything: not visited; a masked tile is always live) */
         if (GROUPED && e < 0 && (GM == FW_MASKED || !p.pad_zero)) continue;
         float fin[64 * cfg::SUB];
@@ -833,7 +870,8 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
              * contiguous TMA-store kernel against 17 without SKIP, 19 now, none between the
              * loop's wgmmas; a suspect for the SKIP kernel's -7 % at prefill, bench/RESULTS.md v46) */
             bool idle = false;
-            if constexpr (SKIP)
+            if constexpr (SKIP && AHEAD) idle = warp_uniform((int32_t)(cur.wg_entry < 0)) != 0;
+            else if constexpr (SKIP)
                 idle = warp_uniform((int32_t)fw_wg_idle<BM, GM>(p, (GM == FW_MASKED ? mk.first : mt * BM) + 64 * wg,
                                                                 mk.end)) != 0;
             if (idle) {
@@ -859,7 +897,8 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
         if constexpr (GM == FW_CONTIGUOUS) {
 #pragma unroll
             for (int h = 0; h < 2; h++)
-                pad[h] = p.pad_zero && (e < 0 || (row0 + 8 * h < p.m && __ldg(p.layout + row0 + 8 * h) < 0));
+                pad[h] = p.pad_zero && (e < 0 || (AHEAD ? cur.row_entry[h] < 0
+                                                        : row0 + 8 * h < p.m && __ldg(p.layout + row0 + 8 * h) < 0));
 #pragma unroll
             for (int j = 0; j < 16; j++) {
                 if (pad[0]) fin[4 * j] = fin[4 * j + 1] = 0.0f;

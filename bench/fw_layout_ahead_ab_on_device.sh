@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The FP8 x FP8 contiguous kernels with their consumers' layout reads a tile ahead
+# (HFP4_FW_LAYOUT_AHEAD=1, fp8_fp8_gemm.cu: fw_layout_ahead) against main's build, in one device call:
+# the FP8-weight tests on the A/B build (compute-sanitizer memcheck on the contiguous test), then the
+# fp8_fp8 contiguous rows of both builds interleaved, with the SKIP kernels forced each way (the
+# suspect for their -6/-7 % at V4-Flash T = 16384 is the idle test's L2 round trip at every tile
+# start, read behind the branch on the expert: bench/RESULTS.md v47).
+# Built here first (carry build-pack):
+#   make -j3 BUILD=build all build/hfp4_gpu_tests
+#   cp -a build build-ahead && touch src/kernels/sm90/fp8_fp8_gemm.cu &&
+#     make -j3 BUILD=build-ahead NVFLAGS_EXTRA=-DHFP4_FW_LAYOUT_AHEAD=1 all build-ahead/hfp4_gpu_tests
+#   tar cJf build-pack/bins.tar.xz build/hfp4 build/libhfp4.so build-ahead/hfp4 build-ahead/libhfp4.so \
+#     build-ahead/hfp4_gpu_tests
+set -u
+OUT=${OUT:-/tmp/hfp4-out}
+mkdir -p "$OUT"
+[ -f build-pack/bins.tar.xz ] && tar xJf build-pack/bins.tar.xz
+timeout 240 build-ahead/hfp4_gpu_tests --fork --filter gpu_fp8_weights 2>&1 | tee "$OUT/ahead_tests.log" |
+    grep -E "^(ok|FAIL|skip)|passed" | tail -8
+timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 build-ahead/hfp4_gpu_tests \
+    --filter gpu_fp8_weights_contiguous > "$OUT/ahead_memcheck.log" 2>&1
+echo "memcheck contiguous (ahead): exit $? ($(grep 'ERROR SUMMARY' "$OUT/ahead_memcheck.log" | tail -n 1))"
+start=$(date +%s) round=0
+while [ $(( $(date +%s) - start )) -lt ${ROUNDS_UNTIL:-240} ]; do
+    round=$((round + 1))
+    for b in build build-ahead; do
+        for skip in 0 1; do
+            HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE=$skip timeout 150 $b/hfp4 bench --only w13,w2 \
+                --tokens ${TOKENS:-8,4096,16384} --sf-layout mn 2>&1 | grep -E "^fp8_fp8 +contiguous" |
+                cut -c1-112 | sed "s|^|round $round $b skip=$skip: |"
+        done
+    done
+done | tee "$OUT/ahead_ab.txt"
