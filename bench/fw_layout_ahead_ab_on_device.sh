@@ -21,7 +21,7 @@ timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 build-ahead/hfp
     --filter gpu_fp8_weights_contiguous > "$OUT/ahead_memcheck.log" 2>&1
 echo "memcheck contiguous (ahead): exit $? ($(grep 'ERROR SUMMARY' "$OUT/ahead_memcheck.log" | tail -n 1))"
 start=$(date +%s) round=0
-while [ $(( $(date +%s) - start )) -lt ${ROUNDS_UNTIL:-240} ]; do
+while [ $(( $(date +%s) - start )) -lt ${ROUNDS_UNTIL:-180} ]; do
     round=$((round + 1))
     for b in build build-ahead; do
         for skip in 0 1; do
@@ -31,3 +31,13 @@ while [ $(( $(date +%s) - start )) -lt ${ROUNDS_UNTIL:-240} ]; do
         done
     done
 done | tee "$OUT/ahead_ab.txt"
+if [ "${KW_SWEEP:-1}" = 1 ]; then
+    for kw in 1 2 4 8 auto; do
+        if [ $kw = auto ]; then unset HFP4_SM90_FP8_GEMV_KW; else export HFP4_SM90_FP8_GEMV_KW=$kw; fi
+        HFP4_SM90_FP8_GEMV_MASKED=1 timeout 120 build/hfp4 bench --only w13,w2 --tokens 1,8,32 --sf-layout mn 2>&1 |
+            grep -E "^fp8_fp8 +masked" | cut -c1-112 | sed "s|^|kw=$kw: |"
+    done
+    unset HFP4_SM90_FP8_GEMV_KW
+    timeout 120 build/hfp4 bench --only w13,w2 --tokens 1,8,32 --sf-layout mn 2>&1 |
+        grep -E "^fp8_fp8 +masked" | cut -c1-112 | sed "s|^|tile kernel: |"
+fi | tee "$OUT/gemv_masked_kw.txt"
