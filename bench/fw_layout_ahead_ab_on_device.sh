@@ -4,7 +4,9 @@
 # the FP8-weight tests on the A/B build (compute-sanitizer memcheck on the contiguous test), then the
 # fp8_fp8 contiguous rows of both builds interleaved, with the SKIP kernels forced each way (the
 # suspect for their -6/-7 % at V4-Flash T = 16384 is the idle test's L2 round trip at every tile
-# start, read behind the branch on the expert: bench/RESULTS.md v47).
+# start, read behind the branch on the expert: bench/RESULTS.md v47). Then (KW_SWEEP=0 skips it)
+# the masked few-row form's warps a row group forced to 1, 2, 4, 8 at T = 1, 8, 32 next to the tile
+# kernel (its T = 8 loss: each unit restarts its loads, RESULTS v47 ready list).
 # Built here first (carry build-pack):
 #   make -j3 BUILD=build all build/hfp4_gpu_tests
 #   cp -a build build-ahead && touch src/kernels/sm90/fp8_fp8_gemm.cu &&
