@@ -19,6 +19,7 @@ scripts import besides the GEMMs (deepgemm-compat.md §5.1), so they run against
   (else prints that it was filtered, as DeepGEMM's does)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -63,13 +64,6 @@ class _silenced:
             os.close(fd)
 
 
-class _unchanged:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_):
-        return False
-
 
 def count_bytes(*tensors):
     total = 0
@@ -105,7 +99,7 @@ def bench_kineto(fn, kernel_names, num_tests: int = 30, suppress_kineto_output: 
         return (1,) * len(names) if isinstance(kernel_names, tuple) else 1
     torch = _torch()
     fn()  # (first-call work: module loads, repacks, caches)
-    with _silenced() if suppress_kineto_output else _unchanged():
+    with _silenced() if suppress_kineto_output else contextlib.nullcontext():
         schedule = torch.profiler.schedule(wait=1, warmup=0, active=1, repeat=1)
         profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA], schedule=schedule)
         with profiler:

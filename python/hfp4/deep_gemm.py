@@ -111,8 +111,7 @@ __all__ = [
 # torch, imported on first use
 # ------------------------------------------------------------------------------------------------
 
-def _t():
-    return torch_module()
+_t = torch_module
 
 
 def _dtype(name):

@@ -1,5 +1,6 @@
 /*
- * env_switch.c - the library's environment switches that are read once (hfp4__env_switch).
+ * env_switch.c - the library's environment switches: read once (hfp4__env_switch, hfp4__env_tristate)
+ * or at each call (hfp4__env_is: the comparison switches of the launch plans).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,4 +25,9 @@ int hfp4__env_tristate(const char *name, int *cache) {
         __atomic_store_n(cache, v, __ATOMIC_RELAXED);
     }
     return v;
+}
+
+int hfp4__env_is(const char *name, const char *value) {
+    const char *env = getenv(name);
+    return env != NULL && strcmp(env, value) == 0;
 }

@@ -94,6 +94,10 @@ int hfp4__env_switch(const char *name, int default_on, int *cache);
  * when it is "0", -1 (the caller's automatic choice) otherwise, unset included. */
 int hfp4__env_tristate(const char *name, int *cache);
 
+/* Whether environment variable `name` is set to exactly `value`, read at each call (the launch
+ * plans' comparison switches, which tests and A/Bs flip between calls). */
+int hfp4__env_is(const char *name, const char *value);
+
 /* Number of worker threads to use for `requested` (0 = one per online CPU), at most `work_items`. */
 int hfp4__thread_count(int requested, int64_t work_items);
 

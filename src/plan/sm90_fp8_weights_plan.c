@@ -9,12 +9,6 @@
 
 #define FW_TILE 128 /* the tile kernel's weight rows (N) a tile */
 
-/* Whether environment variable `name` is set to exactly `value` (a comparison switch) */
-static int env_is(const char *name, const char *value) {
-    const char *env = getenv(name);
-    return env != NULL && strcmp(env, value) == 0;
-}
-
 /* The token tile for m x n: the one with the shorter estimated time, waves of tiles (the grid is
  * persistent, one tile per SM at a time) times a tile's time, the 192-row tile counted 3 % faster
  * per row (H200 8192^3, MN-major scales, 3 interleaved rounds in one call: 955-984 against the
@@ -52,8 +46,8 @@ int32_t hfp4__sm90_fp8_gemv_warps(int64_t n, int64_t kblocks) {
  * expert after padding) moves -3...+3 %, T = 16384 (~450) loses 7 % on w13; v47 (its idle test made
  * warp-uniform): T = 16384 still -7 % (w13) and -6 % (w2), T = 4096 level, so two kernels. */
 static int32_t skip_idle_wanted(const hfp4_gemm_problem *p) {
-    if (env_is("HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE", "0") || env_is("HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE", "1"))
-        return env_is("HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE", "1");
+    const char *env = getenv("HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE");
+    if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
     if (p->grouping == HFP4_GROUPING_MASKED) return (p->expected_m > 0 ? p->expected_m : p->m) <= 128;
     return p->m <= 128 * (int64_t)p->num_groups;
 }
@@ -69,9 +63,9 @@ static int32_t skip_idle_wanted(const hfp4_gemm_problem *p) {
  * tell those apart (both have expected_m 1; masked_m lives on the device), so it is not a default. */
 static int few_rows_wanted(const hfp4_gemm_problem *p) {
     if (p->grouping == HFP4_GROUPING_NONE)
-        return (p->m <= 8 || (p->m <= HFP4_FP8_GEMV_MAX_M && p->n < 8192)) && !env_is("HFP4_SM90_FP8_GEMV", "0");
+        return (p->m <= 8 || (p->m <= HFP4_FP8_GEMV_MAX_M && p->n < 8192)) && !hfp4__env_is("HFP4_SM90_FP8_GEMV", "0");
     if (p->grouping == HFP4_GROUPING_MASKED)
-        return p->num_groups <= HFP4_FP8_GEMV_MAX_GROUPS && env_is("HFP4_SM90_FP8_GEMV_MASKED", "1");
+        return p->num_groups <= HFP4_FP8_GEMV_MAX_GROUPS && hfp4__env_is("HFP4_SM90_FP8_GEMV_MASKED", "1");
     return 0;
 }
 
@@ -82,9 +76,9 @@ void hfp4__sm90_fp8w_plan(const hfp4_gemm_problem *p, int num_sms, hfp4_sm90_fp8
      * (a comparison switch: any other value means the choice; 256 is never chosen: 5 % slower, v40).
      * Grouped: 128 (segments of 128 rows: a tile each). */
     plan->block_m = grouped                                          ? 128
-                    : env_is("HFP4_SM90_FP8_WEIGHTS_TILE", "256") ? 256
-                    : env_is("HFP4_SM90_FP8_WEIGHTS_TILE", "192") ? 192
-                    : env_is("HFP4_SM90_FP8_WEIGHTS_TILE", "128") ? 128
+                    : hfp4__env_is("HFP4_SM90_FP8_WEIGHTS_TILE", "256") ? 256
+                    : hfp4__env_is("HFP4_SM90_FP8_WEIGHTS_TILE", "192") ? 192
+                    : hfp4__env_is("HFP4_SM90_FP8_WEIGHTS_TILE", "128") ? 128
                                                                   : hfp4__sm90_fp8w_pick_tile(p->m, p->n, num_sms);
     /* D through shared memory to TMA stores where D allows: BF16 without C, its rows and start 16-byte
      * aligned, n a multiple of 8 (and masked, each group's start); HFP4_SM90_FP8_WEIGHTS_DTMA=0 keeps
@@ -93,7 +87,7 @@ void hfp4__sm90_fp8w_plan(const hfp4_gemm_problem *p, int num_sms, hfp4_sm90_fp8
      * 389-391 of D's padding (H200, gpu_fp8_weights_dense case 14, bench/RESULTS.md v40) */
     plan->tma_store = plan->block_m != 256 && p->d.dtype == HFP4_DTYPE_BF16 && p->d.c == NULL &&
                       (p->d.ld * 2) % 16 == 0 && p->n % 8 == 0 && (uintptr_t)p->d.data % 16 == 0 &&
-                      !env_is("HFP4_SM90_FP8_WEIGHTS_DTMA", "0") &&
+                      !hfp4__env_is("HFP4_SM90_FP8_WEIGHTS_DTMA", "0") &&
                       (!masked || p->num_groups == 1 ||
                        ((p->d.stride_group * 2) % 16 == 0 && p->d.stride_group * 2 < ((int64_t)1 << 40)));
     plan->skip_idle = grouped ? skip_idle_wanted(p) : 0;

@@ -7,10 +7,7 @@
 #include "sm90_plan.h"
 #include "../weights/sm90_layout.h"
 
-static int env_is_zero(const char *name) {
-    const char *env = getenv(name);
-    return env && !strcmp(env, "0");
-}
+static int env_is_zero(const char *name) { return hfp4__env_is(name, "0"); }
 
 /* The narrow-block split (narrow_items.cuh): without a hint, the contiguous layout's 128-row blocks
  * whose split row is padding (decode: a routed expert's 1-8 rows padded to 128, row 8; 16 or 32 as
