@@ -6,7 +6,9 @@ them (by the kernel names 'nvjet' and 'reduce') and a drop-in must provide them
 The installed DeepGEMM's run where there is one (deep_gemm._call_real). Otherwise torch's
 cuBLASLt calls: FP8 through torch._scaled_mm with unit scales, BF16 through torch.mm into FP32;
 both accumulate in FP32, C is added to the FP32 product, and the sum is rounded into D, as
-cuBLASLt's FP32 epilogue does. Where torch's GEMM does not take the call (FP8 with K or N not a
+cuBLASLt's FP32 epilogue does. Without C, an FP8 product goes straight into a contiguous D (one
+cuBLASLt kernel and nothing else, as DeepGEMM's baseline: its tests time the call by its kernels'
+names; FP32 sums rounded once into D, the same values). Where torch's GEMM does not take the call (FP8 with K or N not a
 multiple of 16, a torch without the call, CPU tensors) the product is an FP64 matmul of the
 operands' exact values, rounded to FP32: slower, never less precise (not TF32, whatever torch's
 float32 matmul precision is set to). Other failures of torch's call (out of memory, a CUDA error)
@@ -50,6 +52,37 @@ def _check(name, a, b, d, c):
             raise L.invalid_argument("%s: %s is on %s, a on %s (all operands on one device)" % (name, nm, t.device, a.device))
 
 
+_UNIT_SCALES = {}  # device -> torch._scaled_mm's unit scale (made once: none made a call, or in a graph capture)
+
+
+def _unit_scale(device):
+    one = _UNIT_SCALES.get(device)
+    if one is None:
+        one = _UNIT_SCALES[device] = _torch().ones((), device=device, dtype=_torch().float32)
+    return one
+
+
+def _fp8_scaled_mm_ok(a, b):
+    """torch's cuBLASLt FP8 GEMM takes a @ b.T: CUDA operands, K and N multiples of 16"""
+    torch = _torch()
+    return a.is_cuda and a.dtype != torch.bfloat16 and a.shape[1] % 16 == 0 and b.shape[0] % 16 == 0 \
+        and hasattr(torch, "_scaled_mm")
+
+
+def _fp8_into_d(a, b, d):
+    """a @ b.T with FP32 sums rounded once into D by the GEMM itself; False where torch's call cannot
+    write D (not contiguous, empty, a torch without out_dtype / out): the caller's path then"""
+    torch = _torch()
+    if not (_fp8_scaled_mm_ok(a, b) and d.is_contiguous() and d.numel() > 0 and a.shape[1] > 0):
+        return False
+    one = _unit_scale(a.device)
+    try:
+        torch._scaled_mm(a.contiguous(), b.contiguous().t(), scale_a=one, scale_b=one, out_dtype=d.dtype, out=d)
+    except TypeError:
+        return False
+    return True
+
+
 def _product_fp32(a, b):
     """a @ b.T accumulated in FP32 (or exactly, in FP64), as an FP32 tensor"""
     torch = _torch()
@@ -59,8 +92,8 @@ def _product_fp32(a, b):
         try:
             if a.dtype == torch.bfloat16:
                 return torch.mm(a, b.t(), out_dtype=torch.float32)
-            if a.shape[1] % 16 == 0 and b.shape[0] % 16 == 0 and hasattr(torch, "_scaled_mm"):
-                one = torch.ones((), device=a.device, dtype=torch.float32)
+            if _fp8_scaled_mm_ok(a, b):
+                one = _unit_scale(a.device)
                 return torch._scaled_mm(a.contiguous(), b.contiguous().t(), scale_a=one, scale_b=one,
                                         out_dtype=torch.float32)
         except TypeError:  # (a torch whose call lacks out_dtype: the exact path below)
@@ -70,6 +103,8 @@ def _product_fp32(a, b):
 
 def gemm_nt(name, a, b, d, c=None):
     _check(name, a, b, d, c)
+    if c is None and _fp8_into_d(a, b, d):
+        return
     out = _product_fp32(a, b)
     if c is not None:
         out = out + c.float()

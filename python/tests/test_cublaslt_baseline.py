@@ -162,6 +162,26 @@ def test_bench_kineto_times_the_cublaslt_baseline(monkeypatch):
     assert split_k >= 0
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(FP8 is None, reason="torch without float8_e4m3fn")
+def test_fp8_without_c_runs_one_gemm_kernel(monkeypatch):
+    """FP8 without C: cuBLASLt writes D itself (no FP32 product copied into D by a second kernel)"""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    monkeypatch.setenv("HFP4_DEEP_GEMM_FALLBACK", "0")
+    a, b, _ = _operands(FP8, 256, 512, 1024, "cuda", 6)
+    for out in (torch.bfloat16, torch.float32):
+        d = torch.full((256, 512), float("nan"), dtype=out, device="cuda")
+        dg.cublaslt_gemm_nt(a, b, d)  # (warm: the unit scale made once, outside the profile)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            dg.cublaslt_gemm_nt(a, b, d)
+            torch.cuda.synchronize()
+        kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+                   and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
+        assert len(kernels) == 1, kernels
+        _check(d, a, b, None, fp32_sums=True)
+
+
 def test_kineto_output_silenced_at_fd_level(capfd):
     import os
     from hfp4._testing import _silenced
