@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The FP8 x FP8 contiguous kernels with their consumers' layout reads a tile ahead
-# (HFP4_FW_LAYOUT_AHEAD=1, fp8_fp8_gemm.cu: fw_layout_ahead) against main's build, in one device call:
+# (HFP4_FW_LAYOUT_AHEAD=1, fp8_fp8_gemm.cu: fw_layout_ahead; the default since bench/RESULTS.md v48)
+# against the tile-start reads, in one device call. As run for v47/v48 "build" was main with the
+# reads at each tile start; to repeat it now, build "build" with NVFLAGS_EXTRA=-DHFP4_FW_LAYOUT_AHEAD=0:
 # the FP8-weight tests on the A/B build (compute-sanitizer memcheck on the contiguous test), then the
 # fp8_fp8 contiguous rows of both builds interleaved, with the SKIP kernels forced each way (the
 # suspect for their -6/-7 % at V4-Flash T = 16384 is the idle test's L2 round trip at every tile

@@ -234,11 +234,14 @@ static __device__ __forceinline__ int32_t fw_expert(const sm90_fp8w_params &p, i
  * warpgroup wg's first row (-1 past m), read a tile ahead by the consumers so that the loads' latency
  * falls under the current tile's K-blocks. Without it each consumer waits for the expert's entry at
  * every tile start, and the SKIP kernels wait again for their idle test's entry, which is read
- * behind the branch on the expert: one or two exposed L2 round trips a tile of ~17 us at prefill
- * (the SKIP kernels' -6/-7 % at V4-Flash T = 16384, bench/RESULTS.md v47, is the suspect).
- * An A/B build, not yet measured: off (0) by default. */
+ * behind the branch on the expert: one or two exposed L2 round trips a tile of ~17 us at prefill.
+ * NOTE: measured (H200, V4-Flash FP8 contiguous, 6 interleaved rounds in two calls, bench/RESULTS.md
+ * v48): w13 T = 16384 +2...+4 % (every round), w2 T = 4096 +2...+5 %, w2 T = 16384 level, w13
+ * T = 4096 -1...-2 %; so on (1) by default. It did not level the SKIP kernels with the others (still
+ * -7...-9 % at T = 16384): their idle test's round trip was not their loss. -DHFP4_FW_LAYOUT_AHEAD=0
+ * builds the tile-start reads, for comparison. */
 #ifndef HFP4_FW_LAYOUT_AHEAD
-#define HFP4_FW_LAYOUT_AHEAD 0
+#define HFP4_FW_LAYOUT_AHEAD 1
 #endif
 typedef struct fw_tile_ahead {
     int64_t mt, nt;      /* the tile's place (fw_tile), so that the loop does not divide again          */
