@@ -39,14 +39,4 @@ done
     grep -E "fp8_fp4_gemm_kernel|Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|SM Frequency" \
         /tmp/ncu_fp4.txt | sed 's/  */ /g'
 } | tee "$OUT/ncu_dram.txt"
-start=$(date +%s) round=0
-while [ $(( $(date +%s) - start )) -lt ${ROUNDS_UNTIL:-150} ]; do
-    round=$((round + 1))
-    for b in build build-dyn; do
-        for skip in 0 1; do
-            HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE=$skip timeout 150 $b/hfp4 bench --only w13,w2 \
-                --tokens ${TOKENS:-8,4096,16384} --sf-layout mn 2>&1 | grep -E "^fp8_fp8 +contiguous" |
-                cut -c1-112 | sed "s|^|round $round $b skip=$skip: |"
-        done
-    done
-done | tee "$OUT/dyn_ab.txt"
+ROUNDS_UNTIL=${ROUNDS_UNTIL:-150} bash bench/fw_contiguous_rounds.sh build build-dyn | tee "$OUT/dyn_ab.txt"

@@ -24,17 +24,7 @@ timeout 240 build-ahead/hfp4_gpu_tests --fork --filter gpu_fp8_weights 2>&1 | te
 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 build-ahead/hfp4_gpu_tests \
     --filter gpu_fp8_weights_contiguous > "$OUT/ahead_memcheck.log" 2>&1
 echo "memcheck contiguous (ahead): exit $? ($(grep 'ERROR SUMMARY' "$OUT/ahead_memcheck.log" | tail -n 1))"
-start=$(date +%s) round=0
-while [ $(( $(date +%s) - start )) -lt ${ROUNDS_UNTIL:-180} ]; do
-    round=$((round + 1))
-    for b in build build-ahead; do
-        for skip in 0 1; do
-            HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE=$skip timeout 150 $b/hfp4 bench --only w13,w2 \
-                --tokens ${TOKENS:-8,4096,16384} --sf-layout mn 2>&1 | grep -E "^fp8_fp8 +contiguous" |
-                cut -c1-112 | sed "s|^|round $round $b skip=$skip: |"
-        done
-    done
-done | tee "$OUT/ahead_ab.txt"
+ROUNDS_UNTIL=${ROUNDS_UNTIL:-180} bash bench/fw_contiguous_rounds.sh build build-ahead | tee "$OUT/ahead_ab.txt"
 if [ "${KW_SWEEP:-1}" = 1 ]; then
     for kw in 1 2 4 8 auto; do
         if [ $kw = auto ]; then unset HFP4_SM90_FP8_GEMV_KW; else export HFP4_SM90_FP8_GEMV_KW=$kw; fi
