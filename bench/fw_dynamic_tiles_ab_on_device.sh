@@ -18,6 +18,10 @@ mkdir -p "$OUT"
 [ -f build-pack/bins.tar.xz ] && tar xJf build-pack/bins.tar.xz
 timeout 200 build-dyn/hfp4_gpu_tests --fork --filter gpu_fp8_weights 2>&1 | tee "$OUT/dyn_tests.log" |
     grep -E "^(ok|FAIL|skip)|passed" | tail -8
+# (the fixed-stride path of the same build, with its padding tiles' empty stages: no counter slot)
+HFP4_SM90_DYNAMIC=0 timeout 100 build-dyn/hfp4_gpu_tests --fork --filter gpu_fp8_weights_contiguous 2>&1 |
+    grep -E "^(ok|FAIL)" | sed "s|^|HFP4_SM90_DYNAMIC=0: |"
+# (racecheck may report the ring's polls, fw_dynamic_tiles.cuh: a hazard elsewhere is a failure)
 for tool in memcheck racecheck; do
     timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 build-dyn/hfp4_gpu_tests \
         --filter gpu_fp8_weights_contiguous > "$OUT/dyn_$tool.log" 2>&1
@@ -28,15 +32,15 @@ done
         OUT=/tmp/ncu_$b bash bench/ncu_fw_skip_compare.sh $b/hfp4 > /dev/null 2>&1
         for s in 0 1; do
             echo "== $b skip=$s"
-            grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|SM Frequency" \
+            grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|SM Frequency|dram__bytes" \
                 /tmp/ncu_$b/details_skip$s.txt | sed 's/  */ /g'
         done
     done
     HFP4_BENCH_SETTLE_MS=0 HFP4_BENCH_WATCHDOG_S=0 HFP4_BENCH_ENERGY_MS=0 timeout 200 ncu --clock-control none \
-        --section SpeedOfLight -k regex:fp8_fp4_gemm_kernel -s 1 -c 1 build/hfp4 bench --only w13 --tokens 16384 \
+        --section SpeedOfLight --metrics dram__bytes_read.sum,dram__bytes_write.sum -k regex:fp8_fp4_gemm_kernel -s 1 -c 1 build/hfp4 bench --only w13 --tokens 16384 \
         --sf-layout mn --iters 3 > /tmp/ncu_fp4.txt 2>&1
     echo "== the FP8 x FP4 kernel (main), w13 T = 16384"
-    grep -E "fp8_fp4_gemm_kernel|Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|SM Frequency" \
+    grep -E "fp8_fp4_gemm_kernel|Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|SM Frequency|dram__bytes" \
         /tmp/ncu_fp4.txt | sed 's/  */ /g'
 } | tee "$OUT/ncu_dram.txt"
 ROUNDS_UNTIL=${ROUNDS_UNTIL:-150} bash bench/fw_contiguous_rounds.sh build build-dyn | tee "$OUT/dyn_ab.txt"

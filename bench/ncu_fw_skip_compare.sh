@@ -14,6 +14,7 @@ for skip in 0 1; do
     HFP4_SM90_FP8_WEIGHTS_SKIP_IDLE=$skip HFP4_BENCH_SETTLE_MS=0 HFP4_BENCH_WATCHDOG_S=0 HFP4_BENCH_ENERGY_MS=0 \
         timeout 200 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         --section InstructionStats --section SchedulerStats --section LaunchStats --section Occupancy \
+        --metrics dram__bytes_read.sum,dram__bytes_write.sum \
         -k regex:fp8_fp8_gemm_kernel -s 1 -c 1 -f -o $rep $bin bench --only ${WHICH:-w13} \
         --tokens ${TOKENS:-16384} --sf-layout mn --iters 3 > $OUT/ncu_skip$skip.log 2>&1
     echo "skip=$skip rc=$?"

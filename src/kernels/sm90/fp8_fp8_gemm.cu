@@ -136,7 +136,7 @@ struct fw_cfg {
     static constexpr int STAGING_BYTES = DTMA ? WGS * FW_STAGING_BYTES : 0;
     static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + STAGING_BYTES + 2 * STAGES * 8 +
                                 (HFP4_FW_DYNAMIC_TILES ? FW_DYN_RING * 8 : 0); /* (fw_dynamic_tiles.cuh) */
-    static_assert(!HFP4_FW_DYNAMIC_TILES || FW_DYN_RING > STAGES + 2, "the roles' lag in tiles");
+    static_assert(!HFP4_FW_DYNAMIC_TILES || FW_DYN_RING > STAGES + FW_SCALE_WARPS, "the roles' lag in tiles");
     static constexpr int LAUNCH_REGS = (65536 / THREADS) & ~7; /* 168 or 128 */
     static constexpr int PRODUCER_REGS = BM == 128 ? 40 : 56; /* (192, 256: six, eight scale loads a lane in flight) */
     static constexpr int CONSUMER_REGS = BM == 128 ? 232 : BM == 192 ? 152 : 224;
@@ -658,7 +658,7 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     const uint32_t fac_sa = smem_addr(factors) + 4u * (uint32_t)lane, full_sa = smem_addr(full),
                    empty_sa = smem_addr(empty);
     fw_masked_walk walk = fw_masked_walk_start(); /* (MASKED) */
-    int64_t t = fw_next_tile<BM, GM>(walk, p, blockIdx.x, tiles, tiles_m, tiles_n), nt = 0;
+    int64_t t = DYN ? (int64_t)blockIdx.x : fw_next_tile<BM, GM>(walk, p, blockIdx.x, tiles, tiles_m, tiles_n), nt = 0;
     int32_t kb = sw;
     while (!DYN && kb >= kblocks) { /* (fewer K-blocks a tile than factor warps) */
         kb -= kblocks;
@@ -668,7 +668,6 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     int64_t j = 0;
     int32_t tkb = kblocks;
     if constexpr (DYN) {
-        t = fw_seq_tile(seq, 0);
         tkb = fw_seq_kblocks<BM>(p, t, tiles, tiles_m, tiles_n, kblocks);
         while (t < tiles && kb >= tkb) {
             kb -= tkb;
@@ -869,21 +868,25 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
             tma_prefetch_descriptor(&b_map);
             if (SKIP) tma_prefetch_descriptor(&p.a_map64);
             uint32_t it = 0;
-            if constexpr (DYN) { /* (fw_dynamic_tiles.cuh: tile j + 1 fetched and posted as tile j starts) */
-                for (int64_t t = blockIdx.x, j = 0; t < tiles; j++) {
-                    const int64_t tn = fw_seq_fetch_post(seq, j, t, tiles);
+            if constexpr (DYN) { /* (fw_dynamic_tiles.cuh: tile j + 1 fetched as tile j starts, posted
+                                  * once its first stage is out) */
+                int64_t tn = 0;
+                for (int64_t t = blockIdx.x, j = 0; t < tiles; t = tn, j++) {
+                    tn = fw_seq_fetch(seq, t);
                     int64_t mt, nt;
                     fw_tile(t, tiles_m, tiles_n, mt, nt);
                     const int32_t e = fw_expert<BM, true>(p, mt);
                     if (e < 0) { /* (a padding tile: one empty stage) */
                         fw_empty_stage<BM, DTMA>(full, empty, it++);
-                    } else {
-                        const bool half = SKIP && fw_wg_idle<BM, GM>(p, mt * BM + 64, p.m);
-                        for (int64_t kb = 0; kb < kblocks; kb++, it++)
-                            fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it, half ? &p.a_map64 : &a_map,
-                                                    half, &b_map, kb, mt * BM, 0, nt, e);
+                        fw_seq_post(seq, j, tn, tiles);
+                        continue;
                     }
-                    t = tn;
+                    const bool half = SKIP && fw_wg_idle<BM, GM>(p, mt * BM + 64, p.m);
+                    for (int64_t kb = 0; kb < kblocks; kb++, it++) {
+                        fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it, half ? &p.a_map64 : &a_map, half,
+                                                &b_map, kb, mt * BM, 0, nt, e);
+                        if (kb == 0) fw_seq_post(seq, j, tn, tiles);
+                    }
                 }
             } else {
                 for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -917,8 +920,8 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     fw_tile_ahead ahead = {0, 0, 0, 0, {0, 0}}, cur = ahead; /* (AHEAD: fw_layout_ahead) */
     if constexpr (AHEAD) ahead = fw_layout_ahead<BM>(p, blockIdx.x, tiles, tiles_m, tiles_n, wg, r0);
     int64_t tn = 0; /* (DYN: the next tile of the CTA's sequence, posted by the producer, fw_dynamic_tiles.cuh) */
-    for (int64_t t = blockIdx.x, j = 0; t < tiles; t = DYN ? tn : t + gridDim.x, j++) {
-        if constexpr (DYN) tn = fw_seq_tile(seq, j + 1);
+    for (int64_t t = blockIdx.x, sj = 0; t < tiles; t = DYN ? tn : t + gridDim.x, sj++) {
+        if constexpr (DYN) tn = fw_seq_tile(seq, sj + 1); /* (sj: t's place in the sequence) */
         int64_t mt = 0, nt;
         fw_masked_tile mk = {0, 0, 0}; /* (MASKED: the tile's group, first row and row bound) */
         if constexpr (GM == FW_MASKED) {
@@ -1042,7 +1045,7 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
                   b_strides[2] = {p->b.ld, GROUPED && p->num_groups > 1 ? p->b.stride_group : p->b.ld * p->n};
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &a_map, p->a.data, a_dims, a_strides, a_box));
     sm90_fp8w_params k64 = *k; /* (SKIP: with A's 64-row box) */
-    k64.dyn_slot = HFP4_FW_DYNAMIC_TILES && GM == FW_CONTIGUOUS ? hfp4__sm90_dyn_slot(dev->device, stream) : -1;
+    k64.dyn_slot = -1;
     if (SKIP) {
         const uint32_t a_box64[3] = {FW_TILE, 64, 1};
         HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &k64.a_map64, p->a.data, a_dims, a_strides, a_box64));
@@ -1068,6 +1071,10 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
                                                : cfg::PRODUCER_REGS + cfg::WGS * cfg::CONSUMER_REGS));
     const int64_t tiles = ((p->m + BM - 1) / BM) * groups * ((p->n + FW_TILE - 1) / FW_TILE);
     const int grid = (int)(tiles < dev->num_sms ? tiles : dev->num_sms);
+    /* (fw_dynamic_tiles.cuh: a counter slot only where there are more tiles than CTAs, taken last so
+     * that no failed set-up above holds one; HFP4_SM90_DYNAMIC=0, as for the FP4 decode tiles: none) */
+    if (HFP4_FW_DYNAMIC_TILES && GM == FW_CONTIGUOUS && tiles > grid && !hfp4__env_is("HFP4_SM90_DYNAMIC", "0"))
+        k64.dyn_slot = hfp4__sm90_dyn_slot(dev->device, stream);
     kernel<<<grid, cfg::THREADS, cfg::SMEM, stream>>>(a_map, b_map, d_map, k64);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;

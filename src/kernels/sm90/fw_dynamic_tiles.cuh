@@ -14,15 +14,20 @@
  * their half tiles then a gain (V4-Flash w13 T = 16384 ~3.2 ms against 3.41).
  *
  * How (as dynamic_walk.cuh for the FP4 decode tiles): a CTA's tile 0 is blockIdx.x; its tile j + 1
- * is gridDim.x + atomicAdd(counter, 1), fetched by the producer thread when it starts tile j and
- * posted in a ring of FW_DYN_RING words in shared memory (word j % FW_DYN_RING holds (j + 1) << 32 |
- * tile, zeroed at the start), from which the factor warps and the consumers read it. Every tile of
- * the sequence takes at least one stage (a padding tile one empty stage: fw_empty_stage), so no
- * role lags the producer by more than STAGES + 1 tiles and the ring is never overwritten unread.
- * The sequence ends at its first tile >= tiles; the producer thread that fetches it counts its CTA
- * done, and the last CTA zeroes the counter for the launch after it (which reads it only after this
- * grid completes: one slot a stream, or a captured launch's own, dyn_slots.h). No slot: the fixed
- * stride, with the padding tiles' empty stages as above.
+ * is gridDim.x + atomicAdd(counter, 1), fetched by the producer thread as it starts tile j and
+ * posted, once tile j's first stage is out, in a ring of FW_DYN_RING words in shared memory (word
+ * j % FW_DYN_RING holds (j + 1) << 32 | tile, zeroed at the start), from which the factor warps and
+ * the consumers read it (the consumers read tile j + 1 as they start tile j: posted after the first
+ * stage, whose wait for a free stage needs only their earlier tiles, it cannot wait for them). Every
+ * tile of the sequence takes at least one stage (a padding tile one empty stage: fw_empty_stage),
+ * so the consumers lag the producer by at most STAGES + 1 tiles and the factor warps, which take
+ * turns at the stages, by at most STAGES + FW_SCALE_WARPS (a review's count): the ring is never
+ * overwritten unread. The sequence ends at its first tile >= tiles; the producer thread that
+ * fetches it counts its CTA done, and the last CTA zeroes the counter for the launch after it
+ * (which reads it only after this grid completes: one slot a stream, or a captured launch's own,
+ * dyn_slots.h; HFP4_SM90_DYNAMIC=0, or a launch with no more tiles than CTAs, takes none). No slot:
+ * the fixed stride, with the padding tiles' empty stages as above.
+ * Under racecheck the ring's polls may show as hazards on its words: they are the protocol.
  */
 #pragma once
 #include <stdint.h>
@@ -33,7 +38,7 @@
 #ifndef HFP4_FW_DYNAMIC_TILES
 #define HFP4_FW_DYNAMIC_TILES 0
 #endif
-#define FW_DYN_RING 16 /* > STAGES + 2 (the roles' lag, above) */
+#define FW_DYN_RING 16 /* > STAGES + FW_SCALE_WARPS (the roles' lag, above) */
 
 #if HFP4_FW_DYNAMIC_TILES
 /* per slot: [0] tiles handed out beyond gridDim.x, [1] CTAs done with the counter (zero at load) */
@@ -58,24 +63,32 @@ static __device__ __forceinline__ int64_t fw_seq_tile(const fw_seq &q, int64_t j
     }
 }
 
-/* The producer thread, starting tile j (t < tiles): tile j + 1, posted for the other roles */
-static __device__ __forceinline__ int64_t fw_seq_fetch_post(const fw_seq &q, int64_t j, int64_t t, int64_t tiles) {
+/* The producer thread, starting tile j (t < tiles): tile j + 1 (the fetch; fw_seq_post posts it) */
+static __device__ __forceinline__ int64_t fw_seq_fetch(const fw_seq &q, int64_t t) {
 #if HFP4_FW_DYNAMIC_TILES
-    if (q.slot >= 0) {
-        const uint32_t r = gridDim.x + atomicAdd(&hfp4_fw_dyn_counters[q.slot][0], 1u);
-        const unsigned long long v = ((unsigned long long)(uint32_t)(j + 2) << 32) | r;
-        asm volatile("st.volatile.shared.u64 [%0], %1;" ::"r"(smem_addr(q.ring + (j + 1) % FW_DYN_RING)), "l"(v)
-                     : "memory");
-        if ((int64_t)r >= tiles) { /* (the CTA's last fetch: the last CTA resets the counter) */
-            if (atomicAdd(&hfp4_fw_dyn_counters[q.slot][1], 1u) == gridDim.x - 1) {
-                hfp4_fw_dyn_counters[q.slot][0] = 0;
-                hfp4_fw_dyn_counters[q.slot][1] = 0;
-            }
-        }
-        return (int64_t)r;
-    }
-#else
-    (void)j;
+    if (q.slot >= 0) return (int64_t)(gridDim.x + atomicAdd(&hfp4_fw_dyn_counters[q.slot][0], 1u));
 #endif
     return t + (int64_t)gridDim.x;
+}
+
+/* The producer thread, once tile j's first stage is out: tile j + 1 (tn, fw_seq_fetch's) posted for
+ * the other roles; after the CTA's last fetch (tn >= tiles) its count, and the last CTA's reset of the
+ * counter (dynamic_walk.cuh's dyn_finish: fences around the count, the reset by atomics) */
+static __device__ __forceinline__ void fw_seq_post(const fw_seq &q, int64_t j, int64_t tn, int64_t tiles) {
+#if HFP4_FW_DYNAMIC_TILES
+    if (q.slot < 0) return;
+    const unsigned long long v = ((unsigned long long)(uint32_t)(j + 2) << 32) | (uint32_t)tn;
+    asm volatile("st.volatile.shared.u64 [%0], %1;" ::"r"(smem_addr(q.ring + (j + 1) % FW_DYN_RING)), "l"(v)
+                 : "memory");
+    if (tn >= tiles) {
+        __threadfence(); /* (this CTA's fetches before its count) */
+        if (atomicAdd(&hfp4_fw_dyn_counters[q.slot][1], 1u) == gridDim.x - 1) {
+            __threadfence();
+            atomicExch(&hfp4_fw_dyn_counters[q.slot][0], 0u);
+            atomicExch(&hfp4_fw_dyn_counters[q.slot][1], 0u);
+        }
+    }
+#else
+    (void)q, (void)j, (void)tn, (void)tiles;
+#endif
 }
