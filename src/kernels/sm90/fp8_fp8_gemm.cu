@@ -242,10 +242,12 @@ static __device__ __forceinline__ int32_t fw_expert(const sm90_fp8w_params &p, i
  * every tile start, and the SKIP kernels wait again for their idle test's entry, which is read
  * behind the branch on the expert: one or two exposed L2 round trips a tile of ~17 us at prefill.
  * NOTE: measured (H200, V4-Flash FP8 contiguous, 6 interleaved rounds in two calls, bench/RESULTS.md
- * v48): w13 T = 16384 +2...+4 % (every round), w2 T = 4096 +2...+5 %, w2 T = 16384 level, w13
- * T = 4096 -1...-2 %; so on (1) by default. It did not level the SKIP kernels with the others (still
- * -7...-9 % at T = 16384): their idle test's round trip was not their loss. -DHFP4_FW_LAYOUT_AHEAD=0
- * builds the tile-start reads, for comparison. */
+ * v48), in the kernels the plan picks: the plain kernels (T = 16384) w13 +2...+4 % in every round,
+ * w2 -1...0 %; the SKIP kernels (the plan's at T = 4096 and at decode) w13 T = 4096 -1...-2 %, w2
+ * +0...+2 %, w2 T = 8 -2 %. So on (1) by default in the plain contiguous kernels only; the SKIP
+ * kernels keep their tile-start reads. It did not level the SKIP kernels with the others (still
+ * -7...-9 % at T = 16384): their idle test's round trip was not their loss (their DRAM traffic is,
+ * fw_dynamic_tiles.cuh). -DHFP4_FW_LAYOUT_AHEAD=0 builds the tile-start reads everywhere. */
 #ifndef HFP4_FW_LAYOUT_AHEAD
 #define HFP4_FW_LAYOUT_AHEAD 1
 #endif
@@ -916,7 +918,7 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     int stage = 0; /* the consumers' place in the CTA's stage sequence, as the producer counts it */
     uint32_t phase = 0;
     fw_masked_walk walk = fw_masked_walk_start(); /* (MASKED: each consumer warp walks on its own) */
-    constexpr bool AHEAD = HFP4_FW_LAYOUT_AHEAD && GM == FW_CONTIGUOUS;
+    constexpr bool AHEAD = HFP4_FW_LAYOUT_AHEAD && GM == FW_CONTIGUOUS && !SKIP; /* (fw_layout_ahead says why) */
     fw_tile_ahead ahead = {0, 0, 0, 0, {0, 0}}, cur = ahead; /* (AHEAD: fw_layout_ahead) */
     if constexpr (AHEAD) ahead = fw_layout_ahead<BM>(p, blockIdx.x, tiles, tiles_m, tiles_n, wg, r0);
     int64_t tn = 0; /* (DYN: the next tile of the CTA's sequence, posted by the producer, fw_dynamic_tiles.cuh) */
