@@ -4,7 +4,9 @@
 # clocks left alone: cycles of 8 launches each, then one launch with --set full, its details page
 # and, summarized on the device, where its warps wait per SASS instruction (bench/ncu_source_top.py:
 # the full source CSV is megabytes and did not come back, bench/RESULTS.md v43). Text under $OUT.
-#   bash bench/ncu_fw_compare.sh [BUILD/hfp4 ...]        (SHAPE=m,n,k, TOP=60)
+# STALLS=1 also writes each build's warp stall reasons of one launch as CSV (stall_<build>.csv; was
+# bench/ncu_fw_stalls.sh, bench/RESULTS.md v43: the factor path showed as wgmma waits).
+#   bash bench/ncu_fw_compare.sh [BUILD/hfp4 ...]        (SHAPE=m,n,k, TOP=60, STALLS=1)
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p $OUT
@@ -22,4 +24,8 @@ for b in $builds; do
   python3 bench/ncu_source_top.py /tmp/src_$n.csv ${TOP:-60} > $OUT/src_top_$n.txt 2>&1
   echo "source $n rc=$? ($(head -1 $OUT/src_top_$n.txt))"
   rm -f $rep.ncu-rep /tmp/src_$n.csv
+  if [ -n "${STALLS:-}" ]; then
+    HFP4_BENCH_SETTLE_MS=0 HFP4_BENCH_WATCHDOG_S=0 timeout 150 ncu --clock-control none --csv --print-units base --metrics "regex:smsp__(average_)?warps?_issue_stalled_.*_per_warp_active\.pct,regex:smsp__pcsamp_warps_issue_stalled_.*,sm__cycles_elapsed.max,smsp__warps_active.avg.per_cycle_active" -k regex:fp8_fp8_gemm_kernel -s 2 -c 1 $b $args > $OUT/stall_$n.csv 2> $OUT/stall_$n.err
+    echo "stalls $n rc=$? ($(grep -c stalled $OUT/stall_$n.csv) rows)"
+  fi
 done
