@@ -31,6 +31,16 @@
  * a slot per stream outside a capture, a slot of its own for each captured launch, reused only after
  * its graph and every instance of it are gone).
  * No slot left: the static walk.
+ *
+ * -DHFP4_SM90_PREFILL_DYNAMIC=1 (an A/B build, not yet measured): the 128-token tile's items of the
+ * contiguous layout (without the narrow-block split) in order from the counter too, item by item in
+ * item_tiles' raster order (walk_next_by), where the launcher gives the launch a slot.
+ * NOTE: why (bench/RESULTS.md v48): under a fixed stride the FP8 x FP8 kernel's CTAs drift apart
+ * when their tiles differ in length, and an expert's token tiles, side by side in the raster order,
+ * then read its weight panels from DRAM again (its SKIP kernels moved 2.6x the call's bytes); the
+ * 128-token tile's items differ too (narrow items: an expert's last tile computes 8-96 columns).
+ * Every such item takes a stage (a computing item its chunks, an all-padding tile its header's), as
+ * the ring's bound above needs.
  */
 #pragma once
 #include <stdint.h>

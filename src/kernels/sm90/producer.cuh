@@ -203,7 +203,9 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     /* (wait_landing_window; HFP4_SM90_LAND_CONTIG) */
     const bool land_window = p.grouping == HFP4_K_MASKED || (HFP4_SM90_LAND_CONTIG && p.grouping == HFP4_K_CONTIGUOUS);
     /* (dynamic_walk.cuh: the walk's later items from the launch's counter) */
-    const sm90_dyn dyn = {sm.dyn_ring, cfg::BALANCE && dyn_wanted(p, headers, split, balanced_items(p, sm.live_prefix), nck),
+    const sm90_dyn dyn = {sm.dyn_ring,
+                          (cfg::BALANCE && dyn_wanted(p, headers, split, balanced_items(p, sm.live_prefix), nck)) ||
+                              (BT == 128 && HFP4_SM90_PREFILL_DYNAMIC && p.dyn_slot >= 0), /* (the launcher's choice) */
                           p.dyn_slot, pwarp, lane};
     long long diag_item_end = 0; /* (make DIAG=1 only: when the previous item's chunk loop ended) */
     (void)diag_item_end;
