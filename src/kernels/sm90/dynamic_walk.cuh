@@ -21,8 +21,11 @@
  * needs the next item (the producer runs up to STAGES chunks ahead of the consumers, which hides the
  * atomic's round trip) and handed to the other producer warps through a ring of 16 slots in shared
  * memory (slot = item index mod 16; each slot holds (item index + 1, rank) in one 8-byte word, zeroed
- * at the start, so 0 is never a posted item: a warp lags warp 0 by at most STAGES <= 12 chunks, so by
- * fewer than 16 items). The consumers need no walk: the producer posts every item's header (dynamic
+ * at the start, so 0 is never a posted item: warp 0 fetches item J only after its wait for a free
+ * stage for its last chunk before it, and a warp that has not read slot j publishes its next chunk
+ * within 4 of item j's first, so warp 0 leads it by fewer than STAGES + 7 chunks (a review's count,
+ * checked in a model of the 4 warps); the decode tiles' dynamic items have at least 8 chunks, so fewer
+ * than 16 items). The consumers need no walk: the producer posts every item's header (dynamic
  * needs item headers). The counter resets itself: every CTA counts itself done after its last fetch,
  * and the last one zeroes both words before the grid completes (a next launch reads them only after
  * its grid-dependency wait).
@@ -39,8 +42,10 @@
  * when their tiles differ in length, and an expert's token tiles, side by side in the raster order,
  * then read its weight panels from DRAM again (its SKIP kernels moved 2.6x the call's bytes); the
  * 128-token tile's items differ too (narrow items: an expert's last tile computes 8-96 columns).
- * Every such item takes a stage (a computing item its chunks, an all-padding tile its header's), as
- * the ring's bound above needs.
+ * Every such item takes a stage (a computing item its chunks, an all-padding tile its header's), so
+ * items of one stage lag by fewer than STAGES + 7 (5 stages at this tile: 12 <= 16, asserted in
+ * producer.cuh). Untuned: warp 0 fetches item j + 1 only after its last chunk of item j, and each
+ * all-padding tile is one atomic round trip (watch layouts padded for the worst case).
  */
 #pragma once
 #include <stdint.h>

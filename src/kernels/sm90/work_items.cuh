@@ -333,7 +333,9 @@ static __device__ __forceinline__ bool walk_next_by(const hfp4_sm90_gemm_params 
         return true;
     }
     if (BT == 128 && HFP4_SM90_PREFILL_DYNAMIC && p.dyn_slot >= 0) { /* (dynamic_walk.cuh: w.next from the
-                                                                      * counter, every item in order) */
+                                                                      * counter, every item in order; only
+                                                                      * FOR_EACH_ITEM, whose dyn_take sets
+                                                                      * w.next first, reaches it) */
         if (w.next >= p.tiles_total) return false;
         w.item = w.next;
         w.lay = probe_layout<BT>(p, w.item);
