@@ -75,7 +75,9 @@ $(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h src/*/*/*.h tests/*.h too
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu $(wildcard include/*.h src/*/*.h src/kernels/*/*.cuh tests/*.h tests/gpu/*.h tools/*.h)
+# (src/kernels/*/*.h too: the kernels' parameter block and the launchers' headers, e.g.
+# fp8_fp4_gemm_params.h, are .h files; without them an edit there left the kernels' objects stale)
+$(BUILD)/obj/%.cu.o: %.cu $(wildcard include/*.h src/*/*.h src/kernels/*/*.h src/kernels/*/*.cuh tests/*.h tests/gpu/*.h tools/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) $(NVFLAGS_EXTRA) -Itests -c $< -o $@
 
