@@ -18,10 +18,12 @@ OUT=${OUT:-/tmp/hfp4-out}
 mkdir -p "$OUT"
 [ -f build-pack/bins.tar.xz ] && tar xJf build-pack/bins.tar.xz
 # (only the contiguous kernels differ from main's in the A/B build: bench/sass_same.sh)
-timeout 200 build-dyn/hfp4_gpu_tests --fork --filter gpu_fp8_weights_contiguous 2>&1 | tee "$OUT/dyn_tests.log" |
+timeout 200 build-dyn/hfp4_gpu_tests --fork --time-limit 100 --filter gpu_fp8_weights_contiguous 2>&1 | tee "$OUT/dyn_tests.log" |
     grep -E "^(ok|FAIL|skip)|passed" | tail -8
+# (a failing or hanging A/B build stops the call here: the timings below would only hang too)
+grep -q "^ok   gpu_fp8_weights_contiguous" "$OUT/dyn_tests.log" || { echo "the A/B build's test did not pass: stop"; exit 1; }
 # (the fixed-stride path of the same build, with its padding tiles' empty stages: no counter slot)
-HFP4_SM90_DYNAMIC=0 timeout 100 build-dyn/hfp4_gpu_tests --fork --filter gpu_fp8_weights_contiguous 2>&1 |
+HFP4_SM90_DYNAMIC=0 timeout 100 build-dyn/hfp4_gpu_tests --fork --time-limit 90 --filter gpu_fp8_weights_contiguous 2>&1 |
     grep -E "^(ok|FAIL)" | sed "s|^|HFP4_SM90_DYNAMIC=0: |"
 # (racecheck may report the ring's polls, fw_dynamic_tiles.cuh: a hazard elsewhere is a failure)
 for tool in memcheck racecheck; do

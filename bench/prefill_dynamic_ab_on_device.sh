@@ -18,9 +18,13 @@ mkdir -p "$OUT"
 [ -f build-pack/bins.tar.xz ] && tar xJf build-pack/bins.tar.xz
 for f in gpu_grouped_contiguous contiguous_raster contiguous_padding narrow_items deepseek_v4_pro folded_and_per32 \
          per32_chunks_every 1x32_activation two_streams dyn_slots moe_forward; do
-    timeout 120 build-pdyn/hfp4_gpu_tests --fork --filter $f 2>&1 | grep -E "^(ok|FAIL|skip)"
+    timeout 120 build-pdyn/hfp4_gpu_tests --fork --time-limit 100 --filter $f 2>&1 | grep -E "^(ok|FAIL|skip)"
 done | tee "$OUT/pdyn_tests.log"
-HFP4_SM90_DYNAMIC=0 timeout 60 build-pdyn/hfp4_gpu_tests --fork --filter gpu_grouped_contiguous 2>&1 |
+# (a failing or hanging A/B build stops the call here: the timings below would only hang too)
+if grep -q "^FAIL" "$OUT/pdyn_tests.log" || ! grep -q "^ok" "$OUT/pdyn_tests.log"; then
+    echo "the A/B build's tests did not all pass: stop"; exit 1
+fi
+HFP4_SM90_DYNAMIC=0 timeout 60 build-pdyn/hfp4_gpu_tests --fork --time-limit 50 --filter gpu_grouped_contiguous 2>&1 |
     grep -E "^(ok|FAIL)" | sed "s|^|HFP4_SM90_DYNAMIC=0: |"
 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 build-pdyn/hfp4_gpu_tests \
     --filter contiguous_raster > "$OUT/pdyn_memcheck.log" 2>&1
