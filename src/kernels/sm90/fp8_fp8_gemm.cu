@@ -834,13 +834,17 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
             const int sw = tid / 32 - 1;
             if (p.a_scale_dtype == HFP4_DTYPE_FP32) {
                 if (p.a_scale_stride_mn == 1)
-                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, true, GM>(p, factors, full, empty, sw, tiles_m, tiles_n, seq);
+                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, true, GM>(p, factors, full, empty, sw, tiles_m, tiles_n,
+                                                                        seq);
                 else
-                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n, seq);
+                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n,
+                                                                         seq);
             } else if (p.a_scale_dtype == HFP4_DTYPE_UE8M0) {
-                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n, seq);
+                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n,
+                                                                      seq);
             } else {
-                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0_PACKED, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n, seq);
+                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0_PACKED, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n,
+                                                                             seq);
             }
         }
         if constexpr (GM == FW_MASKED) {
