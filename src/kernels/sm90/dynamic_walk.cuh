@@ -50,12 +50,14 @@
 #pragma once
 #include <stdint.h>
 
+#include "dyn_counter.cuh"
+
 #include "fp8_fp4_gemm_params.h"
 #include "ptx.cuh"
 #include "tile_config.cuh" /* HFP4_SM90_DYN_RING */
 #include "work_items.cuh"
 
-/* per slot: [0] ranks handed out beyond gridDim.x, [1] CTAs done with the counter */
+/* per slot: dyn_counter.cuh's two words ([0] ranks handed out beyond gridDim.x, [1] CTAs done) */
 __device__ uint32_t hfp4_sm90_dyn_slots[HFP4_SM90_DYN_SLOTS][2];
 
 typedef struct sm90_dyn {
@@ -84,7 +86,7 @@ static __device__ __forceinline__ void dyn_take(const sm90_dyn &d, sm90_walk &w)
         unsigned long long *slot = d.ring + (w.taken % HFP4_SM90_DYN_RING);
         if (d.pwarp == 0) {
             if (d.lane == 0) {
-                const uint32_t r = gridDim.x + atomicAdd(&hfp4_sm90_dyn_slots[d.slot][0], 1u);
+                const uint32_t r = dyn_counter_take(hfp4_sm90_dyn_slots[d.slot]);
                 *(volatile unsigned long long *)slot = ((unsigned long long)(uint32_t)(w.taken + 1) << 32) | r;
             }
             __syncwarp();
@@ -100,12 +102,7 @@ static __device__ __forceinline__ void dyn_take(const sm90_dyn &d, sm90_walk &w)
 /* After the walk (producer warp 0's lane 0): count this CTA done; the last one resets the counter */
 static __device__ __forceinline__ void dyn_finish(const sm90_dyn &d) {
     if (!d.on || d.pwarp != 0 || d.lane != 0) return;
-    __threadfence(); /* this CTA's fetches before its count */
-    if (atomicAdd(&hfp4_sm90_dyn_slots[d.slot][1], 1u) == gridDim.x - 1) {
-        __threadfence();
-        atomicExch(&hfp4_sm90_dyn_slots[d.slot][0], 0u);
-        atomicExch(&hfp4_sm90_dyn_slots[d.slot][1], 0u);
-    }
+    dyn_counter_done(hfp4_sm90_dyn_slots[d.slot]);
 }
 
 /* The items of walker `start` of G (a CTA: blockIdx.x of gridDim.x; the K-split's clusters walk as one:

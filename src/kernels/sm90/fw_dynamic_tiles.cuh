@@ -32,6 +32,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "dyn_counter.cuh"
 #include "fp8_fp4_gemm_params.h" /* HFP4_SM90_DYN_SLOTS */
 #include "ptx.cuh"
 
@@ -41,7 +42,7 @@
 #define FW_DYN_RING 16 /* > STAGES + FW_SCALE_WARPS (the roles' lag, above) */
 
 #if HFP4_FW_DYNAMIC_TILES
-/* per slot: [0] tiles handed out beyond gridDim.x, [1] CTAs done with the counter (zero at load) */
+/* per slot: dyn_counter.cuh's two words */
 __device__ uint32_t hfp4_fw_dyn_counters[HFP4_SM90_DYN_SLOTS][2];
 #endif
 
@@ -66,28 +67,20 @@ static __device__ __forceinline__ int64_t fw_seq_tile(const fw_seq &q, int64_t j
 /* The producer thread, starting tile j (t < tiles): tile j + 1 (the fetch; fw_seq_post posts it) */
 static __device__ __forceinline__ int64_t fw_seq_fetch(const fw_seq &q, int64_t t) {
 #if HFP4_FW_DYNAMIC_TILES
-    if (q.slot >= 0) return (int64_t)(gridDim.x + atomicAdd(&hfp4_fw_dyn_counters[q.slot][0], 1u));
+    if (q.slot >= 0) return (int64_t)dyn_counter_take(hfp4_fw_dyn_counters[q.slot]);
 #endif
     return t + (int64_t)gridDim.x;
 }
 
 /* The producer thread, once tile j's first stage is out: tile j + 1 (tn, fw_seq_fetch's) posted for
- * the other roles; after the CTA's last fetch (tn >= tiles) its count, and the last CTA's reset of the
- * counter (dynamic_walk.cuh's dyn_finish: fences around the count, the reset by atomics) */
+ * the other roles; after the CTA's last fetch (tn >= tiles) its count (dyn_counter_done) */
 static __device__ __forceinline__ void fw_seq_post(const fw_seq &q, int64_t j, int64_t tn, int64_t tiles) {
 #if HFP4_FW_DYNAMIC_TILES
     if (q.slot < 0) return;
     const unsigned long long v = ((unsigned long long)(uint32_t)(j + 2) << 32) | (uint32_t)tn;
     asm volatile("st.volatile.shared.u64 [%0], %1;" ::"r"(smem_addr(q.ring + (j + 1) % FW_DYN_RING)), "l"(v)
                  : "memory");
-    if (tn >= tiles) {
-        __threadfence(); /* (this CTA's fetches before its count) */
-        if (atomicAdd(&hfp4_fw_dyn_counters[q.slot][1], 1u) == gridDim.x - 1) {
-            __threadfence();
-            atomicExch(&hfp4_fw_dyn_counters[q.slot][0], 0u);
-            atomicExch(&hfp4_fw_dyn_counters[q.slot][1], 0u);
-        }
-    }
+    if (tn >= tiles) dyn_counter_done(hfp4_fw_dyn_counters[q.slot]);
 #else
     (void)q, (void)j, (void)tn, (void)tiles;
 #endif
