@@ -1,7 +1,8 @@
 /*
- * dynamic_walk.cuh - the decode tiles' dynamic walk: each CTA's items after its first come from a
- * counter of the launch's own, so a CTA that runs faster takes more of them (the balanced walks'
- * ranks, work_items.cuh, handed out in the order the CTAs ask for them).
+ * dynamic_walk.cuh - the dynamic walk of the decode tiles and of the 128-token tile's contiguous
+ * items: each CTA's items after its first come from a counter of the launch's own, so a CTA that
+ * runs faster takes more of them (the balanced walks' ranks, work_items.cuh, or the items in raster
+ * order, handed out in the order the CTAs ask for them).
  *
  * NOTE: why (make DIAG=1 timelines, H200, bench/RESULTS.md v13): of the two CTAs that share an SM, the
  * one dispatched first (older warps) runs ~1.6x faster than the other while both compute (the warp
@@ -35,17 +36,19 @@
  * its graph and every instance of it are gone).
  * No slot left: the static walk.
  *
- * -DHFP4_SM90_PREFILL_DYNAMIC=1 (an A/B build, not yet measured): the 128-token tile's items of the
- * contiguous layout (without the narrow-block split) in order from the counter too, item by item in
- * item_tiles' raster order (walk_next_by), where the launcher gives the launch a slot.
- * NOTE: why (bench/RESULTS.md v48): under a fixed stride the FP8 x FP8 kernel's CTAs drift apart
- * when their tiles differ in length, and an expert's token tiles, side by side in the raster order,
- * then read its weight panels from DRAM again (its SKIP kernels moved 2.6x the call's bytes); the
- * 128-token tile's items differ too (narrow items: an expert's last tile computes 8-96 columns).
+ * The 128-token tile's items of the contiguous layout (without the narrow-block split) come from the
+ * counter too, item by item in item_tiles' raster order (walk_next_by), where the plan asks for it
+ * and the launcher gives the launch a slot (more items than CTAs).
+ * NOTE: why (bench/RESULTS.md v48-v49): under a fixed stride the CTAs drift apart when their items
+ * differ in length (narrow items: an expert's last tile computes 8-96 columns), and an expert's
+ * token tiles, side by side in the raster order, then read its weight panels from DRAM again.
+ * H200, V4-Flash w13 T = 16384, one launch (ncu): DRAM reads 7.04 -> 2.77 GB, 4.38 -> 4.09 ms;
+ * interleaved rows: w13 / w2 T = 8192 -11 / -10 %, T = 16384 -6 / -4 %, T = 4096 level to -2 %.
  * Every such item takes a stage (a computing item its chunks, an all-padding tile its header's), so
  * items of one stage lag by fewer than STAGES + 7 (5 stages at this tile: 12 <= 16, asserted in
- * producer.cuh). Untuned: warp 0 fetches item j + 1 only after its last chunk of item j, and each
- * all-padding tile is one atomic round trip (watch layouts padded for the worst case).
+ * producer.cuh). Each all-padding tile is one atomic round trip (layouts padded for the worst case
+ * pay it). Taking the next item's rank an item ahead (the atomic under the item's chunks) measured
+ * level (v49): the 5-stage pipeline already hides the round trip.
  */
 #pragma once
 #include <stdint.h>
@@ -105,9 +108,25 @@ static __device__ __forceinline__ void dyn_finish(const sm90_dyn &d) {
     dyn_counter_done(hfp4_sm90_dyn_slots[d.slot]);
 }
 
+/* One step of the walk: the next item, false at the end. When d.on, the 128-token tile's items are
+ * simply the counter's, every item in raster order (item_tiles); the decode tiles' counter gives
+ * ranks, which walk_next_by turns into items */
+template <int BT>
+static __device__ __forceinline__ bool dyn_walk_next(const sm90_dyn &d, const hfp4_sm90_gemm_params &p,
+                                                     const int32_t *prefix, sm90_walk &w, const int32_t G) {
+    dyn_take(d, w);
+    if (BT == 128 && d.on) {
+        if (w.next >= p.tiles_total) return false;
+        w.item = w.next;
+        w.lay = probe_layout<BT>(p, w.item);
+        return true;
+    }
+    return walk_next_by<BT>(p, prefix, w, G);
+}
+
 /* The items of walker `start` of G (a CTA: blockIdx.x of gridDim.x; the K-split's clusters walk as one:
  * split_k.cuh) through walk_next_by (work_items.cuh), the later ones from the counter when dyn.on */
 #define FOR_EACH_ITEM(BT, p, prefix, item, lay, start, G, dyn)                                                      \
     for (sm90_walk item##_w = {(int32_t)(start), 0, 0, 0u, 0, 0, 0};                                                 \
-         (dyn_take((dyn), item##_w), walk_next_by<BT>((p), (prefix), item##_w, (G)));)                               \
+         dyn_walk_next<BT>((dyn), (p), (prefix), item##_w, (G));)                                                    \
         if (const int32_t item = item##_w.item, lay = item##_w.lay; true)

@@ -15,10 +15,6 @@
                                          bitmask, word prefix and block flags in the same space */
 #define HFP4_SM90_DYN_SLOTS 65536        /* dynamic-walk counters per device (dynamic_walk.cuh): 512 KB */
 #define HFP4_SM90_DYN_STREAM_SLOTS 1024  /* of them, for streams (the rest: launches captured into graphs) */
-#ifndef HFP4_SM90_PREFILL_DYNAMIC
-#define HFP4_SM90_PREFILL_DYNAMIC 0      /* (an A/B build, not yet measured) the 128-token tile's contiguous
-                                           items from the dynamic walk's counter too (dynamic_walk.cuh) */
-#endif
 #ifndef HFP4_SM90_DYN_PLAIN_SLOTS
 #define HFP4_SM90_DYN_PLAIN_SLOTS 32768  /* of the captured ones, handed out first and never returned (dyn_slots.cu) */
 #endif

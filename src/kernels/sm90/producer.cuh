@@ -202,15 +202,13 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     const int64_t kb = split_first_chunk(split, rank, chunks), nck = split_chunk_count(split, rank, chunks);
     /* (wait_landing_window; HFP4_SM90_LAND_CONTIG) */
     const bool land_window = p.grouping == HFP4_K_MASKED || (HFP4_SM90_LAND_CONTIG && p.grouping == HFP4_K_CONTIGUOUS);
-    /* (dynamic_walk.cuh: the walk's later items from the launch's counter; the prefill A/B build's
-     * ring bound, and its branch in walk_next_by, which only this walk reaches: the consumers walk
-     * only without item headers, and the 128-token tile always has a header slot) */
-    static_assert(!(BT == 128 && HFP4_SM90_PREFILL_DYNAMIC) || STAGES + 7 <= HFP4_SM90_DYN_RING,
+    /* (dynamic_walk.cuh: the walk's later items from the launch's counter; the 128-token tile's ring
+     * bound. Only with item headers: without them the consumers walk too, statically) */
+    static_assert(BT != 128 || STAGES + 7 <= HFP4_SM90_DYN_RING,
                   "a producer warp's lag behind warp 0, in items of one stage (dynamic_walk.cuh)");
-    static_assert(!(BT == 128 && HFP4_SM90_PREFILL_DYNAMIC) || cfg::HEADER_SLOT, "the consumers must not walk");
     const sm90_dyn dyn = {sm.dyn_ring,
                           (cfg::BALANCE && dyn_wanted(p, headers, split, balanced_items(p, sm.live_prefix), nck)) ||
-                              (BT == 128 && HFP4_SM90_PREFILL_DYNAMIC && p.dyn_slot >= 0), /* (the launcher's choice) */
+                              (BT == 128 && headers && p.dyn_slot >= 0), /* (the launcher's choice) */
                           p.dyn_slot, pwarp, lane};
     long long diag_item_end = 0; /* (make DIAG=1 only: when the previous item's chunk loop ended) */
     (void)diag_item_end;

@@ -332,15 +332,6 @@ static __device__ __forceinline__ bool walk_next_by(const hfp4_sm90_gemm_params 
         w.next += G;
         return true;
     }
-    if (BT == 128 && HFP4_SM90_PREFILL_DYNAMIC && p.dyn_slot >= 0) { /* (dynamic_walk.cuh: w.next from the
-                                                                      * counter, every item in order; only
-                                                                      * FOR_EACH_ITEM, whose dyn_take sets
-                                                                      * w.next first, reaches it) */
-        if (w.next >= p.tiles_total) return false;
-        w.item = w.next;
-        w.lay = probe_layout<BT>(p, w.item);
-        return true;
-    }
     /* (the 128-token launch of the narrow-block split with the row left to it: the kernel's prologue
      * put its choice in prefix[0]) */
     const int32_t split_row = BT == 128 && p.narrow == 2 && p.split_row == 0 ? prefix[0] : p.split_row;
