@@ -46,7 +46,8 @@
  * interleaved rows: w13 / w2 T = 8192 -11 / -10 %, T = 16384 -6 / -4 %, T = 4096 level to -2 %.
  * Every such item takes a stage (a computing item its chunks, an all-padding tile its header's), so
  * items of one stage lag by fewer than STAGES + 7 (5 stages at this tile: 12 <= 16, asserted in
- * producer.cuh). Each all-padding tile is one atomic round trip (layouts padded for the worst case
+ * producer.cuh). (Not the psum layout: its items with nothing to write, resolve_tile false, take no
+ * stage, and a run of them would let warp 0 overwrite ring words not yet read.) Each all-padding tile is one atomic round trip (layouts padded for the worst case
  * pay it). Taking the next item's rank an item ahead (the atomic under the item's chunks) measured
  * level (v49): the 5-stage pipeline already hides the round trip.
  */
