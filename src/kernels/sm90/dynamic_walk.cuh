@@ -37,7 +37,7 @@
  * No slot left: the static walk.
  *
  * The 128-token tile's items of the contiguous layout (without the narrow-block split) come from the
- * counter too, item by item in item_tiles' raster order (walk_next_by), where the plan asks for it
+ * counter too, item by item in item_tiles' raster order (dyn_walk_next), where the plan asks for it
  * and the launcher gives the launch a slot (more items than CTAs).
  * NOTE: why (bench/RESULTS.md v48-v49): under a fixed stride the CTAs drift apart when their items
  * differ in length (narrow items: an expert's last tile computes 8-96 columns), and an expert's
@@ -47,9 +47,10 @@
  * Every such item takes a stage (a computing item its chunks, an all-padding tile its header's), so
  * items of one stage lag by fewer than STAGES + 7 (5 stages at this tile: 12 <= 16, asserted in
  * producer.cuh). (Not the psum layout: its items with nothing to write, resolve_tile false, take no
- * stage, and a run of them would let warp 0 overwrite ring words not yet read.) Each all-padding tile is one atomic round trip (layouts padded for the worst case
- * pay it). Taking the next item's rank an item ahead (the atomic under the item's chunks) measured
- * level (v49): the 5-stage pipeline already hides the round trip.
+ * stage, and a run of them would let warp 0 overwrite ring words not yet read.) Each all-padding
+ * tile is one atomic round trip (layouts padded for the worst case pay it). Taking the next item's
+ * rank an item ahead (the atomic under the item's chunks) measured level (v49): the 5-stage
+ * pipeline already hides the round trip.
  */
 #pragma once
 #include <stdint.h>
