@@ -268,6 +268,50 @@ TEST(sm90_plan_balances_the_decode_walk) {
     unsetenv("HFP4_SM90_BALANCE");
 }
 
+/* The dynamic walk (dynamic_walk.cuh): the balanced decode walks, and the 128-token tile of the
+ * contiguous layout (items in raster order, bench/RESULTS.md v49), not its narrow-block split's
+ * launch, the psum layout (items with nothing to write take no stage), masked or dense prefill;
+ * HFP4_SM90_DYNAMIC=0 turns it off. (The launcher then takes a counter only with more items than
+ * CTAs: the GPU tests.) */
+TEST(sm90_plan_dynamic_walk_where_items_differ_in_length) {
+    unsetenv("HFP4_SM90_DYNAMIC");
+    unsetenv("HFP4_SM90_BALANCE");
+    hfp4_sm90_plan plan;
+    hfp4_gemm_problem p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 2); /* decode, balanced */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 8);
+    CHECK_EQ_I64(plan.params.dynamic, 1);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 4096, 8, 512); /* prefill, with a hint */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 128);
+    CHECK_EQ_I64(plan.narrow_split, 0);
+    CHECK_EQ_I64(plan.params.dynamic, 1);
+    CHECK_EQ_I64(plan.params.dyn_slot, -1); /* (the launcher's) */
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 0); /* the narrow-block split's 128-token launch */
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.narrow_split, 1);
+    CHECK_EQ_I64(plan.params.dynamic, 0);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS_PSUM, 4096, 8, 0);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 128);
+    CHECK_EQ_I64(plan.params.dynamic, 0);
+    p = grouped_problem(HFP4_GROUPING_MASKED, 4096, 4, 1000);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.block_tokens, 128);
+    CHECK_EQ_I64(plan.params.dynamic, 0);
+    p = valid_problem(4096, 1024, 256);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.params.dynamic, 0);
+    setenv("HFP4_SM90_DYNAMIC", "0", 1);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 4096, 8, 512);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.params.dynamic, 0);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 2);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.params.dynamic, 0);
+    unsetenv("HFP4_SM90_DYNAMIC");
+}
+
 /* Narrow items (narrow_items.cuh): the 128-token tile of the contiguous and psum layouts, with or
  * without a hint, and nothing else; HFP4_SM90_NARROW=0 turns them off. */
 TEST(sm90_plan_narrow_items_for_the_contiguous_128_token_tile) {
