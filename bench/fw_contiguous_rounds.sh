@@ -2,7 +2,7 @@
 # The FP8 x FP8 contiguous rows (V4-Flash w13 and w2, MN-major scales) of the given builds,
 # interleaved round after round for ROUNDS_UNTIL seconds (default 150), each build with the SKIP
 # kernels forced off and on; one line a row: "round R BUILD skip=S: <row>". Used by the A/B scripts
-# (fw_layout_ahead_ab_on_device.sh, fw_dynamic_tiles_ab_on_device.sh).
+# (fw_layout_ahead_ab_on_device.sh; session 48's dynamic tile order, since removed: RESULTS v49).
 #   bash bench/fw_contiguous_rounds.sh BUILD_A BUILD_B ...     (TOKENS=8,4096,16384)
 set -u
 start=$(date +%s) round=0

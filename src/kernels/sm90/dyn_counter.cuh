@@ -1,8 +1,7 @@
 /*
  * dyn_counter.cuh - a launch's work counter in module memory (two words a slot: [0] items handed out
- * beyond gridDim.x, [1] CTAs done with it; zero at load), as both dynamic walks use it (the FP8 x FP4
- * kernel's, dynamic_walk.cuh, and the FP8 x FP8 kernel's tile order, fw_dynamic_tiles.cuh), each on
- * its own module's array and the slot its launcher took (dyn_slots.h).
+ * beyond gridDim.x, [1] CTAs done with it; zero at load), as the dynamic walk uses it
+ * (dynamic_walk.cuh), on the slot its launcher took (dyn_slots.h).
  */
 #pragma once
 #include <stdint.h>

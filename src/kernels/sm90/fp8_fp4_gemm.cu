@@ -59,11 +59,12 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     /* a counter slot (dyn_slots.h) only where the device may walk dynamically: dyn_wanted's item
      * headers (item_headers_on) and 8 chunks, mirrored here, so that captured launches that never
      * can (the TP shards' short K, 1x32 scales on a tile without a header slot) hold no slot */
-    const bool dyn_possible = (cfg::HEADER_SLOT || params.a_gran_k != 32) && params.w_chunks >= 8;
-    if (BT <= 64 && params.dynamic && dyn_possible) params.dyn_slot = hfp4__sm90_dyn_slot(dev->device, stream);
+    const bool headers = cfg::HEADER_SLOT || params.a_gran_k != 32; /* (item_headers_on) */
+    if (BT <= 64 && params.dynamic && headers && params.w_chunks >= 8)
+        params.dyn_slot = hfp4__sm90_dyn_slot(dev->device, stream);
     /* the 128-token tile's contiguous items in order (the plan's choice, dynamic_walk.cuh), with item
      * headers (the consumers do not walk) and more items than CTAs (else every item is a CTA's first) */
-    if (BT == 128 && params.dynamic && (cfg::HEADER_SLOT || params.a_gran_k != 32) && items > ctas)
+    if (BT == 128 && params.dynamic && headers && items > ctas)
         params.dyn_slot = hfp4__sm90_dyn_slot(dev->device, stream);
     /* Prefill items in raster groups of token tiles (work_items.cuh item_tiles), the 128-token tile
      * only, in the layouts whose items carry no group index (all but masked), where there is more

@@ -26,8 +26,6 @@
 #include "../../runtime/cuda_runtime.h"
 #include "fp8_fp8_gemm.h"
 #include "fp8_fp8_gemv.h"
-#include "dyn_slots.h"
-#include "fw_dynamic_tiles.cuh"
 #include "ptx.cuh"
 #include "scales.cuh"
 #include "wgmma_fp8_ss.cuh"
@@ -134,9 +132,7 @@ struct fw_cfg {
     /* DTMA: a stage fewer, for a 16 KB staging buffer of D a consumer warpgroup (fw_store_tile_tma) */
     static constexpr int STAGES = BM == 128 ? 6 - DTMA : BM == 192 ? HFP4_FW_STAGES_192 - DTMA : 4;
     static constexpr int STAGING_BYTES = DTMA ? WGS * FW_STAGING_BYTES : 0;
-    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + STAGING_BYTES + 2 * STAGES * 8 +
-                                (HFP4_FW_DYNAMIC_TILES ? FW_DYN_RING * 8 : 0); /* (fw_dynamic_tiles.cuh) */
-    static_assert(!HFP4_FW_DYNAMIC_TILES || FW_DYN_RING > STAGES + FW_SCALE_WARPS, "the roles' lag in tiles");
+    static constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + STAGING_BYTES + 2 * STAGES * 8;
     static constexpr int LAUNCH_REGS = (65536 / THREADS) & ~7; /* 168 or 128 */
     static constexpr int PRODUCER_REGS = BM == 128 ? 40 : 56; /* (192, 256: six, eight scale loads a lane in flight) */
     static constexpr int CONSUMER_REGS = BM == 128 ? 232 : BM == 192 ? 152 : 224;
@@ -174,8 +170,6 @@ typedef struct sm90_fp8w_params {
     int64_t d_stride_group;       /* MASKED: D's (and C's) elements between groups */
     CUtensorMap a_map64;          /* (SKIP kernels) A's map with a 64-row box: a tile whose second
                                      warpgroup is idle loads only its first 64 rows */
-    int32_t dyn_slot;             /* (-DHFP4_FW_DYNAMIC_TILES=1, contiguous) the launch's tile counter,
-                                     -1: the fixed stride (fw_dynamic_tiles.cuh) */
 } sm90_fp8w_params;
 
 /* SKIP kernels, grouped forms: whether the 64 rows from `row` (a consumer warpgroup's in its
@@ -247,7 +241,9 @@ static __device__ __forceinline__ int32_t fw_expert(const sm90_fp8w_params &p, i
  * +0...+2 %, w2 T = 8 -2 %. So on (1) by default in the plain contiguous kernels only; the SKIP
  * kernels keep their tile-start reads. It did not level the SKIP kernels with the others (still
  * -7...-9 % at T = 16384): their idle test's round trip was not their loss (their DRAM traffic is,
- * fw_dynamic_tiles.cuh). -DHFP4_FW_LAYOUT_AHEAD=0 builds the tile-start reads everywhere. */
+ * bench/RESULTS.md v48-v49: CTAs drifting apart under the fixed stride; handing the tiles out in
+ * order removed that traffic but bought the SKIP kernels <= 2 %, so it was not kept).
+ * -DHFP4_FW_LAYOUT_AHEAD=0 builds the tile-start reads everywhere. */
 #ifndef HFP4_FW_LAYOUT_AHEAD
 #define HFP4_FW_LAYOUT_AHEAD 1
 #endif
@@ -393,17 +389,6 @@ static __device__ __forceinline__ int64_t fw_next_tile(fw_masked_walk &walk, con
                                                        int64_t tiles, int64_t tiles_m, int64_t tiles_n) {
     if constexpr (GM == FW_MASKED) return fw_masked_next<BM>(walk, p, t, tiles, tiles_n);
     else return fw_live_tile<BM, GM>(p, t, tiles, tiles_m, tiles_n);
-}
-
-/* DYN (fw_dynamic_tiles.cuh): the stages tile t of the contiguous form takes, kblocks, or 1 for a
- * padding tile (its empty stage); kblocks past the last tile (unused) */
-template <int BM>
-static __device__ __forceinline__ int32_t fw_seq_kblocks(const sm90_fp8w_params &p, int64_t t, int64_t tiles,
-                                                         int64_t tiles_m, int64_t tiles_n, int32_t kblocks) {
-    if (t >= tiles) return kblocks;
-    int64_t mt, nt;
-    fw_tile(t, tiles_m, tiles_n, mt, nt);
-    return fw_expert<BM, true>(p, mt) < 0 ? 1 : kblocks;
 }
 
 /* D's element (row, col) past element goff (masked: the group's first) (+ C's unless !with_c), one
@@ -646,10 +631,8 @@ static __device__ __forceinline__ void fw_consume_tile_sub2(float *fin, const fw
  * factor-free timing build still +4 % (v41). */
 template <int BM, bool DTMA, int SF, bool CONTIG, int GM>
 static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p, float *factors, uint64_t *full,
-                                                      uint64_t *empty, int sw, int64_t tiles_m, int64_t tiles_n,
-                                                      fw_seq seq) {
+                                                      uint64_t *empty, int sw, int64_t tiles_m, int64_t tiles_n) {
     typedef fw_cfg<BM, DTMA> cfg;
-    constexpr bool DYN = HFP4_FW_DYNAMIC_TILES && GM == FW_CONTIGUOUS; /* (fw_dynamic_tiles.cuh) */
     constexpr int R = BM / 32, BYTES = SF == HFP4_DTYPE_UE8M0 ? 1 : 4;
     static_assert(cfg::STAGES >= FW_SCALE_WARPS, "a step wraps the stage sequence at most once");
     const int lane = threadIdx.x % 32;
@@ -660,22 +643,11 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
     const uint32_t fac_sa = smem_addr(factors) + 4u * (uint32_t)lane, full_sa = smem_addr(full),
                    empty_sa = smem_addr(empty);
     fw_masked_walk walk = fw_masked_walk_start(); /* (MASKED) */
-    int64_t t = DYN ? (int64_t)blockIdx.x : fw_next_tile<BM, GM>(walk, p, blockIdx.x, tiles, tiles_m, tiles_n), nt = 0;
+    int64_t t = fw_next_tile<BM, GM>(walk, p, blockIdx.x, tiles, tiles_m, tiles_n), nt = 0;
     int32_t kb = sw;
-    while (!DYN && kb >= kblocks) { /* (fewer K-blocks a tile than factor warps) */
+    while (kb >= kblocks) { /* (fewer K-blocks a tile than factor warps) */
         kb -= kblocks;
         t = fw_next_tile<BM, GM>(walk, p, t + gridDim.x, tiles, tiles_m, tiles_n);
-    }
-    /* (DYN: t is tile j of the CTA's sequence, tkb its K-blocks: a padding tile's empty stage 1) */
-    int64_t j = 0;
-    int32_t tkb = kblocks;
-    if constexpr (DYN) {
-        tkb = fw_seq_kblocks<BM>(p, t, tiles, tiles_m, tiles_n, kblocks);
-        while (t < tiles && kb >= tkb) {
-            kb -= tkb;
-            t = fw_seq_tile(seq, ++j);
-            tkb = fw_seq_kblocks<BM>(p, t, tiles, tiles_m, tiles_n, kblocks);
-        }
     }
     const char *base = NULL; /* the tile's row lane, K-block 0 */
     int live = 0;            /* the tile's rows from lane on that exist */
@@ -695,7 +667,7 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
                 live = left > BM ? BM : (int)left;
                 base = (const char *)p.a_scales + ((tr.first + lane) * p.a_scale_stride_mn + e * p.a_scale_stride_group) * BYTES;
             } else {
-                e = fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt); /* (>= 0: fw_live_tile; DYN: < 0 a padding tile) */
+                e = fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt); /* (>= 0: fw_live_tile) */
                 const int64_t left = p.m - mt * BM - lane;
                 live = left > BM ? BM : (int)left;
                 base = (const char *)p.a_scales + (mt * BM + lane) * p.a_scale_stride_mn * BYTES;
@@ -703,7 +675,7 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
             fresh = false;
             bsrc.base = -1;
         }
-        if (!FW_DIAG_NO_FACTORS(p) && (!DYN || e >= 0)) {
+        if (!FW_DIAG_NO_FACTORS(p)) {
             /* NOTE: the scales are loaded before the wait for the stage (they do not depend on it),
              * so their L2 round trip overlaps that wait instead of following it: loaded after it, the
              * factors held each stage's full barrier back by a round trip, and a timing build whose
@@ -752,19 +724,10 @@ static __device__ __forceinline__ void fw_factor_warp(const sm90_fp8w_params &p,
             round++;
         }
         kb += FW_SCALE_WARPS;
-        if constexpr (DYN) {
-            while (t < tiles && kb >= tkb) {
-                kb -= tkb;
-                t = fw_seq_tile(seq, ++j);
-                tkb = fw_seq_kblocks<BM>(p, t, tiles, tiles_m, tiles_n, kblocks);
-                fresh = true;
-            }
-        } else {
-            while (kb >= kblocks) {
-                kb -= kblocks;
-                t = fw_next_tile<BM, GM>(walk, p, t + gridDim.x, tiles, tiles_m, tiles_n);
-                fresh = true;
-            }
+        while (kb >= kblocks) {
+            kb -= kblocks;
+            t = fw_next_tile<BM, GM>(walk, p, t + gridDim.x, tiles, tiles_m, tiles_n);
+            fresh = true;
         }
     }
 }
@@ -786,16 +749,6 @@ static __device__ __forceinline__ void fw_load_stage(uint8_t *a_tiles, uint8_t *
     tma_load_3d(b_tiles + s * FW_B_BYTES, b_map, &full[s], (int32_t)(kb * FW_TILE), (int32_t)(nt * FW_TILE), e);
 }
 
-/* DYN (fw_dynamic_tiles.cuh): the CTA's it-th stage for a padding tile, with no copies: waited for
- * free, then the producer's arrival without bytes (the consumers wait for it and release it) */
-template <int BM, bool DTMA>
-static __device__ __forceinline__ void fw_empty_stage(uint64_t *full, uint64_t *empty, uint32_t it) {
-    typedef fw_cfg<BM, DTMA> cfg;
-    const int s = (int)(it % cfg::STAGES);
-    if (it >= cfg::STAGES) mbar_wait_sleeping(&empty[s], ((it / cfg::STAGES) - 1) & 1);
-    mbar_arrive(&full[s]);
-}
-
 template <int BM, bool DTMA, int GM, bool SKIP>
 __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     hfp4_sm90_fp8_fp8_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
@@ -812,15 +765,11 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     uint8_t *staging = b_tiles + STAGES * FW_B_BYTES; /* (DTMA: a consumer warpgroup's D tile each) */
     float *factors = (float *)(staging + cfg::STAGING_BYTES);
     uint64_t *full = (uint64_t *)(factors + STAGES * BM), *empty = full + STAGES;
-    constexpr bool DYN = HFP4_FW_DYNAMIC_TILES && GM == FW_CONTIGUOUS; /* (fw_dynamic_tiles.cuh) */
-    const fw_seq seq = {DYN ? (unsigned long long *)(empty + STAGES) : NULL, DYN ? p.dyn_slot : -1};
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             mbar_init(&full[s], 1 + 32); /* the TMA thread's expect_tx arrival, the factor lanes */
             mbar_init(&empty[s], cfg::WGS * 128); /* every consumer thread */
         }
-        if constexpr (DYN)
-            for (int i = 0; i < FW_DYN_RING; i++) seq.ring[i] = 0;
         mbar_fence_init();
     }
     __syncthreads();
@@ -834,17 +783,13 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
             const int sw = tid / 32 - 1;
             if (p.a_scale_dtype == HFP4_DTYPE_FP32) {
                 if (p.a_scale_stride_mn == 1)
-                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, true, GM>(p, factors, full, empty, sw, tiles_m, tiles_n,
-                                                                        seq);
+                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, true, GM>(p, factors, full, empty, sw, tiles_m, tiles_n);
                 else
-                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n,
-                                                                         seq);
+                    fw_factor_warp<BM, DTMA, HFP4_DTYPE_FP32, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n);
             } else if (p.a_scale_dtype == HFP4_DTYPE_UE8M0) {
-                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n,
-                                                                      seq);
+                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n);
             } else {
-                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0_PACKED, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n,
-                                                                             seq);
+                fw_factor_warp<BM, DTMA, HFP4_DTYPE_UE8M0_PACKED, false, GM>(p, factors, full, empty, sw, tiles_m, tiles_n);
             }
         }
         if constexpr (GM == FW_MASKED) {
@@ -874,37 +819,15 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
             tma_prefetch_descriptor(&b_map);
             if (SKIP) tma_prefetch_descriptor(&p.a_map64);
             uint32_t it = 0;
-            if constexpr (DYN) { /* (fw_dynamic_tiles.cuh: tile j + 1 fetched as tile j starts, posted
-                                  * once its first stage is out) */
-                int64_t tn = 0;
-                for (int64_t t = blockIdx.x, j = 0; t < tiles; t = tn, j++) {
-                    tn = fw_seq_fetch(seq, t);
-                    int64_t mt, nt;
-                    fw_tile(t, tiles_m, tiles_n, mt, nt);
-                    const int32_t e = fw_expert<BM, true>(p, mt);
-                    if (e < 0) { /* (a padding tile: one empty stage) */
-                        fw_empty_stage<BM, DTMA>(full, empty, it++);
-                        fw_seq_post(seq, j, tn, tiles);
-                        continue;
-                    }
-                    const bool half = SKIP && fw_wg_idle<BM, GM>(p, mt * BM + 64, p.m);
-                    for (int64_t kb = 0; kb < kblocks; kb++, it++) {
-                        fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it, half ? &p.a_map64 : &a_map, half,
-                                                &b_map, kb, mt * BM, 0, nt, e);
-                        if (kb == 0) fw_seq_post(seq, j, tn, tiles);
-                    }
-                }
-            } else {
-                for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-                    int64_t mt, nt;
-                    fw_tile(t, tiles_m, tiles_n, mt, nt);
-                    const int32_t e = fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
-                    if (GROUPED && e < 0) continue; /* (a padding tile: no stages) */
-                    const bool half = SKIP && fw_wg_idle<BM, GM>(p, mt * BM + 64, p.m);
-                    for (int64_t kb = 0; kb < kblocks; kb++, it++)
-                        fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it, half ? &p.a_map64 : &a_map, half,
-                                                &b_map, kb, mt * BM, 0, nt, e);
-                }
+            for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+                int64_t mt, nt;
+                fw_tile(t, tiles_m, tiles_n, mt, nt);
+                const int32_t e = fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
+                if (GROUPED && e < 0) continue; /* (a padding tile: no stages) */
+                const bool half = SKIP && fw_wg_idle<BM, GM>(p, mt * BM + 64, p.m);
+                for (int64_t kb = 0; kb < kblocks; kb++, it++)
+                    fw_load_stage<BM, DTMA>(a_tiles, b_tiles, full, empty, it, half ? &p.a_map64 : &a_map, half, &b_map,
+                                            kb, mt * BM, 0, nt, e);
             }
         }
         return;
@@ -925,9 +848,7 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
     constexpr bool AHEAD = HFP4_FW_LAYOUT_AHEAD && GM == FW_CONTIGUOUS && !SKIP; /* (fw_layout_ahead says why) */
     fw_tile_ahead ahead = {0, 0, 0, 0, {0, 0}}, cur = ahead; /* (AHEAD: fw_layout_ahead) */
     if constexpr (AHEAD) ahead = fw_layout_ahead<BM>(p, blockIdx.x, tiles, tiles_m, tiles_n, wg, r0);
-    int64_t tn = 0; /* (DYN: the next tile of the CTA's sequence, posted by the producer, fw_dynamic_tiles.cuh) */
-    for (int64_t t = blockIdx.x, sj = 0; t < tiles; t = DYN ? tn : t + gridDim.x, sj++) {
-        if constexpr (DYN) tn = fw_seq_tile(seq, sj + 1); /* (sj: t's place in the sequence) */
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         int64_t mt = 0, nt;
         fw_masked_tile mk = {0, 0, 0}; /* (MASKED: the tile's group, first row and row bound) */
         if constexpr (GM == FW_MASKED) {
@@ -937,14 +858,12 @@ __global__ void __launch_bounds__(fw_cfg<BM, DTMA>::THREADS, 1)
             cur = ahead;
             mt = cur.mt;
             nt = cur.nt;
-            ahead = fw_layout_ahead<BM>(p, DYN ? tn : t + gridDim.x, tiles, tiles_m, tiles_n, wg, r0);
+            ahead = fw_layout_ahead<BM>(p, t + gridDim.x, tiles, tiles_m, tiles_n, wg, r0);
         } else {
             fw_tile(t, tiles_m, tiles_n, mt, nt);
         }
         const int64_t row0 = (GM == FW_MASKED ? mk.first : mt * BM) + r0;
         const int32_t e = AHEAD ? cur.e : GM == FW_MASKED ? mk.e : fw_expert<BM, GM == FW_CONTIGUOUS>(p, mt);
-        if constexpr (DYN)
-            if (e < 0) fw_skip_tile<BM, DTMA>(ad, stage, phase, 1); /* (a padding tile's empty stage) */
         /* (a padding tile whose rows may hold anything: not visited; a masked tile is always live) */
         if (GROUPED && e < 0 && (GM == FW_MASKED || !p.pad_zero)) continue;
         float fin[64 * cfg::SUB];
@@ -1051,7 +970,6 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
                   b_strides[2] = {p->b.ld, GROUPED && p->num_groups > 1 ? p->b.stride_group : p->b.ld * p->n};
     HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &a_map, p->a.data, a_dims, a_strides, a_box));
     sm90_fp8w_params k64 = *k; /* (SKIP: with A's 64-row box) */
-    k64.dyn_slot = -1;
     if (SKIP) {
         const uint32_t a_box64[3] = {FW_TILE, 64, 1};
         HFP4_TRY(hfp4__make_tensor_map_u8_3d(fn, &k64.a_map64, p->a.data, a_dims, a_strides, a_box64));
@@ -1077,10 +995,6 @@ static hfp4_status fw_launch(const char *fn, const hfp4_gemm_problem *p, const h
                                                : cfg::PRODUCER_REGS + cfg::WGS * cfg::CONSUMER_REGS));
     const int64_t tiles = ((p->m + BM - 1) / BM) * groups * ((p->n + FW_TILE - 1) / FW_TILE);
     const int grid = (int)(tiles < dev->num_sms ? tiles : dev->num_sms);
-    /* (fw_dynamic_tiles.cuh: a counter slot only where there are more tiles than CTAs, taken last so
-     * that no failed set-up above holds one; HFP4_SM90_DYNAMIC=0, as for the FP4 decode tiles: none) */
-    if (HFP4_FW_DYNAMIC_TILES && GM == FW_CONTIGUOUS && tiles > grid && !hfp4__env_is("HFP4_SM90_DYNAMIC", "0"))
-        k64.dyn_slot = hfp4__sm90_dyn_slot(dev->device, stream);
     kernel<<<grid, cfg::THREADS, cfg::SMEM, stream>>>(a_map, b_map, d_map, k64);
     HFP4_CUDA_TRY(fn, cudaGetLastError());
     return HFP4_OK;
