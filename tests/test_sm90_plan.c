@@ -269,9 +269,8 @@ TEST(sm90_plan_balances_the_decode_walk) {
 }
 
 /* The dynamic walk (dynamic_walk.cuh): the balanced decode walks, and the 128-token tile of the
- * contiguous layout (items in raster order, bench/RESULTS.md v49), not its narrow-block split's
- * launch, the psum layout (items with nothing to write take no stage), masked or dense prefill;
- * HFP4_SM90_DYNAMIC=0 turns it off. (The launcher then takes a counter only with more items than
+ * contiguous and psum layouts (items in raster order, bench/RESULTS.md v49-v50), not the contiguous
+ * layout's narrow-block split's launch, masked or dense prefill; HFP4_SM90_DYNAMIC=0 turns it off. (The launcher then takes a counter only with more items than
  * CTAs: the GPU tests.) */
 TEST(sm90_plan_dynamic_walk_where_items_differ_in_length) {
     unsetenv("HFP4_SM90_DYNAMIC");
@@ -294,7 +293,7 @@ TEST(sm90_plan_dynamic_walk_where_items_differ_in_length) {
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS_PSUM, 4096, 8, 0);
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.block_tokens, 128);
-    CHECK_EQ_I64(plan.params.dynamic, 0);
+    CHECK_EQ_I64(plan.params.dynamic, 1);
     p = grouped_problem(HFP4_GROUPING_MASKED, 4096, 4, 1000);
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.block_tokens, 128);
@@ -307,6 +306,9 @@ TEST(sm90_plan_dynamic_walk_where_items_differ_in_length) {
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.params.dynamic, 0);
     p = grouped_problem(HFP4_GROUPING_CONTIGUOUS, 1024, 8, 2);
+    CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
+    CHECK_EQ_I64(plan.params.dynamic, 0);
+    p = grouped_problem(HFP4_GROUPING_CONTIGUOUS_PSUM, 4096, 8, 0);
     CHECK_STATUS(hfp4__sm90_plan("t", &p, &plan), HFP4_OK);
     CHECK_EQ_I64(plan.params.dynamic, 0);
     unsetenv("HFP4_SM90_DYNAMIC");

@@ -95,7 +95,7 @@ static void bench_usage(FILE *f) {
     fprintf(f,
             "usage: hfp4 bench [--json] [--quick] [--iters N] [--replays N] [--tokens T1,T2,...] [--gran 32|128]\n"
             "                  [--sf-layout k|mn] [--a-scales fp32|ue8m0] [--w-scales narrow|drift] [--seconds-budget S]\n"
-            "                  [--routing-seed S] [--contiguous-hint rows|none|R] [--l2-flush read|write|none]\n"
+            "                  [--routing-seed S] [--routing uniform|balanced] [--contiguous-hint rows|none|R] [--l2-flush read|write|none]\n"
             "                  [--only SECTION[,SECTION...]] [--dense-shape M,N,K]...\n"
             "  sections: w13 w2 dense sf gran launch graph gemv tp pro moe (default: all), and tp-pro\n"
             "            (V4-Pro's TP8 shards, only when named)\n"
@@ -111,6 +111,9 @@ static void bench_usage(FILE *f) {
             "  --seconds-budget S  cases that would start after S seconds are skipped and listed\n"
             "  --routing-seed S    each token count's routing from its own stream seeded by S (>= 1): the\n"
             "                      same whatever --tokens lists; default: the bench's one stream\n"
+            "  --routing R         uniform (default: each token's top-k drawn at random) or balanced (token\n"
+            "                      t's j-th expert is (t x top-k + j) mod E: every expert the same rows where\n"
+            "                      E divides T x top-k; the grouped kernels' no-tail case, for diagnosis)\n"
             "  --contiguous-hint H contiguous cases (not psum) with expected_m = rows per routed expert\n"
             "                      (rows, default), none (DeepGEMM's contiguous API has no hint, so\n"
             "                      transformers passes none and the token tile follows m / groups, padding\n"
@@ -126,7 +129,7 @@ static void bench_usage(FILE *f) {
  * different messages) */
 static int takes_value(const char *opt) {
     static const char *const with_value[] = {"--iters", "--replays", "--tokens", "--gran", "--sf-layout",
-                                             "--a-scales", "--w-scales", "--seconds-budget", "--routing-seed",
+                                             "--a-scales", "--w-scales", "--seconds-budget", "--routing-seed", "--routing",
                                              "--contiguous-hint", "--l2-flush", "--only", "--dense-shape"};
     for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
         if (!strcmp(opt, with_value[i])) return 1;
@@ -213,6 +216,8 @@ extern "C" int hfp4_cmd_bench(int argc, char **argv) {
             }
         } else if (!strcmp(argv[i], "--w-scales") && i + 1 < argc) {
             if (two_way_option("--w-scales", argv[++i], "narrow", "drift", &bench_w_scales_drift) != 0) return 2;
+        } else if (!strcmp(argv[i], "--routing") && i + 1 < argc) {
+            if (two_way_option("--routing", argv[++i], "uniform", "balanced", &bench_routing_balanced) != 0) return 2;
         } else if (!strcmp(argv[i], "--routing-seed") && i + 1 < argc) {
             char *end = NULL;
             const unsigned long long v = strtoull(argv[++i], &end, 10);

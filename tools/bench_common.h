@@ -185,6 +185,10 @@ extern int bench_w_scales_drift;
  * v12). 0 (the default): the bench's one stream, as before (a row's routing then depends on every
  * draw before it) */
 extern uint64_t bench_routing_seed;
+/* --routing balanced: token t's j-th expert is (t * topk + j) mod experts, so every expert gets the
+ * same rows where experts divides T * topk (no expert ends in a part-filled token tile); default 0:
+ * uniform random top-k */
+extern int bench_routing_balanced;
 void bench_fill_problem(hfp4_gemm_problem *p, hfp4_grouping g, int64_t m, int64_t n, int64_t k, int32_t groups, int gran,
                         void *a, void *a_sf, void *d, void *layout, const hfp4_matrix *b, int64_t expected_m);
 /* Bytes that must move for an expert GEMM: FP4 weights + UE8M0 scales of the experts hit, FP8

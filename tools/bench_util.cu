@@ -132,6 +132,7 @@ void bench_print_row(const bench_ctx *c, const bench_row *r) {
             printf(", \"contiguous_hint\": %d", bench_contiguous_hint);
         if (bench_w_scales_drift) printf(", \"w_scales\": \"drift\"");
         if (bench_routing_seed) printf(", \"routing_seed\": %llu", (unsigned long long)bench_routing_seed);
+        if (bench_routing_balanced) printf(", \"routing\": \"balanced\"");
         if (r->clock.sm_mhz > 0)
             printf(", \"sm_mhz\": %d, \"power_w\": %d, \"clock_reasons\": \"0x%llx\"", r->clock.sm_mhz, r->clock.power_w,
                    r->clock.reasons);
@@ -331,6 +332,7 @@ void bench_free_weights(bench_weights *w) {
 /* ---- routing ---- */
 
 uint64_t bench_routing_seed = 0;
+int bench_routing_balanced = 0;
 
 /* splitmix64: a well-mixed 64-bit value from any seed (a private xorshift stream's start) */
 static uint64_t splitmix64(uint64_t x) {
@@ -360,6 +362,12 @@ int bench_route(int64_t tokens, int32_t experts, int32_t topk, bench_routing *r)
         for (int j = 0; j < topk; j++) { /* top-k distinct experts, uniformly */
             int32_t e;
             int dup;
+            if (bench_routing_balanced) { /* distinct while topk <= experts (the caller's shapes) */
+                e = (int32_t)(((uint64_t)t * (uint64_t)topk + (uint64_t)j) % (uint64_t)experts);
+                pick[j] = e;
+                r->counts[e]++;
+                continue;
+            }
             do {
                 const uint64_t v = own ? xorshift64(&own) : bench_rng();
                 e = (int32_t)(v % (uint64_t)experts);

@@ -224,12 +224,14 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
     /* The dynamic walk (dynamic_walk.cuh: work items handed out in the order the CTAs ask, from a
      * counter the launcher gives the launch): the decode tiles with the balanced walk and no K-split
      * (the kernel uses it when a launch has enough items), and the 128-token tile of the contiguous
-     * layout, its items in raster order (not the narrow-block split's 128-token launch, which leaves
-     * the short segments to the other; the launcher takes a counter only with more items than CTAs).
-     * HFP4_SM90_DYNAMIC=0 turns it off, for comparison. */
+     * and psum layouts, its items in raster order (not the narrow-block split's 128-token launch,
+     * which leaves the short segments to the other; the launcher takes a counter only with more
+     * items than CTAs). HFP4_SM90_DYNAMIC=0 turns it off, for comparison. */
     {
         const char *env = getenv("HFP4_SM90_DYNAMIC");
-        const int prefill = plan->block_tokens == 128 && p->grouping == HFP4_GROUPING_CONTIGUOUS && !plan->narrow_split;
+        const int prefill = plan->block_tokens == 128 &&
+                            (p->grouping == HFP4_GROUPING_CONTIGUOUS || p->grouping == HFP4_GROUPING_CONTIGUOUS_PSUM) &&
+                            !plan->narrow_split;
         k->dynamic = (prefill || (k->balanced != 0 && k->split == 0)) && !(env && !strcmp(env, "0"));
         k->dyn_slot = -1;
     }

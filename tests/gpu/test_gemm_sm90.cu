@@ -246,6 +246,17 @@ TEST(gpu_grouped_psum) {
         c.extra_rows = v == 1 ? 200 : 0; /* rows after every group must keep the poison */
         check_case(&c, "contiguous psum");
     }
+    /* more items than CTAs, so the 128-token tile takes them in order from the launch's counter
+     * (dynamic_walk.cuh), and 60 token tiles of rows after the groups: in the raster order runs of
+     * 16 items with nothing to write, each of which must still take a stage (producer.cuh) and
+     * leave its rows' poison; then the same with 1x32 scales (the G32 kernel) */
+    for (int v = 0; v < 2; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 3000, 512, 512, 8, 403 + v);
+        c.extra_rows = 60 * 128;
+        c.expected_m = 512;
+        c.a_gran = v ? 32 : 128;
+        check_case(&c, "contiguous psum, items in order, rows after the groups");
+    }
 }
 
 /* The 128-token tile's narrow items (narrow_items.cuh): contiguous segments of 1..128 real rows, each

@@ -36,19 +36,19 @@
  * its graph and every instance of it are gone).
  * No slot left: the static walk.
  *
- * The 128-token tile's items of the contiguous layout (without the narrow-block split) come from the
- * counter too, item by item in item_tiles' raster order (dyn_walk_next), where the plan asks for it
- * and the launcher gives the launch a slot (more items than CTAs).
+ * The 128-token tile's items of the contiguous and psum layouts (without the narrow-block split) come
+ * from the counter too, item by item in item_tiles' raster order (dyn_walk_next), where the plan asks
+ * for it and the launcher gives the launch a slot (more items than CTAs).
  * NOTE: why (bench/RESULTS.md v48-v49): under a fixed stride the CTAs drift apart when their items
  * differ in length (narrow items: an expert's last tile computes 8-96 columns), and an expert's
  * token tiles, side by side in the raster order, then read its weight panels from DRAM again.
  * H200, V4-Flash w13 T = 16384, one launch (ncu): DRAM reads 7.04 -> 2.77 GB, 4.38 -> 4.09 ms;
  * interleaved rows: w13 / w2 T = 8192 -11 / -10 %, T = 16384 -6 / -4 %, T = 4096 level to -2 %.
- * Every such item takes a stage (a computing item its chunks, an all-padding tile its header's), so
- * items of one stage lag by fewer than STAGES + 7 (5 stages at this tile: 12 <= 16, asserted in
- * producer.cuh). (Not the psum layout: its items with nothing to write, resolve_tile false, take no
- * stage, and a run of them would let warp 0 overwrite ring words not yet read.) Each all-padding
- * tile is one atomic round trip (layouts padded for the worst case pay it). Taking the next item's
+ * Every such item takes a stage (a computing item its chunks, an all-padding tile its header's, and so
+ * does an item with nothing to write, resolve_tile false: the psum layout's rows past its groups,
+ * which the static walk skips), so items of one stage lag by fewer than STAGES + 7 (5 stages at this
+ * tile: 12 <= 16, asserted in producer.cuh). Each all-padding tile is one atomic round trip (layouts
+ * padded for the worst case pay it). Taking the next item's
  * rank an item ahead (the atomic under the item's chunks) measured level (v49): the 5-stage
  * pipeline already hides the round trip.
  */

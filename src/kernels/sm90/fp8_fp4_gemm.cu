@@ -62,8 +62,9 @@ static hfp4_status launch(const char *fn, const hfp4_sm90_plan *plan, const hfp4
     const bool headers = cfg::HEADER_SLOT || params.a_gran_k != 32; /* (item_headers_on) */
     if (BT <= 64 && params.dynamic && headers && params.w_chunks >= 8)
         params.dyn_slot = hfp4__sm90_dyn_slot(dev->device, stream);
-    /* the 128-token tile's contiguous items in order (the plan's choice, dynamic_walk.cuh), with item
-     * headers (the consumers do not walk) and more items than CTAs (else every item is a CTA's first) */
+    /* the 128-token tile's contiguous and psum items in order (the plan's choice, dynamic_walk.cuh),
+     * with item headers (the consumers do not walk) and more items than CTAs (else every item is a
+     * CTA's first) */
     if (BT == 128 && params.dynamic && headers && items > ctas)
         params.dyn_slot = hfp4__sm90_dyn_slot(dev->device, stream);
     /* Prefill items in raster groups of token tiles (work_items.cuh item_tiles), the 128-token tile

@@ -225,7 +225,16 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
     FOR_EACH_ITEM(BT, p, sm.live_prefix, item, lay, walker, walkers, dyn) {
     sm90_tile tile;
     if (lane == 0 && pwarp == 0 && iter == 0) HFP4_DIAG(HFP4_DIAG_PROD_WALKED);
-    if (!resolve_tile<BT>(p, item, lay, tile)) continue;
+    if (!resolve_tile<BT>(p, item, lay, tile)) {
+        /* An item with nothing to write (the psum layout's rows past its groups) is skipped, but
+         * not by the 128-token tile's walk in order: there every item takes a stage, or a run of
+         * such items would let warp 0 overwrite ring words the other warps have not read
+         * (dynamic_walk.cuh). It goes out as an all-padding tile's header alone, with no rows to
+         * zero (zero_end = m0: store_zero_tile writes nothing). */
+        if (!(BT == 128 && dyn.on)) continue;
+        tile.compute = 0;
+        tile.valid_end = tile.zero_end = tile.m0;
+    }
     narrow_tile<BT>(p, tile, narrow, lane);
     uniform_tile(tile);
     /* The warp that owns the item's first chunk (global chunk index iter) posts the header into
