@@ -356,10 +356,10 @@ HFP4_API hfp4_status hfp4_device_query(int device, hfp4_device_info *info);
  * stream must belong to it (call cudaSetDevice first, as for any CUDA library). This is not checked
  * yet: memory of another device is a device fault, or with peer access a slow read unordered with
  * that device's streams; another device's stream fails the launch (HFP4_ERR_CUDA).
- * Concurrency: decode-sized launches, and FP8 x FP4 prefill launches of the contiguous layout, hand
- * their work items out through a small counter in the library's module memory, one per stream, and
- * one of its own for each launch captured into a CUDA graph, so launches on different streams, and
- * the branches of a graph, may run at the same time.
+ * Concurrency: decode-sized launches, and FP8 x FP4 prefill launches of the contiguous and psum
+ * layouts, hand their work items out through a small counter in the library's module memory, one
+ * per stream, and one of its own for each launch captured into a CUDA graph, so launches on
+ * different streams, and the branches of a graph, may run at the same time.
  * Not covered: copies of one captured graph that run at the same time (two instances of it, a
  * cudaGraphClone, the graph added twice as child graphs) would share their counters and compute
  * wrong results; run such copies one after the other, or set HFP4_SM90_DYNAMIC=0. */
