@@ -247,14 +247,19 @@ TEST(gpu_grouped_psum) {
         check_case(&c, "contiguous psum");
     }
     /* more items than CTAs, so the 128-token tile takes them in order from the launch's counter
-     * (dynamic_walk.cuh), and 60 token tiles of rows after the groups: in the raster order runs of
-     * 16 items with nothing to write, each of which must still take a stage (producer.cuh) and
-     * leave its rows' poison; then the same with 1x32 scales (the G32 kernel) */
-    for (int v = 0; v < 2; v++) {
-        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 3000, 512, 512, 8, 403 + v);
+     * (dynamic_walk.cuh), and 60 token tiles of rows after the groups, which must keep their
+     * poison: the walk ends after the raster group of 4 token tiles the groups' rows end in
+     * (psum_walk_items). Groups of 17 aligned token tiles (4 x 4 + 1), so that group's last 3 token
+     * tiles have nothing to write and take a stage each (producer.cuh), 8 weight tiles, 160 items
+     * to walk; with 1x32 scales too (the G32 kernel); then an alignment of 32 and random groups */
+    static const int32_t rows17[8] = {300, 0, 257, 128, 500, 1, 383, 129};
+    for (int v = 0; v < 3; v++) {
+        gemm_case c = base_case(HFP4_GROUPING_CONTIGUOUS_PSUM, 3000, 1024, 512, 8, 403 + v);
+        c.rows = v < 2 ? rows17 : NULL;
+        c.alignment = v < 2 ? 128 : 32;
         c.extra_rows = 60 * 128;
         c.expected_m = 512;
-        c.a_gran = v ? 32 : 128;
+        c.a_gran = v == 1 ? 32 : 128;
         check_case(&c, "contiguous psum, items in order, rows after the groups");
     }
 }

@@ -48,7 +48,8 @@
  * does an item with nothing to write, resolve_tile false: the psum layout's rows past its groups,
  * which the static walk skips), so items of one stage lag by fewer than STAGES + 7 (5 stages at this
  * tile: 12 <= 16, asserted in producer.cuh). Each all-padding tile is one atomic round trip (layouts
- * padded for the worst case pay it). Taking the next item's
+ * padded for the worst case pay it in the contiguous layout, whose padding tiles are written as
+ * zeros; the psum layout's walk ends before its rows past the groups: psum_walk_items). Taking the next item's
  * rank an item ahead (the atomic under the item's chunks) measured level (v49): the 5-stage
  * pipeline already hides the round trip.
  */
@@ -69,6 +70,7 @@ typedef struct sm90_dyn {
     unsigned long long *ring; /* shared: HFP4_SM90_DYN_RING words ((item index + 1) << 32 | rank) */
     bool on;
     int slot, pwarp, lane;
+    int32_t items; /* the 128-token tile's walk ends here (p.tiles_total; psum: psum_walk_items) */
 } sm90_dyn;
 
 /* Whether a launch walks dynamically: a slot, item headers, the balanced walk (ranks), no K-split, and
@@ -118,7 +120,7 @@ static __device__ __forceinline__ bool dyn_walk_next(const sm90_dyn &d, const hf
                                                      const int32_t *prefix, sm90_walk &w, const int32_t G) {
     dyn_take(d, w);
     if (BT == 128 && d.on) {
-        if (w.next >= p.tiles_total) return false;
+        if (w.next >= d.items) return false;
         w.item = w.next;
         w.lay = probe_layout<BT>(p, w.item);
         return true;

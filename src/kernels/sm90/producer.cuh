@@ -206,10 +206,12 @@ static __device__ __forceinline__ void run_producer(const hfp4_sm90_gemm_params 
      * bound. Only with item headers: without them the consumers walk too, statically) */
     static_assert(BT != 128 || STAGES + 7 <= HFP4_SM90_DYN_RING,
                   "a producer warp's lag behind warp 0, in items of one stage (dynamic_walk.cuh)");
+    const bool dyn_prefill = BT == 128 && headers && p.dyn_slot >= 0; /* (the launcher's choice) */
     const sm90_dyn dyn = {sm.dyn_ring,
                           (cfg::BALANCE && dyn_wanted(p, headers, split, balanced_items(p, sm.live_prefix), nck)) ||
-                              (BT == 128 && headers && p.dyn_slot >= 0), /* (the launcher's choice) */
-                          p.dyn_slot, pwarp, lane};
+                              dyn_prefill,
+                          p.dyn_slot, pwarp, lane,
+                          dyn_prefill && p.grouping == HFP4_K_PSUM ? psum_walk_items(p, BT) : (int32_t)p.tiles_total};
     long long diag_item_end = 0; /* (make DIAG=1 only: when the previous item's chunk loop ended) */
     (void)diag_item_end;
     unsigned long long diag_sum = 0, diag_n = 0; /* (make DIAG=1 only: HFP4_DIAG_ISSUED) */

@@ -47,6 +47,22 @@ static __device__ __forceinline__ void item_tiles(const hfp4_sm90_gemm_params &p
     m_tile = rest - z * tiles_m;
 }
 
+/* The in-order walk's end in the psum layout (dynamic_walk.cuh): the items before the first raster
+ * group (unrastered: token tile) that starts at or past the groups' rows, min(align(psum[G - 1]), m).
+ * Every item after it has nothing to write, so a buffer sized for the worst case costs its rows past
+ * the groups no stage and no counter round trip; those before it in that raster group take a stage
+ * each (producer.cuh). (Device data cannot be checked: with psum ends out of order this only leaves
+ * unwritten items whose rows had no defined group.) */
+static __device__ __forceinline__ int32_t psum_walk_items(const hfp4_sm90_gemm_params &p, int bt) {
+    const int32_t last = p.layout[p.num_groups - 1];
+    const int32_t e = (int32_t)min((int64_t)last, p.m); /* (m <= 2^30: the plan checks) */
+    /* align(e) as resolve_tile computes it: (floor((e - 1) / A) + 1) x A, for 0 < e <= 2^30 */
+    const int64_t rows = e <= 0 ? 0 : min((int64_t)(uint32_t)((div_m_alignment(p, e - 1) + 1) * (uint32_t)p.m_alignment), p.m);
+    int64_t tiles = (rows + bt - 1) / bt;
+    if (p.raster_m > 0) tiles = (tiles + p.raster_m - 1) / p.raster_m * p.raster_m;
+    return (int32_t)min(tiles * p.tiles_n, (int64_t)p.tiles_total);
+}
+
 /* The token-tile index (within its group) of work item `item` (item_tiles; the other tiles keep their
  * code's own form: the decode kernels' SASS moved with a shared one) */
 template <int BT>
