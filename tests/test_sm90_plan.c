@@ -270,8 +270,8 @@ TEST(sm90_plan_balances_the_decode_walk) {
 
 /* The dynamic walk (dynamic_walk.cuh): the balanced decode walks, and the 128-token tile of the
  * contiguous and psum layouts (items in raster order, bench/RESULTS.md v49-v50), not the contiguous
- * layout's narrow-block split's launch, masked or dense prefill; HFP4_SM90_DYNAMIC=0 turns it off. (The launcher then takes a counter only with more items than
- * CTAs: the GPU tests.) */
+ * layout's narrow-block split's launch, masked or dense prefill; HFP4_SM90_DYNAMIC=0 turns it off.
+ * (The launcher then takes a counter only with more items than CTAs: the GPU tests.) */
 TEST(sm90_plan_dynamic_walk_where_items_differ_in_length) {
     unsetenv("HFP4_SM90_DYNAMIC");
     unsetenv("HFP4_SM90_BALANCE");

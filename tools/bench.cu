@@ -95,8 +95,8 @@ static void bench_usage(FILE *f) {
     fprintf(f,
             "usage: hfp4 bench [--json] [--quick] [--iters N] [--replays N] [--tokens T1,T2,...] [--gran 32|128]\n"
             "                  [--sf-layout k|mn] [--a-scales fp32|ue8m0] [--w-scales narrow|drift] [--seconds-budget S]\n"
-            "                  [--routing-seed S] [--routing uniform|balanced] [--contiguous-hint rows|none|R] [--l2-flush read|write|none]\n"
-            "                  [--only SECTION[,SECTION...]] [--dense-shape M,N,K]...\n"
+            "                  [--routing-seed S] [--routing uniform|balanced] [--contiguous-hint rows|none|R]\n"
+            "                  [--l2-flush read|write|none] [--only SECTION[,SECTION...]] [--dense-shape M,N,K]...\n"
             "  sections: w13 w2 dense sf gran launch graph gemv tp pro moe (default: all), and tp-pro\n"
             "            (V4-Pro's TP8 shards, only when named)\n"
             "  --iters N           stream-launched cases: median of N launches (3..1000, default 20)\n"
@@ -129,8 +129,8 @@ static void bench_usage(FILE *f) {
  * different messages) */
 static int takes_value(const char *opt) {
     static const char *const with_value[] = {"--iters", "--replays", "--tokens", "--gran", "--sf-layout",
-                                             "--a-scales", "--w-scales", "--seconds-budget", "--routing-seed", "--routing",
-                                             "--contiguous-hint", "--l2-flush", "--only", "--dense-shape"};
+                                             "--a-scales", "--w-scales", "--seconds-budget", "--routing-seed",
+                                             "--routing", "--contiguous-hint", "--l2-flush", "--only", "--dense-shape"};
     for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++)
         if (!strcmp(opt, with_value[i])) return 1;
     return 0;

@@ -49,9 +49,9 @@
  * which the static walk skips), so items of one stage lag by fewer than STAGES + 7 (5 stages at this
  * tile: 12 <= 16, asserted in producer.cuh). Each all-padding tile is one atomic round trip (layouts
  * padded for the worst case pay it in the contiguous layout, whose padding tiles are written as
- * zeros; the psum layout's walk ends before its rows past the groups: psum_walk_items). Taking the next item's
- * rank an item ahead (the atomic under the item's chunks) measured level (v49): the 5-stage
- * pipeline already hides the round trip.
+ * zeros; the psum layout's walk ends before its rows past the groups: psum_walk_items). Taking the
+ * next item's rank an item ahead (the atomic under the item's chunks) measured level (v49): the
+ * 5-stage pipeline already hides the round trip.
  */
 #pragma once
 #include <stdint.h>

@@ -57,7 +57,8 @@ static __device__ __forceinline__ int32_t psum_walk_items(const hfp4_sm90_gemm_p
     const int32_t last = p.layout[p.num_groups - 1];
     const int32_t e = (int32_t)min((int64_t)last, p.m); /* (m <= 2^30: the plan checks) */
     /* align(e) as resolve_tile computes it: (floor((e - 1) / A) + 1) x A, for 0 < e <= 2^30 */
-    const int64_t rows = e <= 0 ? 0 : min((int64_t)(uint32_t)((div_m_alignment(p, e - 1) + 1) * (uint32_t)p.m_alignment), p.m);
+    const int64_t rows =
+        e <= 0 ? 0 : min((int64_t)(uint32_t)((div_m_alignment(p, e - 1) + 1) * (uint32_t)p.m_alignment), p.m);
     int64_t tiles = (rows + bt - 1) / bt;
     if (p.raster_m > 0) tiles = (tiles + p.raster_m - 1) / p.raster_m * p.raster_m;
     return (int32_t)min(tiles * p.tiles_n, (int64_t)p.tiles_total);
