@@ -228,11 +228,8 @@ hfp4_status hfp4__sm90_plan(const char *fn, const hfp4_gemm_problem *p, hfp4_sm9
      * which leaves the short segments to the other; the launcher takes a counter only with more
      * items than CTAs). HFP4_SM90_DYNAMIC=0 turns it off, for comparison. */
     {
-        const char *env = getenv("HFP4_SM90_DYNAMIC");
-        const int prefill = plan->block_tokens == 128 &&
-                            (p->grouping == HFP4_GROUPING_CONTIGUOUS || p->grouping == HFP4_GROUPING_CONTIGUOUS_PSUM) &&
-                            !plan->narrow_split;
-        k->dynamic = (prefill || (k->balanced != 0 && k->split == 0)) && !(env && !strcmp(env, "0"));
+        const int prefill = plan->block_tokens == 128 && is_contig && !plan->narrow_split;
+        k->dynamic = (prefill || (k->balanced != 0 && k->split == 0)) && !env_is_zero("HFP4_SM90_DYNAMIC");
         k->dyn_slot = -1;
     }
     /* Narrow items (narrow_items.cuh): the 128-token tile of the contiguous and psum layouts loads and

@@ -1,6 +1,6 @@
 /*
  * dyn_slots.h - which counter of the module's array (dynamic_walk.cuh) a launch's dynamic walk (decode
- * tiles, the 128-token tile's contiguous items) uses: no two launches that may run at the same time
+ * tiles, the 128-token tile's contiguous and psum items) uses: no two launches that may run at the same time
  * may share one, or each would skip the items the other took.
  */
 #ifndef HFP4_SM90_DYN_SLOTS_H

@@ -47,6 +47,12 @@ static __device__ __forceinline__ void item_tiles(const hfp4_sm90_gemm_params &p
     m_tile = rest - z * tiles_m;
 }
 
+/* align(e) for the psum layout's group end e, 0 < e <= 2^30, exactly: (floor((e - 1) / A) + 1) x A
+ * < e + A < 2^32 (A = m_alignment) */
+static __device__ __forceinline__ int64_t psum_aligned_end(const hfp4_sm90_gemm_params &p, int32_t e) {
+    return (int64_t)(uint32_t)((div_m_alignment(p, e - 1) + 1) * (uint32_t)p.m_alignment);
+}
+
 /* The in-order walk's end in the psum layout (dynamic_walk.cuh): the items before the first raster
  * group (unrastered: token tile) that starts at or past the groups' rows, min(align(psum[G - 1]), m).
  * Every item after it has nothing to write, so a buffer sized for the worst case costs its rows past
@@ -56,9 +62,7 @@ static __device__ __forceinline__ void item_tiles(const hfp4_sm90_gemm_params &p
 static __device__ __forceinline__ int32_t psum_walk_items(const hfp4_sm90_gemm_params &p, int bt) {
     const int32_t last = p.layout[p.num_groups - 1];
     const int32_t e = (int32_t)min((int64_t)last, p.m); /* (m <= 2^30: the plan checks) */
-    /* align(e) as resolve_tile computes it: (floor((e - 1) / A) + 1) x A, for 0 < e <= 2^30 */
-    const int64_t rows =
-        e <= 0 ? 0 : min((int64_t)(uint32_t)((div_m_alignment(p, e - 1) + 1) * (uint32_t)p.m_alignment), p.m);
+    const int64_t rows = e <= 0 ? 0 : min(psum_aligned_end(p, e), p.m);
     int64_t tiles = (rows + bt - 1) / bt;
     if (p.raster_m > 0) tiles = (tiles + p.raster_m - 1) / p.raster_m * p.raster_m;
     return (int32_t)min(tiles * p.tiles_n, (int64_t)p.tiles_total);
@@ -439,8 +443,7 @@ static __device__ __forceinline__ bool resolve_tile(const hfp4_sm90_gemm_params 
         if (end <= m0_down) return false;
         t.compute = t.m0 < end;
         t.valid_end = min(tile_end, (int64_t)end);
-        /* align(end) exactly, for 0 < end <= 2^30: (floor((end - 1) / A) + 1) * A < end + A < 2^32 */
-        const int64_t aligned_end = (int64_t)(uint32_t)((div_m_alignment(p, end - 1) + 1) * (uint32_t)A);
+        const int64_t aligned_end = psum_aligned_end(p, end); /* (0 < end <= 2^30 here) */
         t.zero_end = min(min(tile_end, aligned_end), p.m);
         if (t.valid_end < t.m0) t.valid_end = t.m0;
         return true;
