@@ -8,7 +8,8 @@
 # capped at 64), DECODE1=1 (also test and time the one-CTA-per-SM variant of the 8-token decode tile),
 # MICRO=1 (run ${BUILD}/wgmma_ceiling: make BUILD=... BUILD/wgmma_ceiling, and carry it),
 # PYROUTE=1 (also time fp8_fp4_gemm_nt's FP8 route against its FP4 kernel from Python, bench/python_fp8_route.py),
-# CLOCKS=1 (log the SM clock, power, temperature and throttle reasons every 200 ms while the bench
+# PEERS=1 (also time the FP8 grouped GEMMs torch ships for SM90 against issue 5's yardstick,
+# bench/peers_grouped_fp8.py), CLOCKS=1 (log the SM clock, power, temperature and throttle reasons every 200 ms while the bench
 # runs, to $OUT/clocks.csv: the H200 at its 700 W limit may slow the later sections of a long run).
 set -u
 OUT=${OUT:-/tmp/hfp4-out}
@@ -72,6 +73,9 @@ fi
 if [ -n "${PYROUTE:-}" ]; then
     HFP4_LIBRARY="$PWD/${BUILD:-build}/libhfp4.so" PYTHONPATH=python timeout 200 python3 bench/python_fp8_route.py 2>&1 |
         tee "$OUT/python_fp8_route.txt"
+fi
+if [ -n "${PEERS:-}" ]; then
+    (cd bench && timeout 250 python3 peers_grouped_fp8.py 2>&1) | tee "$OUT/peers_grouped_fp8.txt"
 fi
 if [ -n "${MICRO:-}" ] && [ -x "${BUILD:-build}/wgmma_ceiling" ]; then
     # the consumer loop's skeleton without memory traffic (bench/micro/wgmma_ceiling.cu)
