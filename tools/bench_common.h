@@ -53,6 +53,7 @@ typedef struct bench_ctx {
     /* launch floors, measured on first use (< 0: not yet; index = kernels per graph) */
     double launch_stream_us;
     double launch_graph_us[BENCH_MAX_GRAPH_KERNELS + 1];
+    double launch_graph_flushed_us; /* the one-kernel graph after the L2 flush (printed only) */
 } bench_ctx;
 
 /* One output row. The first group of fields are the keys of the first recorded results and keep

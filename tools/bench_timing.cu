@@ -14,7 +14,8 @@
  *
  * Launch floors: the same two methods applied to an empty kernel with the GEMM's launch shape
  * (one 384-thread CTA per SM with the largest dynamic shared memory), so "time - floor" is what a
- * GEMM spends beyond the fixed cost of being launched. The masked layout launches one CTA per
+ * GEMM spends beyond the fixed cost of being launched; the graph floor back to back, and once more
+ * with the flush before each replay, as the rows the flush separates are timed. The masked layout launches one CTA per
  * (expert, tile) item; scheduling those CTAs is part of the GEMM's time, not of the floor.
  */
 #include <signal.h>
@@ -45,6 +46,7 @@ int bench_timing_init(bench_ctx *c) {
     int dev = 0, l2 = 0;
     c->launch_stream_us = -1;
     for (int i = 0; i <= BENCH_MAX_GRAPH_KERNELS; i++) c->launch_graph_us[i] = -1;
+    c->launch_graph_flushed_us = -1;
     if (!BENCH_CUDA(cudaGetDevice(&dev)) ||
         !BENCH_CUDA(cudaDeviceGetAttribute(&c->num_sms, cudaDevAttrMultiProcessorCount, dev)) ||
         !BENCH_CUDA(cudaDeviceGetAttribute(&c->max_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) ||
@@ -413,10 +415,34 @@ double bench_launch_floor_graph(bench_ctx *c, size_t kernels) {
     return us;
 }
 
+/* The one-kernel graph replayed as the rows whose replays the L2 flush separates (T = 1's), printed
+ * only: the fixed cost those rows carry. NOTE: H200 (bench/RESULTS.md v52, one run): 3.97-4.13 us
+ * after the flush against 2.78-2.88 back to back, so the plain graph floor understates a flushed
+ * row's fixed cost by ~1.2 us. */
+static void launch_floor_graph_flushed(bench_ctx *c) {
+    if (c->l2_flush == HFP4_BENCH_FLUSH_NONE || c->launch_graph_flushed_us != -1) return;
+    c->launch_graph_flushed_us = -2; /* (measured once, failed or not) */
+    void *args[1] = {c};
+    cudaGraphExec_t exec = NULL;
+    double us = 0;
+    const int ok = bench_capture(c, launch_empty, args, 1, &exec, NULL) == 0 && bench_time_graphs(c, &exec, 1, 1, NULL, &us) == 0;
+    if (exec) (void)BENCH_CUDA(cudaGraphExecDestroy(exec));
+    if (!ok) {
+        fprintf(stderr, "bench: launch floor (graph after the L2 flush) failed\n");
+        c->failed++;
+        return;
+    }
+    c->launch_graph_flushed_us = us;
+    print_floor(c, "graph_flushed", 1, us);
+}
+
 void bench_launch_floors(bench_ctx *c) {
-    if (c->launch_stream_us != -1 && c->launch_graph_us[1] != -1 && c->launch_graph_us[2] != -1) return;
+    if (c->launch_stream_us != -1 && c->launch_graph_us[1] != -1 && c->launch_graph_us[2] != -1 &&
+        c->launch_graph_flushed_us != -1)
+        return;
     if (!bench_budget_ok(c, "launch floors")) return;
     bench_launch_floor_stream(c);
     bench_launch_floor_graph(c, 1);
     bench_launch_floor_graph(c, 2);
+    launch_floor_graph_flushed(c);
 }
