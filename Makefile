@@ -77,7 +77,7 @@ $(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h src/*/*/*.h tests/*.h too
 
 # (src/kernels/*/*.h too: the kernels' parameter block and the launchers' headers, e.g.
 # fp8_fp4_gemm_params.h, are .h files; without them an edit there left the kernels' objects stale)
-$(BUILD)/obj/%.cu.o: %.cu $(wildcard include/*.h src/*/*.h src/kernels/*/*.h src/kernels/*/*.cuh tests/*.h tests/gpu/*.h tools/*.h)
+$(BUILD)/obj/%.cu.o: %.cu $(wildcard include/*.h src/*/*.h src/kernels/*/*.h src/kernels/*/*.cuh tests/*.h tests/gpu/*.h tools/*.h tools/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) $(NVFLAGS_EXTRA) -Itests -c $< -o $@
 
@@ -152,7 +152,7 @@ $(BUILD)/first_copy_latency: bench/micro/first_copy_latency.cu bench/micro/micro
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 
-$(BUILD)/stream_floor_alone: bench/micro/stream_floor_alone.cu $(wildcard src/kernels/sm90/*.cuh)
+$(BUILD)/stream_floor_alone: bench/micro/stream_floor_alone.cu tools/stream_floor_kernel.cuh $(wildcard src/kernels/sm90/*.cuh)
 	@mkdir -p $(BUILD)
 	$(NVCC) -std=c++17 -O3 $(GENCODE) -Isrc/kernels -Xptxas --warn-on-spills --Werror all-warnings $< -o $@
 

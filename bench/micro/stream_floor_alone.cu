@@ -4,7 +4,7 @@
  * of the same reader: V4-Flash w2 at T = 1 took 11.5-11.7 us in the bench and 10.3-10.9 us standalone
  * (bench/RESULTS.md v51-v52), and that floor decides whether issue 4's T = 1 goal (10.7 us) is in reach.
  *
- * The same reader kernel and the same timing as the bench's graph rows: a one-launch graph (programmatic
+ * The same reader kernel (tools/stream_floor_kernel.cuh) and the same timing as the bench's graph rows: a one-launch graph (programmatic
  * dependent launch), replays queued in batches behind a 2 ms spin, each after a 256 MB read that empties
  * L2 (outside the events), an event pair around each replay, median. What varies, one at a time:
  *   footprint  compact: the 6 hit experts' weights alone, back to back (~27 MB for w2);
@@ -23,10 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "sm90/ptx.cuh" /* grid_launch_dependents, grid_dependency_wait */
+#include "../../tools/stream_floor_kernel.cuh" /* the bench's reader itself */
 
-#define FLOOR_THREADS 512
-#define FLOOR_UNROLL 8
 #define GROUPS 256
 #define HIT 6
 #define FLUSH_BYTES ((size_t)256 << 20)
@@ -41,48 +39,6 @@
             exit(1);                                                                                             \
         }                                                                                                        \
     } while (0)
-
-/* tools/bench_stream_floor.cu's reader, unchanged but for its name */
-__global__ void __launch_bounds__(FLOOR_THREADS) alone_stream_hit_experts(const int32_t *masked_m, int32_t groups,
-                                                                          const uint4 *w, uint32_t w_vec,
-                                                                          const uint4 *ws, uint32_t ws_vec,
-                                                                          unsigned *sink) {
-    __shared__ int32_t hit[FLOOR_THREADS];
-    __shared__ int32_t warp_count[FLOOR_THREADS / 32];
-    grid_launch_dependents();
-    grid_dependency_wait();
-    const int t = (int)threadIdx.x, lane = t % 32, warp = t / 32;
-    const bool is_hit = t < groups && masked_m[t] > 0;
-    const unsigned bits = __ballot_sync(0xFFFFFFFFu, is_hit);
-    if (lane == 0) warp_count[warp] = __popc(bits);
-    __syncthreads();
-    int before = 0, nhit = 0;
-    for (int i = 0; i < FLOOR_THREADS / 32; i++) {
-        before += i < warp ? warp_count[i] : 0;
-        nhit += warp_count[i];
-    }
-    if (is_hit) hit[before + __popc(bits & ((1u << lane) - 1u))] = t;
-    __syncthreads();
-    const uint32_t per = w_vec + ws_vec, total = (uint32_t)nhit * per;
-    const uint32_t stride = gridDim.x * FLOOR_THREADS;
-    unsigned acc = 0;
-    for (uint32_t i0 = blockIdx.x * FLOOR_THREADS + t; i0 < total; i0 += FLOOR_UNROLL * stride) {
-        uint4 v[FLOOR_UNROLL];
-#pragma unroll
-        for (int u = 0; u < FLOOR_UNROLL; u++) {
-            const uint32_t j = i0 + u * stride;
-            v[u] = make_uint4(0, 0, 0, 0);
-            if (j < total) {
-                const uint32_t e = j / per, r = j - e * per;
-                const uint4 *src = r < w_vec ? w + (size_t)hit[e] * w_vec + r : ws + (size_t)hit[e] * ws_vec + (r - w_vec);
-                v[u] = __ldcs(src);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < FLOOR_UNROLL; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-    }
-    if (acc == 0x9E3779B9u) *sink = acc;
-}
 
 __global__ void __launch_bounds__(384) alone_empty_kernel(void) {}
 
@@ -157,7 +113,7 @@ static cudaGraphExec_t capture_floor(const floor_case *f, cudaStream_t s) {
     config.attrs = attr;
     config.numAttrs = 1;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    CK(cudaLaunchKernelEx(&config, alone_stream_hit_experts, f->masked_m, (int32_t)GROUPS, f->w, f->w_vec, f->ws,
+    CK(cudaLaunchKernelEx(&config, bench_stream_hit_experts, f->masked_m, (int32_t)GROUPS, f->w, f->w_vec, f->ws,
                           f->ws_vec, f->sink));
     CK(cudaStreamEndCapture(s, &g));
     CK(cudaGraphInstantiate(&exec, g, 0));
