@@ -28,18 +28,9 @@ static int launch_floor(void *arg, cudaStream_t s) {
     /* the repacked container (sm90_layout.h): an expert's weights n x k / 2 bytes, its scales one
      * 4-byte word per row and 128-K chunk (the bench's shapes have n and k multiples of 128) */
     const uint32_t w_vec = (uint32_t)(n * k / 2 / 16), ws_vec = (uint32_t)(n * (k / 128) * 4 / 16);
-    cudaLaunchConfig_t config = {};
-    cudaLaunchAttribute attr[1];
-    config.gridDim = dim3((unsigned)(2 * f->c->num_sms));
-    config.blockDim = dim3(FLOOR_THREADS);
-    config.stream = s;
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attr;
-    config.numAttrs = 1;
-    return BENCH_CUDA(cudaLaunchKernelEx(&config, bench_stream_hit_experts, f->masked_m, f->groups,
-                                         (const uint4 *)f->b->data, w_vec, (const uint4 *)f->b->scales.data, ws_vec,
-                                         f->sink))
+    return BENCH_CUDA(launch_stream_floor((unsigned)(2 * f->c->num_sms), s, f->masked_m, f->groups,
+                                          (const uint4 *)f->b->data, w_vec, (const uint4 *)f->b->scales.data, ws_vec,
+                                          f->sink))
                ? 0
                : -1;
 }

@@ -15,8 +15,9 @@
  * Launch floors: the same two methods applied to an empty kernel with the GEMM's launch shape
  * (one 384-thread CTA per SM with the largest dynamic shared memory), so "time - floor" is what a
  * GEMM spends beyond the fixed cost of being launched; the graph floor back to back, and once more
- * with the flush before each replay, as the rows the flush separates are timed. The masked layout launches one CTA per
- * (expert, tile) item; scheduling those CTAs is part of the GEMM's time, not of the floor.
+ * with the flush before each replay, as the rows the flush separates are timed. The masked layout
+ * launches one CTA per (expert, tile) item; scheduling those CTAs is part of the GEMM's time, not of
+ * the floor.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -393,20 +394,29 @@ double bench_launch_floor_stream(bench_ctx *c) {
     return us;
 }
 
+/* Times a graph of `kernels` empty launches, the L2 flush before each replay if `flush`, into *us;
+ * 0 on success, else says so naming `what` and counts the failure. */
+static int time_empty_graph(bench_ctx *c, int kernels, int flush, const char *what, double *us) {
+    void *args[BENCH_MAX_GRAPH_KERNELS];
+    for (int i = 0; i < kernels; i++) args[i] = c;
+    cudaGraphExec_t exec = NULL;
+    const int ok = bench_capture(c, launch_empty, args, kernels, &exec, NULL) == 0 &&
+                   bench_time_graphs(c, &exec, 1, flush, NULL, us) == 0;
+    if (exec) (void)BENCH_CUDA(cudaGraphExecDestroy(exec));
+    if (ok) return 0;
+    fprintf(stderr, "bench: launch floor (%s) failed\n", what);
+    c->failed++;
+    return -1;
+}
+
 double bench_launch_floor_graph(bench_ctx *c, size_t kernels) {
     if (kernels < 1 || kernels > BENCH_MAX_GRAPH_KERNELS) return -1;
     double *slot = &c->launch_graph_us[kernels];
     if (*slot != -1) return *slot < 0 ? -1 : *slot;
-    void *args[BENCH_MAX_GRAPH_KERNELS];
-    for (size_t i = 0; i < kernels; i++) args[i] = c;
-    cudaGraphExec_t exec = NULL;
+    char what[48];
+    snprintf(what, sizeof what, "graph of %d kernels", (int)kernels);
     double us = 0;
-    int ok = bench_capture(c, launch_empty, args, (int)kernels, &exec, NULL) == 0 &&
-             bench_time_graphs(c, &exec, 1, 0, NULL, &us) == 0;
-    if (exec) (void)BENCH_CUDA(cudaGraphExecDestroy(exec));
-    if (!ok) {
-        fprintf(stderr, "bench: launch floor (graph of %d kernels) failed\n", (int)kernels);
-        c->failed++;
+    if (time_empty_graph(c, (int)kernels, 0, what, &us) != 0) {
         *slot = -2;
         return -1;
     }
@@ -422,16 +432,8 @@ double bench_launch_floor_graph(bench_ctx *c, size_t kernels) {
 static void launch_floor_graph_flushed(bench_ctx *c) {
     if (c->l2_flush == HFP4_BENCH_FLUSH_NONE || c->launch_graph_flushed_us != -1) return;
     c->launch_graph_flushed_us = -2; /* (measured once, failed or not) */
-    void *args[1] = {c};
-    cudaGraphExec_t exec = NULL;
     double us = 0;
-    const int ok = bench_capture(c, launch_empty, args, 1, &exec, NULL) == 0 && bench_time_graphs(c, &exec, 1, 1, NULL, &us) == 0;
-    if (exec) (void)BENCH_CUDA(cudaGraphExecDestroy(exec));
-    if (!ok) {
-        fprintf(stderr, "bench: launch floor (graph after the L2 flush) failed\n");
-        c->failed++;
-        return;
-    }
+    if (time_empty_graph(c, 1, 1, "graph after the L2 flush", &us) != 0) return;
     c->launch_graph_flushed_us = us;
     print_floor(c, "graph_flushed", 1, us);
 }

@@ -5,6 +5,7 @@
  * same kernel in a process of its own.
  */
 #pragma once
+#include <cuda_runtime.h>
 #include <stdint.h>
 
 #include "sm90/ptx.cuh" /* grid_launch_dependents, grid_dependency_wait */
@@ -16,10 +17,9 @@
 /* Reads masked_m (after the grid-dependency wait, as the GEMM does), lists the hit groups in order
  * (the same list in every CTA), then reads each hit group's w_vec weight and ws_vec scale vectors
  * with all of a thread's loads of a round in flight. */
-static __global__ void __launch_bounds__(FLOOR_THREADS) bench_stream_hit_experts(const int32_t *masked_m, int32_t groups,
-                                                                          const uint4 *w, uint32_t w_vec,
-                                                                          const uint4 *ws, uint32_t ws_vec,
-                                                                          unsigned *sink) {
+static __global__ void __launch_bounds__(FLOOR_THREADS)
+    bench_stream_hit_experts(const int32_t *masked_m, int32_t groups, const uint4 *w, uint32_t w_vec, const uint4 *ws,
+                             uint32_t ws_vec, unsigned *sink) {
     __shared__ int32_t hit[FLOOR_MAX_GROUPS];
     __shared__ int32_t warp_count[FLOOR_THREADS / 32];
     grid_launch_dependents();
@@ -55,4 +55,21 @@ static __global__ void __launch_bounds__(FLOOR_THREADS) bench_stream_hit_experts
         for (int u = 0; u < FLOOR_UNROLL; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
     }
     if (acc == 0x9E3779B9u) *sink = acc; /* (practically never: keeps the loads) */
+}
+
+/* Launches the reader on `ctas` CTAs as the GEMM is launched (programmatic dependent launch), on
+ * stream s; the launch's error. */
+static cudaError_t launch_stream_floor(unsigned ctas, cudaStream_t s, const int32_t *masked_m, int32_t groups,
+                                       const uint4 *w, uint32_t w_vec, const uint4 *ws, uint32_t ws_vec,
+                                       unsigned *sink) {
+    cudaLaunchConfig_t config = {};
+    cudaLaunchAttribute attr[1];
+    config.gridDim = dim3(ctas);
+    config.blockDim = dim3(FLOOR_THREADS);
+    config.stream = s;
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, bench_stream_hit_experts, masked_m, groups, w, w_vec, ws, ws_vec, sink);
 }

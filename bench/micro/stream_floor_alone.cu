@@ -103,18 +103,9 @@ typedef struct floor_case {
 static cudaGraphExec_t capture_floor(const floor_case *f, cudaStream_t s) {
     cudaGraph_t g;
     cudaGraphExec_t exec;
-    cudaLaunchConfig_t config = {};
-    cudaLaunchAttribute attr[1];
-    config.gridDim = dim3((unsigned)f->ctas);
-    config.blockDim = dim3(FLOOR_THREADS);
-    config.stream = s;
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attr;
-    config.numAttrs = 1;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    CK(cudaLaunchKernelEx(&config, bench_stream_hit_experts, f->masked_m, (int32_t)GROUPS, f->w, f->w_vec, f->ws,
-                          f->ws_vec, f->sink));
+    CK(launch_stream_floor((unsigned)f->ctas, s, f->masked_m, (int32_t)GROUPS, f->w, f->w_vec, f->ws, f->ws_vec,
+                           f->sink));
     CK(cudaStreamEndCapture(s, &g));
     CK(cudaGraphInstantiate(&exec, g, 0));
     CK(cudaGraphDestroy(g));
